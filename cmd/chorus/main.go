@@ -1,0 +1,251 @@
+// Command chorus is the chorus command-line tool: it prints what the
+// machine offers (info), runs the demo, runs benchmarks, and doubles as the
+// worker program of process sessions.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/chorus-rt/chorus/internal/bench"
+	"github.com/chorus-rt/chorus/internal/demo"
+	"github.com/chorus-rt/chorus/internal/gpuprobe"
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/worker"
+)
+
+// version is set by the linker (-X main.version=...) for releases.
+var version = "dev"
+
+const usage = `chorus drives many workers in lock-step from one controller.
+
+Usage:
+  chorus <command> [flags]
+
+Commands:
+  info            version, CPU, and which GPU libraries were found
+  demo            run a session of workers and print what each computed
+  bench session   latency of a no-op call + sync, per session kind
+  funcs           list the functions workers can call
+
+Run 'chorus <command> --help' for a command's flags.
+`
+
+func main() {
+	// A process started by a session becomes a worker here and never returns.
+	worker.Main()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "info":
+		err = cmdInfo(args[1:], stdout)
+	case "demo":
+		err = cmdDemo(ctx, args[1:], stdout)
+	case "bench":
+		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "funcs":
+		err = cmdFuncs(args[1:], stdout)
+	case "worker":
+		// Hidden: the worker entry point, for sessions that start this
+		// binary with an explicit argument. It needs the environment a
+		// session sets.
+		if !worker.IsWorkerProcess() {
+			fmt.Fprintf(stderr, "chorus worker: %s is not set; workers are started by a process session\n", worker.EnvSpec)
+			return 2
+		}
+		return worker.Run()
+	default:
+		fmt.Fprintf(stderr, "chorus: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, "chorus:", err)
+			return 2
+		}
+		fmt.Fprintln(stderr, "chorus:", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func newFlags(name, synopsis string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func cmdInfo(args []string, out io.Writer) error {
+	fs := newFlags("info", "chorus info", out)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v += " (" + s.Value[:min(12, len(s.Value))] + ")"
+			}
+		}
+	}
+	fmt.Fprintf(out, "chorus %s\n", v)
+	fmt.Fprintf(out, "  go:          %s %s/%s, %d CPUs\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	fmt.Fprintf(out, "  sessions:    threaded, process (transports: shm, stream)\n")
+	fmt.Fprintf(out, "GPU libraries:\n%s", gpuprobe.Probe().Summary())
+	return nil
+}
+
+func cmdFuncs(args []string, out io.Writer) error {
+	fs := newFlags("funcs", "chorus funcs", out)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, r := range []*registry.Registry{worker.Builtins, registry.Global} {
+		for _, f := range r.List() {
+			fmt.Fprintf(out, "%-28s %s\n", f.Name, f.Signature)
+		}
+	}
+	return nil
+}
+
+func processOptions(transport string) session.ProcessOptions {
+	return session.ProcessOptions{Transport: transport, Args: []string{"worker"}}
+}
+
+func cmdDemo(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlags("demo", "chorus demo [--workers 4] [--session process|threaded] [--transport shm|stream]", out)
+	n := fs.Int("workers", 4, "number of workers")
+	kind := fs.String("session", "process", "session kind: process or threaded")
+	tr := fs.String("transport", "shm", "process transport: shm or stream")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := newSession(ctx, *kind, *tr, *n)
+	if err != nil {
+		return err
+	}
+	derr := demo.Run(ctx, out, s)
+	serr := s.Shutdown()
+	return errors.Join(derr, serr)
+}
+
+func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, error) {
+	switch kind {
+	case "threaded":
+		return session.NewThreaded(session.Options{NumWorkers: n})
+	case "process":
+		po := processOptions(tr)
+		po.NumWorkers = n
+		return session.NewProcess(ctx, po)
+	}
+	return nil, usageError{fmt.Sprintf("unknown session kind %q (want process or threaded)", kind)}
+}
+
+func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(out, "Usage: chorus bench <session> [flags]\n\nBenchmarks:\n  session   no-op CallPacked + sync of every worker\n")
+		if len(args) == 0 {
+			return usageError{"bench: which benchmark?"}
+		}
+		return nil
+	}
+	switch args[0] {
+	case "session":
+		return benchSession(ctx, args[1:], out, errOut)
+	}
+	return usageError{fmt.Sprintf("bench: unknown benchmark %q", args[0])}
+}
+
+func benchSession(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("bench session", "chorus bench session [--workers 1,2,4,8] [--sessions threaded,process-shm,process-stream] [--iters N] [--json]", out)
+	workers := fs.String("workers", "1,2,4,8", "comma-separated worker counts")
+	kinds := fs.String("sessions", "threaded,process-shm,process-stream", "comma-separated: threaded, process-shm, process-stream")
+	iters := fs.Int("iters", 20000, "timed iterations per row")
+	warmup := fs.Int("warmup", 2000, "untimed iterations per row")
+	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ns, err := parseInts(*workers)
+	if err != nil {
+		return usageError{"bench session: --workers: " + err.Error()}
+	}
+	var rows []bench.SessionResult
+	for _, k := range strings.Split(*kinds, ",") {
+		var sess, tr string
+		switch strings.TrimSpace(k) {
+		case "threaded":
+			sess, tr = "threaded", "inproc"
+		case "process-shm":
+			sess, tr = "process", "shm"
+		case "process-stream":
+			sess, tr = "process", "stream"
+		default:
+			return usageError{fmt.Sprintf("bench session: unknown session %q", k)}
+		}
+		for _, n := range ns {
+			r, err := bench.Session(ctx, bench.SessionConfig{Session: sess, Transport: tr, Workers: n, Iters: *iters, Warmup: *warmup, Process: processOptions(tr)})
+			if err != nil {
+				return fmt.Errorf("bench session %s/%s with %d workers: %w", sess, tr, n, err)
+			}
+			if *asJSON {
+				if err := bench.WriteJSON(out, []bench.SessionResult{r}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(errOut, "done: %s/%s workers=%d\n", sess, tr, n)
+			}
+			rows = append(rows, r)
+		}
+	}
+	if !*asJSON {
+		bench.WriteSessionTable(out, rows)
+	}
+	return nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/chorus-rt/chorus/session"
+)
+
+// SessionConfig selects one session-latency measurement.
+type SessionConfig struct {
+	Session   string // "threaded" or "process"
+	Transport string // "inproc" for threaded; "shm" or "stream" for process
+	Workers   int
+	Iters     int
+	Warmup    int
+	// Process holds how to start worker processes (program, args).
+	Process session.ProcessOptions
+}
+
+// SessionResult is one row of `chorus bench session`.
+type SessionResult struct {
+	Bench     string  `json:"bench"`
+	Session   string  `json:"session"`
+	Transport string  `json:"transport"`
+	Workers   int     `json:"workers"`
+	Iters     int     `json:"-"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	Meanus    float64 `json:"-"`
+}
+
+// Session measures a no-op CallPacked followed by a sync of every worker.
+func Session(ctx context.Context, cfg SessionConfig) (SessionResult, error) {
+	res := SessionResult{Bench: "session", Session: cfg.Session, Transport: cfg.Transport, Workers: cfg.Workers, Iters: cfg.Iters}
+	var s *session.Session
+	var err error
+	switch cfg.Session {
+	case "threaded":
+		s, err = session.NewThreaded(session.Options{NumWorkers: cfg.Workers})
+	case "process":
+		po := cfg.Process
+		po.NumWorkers = cfg.Workers
+		po.Transport = cfg.Transport
+		s, err = session.NewProcess(ctx, po)
+	default:
+		err = fmt.Errorf("unknown session kind %q", cfg.Session)
+	}
+	if err != nil {
+		return res, err
+	}
+	defer s.Shutdown()
+	f, err := s.GetGlobalFunc(ctx, "chorus.noop")
+	if err != nil {
+		return res, err
+	}
+	lat := make([]time.Duration, 0, cfg.Iters)
+	for i := range cfg.Warmup + cfg.Iters {
+		t0 := time.Now()
+		if err := s.CallPackedDiscard(f); err != nil {
+			return res, err
+		}
+		if err := s.Sync(ctx); err != nil {
+			return res, err
+		}
+		if i >= cfg.Warmup {
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	if err := s.Shutdown(); err != nil {
+		return res, err
+	}
+	res.P50us, res.P99us, res.Meanus = summarize(lat)
+	return res, nil
+}
+
+// summarize returns the median, 99th percentile and mean in microseconds.
+func summarize(lat []time.Duration) (p50, p99, mean float64) {
+	if len(lat) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return us(s[len(s)/2]), us(s[min(len(s)-1, len(s)*99/100)]), us(sum) / float64(len(s))
+}
+
+// WriteSessionTable prints results in the style of nccl-tests.
+func WriteSessionTable(w io.Writer, rs []SessionResult) {
+	fmt.Fprintf(w, "# chorus bench session: no-op CallPacked + sync of every worker\n")
+	fmt.Fprintf(w, "#%9s %10s %8s %8s %10s %10s %10s\n", "session", "transport", "workers", "iters", "p50(us)", "p99(us)", "mean(us)")
+	for _, r := range rs {
+		fmt.Fprintf(w, " %9s %10s %8d %8d %10.2f %10.2f %10.2f\n", r.Session, r.Transport, r.Workers, r.Iters, r.P50us, r.P99us, r.Meanus)
+	}
+}
+
+// WriteJSON prints one JSON object per line.
+func WriteJSON[T any](w io.Writer, rs []T) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rs {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

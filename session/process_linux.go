@@ -1,0 +1,348 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/transport"
+	"github.com/chorus-rt/chorus/transport/shm"
+	"github.com/chorus-rt/chorus/wire"
+	"github.com/chorus-rt/chorus/worker"
+)
+
+// procWorker is one child process and its connection.
+type procWorker struct {
+	id     int
+	cmd    *exec.Cmd
+	conn   transport.Conn
+	exited chan struct{}
+}
+
+// process runs each worker as a child process.
+type process struct {
+	ws       []*procWorker
+	lifeline *os.File // write end; closing it tells workers to exit
+	lostErr  atomic.Pointer[LostError]
+	stopping atomic.Bool
+	frame    []byte // encode buffer, used under the session lock
+	watchers sync.WaitGroup
+	lifeOnce sync.Once
+}
+
+// NewProcess starts a session whose workers are child processes, waits
+// until every worker answered a ping (bounded by ctx and
+// opts.StartTimeout), and returns it.
+func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
+	groups, err := validateCounts(opts.NumWorkers, opts.NumGroups)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Transport == "" {
+		opts.Transport = "shm"
+	}
+	if opts.Transport != "shm" && opts.Transport != "stream" {
+		return nil, fmt.Errorf("session: unknown transport %q (want shm or stream)", opts.Transport)
+	}
+	prog := opts.Program
+	if prog == "" {
+		if prog, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("session: cannot find this program to start workers: %w", err)
+		}
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	p := &process{}
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("session: lifeline pipe: %w", err)
+	}
+	p.lifeline = lw
+	defer lr.Close()
+
+	n := opts.NumWorkers
+	for i := range n {
+		pw, err := p.start(i, n, groups, prog, opts, lr, stderr)
+		if err != nil {
+			p.abortAll(fmt.Errorf("session start failed: %w", err))
+			_ = p.stop(0)
+			p.close()
+			return nil, fmt.Errorf("session: start worker %d: %w", i, err)
+		}
+		p.ws = append(p.ws, pw)
+		p.watchers.Add(1)
+		go p.watch(pw)
+	}
+	s := newSession("process", n, groups, p, opts.grace())
+	timeout := opts.StartTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s.acquire()
+	c := &wire.Command{Action: wire.ActPing, Worker: wire.AllWorkers}
+	err = s.sendLocked(c)
+	if err == nil {
+		var own []error
+		own, err = s.collect(hctx, c, allWorkers(n))
+		if err == nil {
+			err = joinErrors(own)
+		}
+	}
+	s.release()
+	if err != nil {
+		_ = s.Shutdown()
+		return nil, fmt.Errorf("session: workers did not start (program %s): %w", prog, err)
+	}
+	return s, nil
+}
+
+// ProcessOptions configure NewProcess.
+type ProcessOptions struct {
+	Options
+	// Transport is "shm" (shared-memory rings, the default) or "stream"
+	// (a unix socket pair per worker).
+	Transport string
+	// Program is the worker executable; default: this program. It must call
+	// worker.Main early (the chorus CLI and test binaries do).
+	Program string
+	// Args follow the program name on the worker's command line.
+	Args []string
+	// Env is added to the inherited environment.
+	Env []string
+	// Stderr receives the workers' stdout and stderr; default os.Stderr.
+	Stderr io.Writer
+	// StartTimeout bounds the start-up handshake (default 30 s).
+	StartTimeout time.Duration
+	// RingSize is the size of each shared-memory ring in bytes (0: default).
+	RingSize int
+}
+
+func (p *process) start(i, n, groups int, prog string, opts ProcessOptions, lifeline *os.File, stderr io.Writer) (*procWorker, error) {
+	var conn transport.Conn
+	var child *os.File
+	switch opts.Transport {
+	case "shm":
+		c, memfd, err := shm.Create(shm.Options{RingSize: opts.RingSize})
+		if err != nil {
+			return nil, err
+		}
+		conn, child = c, memfd
+	case "stream":
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("socketpair: %w", err)
+		}
+		// Our end is non-blocking so reads can honour deadlines through
+		// the runtime poller; the worker's end stays blocking.
+		if err := syscall.SetNonblock(fds[0], true); err != nil {
+			syscall.Close(fds[0])
+			syscall.Close(fds[1])
+			return nil, fmt.Errorf("socketpair: %w", err)
+		}
+		conn = transport.NewStream(os.NewFile(uintptr(fds[0]), fmt.Sprintf("chorus-worker-%d", i)), 0)
+		child = os.NewFile(uintptr(fds[1]), "chorus-transport")
+	}
+	spec := worker.Spec{ID: i, NumWorkers: n, NumGroups: groups, Transport: opts.Transport, Device: tensor.CPUDevice}
+	cmd := exec.Command(prog, opts.Args...)
+	cmd.Env = append(append(os.Environ(), opts.Env...), worker.EnvSpec+"="+spec.String())
+	cmd.ExtraFiles = []*os.File{lifeline, child} // fds 3 and 4
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	err := cmd.Start()
+	child.Close()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &procWorker{id: i, cmd: cmd, conn: conn, exited: make(chan struct{})}, nil
+}
+
+// watch owns the wait on one child. A child that exits while the session
+// is not stopping fails the session: every pending and later call returns
+// a LostError naming it.
+func (p *process) watch(pw *procWorker) {
+	defer p.watchers.Done()
+	err := pw.cmd.Wait()
+	status := "exited"
+	if st := pw.cmd.ProcessState; st != nil {
+		status = st.String()
+	} else if err != nil {
+		status = err.Error()
+	}
+	close(pw.exited)
+	if p.stopping.Load() {
+		return
+	}
+	le := &LostError{Worker: pw.id, PID: pw.cmd.Process.Pid, Status: status}
+	if p.lostErr.CompareAndSwap(nil, le) {
+		p.abortAll(le)
+	}
+}
+
+func (p *process) abortAll(err error) {
+	for _, w := range p.ws {
+		w.conn.Abort(err)
+	}
+}
+
+func (p *process) lost() error {
+	if le := p.lostErr.Load(); le != nil {
+		return le
+	}
+	return nil
+}
+
+// markLost fails the session because worker w's connection broke.
+func (p *process) markLost(w int, err error) error {
+	le := &LostError{Worker: w, PID: p.ws[w].cmd.Process.Pid, Status: err.Error()}
+	if p.lostErr.CompareAndSwap(nil, le) {
+		p.abortAll(le)
+	}
+	return p.lost()
+}
+
+func (p *process) send(c *wire.Command) error {
+	var err error
+	p.frame, err = wire.AppendCommand(p.frame[:0], c)
+	if err != nil {
+		return err
+	}
+	if c.Worker != wire.AllWorkers {
+		return p.sendTo(int(c.Worker), true)
+	}
+	for i := range p.ws {
+		if err := p.sendTo(i, false); err != nil {
+			return err
+		}
+	}
+	for i, w := range p.ws {
+		if err := w.conn.Flush(); err != nil {
+			return p.ioErr(i, err)
+		}
+	}
+	return nil
+}
+
+func (p *process) sendTo(i int, flush bool) error {
+	w := p.ws[i]
+	if err := w.conn.Send(p.frame); err != nil {
+		return p.ioErr(i, err)
+	}
+	if flush {
+		if err := w.conn.Flush(); err != nil {
+			return p.ioErr(i, err)
+		}
+	}
+	return nil
+}
+
+func (p *process) ioErr(w int, err error) error {
+	if lost := p.lost(); lost != nil {
+		return lost
+	}
+	if errors.Is(err, transport.ErrPeerGone) {
+		// The watcher will report the exit status; give it a moment so
+		// the error says how the worker died.
+		select {
+		case <-p.ws[w].exited:
+		case <-time.After(500 * time.Millisecond):
+		}
+		if lost := p.lost(); lost != nil {
+			return lost
+		}
+		return p.markLost(w, err)
+	}
+	return err
+}
+
+func (p *process) recv(ctx context.Context, w int) (*wire.Reply, error) {
+	frame, err := p.ws[w].conn.Recv(ctx)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, err
+		}
+		return nil, p.ioErr(w, err)
+	}
+	r, err := wire.DecodeReply(frame)
+	if err != nil {
+		// A corrupt stream cannot be resynchronised.
+		return nil, p.markLost(w, fmt.Errorf("corrupt reply: %w", err))
+	}
+	return r, nil
+}
+
+func (p *process) poll(w int) (*wire.Reply, error) { return nil, nil }
+
+// stop ends the children: wait for a clean exit after the Shutdown command,
+// then close the lifeline (workers exit by themselves), then SIGKILL.
+func (p *process) stop(grace time.Duration) error {
+	p.stopping.Store(true)
+	wait := func(d time.Duration) bool {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		for _, w := range p.ws {
+			select {
+			case <-w.exited:
+			case <-timer.C:
+				return false
+			}
+		}
+		return true
+	}
+	var errs []error
+	if p.lost() != nil || !wait(grace) {
+		p.closeLifeline()
+		if !wait(grace) {
+			for _, w := range p.ws {
+				select {
+				case <-w.exited:
+				default:
+					errs = append(errs, fmt.Errorf("worker %d (pid %d) did not exit; killed", w.id, w.cmd.Process.Pid))
+					_ = w.cmd.Process.Kill()
+				}
+			}
+		}
+	}
+	p.watchers.Wait()
+	p.closeLifeline()
+	p.abortAll(ErrShutdown)
+	if len(errs) > 0 {
+		return fmt.Errorf("session: Shutdown: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (p *process) closeLifeline() {
+	p.lifeOnce.Do(func() { p.lifeline.Close() })
+}
+
+func (p *process) close() {
+	for _, w := range p.ws {
+		w.conn.Close()
+	}
+	p.closeLifeline()
+}
+
+// PIDs returns the worker process ids (nil for threaded sessions).
+func (s *Session) PIDs() []int {
+	p, ok := s.drv.(*process)
+	if !ok {
+		return nil
+	}
+	out := make([]int, len(p.ws))
+	for i, w := range p.ws {
+		out[i] = w.cmd.Process.Pid
+	}
+	return out
+}

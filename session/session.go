@@ -1,0 +1,633 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/value"
+	"github.com/chorus-rt/chorus/wire"
+)
+
+// driver moves commands and replies for one kind of session. Calls are
+// serialized by the Session, except shutdown.
+type driver interface {
+	// send delivers c to c.Worker, or to every worker for AllWorkers.
+	send(c *wire.Command) error
+	// recv returns worker w's next message.
+	recv(ctx context.Context, w int) (*wire.Reply, error)
+	// poll returns worker w's next message if one is ready, else nil.
+	poll(w int) (*wire.Reply, error)
+	// lost returns the error that failed the session, if any.
+	lost() error
+	// stop ends the workers: the caller has sent the Shutdown command when
+	// it could; stop waits up to grace, then forces, and finally aborts the
+	// connections so that any call still waiting returns.
+	stop(grace time.Duration) error
+	// close frees the connections; no call is in flight.
+	close()
+}
+
+var sessionIDs atomic.Uint64
+
+// Session is the controller of a set of workers. Its methods are safe for
+// concurrent use; commands are issued in the order the calls take the
+// session's lock.
+type Session struct {
+	id      uint64
+	n       int
+	groups  int
+	kind    string
+	drv     driver
+	grace   time.Duration
+	lock    chan struct{} // a mutex that Shutdown can wait on with a timeout
+	regs    *regAlloc
+	seq     uint64
+	stash   []error   // failures learned but not yet returned
+	notice  []*noticeState
+	closed  atomic.Bool
+	stopped sync.Once
+	stopErr error
+}
+
+type noticeState struct {
+	err      *wire.WorkerError
+	reported bool
+}
+
+func newSession(kind string, n, groups int, drv driver, grace time.Duration) *Session {
+	s := &Session{
+		id: sessionIDs.Add(1), n: n, groups: groups, kind: kind, drv: drv, grace: grace,
+		lock: make(chan struct{}, 1), regs: newRegAlloc(), notice: make([]*noticeState, n),
+	}
+	for i := range s.notice {
+		s.notice[i] = &noticeState{}
+	}
+	return s
+}
+
+func validateCounts(n, groups int) (int, error) {
+	if groups == 0 {
+		groups = 1
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("session: num_workers %d < 1", n)
+	}
+	if groups < 1 || n%groups != 0 {
+		return 0, fmt.Errorf("session: num_groups %d does not divide num_workers %d", groups, n)
+	}
+	return groups, nil
+}
+
+// NumWorkers is the number of workers.
+func (s *Session) NumWorkers() int { return s.n }
+
+// NumGroups is the number of worker groups.
+func (s *Session) NumGroups() int { return s.groups }
+
+// GroupSize is NumWorkers / NumGroups.
+func (s *Session) GroupSize() int { return s.n / s.groups }
+
+// Kind is "threaded" or "process".
+func (s *Session) Kind() string { return s.kind }
+
+// LiveRegisters counts registers in use (for leak checks).
+func (s *Session) LiveRegisters() int {
+	s.acquire()
+	defer s.release()
+	return s.regs.inUse()
+}
+
+func (s *Session) acquire() { s.lock <- struct{}{} }
+func (s *Session) release() { <-s.lock }
+
+// usable returns why no command can be sent, if so. Caller holds the lock.
+func (s *Session) usable() error {
+	if s.closed.Load() {
+		return ErrShutdown
+	}
+	return s.drv.lost()
+}
+
+// DRef names the object in one register on every worker.
+type DRef struct {
+	s   *Session
+	reg int64
+	gen uint64
+}
+
+// Reg is the register id.
+func (d *DRef) Reg() int64 { return d.reg }
+
+func (d *DRef) String() string { return fmt.Sprintf("DRef(%d)", d.reg) }
+
+// Release frees the register on every worker (KillReg) so its id can be
+// reused. Releasing twice is ErrReleased.
+func (d *DRef) Release() error {
+	if d == nil || d.s == nil {
+		return errors.New("session: Release of a nil DRef")
+	}
+	s := d.s
+	s.acquire()
+	defer s.release()
+	if err := s.checkRef(d, "Release"); err != nil {
+		return err
+	}
+	s.regs.release(d.reg, d.gen)
+	if err := s.usable(); err != nil {
+		// Nothing to free on dead or stopped workers.
+		return nil
+	}
+	return s.sendLocked(&wire.Command{Action: wire.ActKillReg, Worker: wire.AllWorkers, Reg: d.reg})
+}
+
+// checkRef verifies d is a live register of s. Caller holds the lock.
+func (s *Session) checkRef(d *DRef, what string) error {
+	if d == nil {
+		return fmt.Errorf("session: %s: nil DRef", what)
+	}
+	if d.s != s {
+		return fmt.Errorf("session: %s: %v: %w", what, d, ErrForeignRef)
+	}
+	if !s.regs.valid(d.reg, d.gen) {
+		return fmt.Errorf("session: %s: %v: %w", what, d, ErrReleased)
+	}
+	return nil
+}
+
+func (s *Session) checkWorker(w int, what string) error {
+	if w < 0 || w >= s.n {
+		return fmt.Errorf("session: %s: worker %d: %w (have %d workers)", what, w, ErrBadWorker, s.n)
+	}
+	return nil
+}
+
+func (s *Session) sendLocked(c *wire.Command) error {
+	s.seq++
+	c.Seq = s.seq
+	if err := s.drv.send(c); err != nil {
+		return s.wrapErr(c.Action.String(), err)
+	}
+	return nil
+}
+
+// wrapErr prefers the session's lost-worker error over the transport's
+// view of it.
+func (s *Session) wrapErr(op string, err error) error {
+	if lost := s.drv.lost(); lost != nil && !errors.Is(err, ErrWorkerLost) {
+		return fmt.Errorf("session: %s: %w", op, lost)
+	}
+	return fmt.Errorf("session: %s: %w", op, err)
+}
+
+func (s *Session) newRef() *DRef {
+	id, gen := s.regs.alloc()
+	return &DRef{s: s, reg: id, gen: gen}
+}
+
+// GetGlobalFunc looks name up on every worker and returns a DRef to the
+// function. It waits for all workers, so an unknown name is an error here
+// (wrapping ErrUnknownFunction), not at the first call.
+func (s *Session) GetGlobalFunc(ctx context.Context, name string) (*DRef, error) {
+	s.acquire()
+	defer s.release()
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("session: GetGlobalFunc %q: %w", name, err)
+	}
+	ref := s.newRef()
+	c := &wire.Command{Action: wire.ActGetGlobalFunc, Worker: wire.AllWorkers, Reg: ref.reg, Name: name}
+	if err := s.sendLocked(c); err != nil {
+		s.regs.release(ref.reg, ref.gen)
+		return nil, err
+	}
+	own, err := s.collect(ctx, c, allWorkers(s.n))
+	if err == nil && len(own) > 0 {
+		err = joinErrors(own)
+	}
+	if err != nil {
+		s.regs.release(ref.reg, ref.gen)
+		if s.usable() == nil {
+			_ = s.sendLocked(&wire.Command{Action: wire.ActKillReg, Worker: wire.AllWorkers, Reg: ref.reg})
+		}
+		return nil, fmt.Errorf("session: GetGlobalFunc %q: %w", name, err)
+	}
+	return ref, nil
+}
+
+// CallPacked calls the function in f on every worker with args and returns
+// a DRef to the results. Arguments may be ints, floats, bools, strings,
+// []byte, dtypes, devices, shapes, nil, or *DRef (replaced on each worker by
+// that worker's register value). Host tensors cannot be passed here: put
+// them in a register with DebugSetRegister or CopyToWorker0.
+// The call is asynchronous; see the package comment for error reporting.
+func (s *Session) CallPacked(f *DRef, args ...any) (*DRef, error) {
+	s.acquire()
+	defer s.release()
+	return s.callLocked(f, true, args)
+}
+
+// CallPackedDiscard is CallPacked for functions whose result is not needed:
+// the result goes to register 0 and no DRef is allocated.
+func (s *Session) CallPackedDiscard(f *DRef, args ...any) error {
+	s.acquire()
+	defer s.release()
+	_, err := s.callLocked(f, false, args)
+	return err
+}
+
+func (s *Session) callLocked(f *DRef, keep bool, args []any) (*DRef, error) {
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("session: CallPacked: %w", err)
+	}
+	if err := s.checkRef(f, "CallPacked function"); err != nil {
+		return nil, err
+	}
+	wargs := make([]any, len(args))
+	for i, a := range args {
+		switch x := a.(type) {
+		case *DRef:
+			if err := s.checkRef(x, fmt.Sprintf("CallPacked argument %d", i)); err != nil {
+				return nil, err
+			}
+			wargs[i] = value.Ref(x.reg)
+		case DRef:
+			return nil, fmt.Errorf("session: CallPacked argument %d: pass *DRef, not DRef", i)
+		case *tensor.Tensor:
+			return nil, fmt.Errorf("session: CallPacked argument %d: host tensors are not call arguments (put them in a register with DebugSetRegister or CopyToWorker0)", i)
+		case value.Ref:
+			return nil, fmt.Errorf("session: CallPacked argument %d: raw register ids are not accepted; pass the *DRef", i)
+		default:
+			v, err := value.Normalize(a)
+			if err != nil {
+				return nil, fmt.Errorf("session: CallPacked argument %d: %w", i, err)
+			}
+			wargs[i] = v
+		}
+	}
+	var ref *DRef
+	var reg int64
+	if keep {
+		ref = s.newRef()
+		reg = ref.reg
+	}
+	if err := s.sendLocked(&wire.Command{Action: wire.ActCallPacked, Worker: wire.AllWorkers, Reg: reg, Func: f.reg, Args: wargs}); err != nil {
+		if ref != nil {
+			s.regs.release(ref.reg, ref.gen)
+		}
+		return nil, err
+	}
+	return ref, nil
+}
+
+// SyncWorker waits until worker w has executed every command issued before
+// it, and returns the failures it reported since its previous reply, plus
+// failures other workers have already announced.
+func (s *Session) SyncWorker(ctx context.Context, w int) error {
+	if err := s.checkWorker(w, "SyncWorker"); err != nil {
+		return err
+	}
+	s.acquire()
+	defer s.release()
+	return s.syncLocked(ctx, []int{w}, int32(w))
+}
+
+// Sync waits for every worker (one broadcast command, every worker
+// replies) and returns every failure reported since the previous sync.
+func (s *Session) Sync(ctx context.Context) error {
+	s.acquire()
+	defer s.release()
+	return s.syncLocked(ctx, allWorkers(s.n), wire.AllWorkers)
+}
+
+func (s *Session) syncLocked(ctx context.Context, ws []int, target int32) error {
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("session: SyncWorker: %w", err)
+	}
+	c := &wire.Command{Action: wire.ActSyncWorker, Worker: target}
+	if err := s.sendLocked(c); err != nil {
+		return err
+	}
+	own, err := s.collect(ctx, c, ws)
+	if err != nil {
+		return fmt.Errorf("session: SyncWorker: %w", err)
+	}
+	return s.takeErrors(own)
+}
+
+// takeErrors joins own with everything stashed and clears the stash.
+// Caller holds the lock.
+func (s *Session) takeErrors(own []error) error {
+	s.gatherNotices()
+	all := append(s.stash, own...)
+	s.stash = nil
+	return joinErrors(all)
+}
+
+// gatherNotices moves announced-but-unreported failures of every worker
+// into the stash, polling the transports for notices not yet read.
+func (s *Session) gatherNotices() {
+	for w := range s.n {
+		for {
+			r, err := s.drv.poll(w)
+			if err != nil || r == nil {
+				break
+			}
+			s.absorb(r)
+		}
+		if ns := s.notice[w]; ns.err != nil && !ns.reported {
+			ns.reported = true
+			s.stash = append(s.stash, ns.err)
+		}
+	}
+}
+
+// absorb files a message that is not the awaited reply: a failure notice,
+// or a late reply to a command whose wait was abandoned.
+func (s *Session) absorb(r *wire.Reply) {
+	w := int(r.Worker)
+	if w < 0 || w >= s.n {
+		return
+	}
+	switch r.Action {
+	case wire.ActFailure:
+		if len(r.Errors) > 0 && s.notice[w].err == nil {
+			s.notice[w] = &noticeState{err: r.Errors[0]}
+		}
+	case wire.ActReply:
+		for _, e := range s.replyErrors(r) {
+			s.stash = append(s.stash, e)
+		}
+	}
+}
+
+// replyErrors returns a reply's failures, minus the one a notice already
+// delivered, and resets the worker's notice state.
+func (s *Session) replyErrors(r *wire.Reply) []error {
+	w := int(r.Worker)
+	errs := r.Errors
+	if ns := s.notice[w]; ns.err != nil && ns.reported && len(errs) > 0 {
+		errs = errs[1:]
+	}
+	s.notice[w] = &noticeState{}
+	out := make([]error, 0, len(errs)+1)
+	for _, e := range errs {
+		out = append(out, e)
+	}
+	if r.Dropped > 0 {
+		out = append(out, fmt.Errorf("worker %d: %d more failures not listed", w, r.Dropped))
+	}
+	return out
+}
+
+// collect waits for the reply to c from each worker in ws and returns the
+// failures those replies carry: all of them for a sync, only those of c
+// itself otherwise (the rest are stashed for the next sync). Other messages
+// are absorbed.
+func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]error, error) {
+	var own []error
+	for _, w := range ws {
+		r, err := s.await(ctx, c, w)
+		if err != nil {
+			return own, err
+		}
+		own = append(own, s.ownErrors(c, s.replyErrors(r))...)
+	}
+	return own, nil
+}
+
+// ownErrors keeps the failures of command c and stashes the rest.
+func (s *Session) ownErrors(c *wire.Command, errs []error) []error {
+	if c.Action == wire.ActSyncWorker {
+		return errs
+	}
+	var own []error
+	for _, e := range errs {
+		var we *wire.WorkerError
+		if errors.As(e, &we) && we.Op == c.Action && we.Reg == c.Reg {
+			own = append(own, e)
+		} else {
+			s.stash = append(s.stash, e)
+		}
+	}
+	return own
+}
+
+// await returns worker w's reply to c.
+func (s *Session) await(ctx context.Context, c *wire.Command, w int) (*wire.Reply, error) {
+	for {
+		r, err := s.drv.recv(ctx, w)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("waiting for worker %d: %w", w, ctx.Err())
+			}
+			if lost := s.drv.lost(); lost != nil {
+				return nil, lost
+			}
+			return nil, fmt.Errorf("waiting for worker %d: %w", w, err)
+		}
+		if r.Action == wire.ActReply && r.Seq == c.Seq {
+			if int(r.Worker) != w {
+				return nil, fmt.Errorf("worker %d answered on worker %d's connection", r.Worker, w)
+			}
+			return r, nil
+		}
+		s.absorb(r)
+	}
+}
+
+// fetch sends a targeted command that returns a value and waits for it.
+func (s *Session) fetch(ctx context.Context, op string, c *wire.Command, w int) (any, error) {
+	if err := s.sendLocked(c); err != nil {
+		return nil, err
+	}
+	r, err := s.await(ctx, c, w)
+	if err != nil {
+		return nil, fmt.Errorf("session: %s: %w", op, err)
+	}
+	own := s.ownErrors(c, s.replyErrors(r))
+	if len(own) > 0 {
+		return nil, fmt.Errorf("session: %s: %w", op, joinErrors(own))
+	}
+	return r.Value, nil
+}
+
+// DebugGetFromRemote returns the value of register d on worker w. Tensors
+// come back by value (a host copy).
+func (s *Session) DebugGetFromRemote(ctx context.Context, d *DRef, w int) (any, error) {
+	if err := s.checkWorker(w, "DebugGetFromRemote"); err != nil {
+		return nil, err
+	}
+	s.acquire()
+	defer s.release()
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("session: DebugGetFromRemote: %w", err)
+	}
+	if err := s.checkRef(d, "DebugGetFromRemote"); err != nil {
+		return nil, err
+	}
+	v, err := s.fetch(ctx, "DebugGetFromRemote", &wire.Command{Action: wire.ActDebugGet, Worker: int32(w), Reg: d.reg}, w)
+	if err != nil {
+		return nil, err
+	}
+	return s.detach(v)
+}
+
+// detach makes sure a value handed to the caller shares no memory with a
+// worker (threaded sessions pass pointers).
+func (s *Session) detach(v any) (any, error) {
+	if t, ok := v.(*tensor.Tensor); ok && s.kind == "threaded" {
+		return t.Clone()
+	}
+	if b, ok := v.([]byte); ok && s.kind == "threaded" {
+		return append([]byte(nil), b...), nil
+	}
+	return v, nil
+}
+
+// DebugSetRegister stores v in register d on worker w (tensors by value).
+// Asynchronous.
+func (s *Session) DebugSetRegister(d *DRef, v any, w int) error {
+	if err := s.checkWorker(w, "DebugSetRegister"); err != nil {
+		return err
+	}
+	nv, err := s.ownedValue(v, "DebugSetRegister")
+	if err != nil {
+		return err
+	}
+	s.acquire()
+	defer s.release()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("session: DebugSetRegister: %w", err)
+	}
+	if err := s.checkRef(d, "DebugSetRegister"); err != nil {
+		return err
+	}
+	return s.sendLocked(&wire.Command{Action: wire.ActDebugSet, Worker: int32(w), Reg: d.reg, Args: []any{nv}})
+}
+
+// ownedValue normalizes v and, for threaded sessions, copies tensors and
+// bytes so that the worker never aliases the caller's memory.
+func (s *Session) ownedValue(v any, op string) (any, error) {
+	if _, ok := v.(*DRef); ok {
+		return nil, fmt.Errorf("session: %s: a DRef is not a value", op)
+	}
+	nv, err := value.Normalize(v)
+	if err != nil {
+		return nil, fmt.Errorf("session: %s: %w", op, err)
+	}
+	if t, ok := nv.(*tensor.Tensor); ok {
+		if !t.IsHost() {
+			return nil, fmt.Errorf("session: %s: %w", op, tensor.ErrNotHost)
+		}
+	}
+	if s.kind == "threaded" {
+		return s.detach(nv)
+	}
+	return nv, nil
+}
+
+// NewRegister allocates an empty register, for DebugSetRegister.
+func (s *Session) NewRegister() (*DRef, error) {
+	s.acquire()
+	defer s.release()
+	if err := s.usable(); err != nil {
+		return nil, fmt.Errorf("session: NewRegister: %w", err)
+	}
+	return s.newRef(), nil
+}
+
+// CopyToWorker0 copies host into the tensor in register d of worker 0;
+// dtype and shape must match (checked on the worker: a mismatch is reported
+// at the next sync). Asynchronous; host may be reused at once.
+func (s *Session) CopyToWorker0(host *tensor.Tensor, d *DRef) error {
+	if host == nil {
+		return errors.New("session: CopyToWorker0: nil host tensor")
+	}
+	nv, err := s.ownedValue(host, "CopyToWorker0")
+	if err != nil {
+		return err
+	}
+	s.acquire()
+	defer s.release()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("session: CopyToWorker0: %w", err)
+	}
+	if err := s.checkRef(d, "CopyToWorker0"); err != nil {
+		return err
+	}
+	return s.sendLocked(&wire.Command{Action: wire.ActCopyToWorker0, Worker: 0, Reg: d.reg, Args: []any{nv}})
+}
+
+// CopyFromWorker0 copies the tensor in register d of worker 0 into host,
+// which must have the same dtype and shape.
+func (s *Session) CopyFromWorker0(ctx context.Context, host *tensor.Tensor, d *DRef) error {
+	if host == nil {
+		return errors.New("session: CopyFromWorker0: nil host tensor")
+	}
+	dst, err := host.HostBytes()
+	if err != nil {
+		return fmt.Errorf("session: CopyFromWorker0: %w", err)
+	}
+	s.acquire()
+	defer s.release()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("session: CopyFromWorker0: %w", err)
+	}
+	if err := s.checkRef(d, "CopyFromWorker0"); err != nil {
+		return err
+	}
+	v, err := s.fetch(ctx, "CopyFromWorker0", &wire.Command{Action: wire.ActCopyFromWorker0, Worker: 0, Reg: d.reg}, 0)
+	if err != nil {
+		return err
+	}
+	t, ok := v.(*tensor.Tensor)
+	if !ok {
+		return fmt.Errorf("session: CopyFromWorker0: worker 0 sent a %s", value.Describe(v))
+	}
+	if !tensor.SameLayout(t, host) {
+		return fmt.Errorf("session: CopyFromWorker0: %w: worker 0 holds %s%v, host tensor is %s%v", ErrLayout, t.DType(), t.Shape(), host.DType(), host.Shape())
+	}
+	copy(dst, t.Bytes())
+	return nil
+}
+
+// Shutdown stops every worker and releases the session's resources. It is
+// idempotent, and returns even when workers hang or died: after the grace
+// period, worker processes are killed. For threaded sessions a worker stuck
+// inside a function cannot be stopped; Shutdown then reports it.
+func (s *Session) Shutdown() error {
+	s.stopped.Do(func() {
+		locked := false
+		select {
+		case s.lock <- struct{}{}:
+			locked = true
+		case <-time.After(s.grace):
+			// Another call is stuck waiting on a worker; stop anyway.
+		}
+		s.closed.Store(true)
+		if locked && s.drv.lost() == nil {
+			s.seq++
+			_ = s.drv.send(&wire.Command{Action: wire.ActShutdown, Seq: s.seq, Worker: wire.AllWorkers})
+		}
+		s.stopErr = s.drv.stop(s.grace)
+		if !locked {
+			// The stuck call returns now that its connection is aborted.
+			s.acquire()
+		}
+		s.drv.close()
+		s.release()
+	})
+	return s.stopErr
+}
+
+func allWorkers(n int) []int {
+	ws := make([]int, n)
+	for i := range ws {
+		ws[i] = i
+	}
+	return ws
+}

@@ -1,0 +1,63 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chorus-rt/chorus/transport"
+)
+
+// Defaults and limits for Options.
+const (
+	// DefaultRingSize is the capacity of each ring when Options.RingSize is 0.
+	DefaultRingSize = 1 << 20
+	// MinRingSize and MaxRingSize bound Options.RingSize.
+	MinRingSize = 64
+	MaxRingSize = 1 << 30
+	// DefaultSpin is the polling time before a waiter sleeps when
+	// Options.SpinDuration is 0.
+	DefaultSpin = 50 * time.Microsecond
+	// MaxSpin bounds Options.SpinDuration.
+	MaxSpin = 10 * time.Millisecond
+)
+
+// Options configures a segment made by Create. The worker side (Open) reads
+// the same settings from the segment header.
+type Options struct {
+	// RingSize is the capacity in bytes of each of the two rings. It must
+	// be a power of two in [MinRingSize, MaxRingSize]; 0 means
+	// DefaultRingSize. Frames larger than the ring are still allowed.
+	RingSize int
+	// SpinDuration is how long a waiter (a Recv with no data, a Send with
+	// a full ring) polls the shared index, yielding the CPU between polls,
+	// before it sleeps in a futex. 0 means DefaultSpin; a negative value
+	// disables polling. Values above MaxSpin are clamped.
+	SpinDuration time.Duration
+}
+
+// ErrUnsupported is returned by Create and Open on systems other than Linux.
+var ErrUnsupported = fmt.Errorf("shm: shared-memory transport needs linux: %w", errors.ErrUnsupported)
+
+// Compile-time check that *Conn satisfies transport.Conn on every system.
+var _ transport.Conn = (*Conn)(nil)
+
+func (o Options) normalize() (ringSize uint64, spin time.Duration, err error) {
+	rs := o.RingSize
+	if rs == 0 {
+		rs = DefaultRingSize
+	}
+	if rs < MinRingSize || rs > MaxRingSize || rs&(rs-1) != 0 {
+		return 0, 0, fmt.Errorf("shm: ring size %d is not a power of two in [%d, %d]", o.RingSize, MinRingSize, MaxRingSize)
+	}
+	spin = o.SpinDuration
+	switch {
+	case spin == 0:
+		spin = DefaultSpin
+	case spin < 0:
+		spin = 0
+	case spin > MaxSpin:
+		spin = MaxSpin
+	}
+	return uint64(rs), spin, nil
+}

@@ -1,0 +1,745 @@
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/transport"
+)
+
+// Segment layout. All offsets are from the start of the mapping, which is
+// page aligned; every shared word is naturally aligned.
+//
+//	0     header: magic u64, version u32, dataOff u32, ringSize u64,
+//	      totalSize u64, spinNanos u64, id u64, attached u32
+//	128   ring 0 control (controller -> worker), 512 bytes
+//	640   ring 1 control (worker -> controller), 512 bytes
+//	4096  ring 0 data (ringSize bytes), then ring 1 data
+//
+// Ring control block, one 128-byte line per group so that the producer's
+// and the consumer's hot words never share a cache line:
+//
+//	+0    tail u64: bytes published by the producer (free-running)
+//	+128  head u64: bytes consumed by the consumer (free-running)
+//	+256  consWaiting u32, prodWaiting u32, prodClosed u32, consClosed u32
+//	      (written rarely, read on the fast path)
+//	+384  dataSeq u32 (futex the consumer sleeps on), spaceSeq u32 (futex
+//	      the producer sleeps on)
+//
+// A frame in a ring is a little-endian u32 length followed by the payload.
+// The producer never publishes part of a length word.
+const (
+	magic   = 0x314d485353524843 // "CHRSSHM1"
+	version = 1
+
+	offMagic    = 0
+	offVersion  = 8
+	offDataOff  = 12
+	offRingSize = 16
+	offTotal    = 24
+	offSpin     = 32
+	offID       = 40
+	offAttached = 48
+
+	headerSize = 128
+	ctlSize    = 512
+	dataOff    = 4096
+
+	ctlTail        = 0
+	ctlHead        = 128
+	ctlConsWaiting = 256
+	ctlProdWaiting = 260
+	ctlProdClosed  = 264
+	ctlConsClosed  = 268
+	ctlDataSeq     = 384
+	ctlSpaceSeq    = 388
+
+	lenSize = 4
+
+	// sleepSlice bounds one futex sleep, so that a missed notification
+	// (there should be none) costs at most this much.
+	sleepSlice = 50 * time.Millisecond
+	// fastPolls is how many times a waiter checks the index before it
+	// starts to yield the CPU between checks.
+	fastPolls = 64
+)
+
+func segmentSize(ringSize uint64) uint64 { return dataOff + 2*ringSize }
+
+// ring is one direction of the segment, seen from either end.
+type ring struct {
+	data        []byte
+	size, mask  uint64
+	tail, head  *uint64
+	consWaiting *uint32
+	prodWaiting *uint32
+	prodClosed  *uint32
+	consClosed  *uint32
+	dataSeq     *uint32
+	spaceSeq    *uint32
+}
+
+func newRing(m []byte, idx int, size uint64) ring {
+	ctl := headerSize + idx*ctlSize
+	u32 := func(off int) *uint32 { return (*uint32)(unsafe.Pointer(&m[ctl+off])) }
+	start := dataOff + uint64(idx)*size
+	return ring{
+		data:        m[start : start+size : start+size],
+		size:        size,
+		mask:        size - 1,
+		tail:        (*uint64)(unsafe.Pointer(&m[ctl+ctlTail])),
+		head:        (*uint64)(unsafe.Pointer(&m[ctl+ctlHead])),
+		consWaiting: u32(ctlConsWaiting),
+		prodWaiting: u32(ctlProdWaiting),
+		prodClosed:  u32(ctlProdClosed),
+		consClosed:  u32(ctlConsClosed),
+		dataSeq:     u32(ctlDataSeq),
+		spaceSeq:    u32(ctlSpaceSeq),
+	}
+}
+
+// put copies p into the ring at stream position pos, wrapping around.
+func (r *ring) put(pos uint64, p []byte) {
+	n := copy(r.data[pos&r.mask:], p)
+	if n < len(p) {
+		copy(r.data, p[n:])
+	}
+}
+
+// get copies len(p) bytes at stream position pos out of the ring.
+func (r *ring) get(pos uint64, p []byte) {
+	n := copy(p, r.data[pos&r.mask:])
+	if n < len(p) {
+		copy(p[n:], r.data)
+	}
+}
+
+// bump increments a futex word and wakes whoever sleeps on it.
+func bump(seq *uint32) {
+	atomic.AddUint32(seq, 1)
+	futexWake(seq)
+}
+
+// guard counts the calls in flight of one kind, so that Close can wait for
+// them before it unmaps the segment. Padded to keep the sender's and the
+// receiver's counters on separate cache lines.
+type guard struct {
+	n atomic.Int32
+	_ [124]byte
+}
+
+// Conn is one end of a shared-memory connection. It implements
+// transport.Conn: one goroutine may Send and Flush while another Recvs;
+// Abort and Close may be called from any goroutine, at any time, also
+// concurrently with blocked calls (Close wakes them, waits for them to
+// return, and only then unmaps the segment).
+type Conn struct {
+	// Sender state (owned by the goroutine calling Send/Flush).
+	sendCalls guard
+	tx        ring
+	txTail    uint64 // write position (may be ahead of the published tail)
+	txPub     uint64 // last published tail
+	txHead    uint64 // last head seen
+	txFrame   uint64 // end of the last complete frame written
+	_         [64]byte
+
+	// Receiver state (owned by the goroutine calling Recv).
+	recvCalls guard
+	rx        ring
+	rxHead    uint64 // read position (may be ahead of the published head)
+	rxPub     uint64 // last published head
+	rxTail    uint64 // last tail seen
+	rlen      int    // length of the frame being read, -1 before its header
+	rbuf      []byte // frame being read; len = bytes received so far
+	rdone     bool   // rbuf holds a complete frame that was returned
+	rerr      error  // sticky error (corrupt stream)
+	_         [64]byte
+
+	// Shared between goroutines.
+	otherCalls guard
+	closed     atomic.Bool
+	abortErr   atomic.Pointer[error]
+	mem        []byte
+	spin       time.Duration
+	id         uint64
+	race       *raceSync
+	txIdx      int
+	rxIdx      int
+}
+
+// Create makes a new segment for one controller<->worker connection and
+// returns the controller's end together with the segment's memfd. The memfd
+// is to be handed to the worker (for example in exec.Cmd.ExtraFiles, which
+// makes it fd 3 in the child) and belongs to the caller, who closes it once
+// the worker has started; the Conn does not need it.
+func Create(opts Options) (c *Conn, memfd *os.File, err error) {
+	ringSize, spin, err := opts.normalize()
+	if err != nil {
+		return nil, nil, err
+	}
+	total := segmentSize(ringSize)
+	fd, err := memfdCreate("chorus-shm")
+	if err != nil {
+		return nil, nil, err
+	}
+	f := os.NewFile(uintptr(fd), "chorus-shm")
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	if err := syscall.Ftruncate(fd, int64(total)); err != nil {
+		return nil, nil, os.NewSyscallError("ftruncate", err)
+	}
+	// Seal the size so that no one can shrink the file under a mapping
+	// (accesses past its end would fault).
+	if _, err := fcntl(fd, fAddSeals, fSealShrink|fSealGrow|fSealSeal); err != nil {
+		return nil, nil, err
+	}
+	m, err := syscall.Mmap(fd, 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("mmap", err)
+	}
+	id := rand.Uint64()
+	binary.LittleEndian.PutUint32(m[offVersion:], version)
+	binary.LittleEndian.PutUint32(m[offDataOff:], dataOff)
+	binary.LittleEndian.PutUint64(m[offRingSize:], ringSize)
+	binary.LittleEndian.PutUint64(m[offTotal:], total)
+	binary.LittleEndian.PutUint64(m[offSpin:], uint64(spin))
+	binary.LittleEndian.PutUint64(m[offID:], id)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&m[offMagic])), magic)
+	return newConn(m, ringSize, spin, id, 0), f, nil
+}
+
+// Open attaches the worker's end to a segment made by Create. It takes
+// ownership of f and closes it before returning (the mapping does not need
+// it). It validates the segment and returns an error, never a fault, for a
+// file that is not a sealed segment of the expected layout. A segment can be
+// opened once.
+func Open(f *os.File) (*Conn, error) {
+	if f == nil {
+		return nil, errors.New("shm: Open: nil file")
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, os.NewSyscallError("fstat", err)
+	}
+	seals, err := fcntl(fd, fGetSeals, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shm: not a shared-memory segment: %w", err)
+	}
+	if seals&(fSealShrink|fSealGrow) != fSealShrink|fSealGrow {
+		return nil, errors.New("shm: segment size is not sealed")
+	}
+	var h [headerSize]byte
+	if st.Size < dataOff {
+		return nil, fmt.Errorf("shm: segment too small (%d bytes)", st.Size)
+	}
+	if n, err := syscall.Pread(fd, h[:], 0); err != nil || n != len(h) {
+		return nil, fmt.Errorf("shm: reading segment header: n=%d: %v", n, err)
+	}
+	if got := binary.LittleEndian.Uint64(h[offMagic:]); got != magic {
+		return nil, fmt.Errorf("shm: bad segment magic %#x", got)
+	}
+	if got := binary.LittleEndian.Uint32(h[offVersion:]); got != version {
+		return nil, fmt.Errorf("shm: segment version %d, want %d", got, version)
+	}
+	ringSize := binary.LittleEndian.Uint64(h[offRingSize:])
+	total := binary.LittleEndian.Uint64(h[offTotal:])
+	spin := time.Duration(binary.LittleEndian.Uint64(h[offSpin:]))
+	switch {
+	case binary.LittleEndian.Uint32(h[offDataOff:]) != dataOff:
+		return nil, errors.New("shm: bad segment data offset")
+	case ringSize < MinRingSize || ringSize > MaxRingSize || ringSize&(ringSize-1) != 0:
+		return nil, fmt.Errorf("shm: bad segment ring size %d", ringSize)
+	case total != segmentSize(ringSize) || uint64(st.Size) != total:
+		return nil, fmt.Errorf("shm: segment size %d does not match header (%d)", st.Size, total)
+	case spin < 0 || spin > MaxSpin:
+		return nil, fmt.Errorf("shm: bad spin duration %v", spin)
+	}
+	m, err := syscall.Mmap(fd, 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, os.NewSyscallError("mmap", err)
+	}
+	if !atomic.CompareAndSwapUint32((*uint32)(unsafe.Pointer(&m[offAttached])), 0, 1) {
+		syscall.Munmap(m)
+		return nil, errors.New("shm: segment already opened")
+	}
+	id := binary.LittleEndian.Uint64(h[offID:])
+	return newConn(m, ringSize, spin, id, 1), nil
+}
+
+func newConn(m []byte, ringSize uint64, spin time.Duration, id uint64, side int) *Conn {
+	c := &Conn{mem: m, spin: spin, id: id, rlen: -1, txIdx: side, rxIdx: 1 - side}
+	c.tx = newRing(m, c.txIdx, ringSize)
+	c.rx = newRing(m, c.rxIdx, ringSize)
+	// Resume from the shared indices (both are zero for a new segment).
+	c.txTail = atomic.LoadUint64(c.tx.tail)
+	c.txPub, c.txFrame = c.txTail, c.txTail
+	c.txHead = atomic.LoadUint64(c.tx.head)
+	c.rxHead = atomic.LoadUint64(c.rx.head)
+	c.rxPub, c.rxTail = c.rxHead, c.rxHead
+	c.race = raceAttach(id)
+	return c
+}
+
+// enter registers a call in flight; it fails once Close has begun.
+func (c *Conn) enter(g *guard) bool {
+	g.n.Add(1)
+	if c.closed.Load() {
+		g.n.Add(-1)
+		return false
+	}
+	return true
+}
+
+// stateErr reports why the connection can no longer be used, or nil.
+func (c *Conn) stateErr() error {
+	if c.closed.Load() {
+		return transport.ErrClosed
+	}
+	if p := c.abortErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+var (
+	errPeerClosed  = fmt.Errorf("%w: peer closed the connection: %w", transport.ErrPeerGone, io.EOF)
+	errPeerClosedM = fmt.Errorf("%w: peer closed the connection in the middle of a frame: %w", transport.ErrPeerGone, io.ErrUnexpectedEOF)
+	errCorrupt     = fmt.Errorf("%w: shared ring indices are corrupt", transport.ErrPeerGone)
+)
+
+// Send copies frame into the ring. It does not publish it unless the ring
+// fills up, in which case it publishes what is there, wakes the peer and
+// waits for space.
+func (c *Conn) Send(frame []byte) error {
+	if !c.enter(&c.sendCalls) {
+		return transport.ErrClosed
+	}
+	defer c.sendCalls.n.Add(-1)
+	if p := c.abortErr.Load(); p != nil {
+		return *p
+	}
+	if len(frame) > transport.MaxFrame {
+		return fmt.Errorf("%w: %d bytes (max %d)", transport.ErrFrameTooLarge, len(frame), transport.MaxFrame)
+	}
+	r := &c.tx
+	if err := c.reserve(lenSize); err != nil {
+		return err
+	}
+	if off := c.txTail & r.mask; off+lenSize <= r.size {
+		binary.LittleEndian.PutUint32(r.data[off:], uint32(len(frame)))
+	} else {
+		var b [lenSize]byte
+		binary.LittleEndian.PutUint32(b[:], uint32(len(frame)))
+		r.put(c.txTail, b[:])
+	}
+	c.txTail += lenSize
+	for len(frame) > 0 {
+		free := r.size - (c.txTail - c.txHead)
+		if free == 0 {
+			if err := c.reserve(min(uint64(len(frame)), r.size/2)); err != nil {
+				return err
+			}
+			continue
+		}
+		n := min(free, uint64(len(frame)))
+		r.put(c.txTail, frame[:n])
+		c.txTail += n
+		frame = frame[n:]
+	}
+	c.txFrame = c.txTail
+	return nil
+}
+
+// reserve makes sure at least want bytes of the ring are free, publishing
+// and waiting for the consumer if needed.
+func (c *Conn) reserve(want uint64) error {
+	r := &c.tx
+	if r.size-(c.txTail-c.txHead) >= want {
+		return nil
+	}
+	if err := c.loadHead(); err != nil {
+		return err
+	}
+	if r.size-(c.txTail-c.txHead) >= want {
+		return nil
+	}
+	c.publish()
+	ready := func() bool {
+		return c.loadHead() != nil || r.size-(c.txTail-c.txHead) >= want
+	}
+	check := func() error {
+		if err := c.stateErr(); err != nil {
+			return err
+		}
+		if atomic.LoadUint32(r.consClosed) != 0 {
+			return errPeerClosed
+		}
+		return nil
+	}
+	if err := c.wait(r.spaceSeq, r.prodWaiting, ready, check, nil); err != nil {
+		return err
+	}
+	return c.loadHead()
+}
+
+// loadHead refreshes the cached consumer index of the send ring.
+func (c *Conn) loadHead() error {
+	h := atomic.LoadUint64(c.tx.head)
+	if h > c.txPub || c.txPub-h > c.tx.size {
+		return errCorrupt
+	}
+	c.txHead = h
+	return nil
+}
+
+// publish makes everything written so far visible to the consumer and wakes
+// it if it announced that it sleeps.
+func (c *Conn) publish() {
+	c.publishTo(c.txTail)
+}
+
+func (c *Conn) publishTo(pos uint64) {
+	if pos == c.txPub {
+		return
+	}
+	r := &c.tx
+	c.race.release(c.txIdx)
+	atomic.StoreUint64(r.tail, pos)
+	c.txPub = pos
+	// Sequentially consistent store then load: if the consumer's last
+	// check missed the new tail, it set consWaiting before, and we see it.
+	if atomic.LoadUint32(r.consWaiting) != 0 {
+		bump(r.dataSeq)
+	}
+}
+
+// Flush publishes the frames sent so far and wakes the peer if it sleeps.
+func (c *Conn) Flush() error {
+	if !c.enter(&c.sendCalls) {
+		return transport.ErrClosed
+	}
+	defer c.sendCalls.n.Add(-1)
+	if p := c.abortErr.Load(); p != nil {
+		return *p
+	}
+	if atomic.LoadUint32(c.tx.consClosed) != 0 {
+		return errPeerClosed
+	}
+	c.publish()
+	return nil
+}
+
+// Recv returns the next frame, in a buffer that is reused by the next Recv.
+// It returns ctx.Err() if ctx is done before a whole frame has arrived (at
+// once if ctx is already done); the part read so far is kept, and the frame
+// is delivered by a later Recv.
+func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
+	if !c.enter(&c.recvCalls) {
+		return nil, transport.ErrClosed
+	}
+	defer c.recvCalls.n.Add(-1)
+	if p := c.abortErr.Load(); p != nil {
+		return nil, *p
+	}
+	if c.rerr != nil {
+		return nil, c.rerr
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return nil, ctx.Err()
+		default:
+		}
+	}
+	if c.rdone {
+		c.rdone = false
+		c.rbuf = c.rbuf[:0]
+		c.rlen = -1
+	}
+	r := &c.rx
+	for {
+		need := uint64(lenSize)
+		if c.rlen >= 0 {
+			need = 1
+		}
+		avail := c.rxTail - c.rxHead
+		if avail < need {
+			if err := c.loadTail(); err != nil {
+				return nil, err
+			}
+			if avail = c.rxTail - c.rxHead; avail < need {
+				if err := c.waitData(ctx, need); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		if c.rlen < 0 {
+			var n uint32
+			if off := c.rxHead & r.mask; off+lenSize <= r.size {
+				n = binary.LittleEndian.Uint32(r.data[off:])
+			} else {
+				var b [lenSize]byte
+				r.get(c.rxHead, b[:])
+				n = binary.LittleEndian.Uint32(b[:])
+			}
+			c.rxHead += lenSize
+			avail -= lenSize
+			if n > transport.MaxFrame {
+				c.publishHead()
+				c.rerr = fmt.Errorf("%w: peer sent a %d-byte frame (max %d)", transport.ErrFrameTooLarge, n, transport.MaxFrame)
+				return nil, c.rerr
+			}
+			c.rlen = int(n)
+			// Drop a huge buffer left by an earlier frame, and allocate
+			// up front only what the ring bounds; larger frames grow
+			// the buffer as their bytes arrive.
+			if cap(c.rbuf) > 16<<20 && c.rlen < cap(c.rbuf)/4 {
+				c.rbuf = nil
+			}
+			if c.rlen > cap(c.rbuf) && uint64(c.rlen) <= r.size {
+				c.rbuf = make([]byte, 0, c.rlen)
+			}
+		}
+		if k := min(avail, uint64(c.rlen-len(c.rbuf))); k > 0 {
+			c.grow(int(k))
+			l := len(c.rbuf)
+			c.rbuf = c.rbuf[:l+int(k)]
+			r.get(c.rxHead, c.rbuf[l:])
+			c.rxHead += k
+		}
+		if len(c.rbuf) == c.rlen {
+			c.publishHead()
+			c.rdone = true
+			return c.rbuf, nil
+		}
+	}
+}
+
+// grow makes room for k more bytes in rbuf, at most doubling the buffer
+// beyond what has actually arrived.
+func (c *Conn) grow(k int) {
+	l := len(c.rbuf)
+	if cap(c.rbuf)-l >= k {
+		return
+	}
+	nc := max(l+k, min(c.rlen, 2*cap(c.rbuf)), min(c.rlen, 4096))
+	nb := make([]byte, l, nc)
+	copy(nb, c.rbuf)
+	c.rbuf = nb
+}
+
+// loadTail refreshes the cached producer index of the receive ring.
+func (c *Conn) loadTail() error {
+	t := atomic.LoadUint64(c.rx.tail)
+	if t < c.rxHead || t-c.rxHead > c.rx.size {
+		c.rerr = errCorrupt
+		return errCorrupt
+	}
+	if t != c.rxTail {
+		c.race.acquire(c.rxIdx)
+		c.rxTail = t
+	}
+	return nil
+}
+
+// publishHead hands the space consumed so far back to the producer and
+// wakes it if it announced that it sleeps.
+func (c *Conn) publishHead() {
+	if c.rxHead == c.rxPub {
+		return
+	}
+	r := &c.rx
+	atomic.StoreUint64(r.head, c.rxHead)
+	c.rxPub = c.rxHead
+	if atomic.LoadUint32(r.prodWaiting) != 0 {
+		bump(r.spaceSeq)
+	}
+}
+
+// waitData waits until at least need unread bytes are published.
+func (c *Conn) waitData(ctx context.Context, need uint64) error {
+	c.publishHead()
+	r := &c.rx
+	done := ctx.Done()
+	ready := func() bool {
+		t := atomic.LoadUint64(r.tail)
+		return t-c.rxHead >= need
+	}
+	check := func() error {
+		if err := c.stateErr(); err != nil {
+			return err
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return ctx.Err()
+			default:
+			}
+		}
+		if atomic.LoadUint32(r.prodClosed) != 0 {
+			// The producer publishes before it sets the flag.
+			if atomic.LoadUint64(r.tail)-c.rxHead >= need {
+				return nil
+			}
+			if c.rlen >= 0 {
+				return errPeerClosedM
+			}
+			return errPeerClosed
+		}
+		return nil
+	}
+	var wctx context.Context
+	if done != nil {
+		wctx = ctx
+	}
+	if err := c.wait(r.dataSeq, r.consWaiting, ready, check, wctx); err != nil {
+		return err
+	}
+	return c.loadTail()
+}
+
+// wait blocks until ready reports true or check reports an error: it polls
+// for up to c.spin, yielding the CPU between polls, then sleeps on the futex
+// word seq after announcing it in flag.
+//
+// No wake-up is lost: the sleeper reads seq, sets flag, re-checks ready and
+// sleeps only while seq still has the value read. A publisher makes the
+// condition true, then reads flag and, if set, increments seq and wakes.
+// With sequentially consistent atomics, either the re-check sees the
+// publication, or the publisher sees the flag and its increment makes the
+// futex wait return. Abort and Close increment seq too after setting their
+// state, so check sees it.
+//
+// If ctx is not nil, its cancellation wakes the sleeper at once (through
+// context.AfterFunc, registered only when it actually sleeps).
+func (c *Conn) wait(seq, flag *uint32, ready func() bool, check func() error, ctx context.Context) error {
+	if c.spin > 0 {
+		for range fastPolls {
+			if ready() {
+				return nil
+			}
+		}
+		start := time.Now()
+		for {
+			if ready() {
+				return nil
+			}
+			if err := check(); err != nil {
+				return err
+			}
+			if time.Since(start) >= c.spin {
+				break
+			}
+			osYield()
+		}
+	}
+	var stop func() bool
+	defer func() {
+		atomic.StoreUint32(flag, 0)
+		if stop != nil {
+			stop()
+		}
+	}()
+	for {
+		s := atomic.LoadUint32(seq)
+		atomic.StoreUint32(flag, 1)
+		if ready() {
+			return nil
+		}
+		if err := check(); err != nil {
+			return err
+		}
+		if ctx != nil && stop == nil {
+			stop = context.AfterFunc(ctx, func() { c.wakeWord(seq) })
+		}
+		futexWait(seq, s, sleepSlice)
+	}
+}
+
+// wakeWord bumps one futex word of the segment unless Close has begun.
+func (c *Conn) wakeWord(seq *uint32) {
+	if !c.enter(&c.otherCalls) {
+		return
+	}
+	bump(seq)
+	c.otherCalls.n.Add(-1)
+}
+
+// wakeAll bumps every futex word of the segment, waking local waiters (so
+// they notice Abort or Close) and the peer's (so it notices the closed
+// flags).
+func (c *Conn) wakeAll() {
+	bump(c.rx.dataSeq)
+	bump(c.tx.spaceSeq)
+	bump(c.tx.dataSeq)
+	bump(c.rx.spaceSeq)
+}
+
+// Abort makes every blocked and later Send, Flush and Recv return an error
+// that wraps transport.ErrPeerGone and err. It also marks the segment closed,
+// so that a peer that is still alive stops too.
+func (c *Conn) Abort(err error) {
+	if !c.enter(&c.otherCalls) {
+		return
+	}
+	defer c.otherCalls.n.Add(-1)
+	var e error
+	if err == nil {
+		e = fmt.Errorf("%w: connection aborted", transport.ErrPeerGone)
+	} else {
+		e = fmt.Errorf("%w: %w", transport.ErrPeerGone, err)
+	}
+	if !c.abortErr.CompareAndSwap(nil, &e) {
+		return
+	}
+	atomic.StoreUint32(c.tx.prodClosed, 1)
+	atomic.StoreUint32(c.rx.consClosed, 1)
+	c.wakeAll()
+}
+
+// Close publishes the complete frames sent but not yet flushed, marks the
+// segment closed for the peer, and unmaps it. Calls blocked in Send or Recv
+// are woken and return transport.ErrClosed; Close waits for them (and for
+// any other call in flight) before unmapping. Later calls return
+// transport.ErrClosed; a second Close returns nil.
+func (c *Conn) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	c.wakeAll()
+	for c.sendCalls.n.Load() != 0 || c.recvCalls.n.Load() != 0 || c.otherCalls.n.Load() != 0 {
+		time.Sleep(20 * time.Microsecond)
+	}
+	if c.abortErr.Load() == nil && c.txFrame > c.txPub {
+		c.publishTo(c.txFrame)
+	}
+	atomic.StoreUint32(c.tx.prodClosed, 1)
+	atomic.StoreUint32(c.rx.consClosed, 1)
+	c.wakeAll()
+	raceDetach(c.id, c.race)
+	m := c.mem
+	c.mem = nil
+	c.tx, c.rx = ring{}, ring{}
+	if err := syscall.Munmap(m); err != nil {
+		return os.NewSyscallError("munmap", err)
+	}
+	return nil
+}

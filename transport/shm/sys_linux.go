@@ -1,0 +1,63 @@
+package shm
+
+import (
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+const (
+	mfdCloexec      = 0x1
+	mfdAllowSealing = 0x2
+
+	fAddSeals    = 1033 // F_LINUX_SPECIFIC_BASE + 9
+	fGetSeals    = 1034
+	fSealSeal    = 0x1
+	fSealShrink  = 0x2
+	fSealGrow    = 0x4
+	futexWaitOp  = 0 // FUTEX_WAIT, shared (no FUTEX_PRIVATE_FLAG)
+	futexWakeOp  = 1 // FUTEX_WAKE, shared
+	futexWakeAll = 1 << 30
+)
+
+// memfdCreate creates an anonymous, sealable, close-on-exec memory file.
+func memfdCreate(name string) (int, error) {
+	p, err := syscall.BytePtrFromString(name)
+	if err != nil {
+		return -1, err
+	}
+	fd, _, errno := syscall.Syscall(sysMemfdCreate, uintptr(unsafe.Pointer(p)), mfdCloexec|mfdAllowSealing, 0)
+	if errno != 0 {
+		return -1, os.NewSyscallError("memfd_create", errno)
+	}
+	return int(fd), nil
+}
+
+func fcntl(fd int, cmd, arg int) (int, error) {
+	r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), uintptr(cmd), uintptr(arg))
+	if errno != 0 {
+		return -1, os.NewSyscallError("fcntl", errno)
+	}
+	return int(r), nil
+}
+
+// futexWait sleeps while *addr == val, for at most d. Every outcome (woken,
+// value already changed, timeout, signal) is reported as a plain return: the
+// caller re-checks its condition.
+func futexWait(addr *uint32, val uint32, d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// futexWake wakes the waiters sleeping on addr, in any process.
+func futexWake(addr *uint32) {
+	syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, futexWakeAll, 0, 0, 0)
+}
+
+// osYield gives the CPU to another runnable thread, if any. On a machine
+// with fewer cores than busy processes, polling without it would starve the
+// very peer being waited for.
+func osYield() {
+	syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+}

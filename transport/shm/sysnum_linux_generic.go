@@ -1,0 +1,7 @@
+//go:build linux && (arm64 || loong64 || mips64 || mips64le || riscv64 || s390x)
+
+package shm
+
+import "syscall"
+
+const sysMemfdCreate = syscall.SYS_MEMFD_CREATE

@@ -1,0 +1,5 @@
+//go:build linux && (mips || mipsle)
+
+package shm
+
+const sysMemfdCreate = 4354

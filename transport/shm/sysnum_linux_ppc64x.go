@@ -1,0 +1,5 @@
+//go:build linux && (ppc64 || ppc64le)
+
+package shm
+
+const sysMemfdCreate = 360

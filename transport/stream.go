@@ -1,0 +1,217 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// deadliner is implemented by os.File (pollable descriptors) and net.Conn.
+type deadliner interface {
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+}
+
+// Stream frames a byte stream with a 4-byte little-endian length prefix.
+// Recv honours ctx only when the stream supports read deadlines (net.Conn,
+// or an os.File on a non-blocking descriptor); otherwise it blocks until
+// data arrives or the stream is closed.
+type Stream struct {
+	rwc io.ReadWriteCloser
+	dl  deadliner
+	w   *bufio.Writer
+	max int
+
+	// Read state survives an interrupted Recv, so a deadline in the middle
+	// of a frame does not lose bytes.
+	hdr    [4]byte
+	nhdr   int
+	buf    []byte
+	need   int
+	have   int
+	inBody bool
+
+	abort     atomic.Pointer[error]
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+var _ Conn = (*Stream)(nil)
+
+// NewStream wraps rwc. maxFrame <= 0 means MaxFrame.
+func NewStream(rwc io.ReadWriteCloser, maxFrame int) *Stream {
+	if maxFrame <= 0 {
+		maxFrame = MaxFrame
+	}
+	s := &Stream{rwc: rwc, w: bufio.NewWriterSize(rwc, 64<<10), max: maxFrame}
+	if d, ok := rwc.(deadliner); ok {
+		// An os.File on a blocking descriptor reports ErrNoDeadline; then
+		// we must not rely on deadlines.
+		if err := d.SetReadDeadline(time.Time{}); err == nil {
+			s.dl = d
+		}
+	}
+	return s
+}
+
+func (s *Stream) err() error {
+	if p := s.abort.Load(); p != nil {
+		return *p
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Send queues a frame in the write buffer.
+func (s *Stream) Send(frame []byte) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	if len(frame) > s.max {
+		return fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, len(frame), s.max)
+	}
+	var h [4]byte
+	binary.LittleEndian.PutUint32(h[:], uint32(len(frame)))
+	if _, err := s.w.Write(h[:]); err != nil {
+		return s.ioErr(err)
+	}
+	if _, err := s.w.Write(frame); err != nil {
+		return s.ioErr(err)
+	}
+	return nil
+}
+
+// Flush writes buffered frames to the stream.
+func (s *Stream) Flush() error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	if err := s.w.Flush(); err != nil {
+		return s.ioErr(err)
+	}
+	return nil
+}
+
+func (s *Stream) ioErr(err error) error {
+	if e := s.err(); e != nil {
+		return e
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("%w: %v", ErrPeerGone, err)
+	}
+	return fmt.Errorf("transport: %w", err)
+}
+
+// Recv reads the next frame.
+func (s *Stream) Recv(ctx context.Context) ([]byte, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.dl != nil && ctx.Done() != nil {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			dl = time.Time{}
+		}
+		_ = s.dl.SetReadDeadline(dl)
+		stop := context.AfterFunc(ctx, func() { _ = s.dl.SetReadDeadline(time.Unix(1, 0)) })
+		defer func() {
+			if !stop() {
+				// The AfterFunc ran or is running; the deadline it set
+				// must not leak into the next Recv.
+				_ = s.dl.SetReadDeadline(time.Time{})
+			}
+		}()
+	}
+	for {
+		if !s.inBody {
+			n, err := s.rwc.Read(s.hdr[s.nhdr:])
+			s.nhdr += n
+			if s.nhdr < 4 {
+				if err != nil {
+					return nil, s.readErr(ctx, err)
+				}
+				continue
+			}
+			s.need = int(binary.LittleEndian.Uint32(s.hdr[:]))
+			if s.need > s.max {
+				return nil, fmt.Errorf("%w: peer announced %d bytes > %d", ErrFrameTooLarge, s.need, s.max)
+			}
+			s.inBody, s.have = true, 0
+			// Grow only as far as bytes arrive (at most 1 MiB ahead), so a
+			// bogus length cannot allocate a gigabyte up front.
+			s.buf = s.buf[:0]
+		}
+		for s.have < s.need {
+			if cap(s.buf) < s.need {
+				grow := min(s.need, s.have+1<<20)
+				if cap(s.buf) < grow {
+					nb := make([]byte, s.have, max(grow, 2*cap(s.buf)))
+					copy(nb, s.buf[:s.have])
+					s.buf = nb
+				}
+			}
+			end := min(s.need, cap(s.buf))
+			s.buf = s.buf[:end]
+			n, err := s.rwc.Read(s.buf[s.have:end])
+			s.have += n
+			if err != nil && s.have < s.need {
+				return nil, s.readErr(ctx, err)
+			}
+		}
+		s.inBody, s.nhdr = false, 0
+		return s.buf[:s.need], nil
+	}
+}
+
+func (s *Stream) readErr(ctx context.Context, err error) error {
+	if e := s.err(); e != nil {
+		return e
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if ce := ctx.Err(); ce != nil {
+			return ce
+		}
+		return context.DeadlineExceeded
+	}
+	if errors.Is(err, io.EOF) {
+		if s.nhdr == 0 && !s.inBody {
+			return fmt.Errorf("%w: end of stream", ErrPeerGone)
+		}
+		return fmt.Errorf("%w: stream ended inside a frame", ErrPeerGone)
+	}
+	return s.ioErr(err)
+}
+
+// Abort fails every blocked and later call with err.
+func (s *Stream) Abort(err error) {
+	e := fmt.Errorf("%w: %w", ErrPeerGone, err)
+	if s.abort.CompareAndSwap(nil, &e) {
+		// Unblock a pending read (pollable descriptors and sockets only).
+		if s.dl != nil {
+			_ = s.dl.SetReadDeadline(time.Unix(1, 0))
+			_ = s.dl.SetWriteDeadline(time.Unix(1, 0))
+		}
+	}
+}
+
+// Close closes the underlying stream.
+func (s *Stream) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		err = s.rwc.Close()
+	})
+	return err
+}

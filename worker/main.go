@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/transport"
+	"github.com/chorus-rt/chorus/transport/shm"
+)
+
+// EnvSpec is the environment variable through which a controller tells a
+// child process that it is a chorus worker, and which one.
+const EnvSpec = "CHORUS_WORKER"
+
+// File descriptors a worker process inherits (exec.Cmd.ExtraFiles order).
+const (
+	// FDLifeline is the read end of a pipe whose write end only the
+	// controller holds: EOF means the controller is gone.
+	FDLifeline = 3
+	// FDTransport is the transport: a memfd (shm) or a socket (stream).
+	FDTransport = 4
+)
+
+// Exit codes of a worker process.
+const (
+	ExitOK       = 0
+	ExitError    = 1
+	ExitOrphaned = 3 // the controller died
+)
+
+// Spec is everything a worker process needs to know about itself.
+type Spec struct {
+	ID, NumWorkers, NumGroups int
+	Transport                 string // "shm" or "stream"
+	Device                    tensor.Device
+}
+
+// String encodes the spec for EnvSpec.
+func (s Spec) String() string {
+	return fmt.Sprintf("v1,id=%d,n=%d,groups=%d,transport=%s,device=%s", s.ID, s.NumWorkers, s.NumGroups, s.Transport, s.Device)
+}
+
+// ParseSpec decodes EnvSpec's value.
+func ParseSpec(v string) (Spec, error) {
+	var s Spec
+	parts := strings.Split(v, ",")
+	if len(parts) == 0 || parts[0] != "v1" {
+		return s, fmt.Errorf("worker: spec %q: unsupported version (want v1)", v)
+	}
+	seen := map[string]bool{}
+	for _, p := range parts[1:] {
+		k, val, ok := strings.Cut(p, "=")
+		if !ok {
+			return s, fmt.Errorf("worker: spec %q: field %q has no value", v, p)
+		}
+		var err error
+		switch k {
+		case "id":
+			s.ID, err = strconv.Atoi(val)
+		case "n":
+			s.NumWorkers, err = strconv.Atoi(val)
+		case "groups":
+			s.NumGroups, err = strconv.Atoi(val)
+		case "transport":
+			if val != "shm" && val != "stream" {
+				err = fmt.Errorf("unknown transport %q", val)
+			}
+			s.Transport = val
+		case "device":
+			s.Device, err = tensor.ParseDevice(val)
+		default:
+			err = fmt.Errorf("unknown field")
+		}
+		if err != nil {
+			return s, fmt.Errorf("worker: spec %q: %s: %w", v, k, err)
+		}
+		seen[k] = true
+	}
+	for _, k := range []string{"id", "n", "groups", "transport", "device"} {
+		if !seen[k] {
+			return s, fmt.Errorf("worker: spec %q: missing %s", v, k)
+		}
+	}
+	return s, (Config{ID: s.ID, NumWorkers: s.NumWorkers, NumGroups: s.NumGroups, Device: s.Device}).Validate()
+}
+
+// IsWorkerProcess reports whether this process was started as a worker.
+func IsWorkerProcess() bool { return os.Getenv(EnvSpec) != "" }
+
+// Main turns the process into a worker if it was started as one, and never
+// returns in that case; otherwise it returns at once. Programs call it
+// first thing in main (or TestMain), after registering their functions.
+func Main() {
+	if !IsWorkerProcess() {
+		return
+	}
+	os.Exit(Run())
+}
+
+// Run is the worker process body; it returns the exit code.
+func Run() int {
+	spec, err := ParseSpec(os.Getenv(EnvSpec))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chorus worker:", err)
+		return ExitError
+	}
+	// Keep our descriptors out of any process a worker function starts.
+	syscall.CloseOnExec(FDLifeline)
+	syscall.CloseOnExec(FDTransport)
+	lifeline := os.NewFile(FDLifeline, "chorus-lifeline")
+	go watchLifeline(lifeline, spec.ID)
+
+	var conn transport.Conn
+	f := os.NewFile(FDTransport, "chorus-transport")
+	switch spec.Transport {
+	case "shm":
+		c, err := shm.Open(f)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
+			return ExitError
+		}
+		conn = c
+	case "stream":
+		conn = transport.NewStream(f, 0)
+	}
+	defer conn.Close()
+	w, err := New(Config{ID: spec.ID, NumWorkers: spec.NumWorkers, NumGroups: spec.NumGroups, Device: spec.Device})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
+		return ExitError
+	}
+	defer w.Close()
+	if err := Serve(w, conn); err != nil {
+		fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// watchLifeline exits the process when the controller dies: the kernel
+// closes the controller's write end, and our read returns EOF. This works
+// even while the worker is busy in a long function.
+func watchLifeline(f *os.File, id int) {
+	_, _ = io.Copy(io.Discard, f)
+	fmt.Fprintf(os.Stderr, "chorus worker %d: controller gone, exiting\n", id)
+	os.Exit(ExitOrphaned)
+}
