@@ -8,11 +8,13 @@ import (
 	"strings"
 )
 
-// DefaultTolerance returns relative and absolute tolerances for AllClose and
-// CloseTo suited to dtype dt holding values of magnitude about 1 (as Random
-// makes) that went through a few roundings, such as a reduction over a few
-// ranks: float16 1e-3, bfloat16 1e-2, float32 1e-5, float64 1e-12 (the same
-// value for both), and 0, 0 (exact) for integer and bool dtypes.
+// DefaultTolerance returns relative and absolute tolerances (the same value
+// for both) for AllClose and CloseTo that suit dtype dt holding values of
+// magnitude about 1, as Random makes: float16 1e-3 and bfloat16 1e-2, about
+// one unit in the last place, which a correctly rounded result meets;
+// float32 1e-5 and float64 1e-12, which leave room for accumulated rounding.
+// Integer and bool dtypes compare exactly (0, 0). Half-precision reductions
+// over many ranks may need looser bounds.
 func DefaultTolerance(dt DType) (rtol, atol float64) {
 	switch dt {
 	case Float16:
@@ -71,8 +73,8 @@ func (e *MismatchError) Error() string {
 			fmt.Fprintf(&b, "%v", unravel(e.Shape, m.Index))
 		}
 		if e.Exact {
-			w := 2 * e.DType.Size()
-			fmt.Fprintf(&b, " got %#0*x (%g), want %#0*x (%g)", w+2, m.GotBits, m.Got, w+2, m.WantBits, m.Want)
+			w := 2 * e.DType.Size() // hex digits per element
+			fmt.Fprintf(&b, " got 0x%0*x (%g), want 0x%0*x (%g)", w, m.GotBits, m.Got, w, m.WantBits, m.Want)
 		} else {
 			fmt.Fprintf(&b, " got %g, want %g", m.Got, m.Want)
 		}

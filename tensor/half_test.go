@@ -243,13 +243,13 @@ func TestF16Known(t *testing.T) {
 		{0x1p-26, 0x0000},           //
 		{math.SmallestNonzeroFloat64, 0x0000},
 		{-math.SmallestNonzeroFloat64, 0x8000},
-		{1 + 0x1p-11, 0x3c00},            // tie → even (1.0)
-		{1 + 3*0x1p-11, 0x3c02},          // tie → even (1 + 2^-9)
-		{1 + 0x1p-11 + 0x1p-40, 0x3c01},  // just above the tie: from float32 this would round twice
-		{1 + 0x1p-11 - 0x1p-40, 0x3c00},  // just below
-		{2049, 0x6800},                   // tie between 2048 and 2050 → 2048
-		{2051, 0x6802},                   // tie between 2050 and 2052 → 2052
-		{0x1p-14 - 0x1p-25, 0x0400},      // tie between largest subnormal (odd) and smallest normal
+		{1 + 0x1p-11, 0x3c00},           // tie → even (1.0)
+		{1 + 3*0x1p-11, 0x3c02},         // tie → even (1 + 2^-9)
+		{1 + 0x1p-11 + 0x1p-40, 0x3c01}, // just above the tie: from float32 this would round twice
+		{1 + 0x1p-11 - 0x1p-40, 0x3c00}, // just below
+		{2049, 0x6800},                  // tie between 2048 and 2050 → 2048
+		{2051, 0x6802},                  // tie between 2050 and 2052 → 2052
+		{0x1p-14 - 0x1p-25, 0x0400},     // tie between largest subnormal (odd) and smallest normal
 		{0x1p-14 - 0x1p-25 - 0x1p-60, 0x03ff},
 	}
 	for _, tc := range tests {

@@ -2,9 +2,9 @@ package tensor
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
-	"unsafe"
 )
 
 // Host helpers for tests and benchmarks. They all work on the bytes of the
@@ -321,12 +321,28 @@ const (
 	PoisonBoolByte = 0xA5
 )
 
-const (
-	poisonF16  F16    = 0x7e5a
-	poisonBF16 BF16   = 0x7fda
-	poisonF32  uint32 = 0x7fda5a5a
-	poisonF64  uint64 = 0x7ffa5a5a5a5a5a5a
-)
+// poisonPattern returns the bytes of one poisoned element of dt, in the
+// machine's byte order.
+func poisonPattern(dt DType) []byte {
+	p := make([]byte, dt.Size())
+	switch dt {
+	case Bool:
+		p[0] = PoisonBoolByte
+	case Int8, Int16, Int32, Int64, Uint8:
+		for i := range p {
+			p[i] = PoisonByte
+		}
+	case Float16:
+		binary.NativeEndian.PutUint16(p, 0x7e5a)
+	case BFloat16:
+		binary.NativeEndian.PutUint16(p, 0x7fda)
+	case Float32:
+		binary.NativeEndian.PutUint32(p, 0x7fda5a5a)
+	case Float64:
+		binary.NativeEndian.PutUint64(p, 0x7ffa5a5a5a5a5a5a)
+	}
+	return p
+}
 
 // Poison fills t with the poison pattern of its dtype (see PoisonByte), so
 // that a test can detect output elements that were never written: floats
@@ -338,27 +354,14 @@ func Poison(t *Tensor) error {
 	if err != nil {
 		return err
 	}
-	poisonBytes(t.dtype, b)
-	return nil
-}
-
-// poisonBytes writes the poison pattern of dt over b (whole elements,
-// suitably aligned).
-func poisonBytes(dt DType, b []byte) {
-	switch dt {
-	case Bool:
-		fillWith(b, PoisonBoolByte)
-	case Int8, Int16, Int32, Int64, Uint8:
-		fillWith(b, PoisonByte)
-	case Float16:
-		fillWith(asSlice[F16](b), poisonF16)
-	case BFloat16:
-		fillWith(asSlice[BF16](b), poisonBF16)
-	case Float32:
-		fillWith(asSlice[uint32](b), poisonF32)
-	case Float64:
-		fillWith(asSlice[uint64](b), poisonF64)
+	if len(b) == 0 {
+		return nil
 	}
+	n := copy(b, poisonPattern(t.dtype))
+	for n < len(b) {
+		n += copy(b[n:], b[:n])
+	}
+	return nil
 }
 
 // PoisonCount returns how many elements of t still hold the exact poison
@@ -368,33 +371,13 @@ func PoisonCount(t *Tensor) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	size := t.dtype.Size()
-	var pat [8]uint64 // aligned scratch for one element
-	pb := asBytes(pat[:])[:size]
-	poisonBytes(t.dtype, pb)
+	pat := poisonPattern(t.dtype)
+	size := len(pat)
 	var n int64
 	for i := 0; i+size <= len(b); i += size {
-		if bytes.Equal(b[i:i+size], pb) {
+		if bytes.Equal(b[i:i+size], pat) {
 			n++
 		}
 	}
 	return n, nil
-}
-
-// asSlice reinterprets b (aligned for T, a whole number of elements) as []T.
-func asSlice[T any](b []byte) []T {
-	var z T
-	if len(b) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(z)))
-}
-
-// asBytes returns the bytes of s.
-func asBytes[T any](s []T) []byte {
-	var z T
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }

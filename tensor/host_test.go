@@ -342,3 +342,53 @@ func TestHelpersRejectBadTensors(t *testing.T) {
 		}
 	}
 }
+
+func benchTensor(b *testing.B, dt tensor.DType) *tensor.Tensor {
+	x := tensor.MustNew(dt, tensor.Shape{1 << 20})
+	b.SetBytes(x.NumBytes())
+	return x
+}
+
+func BenchmarkFill(b *testing.B) {
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.Float32} {
+		b.Run(dt.String(), func(b *testing.B) {
+			x := benchTensor(b, dt)
+			for b.Loop() {
+				if err := tensor.Fill(x, 1.5); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkRandom(b *testing.B) {
+	for _, dt := range []tensor.DType{tensor.Int32, tensor.Float16, tensor.BFloat16, tensor.Float32} {
+		b.Run(dt.String(), func(b *testing.B) {
+			x := benchTensor(b, dt)
+			for b.Loop() {
+				if err := tensor.Random(x, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAllClose(b *testing.B) {
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.Float32} {
+		b.Run(dt.String(), func(b *testing.B) {
+			x := benchTensor(b, dt)
+			if err := tensor.Random(x, 1); err != nil {
+				b.Fatal(err)
+			}
+			y, _ := x.Clone()
+			rtol, atol := tensor.DefaultTolerance(dt)
+			for b.Loop() {
+				if err := tensor.AllClose(x, y, rtol, atol); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
