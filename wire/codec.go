@@ -47,10 +47,10 @@ var (
 
 var le = binary.LittleEndian
 
-// Field sets of command payloads. Fields are encoded in this bit order.
+// Field sets of command payloads. Every command starts with Worker (int32),
+// the addressee; the other fields follow in this bit order.
 const (
-	fWorker  uint8 = 1 << iota // int32
-	fReg                       // int64
+	fReg     uint8 = 1 << iota // int64
 	fFunc                      // int64
 	fName                      // string
 	fArgs                      // uint32 count, then that many values
@@ -63,11 +63,11 @@ var commandFields = [...]uint8{
 	ActKillReg:         fCommand | fReg,
 	ActGetGlobalFunc:   fCommand | fReg | fName,
 	ActCallPacked:      fCommand | fReg | fFunc | fArgs,
-	ActSyncWorker:      fCommand | fWorker,
+	ActSyncWorker:      fCommand,
 	ActCopyToWorker0:   fCommand | fReg | fArg,
 	ActCopyFromWorker0: fCommand | fReg,
-	ActDebugGet:        fCommand | fWorker | fReg,
-	ActDebugSet:        fCommand | fWorker | fReg | fArg,
+	ActDebugGet:        fCommand | fReg,
+	ActDebugSet:        fCommand | fReg | fArg,
 	ActPing:            fCommand,
 }
 
@@ -110,9 +110,7 @@ func AppendCommand(dst []byte, c *Command) ([]byte, error) {
 	}
 	dst = slices.Grow(dst, HeaderSize+n)
 	dst = appendHeader(dst, c.Action, n, c.Seq)
-	if f&fWorker != 0 {
-		dst = le.AppendUint32(dst, uint32(c.Worker))
-	}
+	dst = le.AppendUint32(dst, uint32(c.Worker))
 	if f&fReg != 0 {
 		dst = le.AppendUint64(dst, uint64(c.Reg))
 	}
@@ -137,12 +135,7 @@ func commandPayloadSize(c *Command, f uint8) (int, error) {
 	unused := func(field string, v any) error {
 		return fmt.Errorf("wire: encode %v: field %s (%v) is not carried by this action and must be zero", c.Action, field, v)
 	}
-	n := 0
-	if f&fWorker != 0 {
-		n += 4
-	} else if c.Worker != 0 {
-		return 0, unused("Worker", c.Worker)
-	}
+	n := 4 // Worker
 	if f&fReg != 0 {
 		n += 8
 	} else if c.Reg != 0 {
@@ -288,14 +281,21 @@ func DecodeCommand(frame []byte) (*Command, error) {
 		return nil, malformed(offAction, "action", "%v is not a command", a)
 	}
 	r := reader{b: frame, off: HeaderSize, arg: -1}
-	c := &Command{Action: a, Seq: seq}
-	if f&fWorker != 0 {
-		v, err := r.u32("worker")
-		if err != nil {
-			return nil, err
-		}
-		c.Worker = int32(v)
+	var c *Command
+	var small []any
+	if f&(fArgs|fArg) != 0 {
+		// One allocation for the command and a short argument list.
+		s := new(commandWithArgs)
+		c, small = &s.c, s.args[:]
+	} else {
+		c = new(Command)
 	}
+	c.Action, c.Seq = a, seq
+	w, err := r.u32("worker")
+	if err != nil {
+		return nil, err
+	}
+	c.Worker = int32(w)
 	if f&fReg != 0 {
 		v, err := r.u64("reg")
 		if err != nil {
@@ -328,7 +328,11 @@ func DecodeCommand(frame []byte) (*Command, error) {
 			return nil, malformed(at, "args count", "%d arguments cannot fit in the %d bytes left", n, r.remaining())
 		}
 		if n > 0 {
-			c.Args = make([]any, n)
+			if int(n) <= len(small) {
+				c.Args = small[:n:n]
+			} else {
+				c.Args = make([]any, n)
+			}
 			for i := range c.Args {
 				r.arg = i
 				if c.Args[i], err = r.value(); err != nil {
@@ -343,13 +347,20 @@ func DecodeCommand(frame []byte) (*Command, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Args = []any{v}
+		small[0] = v
+		c.Args = small[:1:1]
 	}
 	r.arg = -1
 	if err := r.end(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// commandWithArgs backs a decoded command with up to six arguments.
+type commandWithArgs struct {
+	c    Command
+	args [6]any
 }
 
 // DecodeReply decodes a Reply or Failure frame, with the same guarantees as

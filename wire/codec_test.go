@@ -168,12 +168,13 @@ type namedCommand struct {
 func commandCases(tb testing.TB) []namedCommand {
 	tb.Helper()
 	cs := []namedCommand{
-		{"shutdown", &Command{Action: ActShutdown, Seq: 1}},
-		{"killreg", &Command{Action: ActKillReg, Seq: 2, Reg: 42}},
-		{"getglobalfunc", &Command{Action: ActGetGlobalFunc, Seq: 3, Reg: 5, Name: "ccl.allreduce"}},
+		{"shutdown", &Command{Action: ActShutdown, Seq: 1, Worker: AllWorkers}},
+		{"shutdown_zero", &Command{Action: ActShutdown}},
+		{"killreg", &Command{Action: ActKillReg, Seq: 2, Worker: AllWorkers, Reg: 42}},
+		{"getglobalfunc", &Command{Action: ActGetGlobalFunc, Seq: 3, Worker: AllWorkers, Reg: 5, Name: "ccl.allreduce"}},
 		{"getglobalfunc_empty", &Command{Action: ActGetGlobalFunc, Seq: 3, Reg: -5}},
 		{"callpacked_noargs", &Command{Action: ActCallPacked, Seq: 4, Reg: 9, Func: 5}},
-		{"callpacked_scalars", &Command{Action: ActCallPacked, Seq: math.MaxUint64, Reg: 10, Func: 5,
+		{"callpacked_scalars", &Command{Action: ActCallPacked, Seq: math.MaxUint64, Worker: AllWorkers, Reg: 10, Func: 5,
 			Args: []any{value.Ref(9), int64(3), 1.5, true, "sum", nil}}},
 		{"syncworker", &Command{Action: ActSyncWorker, Seq: 6, Worker: 3}},
 		{"syncworker_all", &Command{Action: ActSyncWorker, Seq: 6, Worker: AllWorkers}},
@@ -183,7 +184,7 @@ func commandCases(tb testing.TB) []namedCommand {
 		{"debugget", &Command{Action: ActDebugGet, Seq: 9, Worker: 2, Reg: 12}},
 		{"debugset", &Command{Action: ActDebugSet, Seq: 10, Worker: 1, Reg: 13, Args: []any{"v"}}},
 		{"debugset_nil", &Command{Action: ActDebugSet, Seq: 10, Worker: 1, Reg: 13, Args: []any{nil}}},
-		{"ping", &Command{Action: ActPing, Seq: 11}},
+		{"ping", &Command{Action: ActPing, Seq: 11, Worker: AllWorkers}},
 	}
 	var all []any
 	for _, v := range valueCases(tb) {
@@ -191,6 +192,16 @@ func commandCases(tb testing.TB) []namedCommand {
 	}
 	cs = append(cs, namedCommand{"callpacked_allkinds", &Command{Action: ActCallPacked, Seq: 12, Reg: 1, Func: 2, Args: all}})
 	return cs
+}
+
+func commandByName(tb testing.TB, name string) *Command {
+	for _, tc := range commandCases(tb) {
+		if tc.name == name {
+			return tc.c
+		}
+	}
+	tb.Fatalf("no command case %q", name)
+	return nil
 }
 
 type namedReply struct {
@@ -374,7 +385,7 @@ func TestDecodeDoesNotAlias(t *testing.T) {
 }
 
 func TestAppendKeepsPrefix(t *testing.T) {
-	c := commandCases(t)[5].c
+	c := commandByName(t, "callpacked_scalars")
 	plain := mustCommand(t, c)
 	prefix := []byte("some earlier frame")
 	b, err := AppendCommand(append([]byte(nil), prefix...), c)
@@ -436,8 +447,8 @@ func TestEncodeErrors(t *testing.T) {
 		{"cuda big", call(tensor.CUDADevice(math.MaxInt32 + 1)), "invalid device"},
 		{"long scope", call(longScope), "argument 0: tensor scope name"},
 		{"too many args", call(make([]any, MaxArgs+1)...), "at most 65536"},
-		{"killreg worker", &Command{Action: ActKillReg, Reg: 1, Worker: 2}, "field Worker"},
-		{"callpacked worker", &Command{Action: ActCallPacked, Worker: AllWorkers}, "field Worker"},
+		{"killreg func", &Command{Action: ActKillReg, Reg: 1, Func: 2}, "field Func"},
+		{"syncworker reg", &Command{Action: ActSyncWorker, Worker: AllWorkers, Reg: 3}, "field Reg"},
 		{"shutdown reg", &Command{Action: ActShutdown, Reg: 1}, "field Reg"},
 		{"getglobal func", &Command{Action: ActGetGlobalFunc, Func: 1}, "field Func"},
 		{"sync name", &Command{Action: ActSyncWorker, Name: "x"}, "field Name"},
@@ -512,7 +523,7 @@ func frame(a Action, payload fb) []byte {
 
 // call builds a CallPacked frame around the given encoded args.
 func callFrame(nargs uint32, args fb) []byte {
-	return frame(ActCallPacked, fb{}.i64(1).i64(2).u32(nargs).raw(args))
+	return frame(ActCallPacked, fb{}.u32(math.MaxUint32).i64(1).i64(2).u32(nargs).raw(args))
 }
 
 func tensorVal(dt tensor.DType, scope string, dims []int64, nbytes uint64, data []byte) fb {
@@ -524,7 +535,7 @@ func tensorVal(dt tensor.DType, scope string, dims []int64, nbytes uint64, data 
 }
 
 func TestRejectMalformed(t *testing.T) {
-	valid := mustCommand(t, commandCases(t)[5].c)
+	valid := mustCommand(t, commandByName(t, "callpacked_scalars"))
 	patch := func(f []byte, off int, v ...byte) []byte {
 		g := append([]byte(nil), f...)
 		copy(g[off:], v)
@@ -558,10 +569,10 @@ func TestRejectMalformed(t *testing.T) {
 		{"length big", withLen(valid, uint64(len(valid))), false, false, "payload length"},
 		{"length huge", withLen(valid, math.MaxUint64), false, false, "payload length"},
 		{"trailing after length", append(append([]byte(nil), valid...), 0), false, false, "payload length"},
-		{"trailing in payload", frame(ActKillReg, fb{}.i64(1).u8(0)), false, false, "1 trailing bytes"},
+		{"trailing in payload", frame(ActKillReg, fb{}.u32(0).i64(1).u8(0)), false, false, "1 trailing bytes"},
 		{"reply as command", mustReply(t, &Reply{Action: ActReply}), false, false, "not a command"},
 		{"command as reply", valid, true, false, "not a reply"},
-		{"unknown kind", callFrame(1, fb{}.u8(11)), false, false, "args[0].kind at offset 44: unknown value kind 11"},
+		{"unknown kind", callFrame(1, fb{}.u8(11)), false, false, "args[0].kind at offset 48: unknown value kind 11"},
 		{"kind 255", callFrame(2, fb{}.u8(0, 255)), false, false, "args[1].kind"},
 		{"bool 2", callFrame(1, fb{}.u8(uint8(value.KindBool), 2)), false, false, "bool"},
 		{"dtype 0", callFrame(1, fb{}.u8(uint8(value.KindDType), 0)), false, false, "unknown dtype 0"},
@@ -572,11 +583,11 @@ func TestRejectMalformed(t *testing.T) {
 		{"cuda id -1", callFrame(1, fb{}.u8(uint8(value.KindDevice), 2).u32(math.MaxUint32)), false, false, "unknown device"},
 		{"string huge", callFrame(1, fb{}.u8(uint8(value.KindString)).u32(math.MaxUint32).raw([]byte("abc"))), false, false, "string length"},
 		{"bytes huge", callFrame(1, fb{}.u8(uint8(value.KindBytes)).u32(1<<31)), false, false, "bytes length"},
-		{"name huge", frame(ActGetGlobalFunc, fb{}.i64(1).u32(100).raw([]byte("f"))), false, false, "name length"},
+		{"name huge", frame(ActGetGlobalFunc, fb{}.u32(0).i64(1).u32(100).raw([]byte("f"))), false, false, "name length"},
 		{"shape huge", callFrame(1, fb{}.u8(uint8(value.KindShape)).u32(1<<30).i64(1)), false, false, "shape length"},
 		{"args over limit", callFrame(MaxArgs+1, make(fb, MaxArgs+1)), false, false, "exceeds the limit of 65536"},
 		{"args over bytes", callFrame(1000, fb{}.u8(0, 0, 0)), false, false, "cannot fit"},
-		{"args short", callFrame(3, fb{}.u8(0, 0, 1)), false, false, "args[2].int at offset 47: needs 8 bytes, 0 left"},
+		{"args short", callFrame(3, fb{}.u8(0, 0, 1)), false, false, "args[2].int at offset 51: needs 8 bytes, 0 left"},
 		{"tensor ndim 17", callFrame(1, tensorVal(tensor.Int8, "global", make([]int64, 17), 0, nil)), false, false, "17 dims"},
 		{"tensor negative dim", callFrame(1, tensorVal(tensor.Int8, "global", []int64{2, -1}, 0, nil)), false, false, "negative"},
 		{"tensor overflow", callFrame(1, tensorVal(tensor.Int8, "global", []int64{1 << 32, 1 << 32}, 0, nil)), false, false, "overflows"},
@@ -716,7 +727,7 @@ func goldenFrames(tb testing.TB) map[string][]byte {
 	d, _ := tensor.Data[float32](tt)
 	copy(d, []float32{1, 2, 3, -0.5})
 	return map[string][]byte{
-		"callpacked": mustCommand(tb, &Command{Action: ActCallPacked, Seq: 0x0102030405060708, Reg: 12, Func: 3, Args: []any{
+		"callpacked": mustCommand(tb, &Command{Action: ActCallPacked, Seq: 0x0102030405060708, Worker: AllWorkers, Reg: 12, Func: 3, Args: []any{
 			nil, int64(-2), 0.25, true, "hi", []byte{0xde, 0xad}, tensor.Float16, tensor.CUDADevice(1),
 			tensor.Shape{3, -1}, tt, value.Ref(7),
 		}}),

@@ -18,8 +18,8 @@ func addJunk(f *testing.F) {
 	f.Add([]byte("CHR"))
 	f.Add([]byte("CHR\x01"))
 	f.Add([]byte("CHR\x02\x04\x00\x00\x00"))
-	f.Add(frame(ActCallPacked, fb{}.i64(1).i64(2).u32(1).raw(tensorVal(9, "global", []int64{1 << 40}, 4<<40, []byte{1}))))
-	f.Add(frame(ActCallPacked, fb{}.i64(1).i64(2).u32(0xFFFFFFFF)))
+	f.Add(frame(ActCallPacked, fb{}.u32(0).i64(1).i64(2).u32(1).raw(tensorVal(9, "global", []int64{1 << 40}, 4<<40, []byte{1}))))
+	f.Add(frame(ActCallPacked, fb{}.u32(0).i64(1).i64(2).u32(0xFFFFFFFF)))
 	f.Add(frame(ActReply, fb{}.u32(0).u8(0).u32(0).u32(3)))
 	f.Add(bytes.Repeat([]byte{0xff}, 64))
 }
