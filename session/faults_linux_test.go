@@ -138,8 +138,8 @@ func TestShutdownWithHungWorker(t *testing.T) {
 		}
 		pids := s.PIDs()
 		err = s.Shutdown()
-		if err == nil || !strings.Contains(err.Error(), "killed") {
-			t.Errorf("Shutdown of hung workers: %v, want a report that they were killed", err)
+		if err == nil || !strings.Contains(err.Error(), "forced to exit") {
+			t.Errorf("Shutdown of hung workers: %v, want a report that they were forced", err)
 		}
 		for _, pid := range pids {
 			waitGone(t, pid)

@@ -71,17 +71,25 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	defer lr.Close()
 
 	n := opts.NumWorkers
+	var startErr error
 	for i := range n {
 		pw, err := p.start(i, n, groups, prog, opts, lr, stderr)
 		if err != nil {
-			p.abortAll(fmt.Errorf("session start failed: %w", err))
-			_ = p.stop(0)
-			p.close()
-			return nil, fmt.Errorf("session: start worker %d: %w", i, err)
+			startErr = fmt.Errorf("session: start worker %d: %w", i, err)
+			break
 		}
 		p.ws = append(p.ws, pw)
+	}
+	// Watchers start only once p.ws is final: they read it.
+	for _, pw := range p.ws {
 		p.watchers.Add(1)
 		go p.watch(pw)
+	}
+	if startErr != nil {
+		p.abortAll(startErr)
+		_ = p.stop(0)
+		p.close()
+		return nil, startErr
 	}
 	s := newSession("process", n, groups, p, opts.grace())
 	timeout := opts.StartTimeout
@@ -247,29 +255,30 @@ func (p *process) sendTo(i int, flush bool) error {
 	return nil
 }
 
+// ioErr turns a transport failure on worker w's connection into the
+// session's LostError: a connection that failed cannot be trusted again.
 func (p *process) ioErr(w int, err error) error {
 	if lost := p.lost(); lost != nil {
 		return lost
 	}
-	if errors.Is(err, transport.ErrPeerGone) {
-		// The watcher will report the exit status; give it a moment so
-		// the error says how the worker died.
-		select {
-		case <-p.ws[w].exited:
-		case <-time.After(500 * time.Millisecond):
-		}
-		if lost := p.lost(); lost != nil {
-			return lost
-		}
-		return p.markLost(w, err)
+	// The watcher will report the exit status if the worker died; give it
+	// a moment so the error says how.
+	select {
+	case <-p.ws[w].exited:
+	case <-time.After(500 * time.Millisecond):
 	}
-	return err
+	if lost := p.lost(); lost != nil {
+		return lost
+	}
+	return p.markLost(w, err)
 }
 
 func (p *process) recv(ctx context.Context, w int) (*wire.Reply, error) {
 	frame, err := p.ws[w].conn.Recv(ctx)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// The transport's deadline may fire a moment before ctx's own
+		// timer, so test the error, not only ctx.
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return nil, err
 		}
 		return nil, p.ioErr(w, err)
@@ -302,13 +311,22 @@ func (p *process) stop(grace time.Duration) error {
 	}
 	var errs []error
 	if p.lost() != nil || !wait(grace) {
+		if p.lost() == nil {
+			for _, w := range p.ws {
+				select {
+				case <-w.exited:
+				default:
+					errs = append(errs, fmt.Errorf("worker %d (pid %d) still busy %v after Shutdown; forced to exit", w.id, w.cmd.Process.Pid, grace))
+				}
+			}
+		}
 		p.closeLifeline()
 		if !wait(grace) {
 			for _, w := range p.ws {
 				select {
 				case <-w.exited:
 				default:
-					errs = append(errs, fmt.Errorf("worker %d (pid %d) did not exit; killed", w.id, w.cmd.Process.Pid))
+					errs = append(errs, fmt.Errorf("worker %d (pid %d) ignored its lifeline; killed", w.id, w.cmd.Process.Pid))
 					_ = w.cmd.Process.Kill()
 				}
 			}

@@ -1,6 +1,3 @@
-// Command chorus is the chorus command-line tool: it prints what the
-// machine offers (info), runs the demo, runs benchmarks, and doubles as the
-// worker program of process sessions.
 package main
 
 import (

@@ -1,4 +1,3 @@
-// Package leaktest checks that a test leaves no goroutines behind.
 package leaktest
 
 import (

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -70,7 +71,7 @@ const (
 	sleepSlice = 50 * time.Millisecond
 	// fastPolls is how many times a waiter checks the index before it
 	// starts to yield the CPU between checks.
-	fastPolls = 64
+
 )
 
 func segmentSize(ringSize uint64) uint64 { return dataOff + 2*ringSize }
@@ -638,7 +639,7 @@ func (c *Conn) wait(seq, flag *uint32, ready func() bool, check func() error, ct
 			}
 		}
 		start := time.Now()
-		for {
+		for i := 0; ; i++ {
 			if ready() {
 				return nil
 			}
@@ -648,7 +649,21 @@ func (c *Conn) wait(seq, flag *uint32, ready func() bool, check func() error, ct
 			if time.Since(start) >= c.spin {
 				break
 			}
-			osYield()
+			switch yieldMode { // TEMP
+			case 0:
+				osYield()
+			case 1:
+				runtime.Gosched()
+			case 2:
+				if i&1 == 0 {
+					runtime.Gosched()
+				} else {
+					osYield()
+				}
+			case 3:
+				runtime.Gosched()
+				osYield()
+			}
 		}
 	}
 	var stop func() bool
@@ -670,7 +685,13 @@ func (c *Conn) wait(seq, flag *uint32, ready func() bool, check func() error, ct
 		if ctx != nil && stop == nil {
 			stop = context.AfterFunc(ctx, func() { c.wakeWord(seq) })
 		}
-		futexWait(seq, s, sleepSlice)
+		t0 := time.Now() // TEMP
+		fe := futexWait(seq, s, sleepSlice)
+		if time.Since(t0) > 40*time.Millisecond && ready() { // TEMP
+			lostWakes.Add(1)
+			fmt.Fprintf(os.Stderr, "LOST? errno=%v data=%v slept=%v seq=%d->%d flag=%d\n", fe, seq == c.rx.dataSeq, time.Since(t0), s, atomic.LoadUint32(seq), atomic.LoadUint32(flag))
+		}
+		sleeps.Add(1) // TEMP
 	}
 }
 
@@ -743,3 +764,9 @@ func (c *Conn) Close() error {
 	}
 	return nil
 }
+
+var fastPolls = 64 // TEMP
+
+var lostWakes, sleeps atomic.Int64 // TEMP
+
+var yieldMode = 0 // TEMP

@@ -94,9 +94,10 @@ func TestConformance(t *testing.T) {
 	}{
 		{"default", Options{}},
 		{"ring4K", Options{RingSize: 4096}},
-		{"ring64-nospin", Options{RingSize: 64, SpinDuration: -1}},
+		{"ring4K-nospin", Options{RingSize: 4096, SpinDuration: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer reportLost(t)
 			transporttest.Run(t, func(t *testing.T) (a, b transport.Conn) {
 				return newPair(t, tc.opts)
 			})
@@ -500,4 +501,32 @@ func BenchmarkRoundTripPipe(b *testing.B) {
 	}
 	in.Close()
 	cmd.Wait()
+}
+
+// BenchmarkThroughput streams 1 MiB frames one way through a pair in this
+// process.
+func BenchmarkThroughput(b *testing.B) {
+	c, w := newPair(b, benchOpts)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := w.Recv(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	f := make([]byte, 1<<20)
+	b.SetBytes(int64(len(f)))
+	for b.Loop() {
+		if err := c.Send(f); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.Close()
+	<-done
+	w.Close()
 }

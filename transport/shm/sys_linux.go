@@ -45,10 +45,40 @@ func fcntl(fd int, cmd, arg int) (int, error) {
 // futexWait sleeps while *addr == val, for at most d. Every outcome (woken,
 // value already changed, timeout, signal) is reported as a plain return: the
 // caller re-checks its condition.
-func futexWait(addr *uint32, val uint32, d time.Duration) {
+//
+// The sleep is announced to the Go scheduler as blocking (as the runtime
+// does for its own futex sleeps), so the thread's P is handed off at once.
+// With a plain syscall.Syscall6 the P would stay attached to the sleeping
+// thread until sysmon retakes it (20 us to 10 ms), starving this process's
+// other goroutines meanwhile, which on a machine with few cores is exactly
+// the situation of a controller with several sessions asleep at once.
+func futexWait(addr *uint32, val uint32, d time.Duration) syscall.Errno {
 	ts := syscall.NsecToTimespec(int64(d))
-	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	return futexWaitBlocking(addr, val, &ts)
 }
+
+// futexWaitBlocking calls only nosplit functions between entersyscallblock
+// and exitsyscall; addr is outside the Go heap and ts does not move while
+// the goroutine is in a system call.
+//
+//go:nosplit
+//go:norace
+func futexWaitBlocking(addr *uint32, val uint32, ts *syscall.Timespec) syscall.Errno {
+	entersyscallblock()
+	_, _, e := syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val), uintptr(unsafe.Pointer(ts)), 0, 0)
+	exitsyscall()
+	return e
+}
+
+// These runtime functions are the ones package syscall and the runtime's
+// own blocking sleeps use; they are kept reachable by go:linkname on
+// purpose (see the comments on them in runtime/proc.go).
+//
+//go:linkname entersyscallblock runtime.entersyscallblock
+func entersyscallblock()
+
+//go:linkname exitsyscall runtime.exitsyscall
+func exitsyscall()
 
 // futexWake wakes the waiters sleeping on addr, in any process.
 func futexWake(addr *uint32) {

@@ -1,0 +1,133 @@
+package lint
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/chorus-rt/chorus"
+
+// layers orders the module's packages; a package may import only packages
+// of a strictly lower layer (tests excepted). Keep in step with
+// docs/architecture.md.
+var layers = map[string]int{
+	"tensor":                  0,
+	"internal/leaktest":       0,
+	"internal/gpuprobe":       0,
+	"value":                   1,
+	"registry":                2,
+	"wire":                    3,
+	"transport":               3,
+	"transport/shm":           4,
+	"transport/transporttest": 4,
+	"worker":                  5,
+	"session":                 6,
+	"internal/demo":           7,
+	"internal/bench":          7,
+	"internal/lint":           7,
+	"cmd/chorus":              9,
+}
+
+// Only these packages may load GPU libraries.
+var mayImportPurego = map[string]bool{"internal/gpuprobe": true}
+
+func repoRoot(t *testing.T) string {
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("repository root not found at %s", dir)
+	}
+	return dir
+}
+
+// packages maps each package directory (relative) to its non-test files.
+func packages(t *testing.T, root string) map[string][]string {
+	out := map[string][]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if p != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bench" || name == "docs") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			rel, _ := filepath.Rel(root, filepath.Dir(p))
+			out[filepath.ToSlash(rel)] = append(out[filepath.ToSlash(rel)], p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestEveryPackageHasDocGo(t *testing.T) {
+	root := repoRoot(t)
+	for dir, files := range packages(t, root) {
+		has := false
+		for _, f := range files {
+			if filepath.Base(f) != "doc.go" {
+				continue
+			}
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			has = af.Doc != nil && len(strings.TrimSpace(af.Doc.Text())) > 20
+		}
+		if !has {
+			t.Errorf("package %s: no doc.go with a package comment", dir)
+		}
+	}
+}
+
+func TestImportLayers(t *testing.T) {
+	root := repoRoot(t)
+	pkgs := packages(t, root)
+	var dirs []string
+	for d := range pkgs {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, dir := range dirs {
+		layer, ok := layers[dir]
+		if !ok {
+			t.Errorf("package %s has no layer in internal/lint; add it (and to docs/architecture.md)", dir)
+			continue
+		}
+		for _, f := range pkgs[dir] {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if strings.HasPrefix(path, "github.com/ebitengine/purego") && !mayImportPurego[dir] {
+					t.Errorf("%s imports purego; GPU libraries load only in the binding packages", f)
+				}
+				rel, ok := strings.CutPrefix(path, module+"/")
+				if !ok {
+					continue
+				}
+				il, known := layers[rel]
+				if known && il >= layer {
+					t.Errorf("%s (layer %d) imports %s (layer %d): imports must go down the layers", dir, layer, rel, il)
+				}
+			}
+		}
+	}
+}
