@@ -47,7 +47,7 @@ type Session struct {
 	lock    chan struct{} // a mutex that Shutdown can wait on with a timeout
 	regs    *regAlloc
 	seq     uint64
-	stash   []error   // failures learned but not yet returned
+	stash   []error // failures learned but not yet returned
 	notice  []*noticeState
 	closed  atomic.Bool
 	stopped sync.Once
