@@ -34,20 +34,19 @@ func (o Options) grace() time.Duration {
 	return 5 * time.Second
 }
 
-// threaded runs each worker as a goroutine. Commands and replies travel as
-// Go values over buffered channels, one pair per worker.
+// threaded runs each worker as a goroutine. Commands travel as Go values
+// through a queue per worker, replies through one queue per worker. The
+// queues are batch queues: a worker drains everything queued at once, and
+// a producer wakes a consumer only when it is parked, so a burst of
+// commands costs one wake-up, not one per command.
 type threaded struct {
 	n       int
-	cmds    []chan *wire.Command
-	replies []chan *wire.Reply
-	done    chan struct{} // closed by stop: unblocks the controller
+	cmds    []*queue[*wire.Command]
+	replies []*queue[*wire.Reply]
+	done    chan struct{} // closed by stop: unblocks everyone
 	exited  []chan struct{}
 	wg      sync.WaitGroup
 }
-
-// queueLen bounds the commands in flight per worker; CallPacked blocks
-// (it does not fail) when a worker is this far behind.
-const queueLen = 4096
 
 // NewThreaded starts a session whose workers are goroutines.
 func NewThreaded(opts Options) (*Session, error) {
@@ -64,10 +63,8 @@ func NewThreaded(opts Options) (*Session, error) {
 			return nil, err
 		}
 		ws[i] = w
-		t.cmds = append(t.cmds, make(chan *wire.Command, queueLen))
-		// Replies are bounded by the number of synchronous commands in
-		// flight (one at a time) plus one notice per reply.
-		t.replies = append(t.replies, make(chan *wire.Reply, queueLen))
+		t.cmds = append(t.cmds, newQueue[*wire.Command]())
+		t.replies = append(t.replies, newQueue[*wire.Reply]())
 		t.exited = append(t.exited, make(chan struct{}))
 	}
 	for i, w := range ws {
@@ -82,80 +79,55 @@ func (t *threaded) run(i int, w *worker.Worker) {
 	defer t.wg.Done()
 	defer close(t.exited[i])
 	defer w.Close()
+	var batch []*wire.Command
 	for {
-		var c *wire.Command
-		select {
-		case c = <-t.cmds[i]:
-		case <-t.done:
+		var ok bool
+		batch, ok = t.cmds[i].take(batch[:0], workerSpin, t.done)
+		if !ok {
 			return
 		}
-		if c.Worker != wire.AllWorkers && int(c.Worker) != i {
-			continue
+		for _, c := range batch {
+			if c.Worker != wire.AllWorkers && int(c.Worker) != i {
+				continue
+			}
+			reply, notice, stop := w.Handle(c)
+			if notice != nil {
+				t.replies[i].put(notice)
+			}
+			if reply != nil {
+				t.replies[i].put(reply)
+			}
+			if stop {
+				return
+			}
 		}
-		reply, notice, stop := w.Handle(c)
-		if notice != nil {
-			t.put(i, notice)
-		}
-		if reply != nil {
-			t.put(i, reply)
-		}
-		if stop {
-			return
-		}
-	}
-}
-
-func (t *threaded) put(i int, r *wire.Reply) {
-	select {
-	case t.replies[i] <- r:
-	case <-t.done:
+		clear(batch)
 	}
 }
 
 func (t *threaded) send(c *wire.Command) error {
-	if c.Worker != wire.AllWorkers {
-		return t.sendTo(int(c.Worker), c)
+	select {
+	case <-t.done:
+		return ErrShutdown
+	default:
 	}
-	for i := range t.n {
-		if err := t.sendTo(i, c); err != nil {
-			return err
-		}
+	if c.Worker != wire.AllWorkers {
+		t.cmds[c.Worker].put(c)
+		return nil
+	}
+	for _, q := range t.cmds {
+		q.put(c)
 	}
 	return nil
 }
 
-func (t *threaded) sendTo(i int, c *wire.Command) error {
-	select {
-	case t.cmds[i] <- c:
-		return nil
-	case <-t.done:
-		return ErrShutdown
-	}
-}
-
 func (t *threaded) recv(ctx context.Context, w int) (*wire.Reply, error) {
-	select {
-	case r := <-t.replies[w]:
-		return r, nil
-	default:
-	}
-	select {
-	case r := <-t.replies[w]:
-		return r, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-t.done:
-		return nil, ErrShutdown
-	}
+	return t.replies[w].takeOne(ctx, controllerSpin, t.done)
 }
 
 func (t *threaded) poll(w int) (*wire.Reply, error) {
-	select {
-	case r := <-t.replies[w]:
-		return r, nil
-	default:
-		return nil, nil
-	}
+	r, _ := t.replies[w].tryOne()
+	return r, nil
 }
 
 func (t *threaded) lost() error { return nil }
@@ -189,3 +161,4 @@ func (t *threaded) stop(grace time.Duration) error {
 }
 
 func (t *threaded) close() {}
+

@@ -5,11 +5,12 @@
 // MAP_SHARED by both processes, holding two single-producer/single-consumer
 // byte rings (controller->worker and worker->controller). Sending a frame is
 // a copy into the ring; Flush publishes it with one atomic store. A waiting
-// reader first polls the shared index for a short, bounded time (yielding the
-// CPU between polls), then sleeps in a cross-process futex; a publisher only
-// makes the wake-up system call when the reader announced that it sleeps. A
-// small-frame round trip between two awake processes therefore costs well
-// under a microsecond, against several microseconds for a pipe.
+// reader first polls the shared index for a short, bounded and adaptive time
+// (letting other goroutines run between polls), then sleeps in a
+// cross-process futex; a publisher only makes the wake-up system call when
+// the reader announced that it sleeps. A small-frame round trip between two
+// awake processes therefore costs well under a microsecond, against several
+// microseconds for a pipe.
 //
 // The controller calls Create and hands the returned memfd to the worker
 // (for example through exec.Cmd.ExtraFiles); the worker calls Open on it.

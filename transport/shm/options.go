@@ -29,10 +29,12 @@ type Options struct {
 	// be a power of two in [MinRingSize, MaxRingSize]; 0 means
 	// DefaultRingSize. Frames larger than the ring are still allowed.
 	RingSize int
-	// SpinDuration is how long a waiter (a Recv with no data, a Send with
-	// a full ring) polls the shared index, yielding the CPU between polls,
-	// before it sleeps in a futex. 0 means DefaultSpin; a negative value
-	// disables polling. Values above MaxSpin are clamped.
+	// SpinDuration is the most a waiter (a Recv with no data, a Send with
+	// a full ring) polls the shared index before it sleeps in a futex. The
+	// actual polling time adapts below it: it shrinks while polling keeps
+	// failing (slow peer) and grows back while it succeeds. 0 means
+	// DefaultSpin; a negative value disables polling. Values above MaxSpin
+	// are clamped. Worker ends use the value stored in the segment.
 	SpinDuration time.Duration
 }
 

@@ -69,9 +69,12 @@ const (
 	// sleepSlice bounds one futex sleep, so that a missed notification
 	// (there should be none) costs at most this much.
 	sleepSlice = 50 * time.Millisecond
-	// fastPolls is how many times a waiter checks the index before it
-	// starts to yield the CPU between checks.
-
+	// fastPolls is how many times a waiter checks the index back to back
+	// (about a microsecond) before it starts to look at the clock and to
+	// let other goroutines run between checks.
+	fastPolls = 512
+	// minSpin is the least polling budget the adaptation goes down to.
+	minSpin = 2 * time.Microsecond
 )
 
 func segmentSize(ringSize uint64) uint64 { return dataOff + 2*ringSize }
@@ -147,22 +150,24 @@ type Conn struct {
 	// Sender state (owned by the goroutine calling Send/Flush).
 	sendCalls guard
 	tx        ring
-	txTail    uint64 // write position (may be ahead of the published tail)
-	txPub     uint64 // last published tail
-	txHead    uint64 // last head seen
-	txFrame   uint64 // end of the last complete frame written
+	txTail    uint64        // write position (may be ahead of the published tail)
+	txPub     uint64        // last published tail
+	txHead    uint64        // last head seen
+	txFrame   uint64        // end of the last complete frame written
+	txSpin    time.Duration // current polling budget of space waits
 	_         [64]byte
 
 	// Receiver state (owned by the goroutine calling Recv).
 	recvCalls guard
 	rx        ring
-	rxHead    uint64 // read position (may be ahead of the published head)
-	rxPub     uint64 // last published head
-	rxTail    uint64 // last tail seen
-	rlen      int    // length of the frame being read, -1 before its header
-	rbuf      []byte // frame being read; len = bytes received so far
-	rdone     bool   // rbuf holds a complete frame that was returned
-	rerr      error  // sticky error (corrupt stream)
+	rxHead    uint64        // read position (may be ahead of the published head)
+	rxPub     uint64        // last published head
+	rxTail    uint64        // last tail seen
+	rlen      int           // length of the frame being read, -1 before its header
+	rbuf      []byte        // frame being read; len = bytes received so far
+	rdone     bool          // rbuf holds a complete frame that was returned
+	rerr      error         // sticky error (corrupt stream)
+	rxSpin    time.Duration // current polling budget of data waits
 	_         [64]byte
 
 	// Shared between goroutines.
@@ -282,7 +287,7 @@ func Open(f *os.File) (*Conn, error) {
 }
 
 func newConn(m []byte, ringSize uint64, spin time.Duration, id uint64, side int) *Conn {
-	c := &Conn{mem: m, spin: spin, id: id, rlen: -1, txIdx: side, rxIdx: 1 - side}
+	c := &Conn{mem: m, spin: spin, txSpin: spin, rxSpin: spin, id: id, rlen: -1, txIdx: side, rxIdx: 1 - side}
 	c.tx = newRing(m, c.txIdx, ringSize)
 	c.rx = newRing(m, c.rxIdx, ringSize)
 	// Resume from the shared indices (both are zero for a new segment).
@@ -391,7 +396,7 @@ func (c *Conn) reserve(want uint64) error {
 		}
 		return nil
 	}
-	if err := c.wait(r.spaceSeq, r.prodWaiting, ready, check, nil); err != nil {
+	if err := c.wait(&c.txSpin, r.spaceSeq, r.prodWaiting, ready, check, nil); err != nil {
 		return err
 	}
 	return c.loadHead()
@@ -611,15 +616,29 @@ func (c *Conn) waitData(ctx context.Context, need uint64) error {
 	if done != nil {
 		wctx = ctx
 	}
-	if err := c.wait(r.dataSeq, r.consWaiting, ready, check, wctx); err != nil {
+	if err := c.wait(&c.rxSpin, r.dataSeq, r.consWaiting, ready, check, wctx); err != nil {
 		return err
 	}
 	return c.loadTail()
 }
 
 // wait blocks until ready reports true or check reports an error: it polls
-// for up to c.spin, yielding the CPU between polls, then sleeps on the futex
-// word seq after announcing it in flag.
+// ready, first back to back, then with runtime.Gosched between polls, for up
+// to *budget; then it sleeps on the futex word seq after announcing it in
+// flag.
+//
+// The budget adapts between minSpin and c.spin: it doubles when polling
+// succeeds and halves when the waiter had to sleep, so a peer that answers
+// slowly (a worker computing for a millisecond, or one that needs the very
+// CPU the poller is burning) costs little polling, while a ping-pong between
+// two awake processes stays in the sub-microsecond polling regime.
+//
+// The poll loop deliberately does not call sched_yield: on this kernel
+// (EEVDF scheduler) every yield while another task is runnable pushes the
+// yielding thread's deadline back by a full slice, and measured round trips
+// next to CPU-bound processes went from a few microseconds to 1-2 ms with
+// even one sched_yield per wait. Without it, a peer waiting for the poller's
+// CPU is delayed by at most the (adapting) budget.
 //
 // No wake-up is lost: the sleeper reads seq, sets flag, re-checks ready and
 // sleeps only while seq still has the value read. A publisher makes the
@@ -631,7 +650,7 @@ func (c *Conn) waitData(ctx context.Context, need uint64) error {
 //
 // If ctx is not nil, its cancellation wakes the sleeper at once (through
 // context.AfterFunc, registered only when it actually sleeps).
-func (c *Conn) wait(seq, flag *uint32, ready func() bool, check func() error, ctx context.Context) error {
+func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool, check func() error, ctx context.Context) error {
 	if c.spin > 0 {
 		for range fastPolls {
 			if ready() {
@@ -639,32 +658,20 @@ func (c *Conn) wait(seq, flag *uint32, ready func() bool, check func() error, ct
 			}
 		}
 		start := time.Now()
-		for i := 0; ; i++ {
+		for {
 			if ready() {
+				*budget = min(c.spin, max(2**budget, minSpin))
 				return nil
 			}
 			if err := check(); err != nil {
 				return err
 			}
-			if time.Since(start) >= c.spin {
+			if time.Since(start) >= *budget {
 				break
 			}
-			switch yieldMode { // TEMP
-			case 0:
-				osYield()
-			case 1:
-				runtime.Gosched()
-			case 2:
-				if i&1 == 0 {
-					runtime.Gosched()
-				} else {
-					osYield()
-				}
-			case 3:
-				runtime.Gosched()
-				osYield()
-			}
+			runtime.Gosched()
 		}
+		*budget = max(*budget/2, minSpin)
 	}
 	var stop func() bool
 	defer func() {
@@ -685,13 +692,7 @@ func (c *Conn) wait(seq, flag *uint32, ready func() bool, check func() error, ct
 		if ctx != nil && stop == nil {
 			stop = context.AfterFunc(ctx, func() { c.wakeWord(seq) })
 		}
-		t0 := time.Now() // TEMP
-		fe := futexWait(seq, s, sleepSlice)
-		if time.Since(t0) > 40*time.Millisecond && ready() { // TEMP
-			lostWakes.Add(1)
-			fmt.Fprintf(os.Stderr, "LOST? errno=%v data=%v slept=%v seq=%d->%d flag=%d\n", fe, seq == c.rx.dataSeq, time.Since(t0), s, atomic.LoadUint32(seq), atomic.LoadUint32(flag))
-		}
-		sleeps.Add(1) // TEMP
+		futexWait(seq, s, sleepSlice)
 	}
 }
 
@@ -764,9 +765,3 @@ func (c *Conn) Close() error {
 	}
 	return nil
 }
-
-var fastPolls = 64 // TEMP
-
-var lostWakes, sleeps atomic.Int64 // TEMP
-
-var yieldMode = 0 // TEMP

@@ -97,7 +97,6 @@ func TestConformance(t *testing.T) {
 		{"ring4K-nospin", Options{RingSize: 4096, SpinDuration: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer reportLost(t)
 			transporttest.Run(t, func(t *testing.T) (a, b transport.Conn) {
 				return newPair(t, tc.opts)
 			})
@@ -529,4 +528,65 @@ func BenchmarkThroughput(b *testing.B) {
 	c.Close()
 	<-done
 	w.Close()
+}
+
+// TestTinyRing streams frames of many sizes both ways at once through the
+// smallest rings, so that nearly every frame wraps around and most are
+// larger than the ring.
+func TestTinyRing(t *testing.T) {
+	for _, spin := range []time.Duration{0, -1} {
+		t.Run(fmt.Sprintf("spin%v", spin), func(t *testing.T) {
+			c, w := newPair(t, Options{RingSize: MinRingSize, SpinDuration: spin})
+			defer c.Close()
+			defer w.Close()
+			var sizes []int
+			for n := range 300 {
+				sizes = append(sizes, n, 3*n+1)
+			}
+			sizes = append(sizes, 64<<10+5)
+			frame := func(i, n int) []byte {
+				return bytes.Repeat([]byte{byte(i), byte(i >> 8), byte(n), 7}, n/4+1)[:n]
+			}
+			stream := func(src, dst *Conn) (chan error, chan error) {
+				sent, got := make(chan error, 1), make(chan error, 1)
+				go func() {
+					for i, n := range sizes {
+						if err := src.Send(frame(i, n)); err != nil {
+							sent <- err
+							return
+						}
+						if i%3 == 0 {
+							if err := src.Flush(); err != nil {
+								sent <- err
+								return
+							}
+						}
+					}
+					sent <- src.Flush()
+				}()
+				go func() {
+					for i, n := range sizes {
+						f, err := dst.Recv(context.Background())
+						if err != nil {
+							got <- err
+							return
+						}
+						if !bytes.Equal(f, frame(i, n)) {
+							got <- fmt.Errorf("frame %d (%d bytes) corrupted (got %d bytes)", i, n, len(f))
+							return
+						}
+					}
+					got <- nil
+				}()
+				return sent, got
+			}
+			s1, r1 := stream(c, w)
+			s2, r2 := stream(w, c)
+			for _, ch := range []chan error{s1, r1, s2, r2} {
+				if err := <-ch; err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
 }

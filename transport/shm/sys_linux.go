@@ -84,10 +84,3 @@ func exitsyscall()
 func futexWake(addr *uint32) {
 	syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, futexWakeAll, 0, 0, 0)
 }
-
-// osYield gives the CPU to another runnable thread, if any. On a machine
-// with fewer cores than busy processes, polling without it would starve the
-// very peer being waited for.
-func osYield() {
-	syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-}
