@@ -161,4 +161,3 @@ func (t *threaded) stop(grace time.Duration) error {
 }
 
 func (t *threaded) close() {}
-

@@ -40,7 +40,11 @@ func Probe() Report {
 		for _, so := range c.sonames {
 			h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 			if err != nil {
-				errs = append(errs, err.Error())
+				msg := strings.TrimSpace(err.Error())
+				if msg == "" {
+					msg = so + ": cannot open shared object file"
+				}
+				errs = append(errs, msg)
 				continue
 			}
 			l.Found, l.Path = true, so

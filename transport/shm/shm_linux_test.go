@@ -590,3 +590,38 @@ func TestTinyRing(t *testing.T) {
 		})
 	}
 }
+
+// TestHappensBefore: memory written before Send is visible after the
+// matching Recv (the race detector must agree, in race builds).
+func TestHappensBefore(t *testing.T) {
+	c, w := newPair(t, Options{})
+	defer c.Close()
+	defer w.Close()
+	shared := make([]int, 100)
+	done := make(chan error, 1)
+	go func() {
+		for i := range shared {
+			if _, err := w.Recv(context.Background()); err != nil {
+				done <- err
+				return
+			}
+			if shared[i] != i+1 {
+				done <- fmt.Errorf("shared[%d] = %d before its frame", i, shared[i])
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := range shared {
+		shared[i] = i + 1
+		if err := c.Send([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
