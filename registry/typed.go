@@ -111,7 +111,13 @@ func Wrap(fn any) (Func, string, error) {
 		if hasVal {
 			// A nil pointer result means "no value": store nil, not a
 			// typed nil that would look like a tensor to later readers.
-			if o := out[0]; !(o.Kind() == reflect.Pointer || o.Kind() == reflect.Interface) || !o.IsNil() {
+			// An interface result (e.g. any) is unwrapped first, so a nil
+			// *tensor.Tensor returned as any is caught too.
+			o := out[0]
+			if o.Kind() == reflect.Interface && !o.IsNil() {
+				o = o.Elem()
+			}
+			if !(o.Kind() == reflect.Pointer || o.Kind() == reflect.Interface) || !o.IsNil() {
 				res = o.Interface()
 			}
 		}
