@@ -39,6 +39,8 @@ type Stream struct {
 	have   int
 	inBody bool
 
+	dlSet bool // a read deadline may be set on the stream
+
 	abort     atomic.Pointer[error]
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -63,11 +65,11 @@ func NewStream(rwc io.ReadWriteCloser, maxFrame int) *Stream {
 }
 
 func (s *Stream) err() error {
-	if p := s.abort.Load(); p != nil {
-		return *p
-	}
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if p := s.abort.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
@@ -121,20 +123,24 @@ func (s *Stream) Recv(ctx context.Context) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if s.dl != nil && ctx.Done() != nil {
-		dl, ok := ctx.Deadline()
-		if !ok {
-			dl = time.Time{}
-		}
+	if s.dl != nil && (ctx.Done() != nil || s.dlSet) {
+		dl, _ := ctx.Deadline() // zero when ctx has none: no deadline
 		_ = s.dl.SetReadDeadline(dl)
-		stop := context.AfterFunc(ctx, func() { _ = s.dl.SetReadDeadline(time.Unix(1, 0)) })
-		defer func() {
-			if !stop() {
-				// The AfterFunc ran or is running; the deadline it set
-				// must not leak into the next Recv.
-				_ = s.dl.SetReadDeadline(time.Time{})
-			}
-		}()
+		s.dlSet = ctx.Done() != nil
+		if ctx.Done() != nil {
+			fired := make(chan struct{})
+			stop := context.AfterFunc(ctx, func() {
+				_ = s.dl.SetReadDeadline(time.Unix(1, 0))
+				close(fired)
+			})
+			defer func() {
+				if !stop() {
+					// Cancellation raced with the read; wait for the
+					// callback so its past deadline cannot hit a later Recv.
+					<-fired
+				}
+			}()
+		}
 	}
 	for {
 		if !s.inBody {

@@ -1,0 +1,129 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/chorus-rt/chorus/transport"
+	"github.com/chorus-rt/chorus/transport/transporttest"
+)
+
+// socketPair returns both ends of a unix socket pair as Streams, both
+// non-blocking so that deadlines (and therefore ctx and Abort) work.
+func socketPair(t *testing.T) (transport.Conn, transport.Conn) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := transport.NewStream(os.NewFile(uintptr(fds[0]), "a"), 0)
+	b := transport.NewStream(os.NewFile(uintptr(fds[1]), "b"), 0)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func TestStreamConformance(t *testing.T) {
+	transporttest.Run(t, socketPair)
+}
+
+// TCP on loopback: what multi-host sessions will use.
+func TestStreamOverTCP(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T) (transport.Conn, transport.Conn) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		type res struct {
+			c   net.Conn
+			err error
+		}
+		ch := make(chan res, 1)
+		go func() {
+			c, err := ln.Accept()
+			ch <- res{c, err}
+		}()
+		x, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		a, b := transport.NewStream(x, 0), transport.NewStream(r.c, 0)
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	})
+}
+
+// rw is an in-memory stream for framing tests.
+type rw struct {
+	io.Reader
+	io.Writer
+}
+
+func (rw) Close() error { return nil }
+
+func TestStreamRejectsOversizeFrames(t *testing.T) {
+	var hdr [4]byte
+	binary.LittleEndian.PutUint32(hdr[:], 1<<20+1)
+	s := transport.NewStream(rw{bytes.NewReader(hdr[:]), io.Discard}, 1<<20)
+	if _, err := s.Recv(context.Background()); !errors.Is(err, transport.ErrFrameTooLarge) {
+		t.Errorf("Recv of an oversize announcement: %v", err)
+	}
+	if err := s.Send(make([]byte, 1<<20+1)); !errors.Is(err, transport.ErrFrameTooLarge) {
+		t.Errorf("Send of an oversize frame: %v", err)
+	}
+}
+
+func TestStreamTruncated(t *testing.T) {
+	var buf bytes.Buffer
+	w := transport.NewStream(rw{&bytes.Buffer{}, &buf}, 0)
+	w.Send([]byte("hello"))
+	w.Flush()
+	full := buf.Bytes()
+	for cut := range len(full) {
+		s := transport.NewStream(rw{bytes.NewReader(full[:cut]), io.Discard}, 0)
+		if _, err := s.Recv(context.Background()); !errors.Is(err, transport.ErrPeerGone) {
+			t.Errorf("cut at %d: %v, want ErrPeerGone", cut, err)
+		}
+	}
+}
+
+// FuzzStreamRecv feeds arbitrary bytes to the framing decoder: it must
+// return frames or errors, never panic or allocate past the input.
+func FuzzStreamRecv(f *testing.F) {
+	var buf bytes.Buffer
+	w := transport.NewStream(rw{&bytes.Buffer{}, &buf}, 0)
+	w.Send([]byte("frame one"))
+	w.Send(nil)
+	w.Flush()
+	f.Add(buf.Bytes())
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := transport.NewStream(rw{bytes.NewReader(data), io.Discard}, 1<<16)
+		total := 0
+		for {
+			fr, err := s.Recv(context.Background())
+			if err != nil {
+				return
+			}
+			total += 4 + len(fr)
+			if total > len(data) {
+				t.Fatalf("decoded %d bytes from %d", total, len(data))
+			}
+		}
+	})
+}
