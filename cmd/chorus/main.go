@@ -94,6 +94,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 type usageError struct{ msg string }
 
+// parseFlags makes a bad flag a usage error (exit status 2).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{err.Error()}
+	}
+	if err == nil && fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected arguments %q", fs.Name(), fs.Args())}
+	}
+	return err
+}
+
 func (e usageError) Error() string { return e.msg }
 
 func newFlags(name, synopsis string, out io.Writer) *flag.FlagSet {
@@ -108,7 +120,7 @@ func newFlags(name, synopsis string, out io.Writer) *flag.FlagSet {
 
 func cmdInfo(args []string, out io.Writer) error {
 	fs := newFlags("info", "chorus info", out)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	v := version
@@ -128,7 +140,7 @@ func cmdInfo(args []string, out io.Writer) error {
 
 func cmdFuncs(args []string, out io.Writer) error {
 	fs := newFlags("funcs", "chorus funcs", out)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	for _, r := range []*registry.Registry{worker.Builtins, registry.Global} {
@@ -148,7 +160,7 @@ func cmdDemo(ctx context.Context, args []string, out io.Writer) error {
 	n := fs.Int("workers", 4, "number of workers")
 	kind := fs.String("session", "process", "session kind: process or threaded")
 	tr := fs.String("transport", "shm", "process transport: shm or stream")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	s, err := newSession(ctx, *kind, *tr, *n)
@@ -194,7 +206,7 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	iters := fs.Int("iters", 20000, "timed iterations per row")
 	warmup := fs.Int("warmup", 2000, "untimed iterations per row")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ns, err := parseInts(*workers)

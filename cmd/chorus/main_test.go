@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/chorus-rt/chorus/worker"
+)
+
+func TestMain(m *testing.M) {
+	worker.Main() // process sessions started by these tests re-execute this binary
+	os.Exit(m.Run())
+}
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsageAndHelp(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "Commands:"},
+		{[]string{"--help"}, 0, "Commands:"},
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"info", "--help"}, 0, "Usage: chorus info"},
+		{[]string{"demo", "--help"}, 0, "--workers"},
+		{[]string{"bench", "--help"}, 0, "session"},
+		{[]string{"bench"}, 2, "which benchmark"},
+		{[]string{"bench", "nope"}, 2, "unknown benchmark"},
+		{[]string{"bench", "session", "--help"}, 0, "-json"},
+		{[]string{"bench", "session", "--workers", "0"}, 2, "bad count"},
+		{[]string{"bench", "session", "--sessions", "carrier"}, 2, "unknown session"},
+		{[]string{"funcs", "--help"}, 0, "Usage: chorus funcs"},
+		{[]string{"demo", "--session", "quantum"}, 2, "unknown session kind"},
+		{[]string{"demo", "--no-such-flag"}, 2, "flag provided but not defined"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("chorus %v: code %d, output %q; want code %d containing %q", c.args, code, out+errOut, c.code, c.want)
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	code, out, _ := runCLI(t, "info")
+	if code != 0 || !strings.Contains(out, "chorus ") || !strings.Contains(out, "CUDA driver") {
+		t.Fatalf("info: code %d\n%s", code, out)
+	}
+	// Either the driver is there (GPU machine) or info says plainly that
+	// it is not.
+	if !strings.Contains(out, "devices:") && !strings.Contains(out, "no CUDA driver found") {
+		t.Errorf("info says neither devices nor 'no CUDA driver found':\n%s", out)
+	}
+}
+
+func TestFuncs(t *testing.T) {
+	code, out, _ := runCLI(t, "funcs")
+	for _, name := range []string{"chorus.worker_id", "chorus.empty", "demo.shard_sum_squares"} {
+		if code != 0 || !strings.Contains(out, name) {
+			t.Errorf("funcs lacks %s:\n%s", name, out)
+		}
+	}
+}
+
+func TestDemo(t *testing.T) {
+	for _, args := range [][]string{
+		{"demo", "--session", "threaded"},
+		{"demo"},
+		{"demo", "--transport", "stream", "--workers", "3"},
+	} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("chorus %v: code %d\n%s\n%s", args, code, out, errOut)
+		}
+		for _, want := range []string{"match=true", "CopyFromWorker0 -> [7 7 7 7]", "unknown function", "still usable"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("chorus %v output lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+}
+
+func TestBenchSessionJSON(t *testing.T) {
+	code, out, errOut := runCLI(t, "bench", "session", "--workers", "2", "--iters", "50", "--warmup", "5", "--json")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want 3 JSON lines, got %d:\n%s", len(lines), out)
+	}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		for _, k := range []string{"bench", "session", "transport", "workers", "p50_us", "p99_us"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%q lacks %q", l, k)
+			}
+		}
+		if len(m) != 6 {
+			t.Errorf("%q has extra keys", l)
+		}
+		if m["bench"] != "session" || m["workers"] != float64(2) {
+			t.Errorf("bad row %q", l)
+		}
+		seen[m["session"].(string)+"/"+m["transport"].(string)] = true
+	}
+	for _, k := range []string{"threaded/inproc", "process/shm", "process/stream"} {
+		if !seen[k] {
+			t.Errorf("no row for %s", k)
+		}
+	}
+}
