@@ -105,7 +105,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestCreateOptions(t *testing.T) {
-	for _, rs := range []int{-1, 1, 63, 100, 3 << 10, MaxRingSize * 2} {
+	for _, rs := range []int{-1, 1, 63, 100, 3 << 10, MaxRingSize + 1} {
 		if c, f, err := Create(Options{RingSize: rs}); err == nil {
 			c.Close()
 			f.Close()

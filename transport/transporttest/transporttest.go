@@ -1,21 +1,3 @@
-// Package transporttest is a conformance suite for transport.Conn
-// implementations.
-//
-// An implementation's tests call Run with a function that makes a pair of
-// connected ends:
-//
-//	func TestConformance(t *testing.T) {
-//		transporttest.Run(t, func(t *testing.T) (a, b transport.Conn) {
-//			return newConnectedPair(t)
-//		})
-//	}
-//
-// The suite assumes nothing about buffering: it works for bounded rings and
-// for byte streams alike. It checks ordering and integrity of frames of many
-// sizes in both directions at once, context handling in Recv, Abort and
-// Close semantics, and that no goroutine is left behind. It never asserts on
-// timing; time limits only guard against hangs. It counts goroutines, so it
-// must not run in parallel with other tests of the same binary.
 package transporttest
 
 import (
