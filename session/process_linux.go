@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -135,6 +136,19 @@ type ProcessOptions struct {
 	StartTimeout time.Duration
 	// RingSize is the size of each shared-memory ring in bytes (0: default).
 	RingSize int
+	// Spin bounds how long a shared-memory waiter polls before it sleeps
+	// (0: the transport's default, negative: never poll).
+	Spin time.Duration
+}
+
+// yieldFor decides whether shared-memory waiters should yield their CPU
+// while polling: yes when the controller and n workers outnumber the CPUs,
+// since a busy poller would then delay the very process it waits for.
+func yieldFor(n int) bool {
+	if v := os.Getenv("CHORUS_SHM_YIELD"); v != "" {
+		return v == "1"
+	}
+	return n+1 > runtime.NumCPU()
 }
 
 func (p *process) start(i, n, groups int, prog string, opts ProcessOptions, lifeline *os.File, stderr io.Writer) (*procWorker, error) {
@@ -142,7 +156,7 @@ func (p *process) start(i, n, groups int, prog string, opts ProcessOptions, life
 	var child *os.File
 	switch opts.Transport {
 	case "shm":
-		c, memfd, err := shm.Create(shm.Options{RingSize: opts.RingSize})
+		c, memfd, err := shm.Create(shm.Options{RingSize: opts.RingSize, SpinDuration: opts.Spin, Yield: yieldFor(n)})
 		if err != nil {
 			return nil, err
 		}

@@ -36,6 +36,13 @@ type Options struct {
 	// DefaultSpin; a negative value disables polling. Values above MaxSpin
 	// are clamped. Worker ends use the value stored in the segment.
 	SpinDuration time.Duration
+	// Yield makes a polling waiter give its CPU away (sched_yield) between
+	// polls instead of busy-polling. Use it when the processes that talk
+	// over segments outnumber the CPUs: a busy poller then delays the very
+	// peer it waits for. It hurts next to unrelated CPU-bound processes
+	// (the scheduler pushes a yielding task back a whole slice), so it is
+	// off by default. Worker ends use the value stored in the segment.
+	Yield bool
 }
 
 // ErrUnsupported is returned by Create and Open on systems other than Linux.

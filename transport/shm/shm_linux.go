@@ -50,6 +50,7 @@ const (
 	offSpin     = 32
 	offID       = 40
 	offAttached = 48
+	offYield    = 52
 
 	headerSize = 128
 	ctlSize    = 512
@@ -176,6 +177,7 @@ type Conn struct {
 	abortErr   atomic.Pointer[error]
 	mem        []byte
 	spin       time.Duration
+	yield      bool // sched_yield between polls (Options.Yield)
 	id         uint64
 	race       *raceSync
 	txIdx      int
@@ -222,8 +224,13 @@ func Create(opts Options) (c *Conn, memfd *os.File, err error) {
 	binary.LittleEndian.PutUint64(m[offTotal:], total)
 	binary.LittleEndian.PutUint64(m[offSpin:], uint64(spin))
 	binary.LittleEndian.PutUint64(m[offID:], id)
+	if opts.Yield {
+		binary.LittleEndian.PutUint32(m[offYield:], 1)
+	}
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&m[offMagic])), magic)
-	return newConn(m, ringSize, spin, id, 0), f, nil
+	c = newConn(m, ringSize, spin, id, 0)
+	c.yield = opts.Yield
+	return c, f, nil
 }
 
 // Open attaches the worker's end to a segment made by Create. It takes
@@ -283,7 +290,9 @@ func Open(f *os.File) (*Conn, error) {
 		return nil, errors.New("shm: segment already opened")
 	}
 	id := binary.LittleEndian.Uint64(h[offID:])
-	return newConn(m, ringSize, spin, id, 1), nil
+	c := newConn(m, ringSize, spin, id, 1)
+	c.yield = binary.LittleEndian.Uint32(h[offYield:]) != 0
+	return c, nil
 }
 
 func newConn(m []byte, ringSize uint64, spin time.Duration, id uint64, side int) *Conn {
@@ -669,7 +678,11 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 			if time.Since(start) >= *budget {
 				break
 			}
-			runtime.Gosched()
+			if c.yield {
+				schedYield()
+			} else {
+				runtime.Gosched()
+			}
 		}
 		*budget = max(*budget/2, minSpin)
 	}
@@ -765,3 +778,6 @@ func (c *Conn) Close() error {
 	}
 	return nil
 }
+
+// schedYield gives the CPU to another runnable thread, if any.
+func schedYield() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
