@@ -305,7 +305,16 @@ func (p *process) recv(ctx context.Context, w int) (*wire.Reply, error) {
 	return r, nil
 }
 
-func (p *process) poll(w int) (*wire.Reply, error) { return nil, nil }
+// poll reads a message from worker w if the transport can tell that one
+// has arrived (shared memory can; a stream cannot without a system call,
+// so its notices wait for the next read of that worker).
+func (p *process) poll(w int) (*wire.Reply, error) {
+	pc, ok := p.ws[w].conn.(transport.Poller)
+	if !ok || p.lost() != nil || !pc.Pending() {
+		return nil, nil
+	}
+	return p.recv(context.Background(), w)
+}
 
 // stop ends the children: wait for a clean exit after the Shutdown command,
 // then close the lifeline (workers exit by themselves), then SIGKILL.

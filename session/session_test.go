@@ -470,3 +470,37 @@ func TestBadOptions(t *testing.T) {
 		t.Errorf("non-worker program: %v", err)
 	}
 }
+
+// A failure announced by one worker reaches a sync of another worker
+// (threaded and shared-memory sessions can see notices without reading
+// that worker's connection; a stream cannot).
+func TestNoticeReachesSyncOfAnotherWorker(t *testing.T) {
+	for _, k := range kinds[:2] {
+		t.Run(k.name, func(t *testing.T) {
+			leaktest.Check(t)
+			s := k.start(t, 2, 1)
+			defer s.Shutdown()
+			ctx := bg(t)
+			if err := s.CallPackedDiscard(mustFunc(t, s, "test.fail_on"), 1, "seen from afar"); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				err := s.SyncWorker(ctx, 0)
+				if err != nil {
+					if !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "seen from afar") {
+						t.Fatalf("SyncWorker(0): %v", err)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("worker 1's failure never reached SyncWorker(0)")
+				}
+			}
+			// Reported once: the full sync must not repeat it.
+			if err := s.Sync(ctx); err != nil {
+				t.Errorf("failure reported again: %v", err)
+			}
+		})
+	}
+}

@@ -40,3 +40,12 @@ type Conn interface {
 	// Close releases the connection's resources.
 	Close() error
 }
+
+// Poller is implemented by connections that can tell, without blocking,
+// whether a frame has begun to arrive. Controllers use it to pick up
+// failure notices from workers they are not waiting on.
+type Poller interface {
+	// Pending reports whether Recv would find frame bytes at once. It is
+	// called from the receiving goroutine only.
+	Pending() bool
+}

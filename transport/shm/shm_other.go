@@ -27,3 +27,6 @@ func (c *Conn) Flush() error                             { return ErrUnsupported
 func (c *Conn) Recv(ctx context.Context) ([]byte, error) { return nil, ErrUnsupported }
 func (c *Conn) Abort(err error)                          {}
 func (c *Conn) Close() error                             { return ErrUnsupported }
+
+// Pending reports false: there is no ring.
+func (c *Conn) Pending() bool { return false }
