@@ -26,6 +26,8 @@ type procWorker struct {
 	cmd    *exec.Cmd
 	conn   transport.Conn
 	exited chan struct{}
+	status string // how the process ended, set before exited is closed
+	clean  bool   // it exited with status 0
 }
 
 // process runs each worker as a child process.
@@ -202,6 +204,8 @@ func (p *process) watch(pw *procWorker) {
 	} else if err != nil {
 		status = err.Error()
 	}
+	pw.status = status
+	pw.clean = err == nil && pw.cmd.ProcessState != nil && pw.cmd.ProcessState.Success()
 	close(pw.exited)
 	if p.stopping.Load() {
 		return
@@ -217,6 +221,8 @@ func (p *process) abortAll(err error) {
 		w.conn.Abort(err)
 	}
 }
+
+func (p *process) quiesce() { p.stopping.Store(true) }
 
 func (p *process) lost() error {
 	if le := p.lostErr.Load(); le != nil {
@@ -333,8 +339,9 @@ func (p *process) stop(grace time.Duration) error {
 		return true
 	}
 	var errs []error
-	if p.lost() != nil || !wait(grace) {
-		if p.lost() == nil {
+	wasLost := p.lost() != nil
+	if wasLost || !wait(grace) {
+		if !wasLost {
 			for _, w := range p.ws {
 				select {
 				case <-w.exited:
@@ -356,6 +363,14 @@ func (p *process) stop(grace time.Duration) error {
 		}
 	}
 	p.watchers.Wait()
+	if !wasLost && len(errs) == 0 {
+		// Every worker exited on its own; each must have done so cleanly.
+		for _, w := range p.ws {
+			if !w.clean {
+				errs = append(errs, fmt.Errorf("worker %d (pid %d) ended badly during Shutdown: %s", w.id, w.cmd.Process.Pid, w.status))
+			}
+		}
+	}
 	p.closeLifeline()
 	p.abortAll(ErrShutdown)
 	if len(errs) > 0 {

@@ -24,6 +24,9 @@ type driver interface {
 	poll(w int) (*wire.Reply, error)
 	// lost returns the error that failed the session, if any.
 	lost() error
+	// quiesce announces that workers are about to be told to exit, so
+	// that their exits are not taken for failures.
+	quiesce()
 	// stop ends the workers: the caller has sent the Shutdown command when
 	// it could; stop waits up to grace, then forces, and finally aborts the
 	// connections so that any call still waiting returns.
@@ -609,6 +612,7 @@ func (s *Session) Shutdown() error {
 			// Another call is stuck waiting on a worker; stop anyway.
 		}
 		s.closed.Store(true)
+		s.drv.quiesce()
 		if locked && s.drv.lost() == nil {
 			s.seq++
 			_ = s.drv.send(&wire.Command{Action: wire.ActShutdown, Seq: s.seq, Worker: wire.AllWorkers})

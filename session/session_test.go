@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -503,4 +504,46 @@ func TestNoticeReachesSyncOfAnotherWorker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Regression: a worker that exits on Shutdown before the command reached
+// the others must not be taken for a lost worker (which left the others to
+// die by the lifeline).
+func TestShutdownManyWorkersClean(t *testing.T) {
+	for _, tr := range []string{"shm", "stream"} {
+		t.Run(tr, func(t *testing.T) {
+			for range 3 {
+				var out lockedBuffer
+				s, err := session.NewProcess(bg(t), session.ProcessOptions{
+					Options: session.Options{NumWorkers: 8}, Transport: tr, Stderr: &out,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Shutdown(); err != nil {
+					t.Fatalf("Shutdown: %v", err)
+				}
+				if msg := out.String(); msg != "" {
+					t.Fatalf("workers complained during a clean Shutdown:\n%s", msg)
+				}
+			}
+		})
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

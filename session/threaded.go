@@ -132,6 +132,8 @@ func (t *threaded) poll(w int) (*wire.Reply, error) {
 
 func (t *threaded) lost() error { return nil }
 
+func (t *threaded) quiesce() {}
+
 func (t *threaded) stop(grace time.Duration) error {
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
