@@ -684,7 +684,11 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 				runtime.Gosched()
 			}
 		}
-		*budget = max(*budget/2, minSpin)
+		if !c.yield {
+			// A yielding poller costs its peers little, so only a busy
+			// poller backs off.
+			*budget = max(*budget/2, minSpin)
+		}
 	}
 	var stop func() bool
 	defer func() {
