@@ -20,6 +20,7 @@ const module = "github.com/chorus-rt/chorus"
 var layers = map[string]int{
 	"tensor":                  0,
 	"internal/leaktest":       0,
+	"internal/shmem":          0,
 	"internal/gpuprobe":       0,
 	"value":                   1,
 	"registry":                2,

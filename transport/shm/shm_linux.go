@@ -783,9 +783,6 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// schedYield gives the CPU to another runnable thread, if any.
-func schedYield() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
-
 // Pending reports whether bytes of a frame not yet returned by Recv are in
 // the ring, without waiting. Like Recv, it is for the receiving goroutine.
 func (c *Conn) Pending() bool {

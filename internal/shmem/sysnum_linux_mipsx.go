@@ -1,5 +1,5 @@
 //go:build linux && (mips || mipsle)
 
-package shm
+package shmem
 
 const sysMemfdCreate = 4354

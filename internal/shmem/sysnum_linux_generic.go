@@ -1,6 +1,6 @@
 //go:build linux && (arm64 || loong64 || mips64 || mips64le || riscv64 || s390x)
 
-package shm
+package shmem
 
 import "syscall"
 

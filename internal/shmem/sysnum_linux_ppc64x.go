@@ -1,5 +1,5 @@
 //go:build linux && (ppc64 || ppc64le)
 
-package shm
+package shmem
 
 const sysMemfdCreate = 360

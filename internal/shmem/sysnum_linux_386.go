@@ -1,3 +1,3 @@
-package shm
+package shmem
 
 const sysMemfdCreate = 356
