@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/value"
@@ -72,6 +73,9 @@ type Worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	global ccl.Comm // set by chorus.init_ccl
+	group  ccl.Comm // this worker's group, when there are several
+
 	pending  []*wire.WorkerError
 	dropped  uint32
 	notified bool // a Failure notice was sent since the last reply
@@ -95,8 +99,11 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{cfg: cfg, groupN: cfg.NumWorkers / cfg.NumGroups, regs: make([]slot, 16), ctx: ctx, cancel: cancel}, nil
 }
 
-// Close cancels the context functions see.
-func (w *Worker) Close() { w.cancel() }
+// Close cancels the context functions see and closes communicators.
+func (w *Worker) Close() {
+	w.cancel()
+	w.closeCCL()
+}
 
 // Env implementation.
 

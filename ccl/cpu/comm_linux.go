@@ -1,0 +1,620 @@
+package cpu
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// Options tune the backend; zero values mean the defaults.
+type Options struct {
+	// SlotBytes is each rank's staging slot (two per rank). Larger slots
+	// mean fewer barriers per large message.
+	SlotBytes int
+	// MailboxBytes is the buffer of each ordered pair for send/recv.
+	MailboxBytes int
+	// OneShotMax: allreduces of at most this many bytes use the one-shot
+	// algorithm whatever the rank count.
+	OneShotMax int
+	// Spin bounds how long a waiter polls before it sleeps.
+	Spin time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.SlotBytes <= 0 {
+		o.SlotBytes = 1 << 20
+	}
+	o.SlotBytes = (o.SlotBytes + 127) &^ 127
+	if o.MailboxBytes <= 0 {
+		o.MailboxBytes = 256 << 10
+	}
+	o.MailboxBytes = (o.MailboxBytes + 127) &^ 127
+	if o.OneShotMax <= 0 {
+		o.OneShotMax = 256 << 10
+	}
+	if o.Spin == 0 {
+		o.Spin = 50 * time.Microsecond
+	}
+	return o
+}
+
+// Backend is the "cpu" backend.
+type Backend struct{ Options Options }
+
+func init() {
+	if err := ccl.Register(&Backend{}); err != nil {
+		panic(err)
+	}
+}
+
+func (*Backend) Name() string { return "cpu" }
+
+// NewID returns 16 random bytes.
+func (*Backend) NewID() ([]byte, error) {
+	id := make([]byte, 16)
+	if _, err := rand.Read(id); err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// Join maps the communicator's segment and waits for every rank.
+func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Device != (tensor.Device{}) && cfg.Device.Kind != tensor.CPU {
+		return nil, fmt.Errorf("%w: the cpu backend works on host memory, not %v", ccl.ErrBadArgs, cfg.Device)
+	}
+	opts := b.Options.withDefaults()
+	seg, err := openSegment(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Comm{seg: seg, rank: cfg.Rank, n: cfg.Size, timeout: cfg.TimeoutOrDefault(), opts: opts,
+		yield: cfg.Size > runtime.NumCPU(), sent: make([]uint64, cfg.Size), recvd: make([]uint64, cfg.Size),
+		chunksOut: make([]uint64, cfg.Size), chunksIn: make([]uint64, cfg.Size)}
+	return c, nil
+}
+
+// Comm is one rank of a cpu communicator.
+type Comm struct {
+	seg     *segment
+	rank, n int
+	timeout time.Duration
+	opts    Options
+	yield   bool // more ranks than CPUs: give the CPU away while polling
+
+	epoch  uint64 // syncs arrived at
+	parity int    // slot parity of the next staging round
+	seq    uint64 // collectives issued, for errors
+
+	sent, recvd         []uint64 // point-to-point messages per peer
+	chunksOut, chunksIn []uint64 // point-to-point chunks per peer
+	closed              bool
+}
+
+var _ ccl.Comm = (*Comm)(nil)
+
+func (c *Comm) Rank() int { return c.rank }
+func (c *Comm) Size() int { return c.n }
+
+// Close unmaps the segment.
+func (c *Comm) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	return c.seg.close()
+}
+
+func (c *Comm) usable() error {
+	if c.closed {
+		return ccl.ErrClosed
+	}
+	if c.seg.failed() {
+		return fmt.Errorf("%w: rank %d: an earlier collective failed (timeout or a lost rank); create a new communicator", ccl.ErrFailed, c.rank)
+	}
+	return nil
+}
+
+// waitFor polls cond, then sleeps on the bell, until cond holds, the
+// communicator fails, ctx ends or the timeout passes; missing names the
+// ranks still awaited, for the error.
+func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, missing func() []int) error {
+	if cond() {
+		return nil
+	}
+	start := time.Now()
+	for i := 0; i < 256; i++ {
+		if cond() {
+			return nil
+		}
+	}
+	for time.Since(start) < c.opts.Spin {
+		if cond() {
+			return nil
+		}
+		runtime.Gosched()
+		if c.yield {
+			shmem.Yield()
+		}
+	}
+	bell, sleepers := c.seg.u32(offBell), c.seg.u32(offSleepers)
+	deadline := start.Add(c.timeout)
+	for {
+		v := atomic.LoadUint32(bell)
+		if cond() {
+			return nil
+		}
+		if c.seg.failed() {
+			return c.usable()
+		}
+		if err := ctx.Err(); err != nil {
+			// Others may be waiting for us: the communicator cannot
+			// continue consistently.
+			c.seg.fail()
+			return fmt.Errorf("ccl/cpu: rank %d: %s #%d: %w", c.rank, kind, c.seq, err)
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			c.seg.fail()
+			return &ccl.TimeoutError{Kind: kind, Seq: c.seq, Rank: c.rank, Missing: missing(), After: c.timeout}
+		}
+		atomic.AddUint32(sleepers, 1)
+		if !cond() {
+			shmem.FutexWait(bell, v, min(50*time.Millisecond, deadline.Sub(now)+time.Millisecond))
+		}
+		atomic.AddUint32(sleepers, ^uint32(0))
+	}
+}
+
+// barrier: arrive, then wait until every rank arrived as often.
+func (c *Comm) barrier(ctx context.Context, kind ccl.Kind) error {
+	c.epoch++
+	atomic.StoreUint64(c.seg.u64(c.seg.ctrl(c.rank)+ctlArrive), c.epoch)
+	c.seg.ring()
+	target := c.epoch
+	next := 0 // ranks below next are known to have arrived
+	return c.waitFor(ctx, kind, func() bool {
+		for ; next < c.n; next++ {
+			if atomic.LoadUint64(c.seg.u64(c.seg.ctrl(next)+ctlArrive)) < target {
+				return false
+			}
+		}
+		return true
+	}, func() []int {
+		var m []int
+		for r := range c.n {
+			if atomic.LoadUint64(c.seg.u64(c.seg.ctrl(r)+ctlArrive)) < target {
+				m = append(m, r)
+			}
+		}
+		return m
+	})
+}
+
+// Descriptor encoding in a control block: status u32 (0 ok, 1 bad local
+// arguments), kind, dtype, op u8, root i32, count i64.
+const descBytes = 64
+
+func (c *Comm) descOff(r, parity int) int { return c.seg.ctrl(r) + ctlDesc + parity*descBytes }
+
+func (c *Comm) putDesc(parity int, d ccl.Desc, bad bool) {
+	b := c.seg.mem[c.descOff(c.rank, parity):]
+	var st uint32
+	if bad {
+		st = 1
+	}
+	binary.LittleEndian.PutUint32(b[0:], st)
+	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
+	binary.LittleEndian.PutUint32(b[8:], uint32(d.Root))
+	binary.LittleEndian.PutUint64(b[16:], uint64(d.Count))
+}
+
+func (c *Comm) getDesc(r, parity int) (ccl.Desc, bool) {
+	b := c.seg.mem[c.descOff(r, parity):]
+	d := ccl.Desc{Kind: ccl.Kind(b[4]), DType: tensor.DType(b[5]), Op: reduce.Op(b[6]),
+		Root: int32(binary.LittleEndian.Uint32(b[8:])), Count: int64(binary.LittleEndian.Uint64(b[16:]))}
+	return d, binary.LittleEndian.Uint32(b[0:]) != 0
+}
+
+// begin runs the first staging round of a collective: stage writes this
+// rank's first chunk into its slot (skipped when local arguments are bad),
+// then every rank's descriptor is compared. It returns the parity used.
+func (c *Comm) begin(ctx context.Context, d ccl.Desc, local error, stage func(slot []byte)) (int, error) {
+	c.seq++
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	p := c.parity
+	c.parity ^= 1
+	c.putDesc(p, d, local != nil)
+	if local == nil && stage != nil {
+		stage(c.seg.slot(p, c.rank))
+	}
+	if err := c.barrier(ctx, d.Kind); err != nil {
+		return p, err
+	}
+	if local != nil {
+		return p, fmt.Errorf("ccl/cpu: rank %d: %s: %w", c.rank, d.Kind, local)
+	}
+	descs := make([]ccl.Desc, c.n)
+	for r := range c.n {
+		dr, bad := c.getDesc(r, p)
+		if bad {
+			return p, fmt.Errorf("%w: rank %d: %s: rank %d passed bad arguments", ccl.ErrMismatch, c.rank, d.Kind, r)
+		}
+		descs[r] = dr
+	}
+	if err := ccl.Compare(descs); err != nil {
+		return p, fmt.Errorf("ccl/cpu: rank %d: %w", c.rank, err)
+	}
+	return p, nil
+}
+
+// next starts a later staging round: stage, barrier.
+func (c *Comm) next(ctx context.Context, kind ccl.Kind, stage func(slot []byte)) (int, error) {
+	p := c.parity
+	c.parity ^= 1
+	if stage != nil {
+		stage(c.seg.slot(p, c.rank))
+	}
+	return p, c.barrier(ctx, kind)
+}
+
+// chunks splits total bytes into pieces of at most max bytes, each a
+// multiple of es; it always yields at least one (possibly empty) piece so
+// that every collective has a first round.
+func chunks(total, max, es int) [][2]int {
+	max -= max % es
+	if max <= 0 {
+		max = es
+	}
+	var out [][2]int
+	for off := 0; off < total || len(out) == 0; off += max {
+		out = append(out, [2]int{off, min(total, off+max)})
+	}
+	return out
+}
+
+func (c *Comm) slots(p int) [][]byte {
+	s := make([][]byte, c.n)
+	for r := range c.n {
+		s[r] = c.seg.slot(p, r)
+	}
+	return s
+}
+
+// AllReduce reduces send over all ranks into recv.
+func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
+	a, local := ccl.CheckAllReduce(ccl.KindAllReduce, send, recv, op, c.n)
+	if local != nil {
+		a.Desc = ccl.Desc{Kind: ccl.KindAllReduce, Op: op}
+		if send != nil {
+			a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
+		}
+	}
+	es := max(1, a.DType.Size())
+	cs := chunks(len(a.Send), c.opts.SlotBytes, es)
+	oneShot := c.n <= 2 || len(a.Send) <= c.opts.OneShotMax
+	ins := make([][]byte, c.n)
+	for i, ch := range cs {
+		lo, hi := ch[0], ch[1]
+		stage := func(slot []byte) { copy(slot, a.Send[lo:hi]) }
+		var p int
+		var err error
+		if i == 0 {
+			p, err = c.begin(ctx, a.Desc, local, stage)
+		} else {
+			p, err = c.next(ctx, ccl.KindAllReduce, stage)
+		}
+		if err != nil {
+			return err
+		}
+		sl := c.slots(p)
+		if oneShot {
+			for r := range c.n {
+				ins[r] = sl[r][:hi-lo]
+			}
+			if err := reduceInto(op, a.DType, a.Recv[lo:hi], ins, c.n); err != nil {
+				return err
+			}
+			continue
+		}
+		// Reduce-scatter into the slots, then all-gather out of them.
+		parts := partition(hi-lo, c.n, es)
+		pl, ph := parts[c.rank], parts[c.rank+1]
+		for r := range c.n {
+			ins[r] = sl[r][pl:ph]
+		}
+		if err := reduceInto(op, a.DType, sl[c.rank][pl:ph], ins, c.n); err != nil {
+			return err
+		}
+		if err := c.barrier(ctx, ccl.KindAllReduce); err != nil {
+			return err
+		}
+		for r := range c.n {
+			copy(a.Recv[lo+parts[r]:lo+parts[r+1]], sl[r][parts[r]:parts[r+1]])
+		}
+	}
+	return nil
+}
+
+// reduceInto reduces srcs into dst and applies the op's final step.
+func reduceInto(op reduce.Op, dt tensor.DType, dst []byte, srcs [][]byte, n int) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := reduce.Reduce(op, dt, dst, srcs...); err != nil {
+		return err
+	}
+	if op == reduce.Avg {
+		return reduce.Scale(dt, dst, n)
+	}
+	return nil
+}
+
+// partition splits size bytes into n element-aligned parts; part r is
+// [out[r], out[r+1]).
+func partition(size, n, es int) []int {
+	elems := size / es
+	per := (elems + n - 1) / n
+	out := make([]int, n+1)
+	for r := range n + 1 {
+		out[r] = min(elems, r*per) * es
+	}
+	return out
+}
+
+// ReduceScatter reduces send over all ranks; rank r keeps block r.
+func (c *Comm) ReduceScatter(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
+	a, local := ccl.CheckAllReduce(ccl.KindReduceScatter, send, recv, op, c.n)
+	if local != nil {
+		a.Desc = ccl.Desc{Kind: ccl.KindReduceScatter, Op: op}
+		if send != nil {
+			a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
+		}
+	}
+	es := max(1, a.DType.Size())
+	block := len(a.Send) / c.n
+	// Each round stages the same sub-range of all n blocks.
+	cs := chunks(block, c.opts.SlotBytes/c.n, es)
+	ins := make([][]byte, c.n)
+	for i, ch := range cs {
+		lo, hi := ch[0], ch[1]
+		w := hi - lo
+		stage := func(slot []byte) {
+			for b := range c.n {
+				copy(slot[b*w:(b+1)*w], a.Send[b*block+lo:b*block+hi])
+			}
+		}
+		var p int
+		var err error
+		if i == 0 {
+			p, err = c.begin(ctx, a.Desc, local, stage)
+		} else {
+			p, err = c.next(ctx, ccl.KindReduceScatter, stage)
+		}
+		if err != nil {
+			return err
+		}
+		for r := range c.n {
+			ins[r] = c.seg.slot(p, r)[c.rank*w : (c.rank+1)*w]
+		}
+		if err := reduceInto(op, a.DType, a.Recv[lo:hi], ins, c.n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AllGather concatenates every rank's send into recv.
+func (c *Comm) AllGather(ctx context.Context, send, recv *tensor.Tensor) error {
+	a, local := ccl.CheckAllGather(send, recv, c.n)
+	if local != nil {
+		a.Desc = ccl.Desc{Kind: ccl.KindAllGather}
+		if send != nil {
+			a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
+		}
+	}
+	es := max(1, a.DType.Size())
+	block := len(a.Send)
+	for i, ch := range chunks(block, c.opts.SlotBytes, es) {
+		lo, hi := ch[0], ch[1]
+		stage := func(slot []byte) { copy(slot, a.Send[lo:hi]) }
+		var p int
+		var err error
+		if i == 0 {
+			p, err = c.begin(ctx, a.Desc, local, stage)
+		} else {
+			p, err = c.next(ctx, ccl.KindAllGather, stage)
+		}
+		if err != nil {
+			return err
+		}
+		for r := range c.n {
+			copy(a.Recv[r*block+lo:r*block+hi], c.seg.slot(p, r)[:hi-lo])
+		}
+	}
+	return nil
+}
+
+// rooted runs broadcast, scatter and gather.
+func (c *Comm) rooted(ctx context.Context, kind ccl.Kind, send, recv *tensor.Tensor, root int) error {
+	a, local := ccl.CheckRooted(kind, send, recv, root, c.rank, c.n)
+	if local != nil {
+		a.Desc = ccl.Desc{Kind: kind, Root: int32(root)}
+	}
+	es := max(1, a.DType.Size())
+	isRoot := c.rank == root
+	var block int // bytes each rank receives (broadcast, scatter) or sends (gather)
+	switch kind {
+	case ccl.KindBroadcast, ccl.KindScatter:
+		block = int(a.Count) * es
+	case ccl.KindGather:
+		block = len(a.Send)
+	}
+	per := c.opts.SlotBytes
+	if kind == ccl.KindScatter {
+		per /= c.n
+	}
+	for i, ch := range chunks(block, per, es) {
+		lo, hi := ch[0], ch[1]
+		w := hi - lo
+		var stage func(slot []byte)
+		switch {
+		case kind == ccl.KindBroadcast && isRoot:
+			stage = func(slot []byte) { copy(slot, a.Send[lo:hi]) }
+		case kind == ccl.KindScatter && isRoot:
+			stage = func(slot []byte) {
+				for b := range c.n {
+					copy(slot[b*w:(b+1)*w], a.Send[b*block+lo:b*block+hi])
+				}
+			}
+		case kind == ccl.KindGather:
+			stage = func(slot []byte) { copy(slot, a.Send[lo:hi]) }
+		}
+		var p int
+		var err error
+		if i == 0 {
+			p, err = c.begin(ctx, a.Desc, local, stage)
+		} else {
+			p, err = c.next(ctx, kind, stage)
+		}
+		if err != nil {
+			return err
+		}
+		rs := c.seg.slot(p, root)
+		switch kind {
+		case ccl.KindBroadcast:
+			copy(a.Recv[lo:hi], rs[:w])
+		case ccl.KindScatter:
+			copy(a.Recv[lo:hi], rs[c.rank*w:(c.rank+1)*w])
+		case ccl.KindGather:
+			if isRoot {
+				for r := range c.n {
+					copy(a.Recv[r*block+lo:r*block+hi], c.seg.slot(p, r)[:w])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Comm) Broadcast(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	return c.rooted(ctx, ccl.KindBroadcast, send, recv, root)
+}
+
+func (c *Comm) Scatter(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	return c.rooted(ctx, ccl.KindScatter, send, recv, root)
+}
+
+func (c *Comm) Gather(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	return c.rooted(ctx, ccl.KindGather, send, recv, root)
+}
+
+// Barrier returns once every rank has called it.
+func (c *Comm) Barrier(ctx context.Context) error {
+	_, err := c.begin(ctx, ccl.Desc{Kind: ccl.KindBarrier}, nil, nil)
+	return err
+}
+
+// Send delivers t to peer, which must call Recv with a tensor of the same
+// dtype and byte size.
+func (c *Comm) Send(ctx context.Context, t *tensor.Tensor, peer int) error {
+	c.seq++
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if err := ccl.CheckPeer(peer, c.rank, c.n); err != nil {
+		return err
+	}
+	data, err := t.HostBytes()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
+	}
+	mb := c.seg.mbox(c.rank, peer)
+	c.sent[peer]++
+	k := c.sent[peer]
+	posted := c.seg.u64(mb + mbPosted)
+	if err := c.waitFor(ctx, ccl.KindSend, func() bool { return atomic.LoadUint64(posted) >= k }, func() []int { return []int{peer} }); err != nil {
+		return err
+	}
+	size := atomic.LoadUint64(c.seg.u64(mb + mbSize))
+	dt := tensor.DType(atomic.LoadUint32(c.seg.u32(mb + mbDType)))
+	if size != uint64(len(data)) || dt != t.DType() {
+		atomic.StoreUint64(c.seg.u64(mb+mbRejected), k)
+		c.seg.ring()
+		return fmt.Errorf("%w: rank %d sends %s of %d bytes, rank %d expects %s of %d bytes", ccl.ErrMismatch, c.rank, t.DType(), len(data), peer, dt, size)
+	}
+	atomic.StoreUint64(c.seg.u64(mb+mbAccepted), k)
+	c.seg.ring()
+	box := c.seg.mboxData(c.rank, peer)
+	ready, ack := c.seg.u64(mb+mbReady), c.seg.u64(mb+mbAck)
+	for off := 0; off < len(data); off += len(box) {
+		done := c.chunksOut[peer]
+		if err := c.waitFor(ctx, ccl.KindSend, func() bool { return atomic.LoadUint64(ack) >= done }, func() []int { return []int{peer} }); err != nil {
+			return err
+		}
+		copy(box, data[off:min(len(data), off+len(box))])
+		c.chunksOut[peer]++
+		atomic.StoreUint64(ready, c.chunksOut[peer])
+		c.seg.ring()
+	}
+	return nil
+}
+
+// Recv receives into t from peer.
+func (c *Comm) Recv(ctx context.Context, t *tensor.Tensor, peer int) error {
+	c.seq++
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if err := ccl.CheckPeer(peer, c.rank, c.n); err != nil {
+		return err
+	}
+	data, err := t.HostBytes()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
+	}
+	mb := c.seg.mbox(peer, c.rank)
+	c.recvd[peer]++
+	k := c.recvd[peer]
+	atomic.StoreUint64(c.seg.u64(mb+mbSize), uint64(len(data)))
+	atomic.StoreUint32(c.seg.u32(mb+mbDType), uint32(t.DType()))
+	atomic.StoreUint64(c.seg.u64(mb+mbPosted), k)
+	c.seg.ring()
+	accepted, rejected := c.seg.u64(mb+mbAccepted), c.seg.u64(mb+mbRejected)
+	if err := c.waitFor(ctx, ccl.KindRecv, func() bool {
+		return atomic.LoadUint64(accepted) >= k || atomic.LoadUint64(rejected) >= k
+	}, func() []int { return []int{peer} }); err != nil {
+		return err
+	}
+	if atomic.LoadUint64(rejected) >= k && atomic.LoadUint64(accepted) < k {
+		return fmt.Errorf("%w: rank %d expected %s of %d bytes from rank %d, which sent something else", ccl.ErrMismatch, c.rank, t.DType(), len(data), peer)
+	}
+	box := c.seg.mboxData(peer, c.rank)
+	ready, ack := c.seg.u64(mb+mbReady), c.seg.u64(mb+mbAck)
+	for off := 0; off < len(data); off += len(box) {
+		want := c.chunksIn[peer] + 1
+		if err := c.waitFor(ctx, ccl.KindRecv, func() bool { return atomic.LoadUint64(ready) >= want }, func() []int { return []int{peer} }); err != nil {
+			return err
+		}
+		copy(data[off:min(len(data), off+len(box))], box)
+		c.chunksIn[peer] = want
+		atomic.StoreUint64(ack, want)
+		c.seg.ring()
+	}
+	return nil
+}
+

@@ -1,0 +1,32 @@
+// Package cpu is the "cpu" collective backend: ranks on one host (goroutines
+// of one process, or processes) exchange data through a shared memory
+// segment synchronised with atomics and futexes.
+//
+// Rendezvous: rank 0 creates the segment as a file in /dev/shm named after
+// a hash of the communicator id, the others open it, and rank 0 removes the
+// name as soon as every rank has mapped it, so nothing is left behind even
+// if a process dies later. The same code serves threaded and process
+// sessions, and plain Go programs that start their ranks themselves (agree
+// on an id, call Backend.Join).
+//
+// Algorithms (per chunk of at most Options.SlotBytes per rank, so any size
+// streams through fixed memory; every rank has two slots used alternately,
+// so a rank may refill one while others still read the other):
+//   - allreduce, 1-2 ranks or small messages: one-shot: every rank copies
+//     its chunk into its slot, one barrier, every rank reduces all slots
+//     into its output;
+//   - allreduce, larger: reduce-scatter then all-gather through the slots:
+//     rank r reduces part r of every slot into its own slot, a barrier,
+//     every rank copies all parts out (less memory traffic per rank when
+//     there are more than two ranks);
+//   - reduce-scatter: each rank stages the n blocks, one barrier, rank r
+//     reduces block r of every slot into its output;
+//   - allgather, broadcast, scatter, gather: stage, barrier, copy out;
+//   - send/recv: a mailbox per ordered pair of ranks with a rendezvous (the
+//     receiver posts its size, the sender checks it), then chunks.
+//
+// Every reduction calls ccl/reduce once per element range with all ranks'
+// inputs in rank order, so results are identical whatever the algorithm
+// and bitwise reproducible (float16/bfloat16 accumulate in float32 and are
+// rounded once).
+package cpu

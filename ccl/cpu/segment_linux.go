@@ -1,0 +1,252 @@
+package cpu
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/internal/shmem"
+)
+
+// Segment layout. All offsets are multiples of 128 so that words written by
+// different ranks never share a cache line.
+const (
+	magic   = 0x4c43432d43484f52 // "ROHC-CCL"
+	version = 1
+
+	hdrSize  = 4096
+	ctrlSize = 512 // per rank
+	mboxHdr  = 256 // per ordered pair
+
+	// header fields
+	offMagic    = 0
+	offVersion  = 8
+	offRanks    = 12
+	offSlot     = 16
+	offMbox     = 24
+	offJoined   = 128 // u32, ranks that mapped the segment
+	offFailed   = 256 // u32, non-zero once the communicator failed
+	offBell     = 384 // u32 futex word, bumped after every publication
+	offSleepers = 512 // u32, ranks asleep on the bell
+
+	// per-rank control block fields
+	ctlArrive = 0   // u64: syncs this rank has arrived at
+	ctlDesc   = 128 // two descriptors (one per slot parity), 64 bytes each
+
+	// per-pair mailbox fields (written by the receiver unless noted)
+	mbPosted   = 0   // u64: messages the receiver has posted
+	mbSize     = 8   // u64: byte size the receiver expects
+	mbDType    = 16  // u32: dtype the receiver expects
+	mbAccepted = 64  // u64: messages the sender accepted (sender)
+	mbRejected = 72  // u64: message the sender rejected (sender)
+	mbReady    = 128 // u64: chunks written, cumulative (sender)
+	mbAck      = 192 // u64: chunks consumed, cumulative (receiver)
+)
+
+// segment is one rank's mapping of the communicator's shared memory.
+type segment struct {
+	mem       []byte
+	n         int
+	slotBytes int
+	mboxBytes int
+	slotsOff  int
+	mboxOff   int
+}
+
+func segmentSize(n, slot, mbox int) int {
+	return hdrSize + n*ctrlSize + 2*n*slot + n*n*(mboxHdr+mbox)
+}
+
+func (s *segment) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&s.mem[off])) }
+func (s *segment) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&s.mem[off])) }
+
+func (s *segment) ctrl(r int) int { return hdrSize + r*ctrlSize }
+
+// slot returns rank r's slot of parity p.
+func (s *segment) slot(p, r int) []byte {
+	off := s.slotsOff + (p*s.n+r)*s.slotBytes
+	return s.mem[off : off+s.slotBytes : off+s.slotBytes]
+}
+
+func (s *segment) mbox(src, dst int) int { return s.mboxOff + (src*s.n+dst)*(mboxHdr+s.mboxBytes) }
+
+func (s *segment) mboxData(src, dst int) []byte {
+	off := s.mbox(src, dst) + mboxHdr
+	return s.mem[off : off+s.mboxBytes : off+s.mboxBytes]
+}
+
+// shmDir is where rendezvous files live: /dev/shm (tmpfs) when present.
+func shmDir() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+func segmentPath(id []byte) string {
+	h := sha256.Sum256(id)
+	return filepath.Join(shmDir(), "chorus-ccl-"+hex.EncodeToString(h[:16]))
+}
+
+// openSegment creates (rank 0) or opens (others) the segment and waits
+// until every rank has mapped it.
+func openSegment(ctx context.Context, cfg ccl.Config, opts Options) (*segment, error) {
+	path := segmentPath(cfg.ID)
+	size := segmentSize(cfg.Size, opts.SlotBytes, opts.MailboxBytes)
+	deadline := time.Now().Add(cfg.TimeoutOrDefault())
+	var f *os.File
+	var err error
+	if cfg.Rank == 0 {
+		f, err = createSegment(path, size, cfg.Size, opts)
+	} else {
+		f, err = awaitSegment(ctx, path, deadline)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() != int64(size) {
+		return nil, fmt.Errorf("ccl/cpu: segment %s has %d bytes, want %d (ranks disagree on size or options)", path, st.Size(), size)
+	}
+	mem, err := shmem.Map(int(f.Fd()), size)
+	if err != nil {
+		return nil, err
+	}
+	s := &segment{mem: mem, n: cfg.Size, slotBytes: opts.SlotBytes, mboxBytes: opts.MailboxBytes}
+	s.slotsOff = hdrSize + cfg.Size*ctrlSize
+	s.mboxOff = s.slotsOff + 2*cfg.Size*opts.SlotBytes
+	if cfg.Rank != 0 {
+		if err := s.validate(); err != nil {
+			shmem.Unmap(mem)
+			return nil, fmt.Errorf("ccl/cpu: segment %s: %w", path, err)
+		}
+	}
+	atomic.AddUint32(s.u32(offJoined), 1)
+	s.ring()
+	// Everyone waits for everyone; rank 0 then removes the name.
+	for atomic.LoadUint32(s.u32(offJoined)) < uint32(cfg.Size) {
+		if err := ctx.Err(); err != nil {
+			s.fail()
+			s.close()
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			if cfg.Rank == 0 {
+				os.Remove(path)
+			}
+			s.fail()
+			s.close()
+			return nil, fmt.Errorf("%w: only %d of %d ranks joined within %v", ccl.ErrTimeout, atomic.LoadUint32(s.u32(offJoined)), cfg.Size, cfg.TimeoutOrDefault())
+		}
+		v := atomic.LoadUint32(s.u32(offBell))
+		if atomic.LoadUint32(s.u32(offJoined)) < uint32(cfg.Size) {
+			shmem.FutexWait(s.u32(offBell), v, 10*time.Millisecond)
+		}
+	}
+	if cfg.Rank == 0 {
+		os.Remove(path)
+	}
+	return s, nil
+}
+
+func createSegment(path string, size, n int, opts Options) (*os.File, error) {
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("ccl/cpu: create segment: %w", err)
+	}
+	fail := func(err error) (*os.File, error) {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("ccl/cpu: create segment: %w", err)
+	}
+	if err := f.Truncate(int64(size)); err != nil {
+		return fail(err)
+	}
+	var h [32]byte
+	binary.LittleEndian.PutUint64(h[offMagic:], magic)
+	binary.LittleEndian.PutUint32(h[offVersion:], version)
+	binary.LittleEndian.PutUint32(h[offRanks:], uint32(n))
+	binary.LittleEndian.PutUint64(h[offSlot:], uint64(opts.SlotBytes))
+	binary.LittleEndian.PutUint64(h[offMbox:], uint64(opts.MailboxBytes))
+	if _, err := f.WriteAt(h[:], 0); err != nil {
+		return fail(err)
+	}
+	// The name appears only once the header is complete.
+	if err := os.Link(tmp, path); err != nil {
+		return fail(err)
+	}
+	os.Remove(tmp)
+	return f, nil
+}
+
+func awaitSegment(ctx context.Context, path string, deadline time.Time) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("ccl/cpu: open segment: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: rank 0 never created the communicator segment %s", ccl.ErrTimeout, path)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+func (s *segment) validate() error {
+	h := s.mem
+	switch {
+	case binary.LittleEndian.Uint64(h[offMagic:]) != magic:
+		return errors.New("bad magic")
+	case binary.LittleEndian.Uint32(h[offVersion:]) != version:
+		return errors.New("unsupported version")
+	case int(binary.LittleEndian.Uint32(h[offRanks:])) != s.n:
+		return fmt.Errorf("made for %d ranks, this rank says %d", binary.LittleEndian.Uint32(h[offRanks:]), s.n)
+	case int(binary.LittleEndian.Uint64(h[offSlot:])) != s.slotBytes || int(binary.LittleEndian.Uint64(h[offMbox:])) != s.mboxBytes:
+		return errors.New("ranks disagree on slot or mailbox sizes")
+	}
+	return nil
+}
+
+// ring bumps the bell and wakes sleepers, after a publication.
+func (s *segment) ring() {
+	atomic.AddUint32(s.u32(offBell), 1)
+	if atomic.LoadUint32(s.u32(offSleepers)) != 0 {
+		shmem.FutexWake(s.u32(offBell))
+	}
+}
+
+func (s *segment) failed() bool { return atomic.LoadUint32(s.u32(offFailed)) != 0 }
+
+func (s *segment) fail() {
+	atomic.StoreUint32(s.u32(offFailed), 1)
+	s.ring()
+}
+
+func (s *segment) close() error {
+	if s.mem == nil {
+		return nil
+	}
+	err := shmem.Unmap(s.mem)
+	s.mem = nil
+	return err
+}

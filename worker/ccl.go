@@ -1,0 +1,213 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl"
+	_ "github.com/chorus-rt/chorus/ccl/cpu" // every worker offers the cpu backend
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// ErrNoCCL: a collective was called before InitCCL.
+var ErrNoCCL = errors.New("no communicator: call InitCCL first")
+
+// Comm returns the communicator a function running on this worker should
+// use: the group's when inGroup is set (and there are groups), else the
+// global one.
+func Comm(env registry.Env, inGroup bool) (ccl.Comm, error) {
+	w, ok := env.(*Worker)
+	if !ok {
+		return nil, fmt.Errorf("collectives need a chorus worker, got %T", env)
+	}
+	return w.comm(inGroup)
+}
+
+func (w *Worker) comm(inGroup bool) (ccl.Comm, error) {
+	if w.global == nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, ErrNoCCL)
+	}
+	if inGroup && w.group != nil {
+		return w.group, nil
+	}
+	return w.global, nil
+}
+
+// initCCL joins the global communicator and, with several groups, this
+// worker's group communicator (in that order on every worker).
+func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeoutMs int64) error {
+	b, err := ccl.Lookup(backend)
+	if err != nil {
+		return err
+	}
+	w.closeCCL()
+	dev := w.cfg.Device
+	if len(devices) > 0 {
+		local := w.cfg.ID % len(devices)
+		dev = tensor.CUDADevice(int(devices[local]))
+		if backend == "cpu" {
+			dev = tensor.CPUDevice
+		}
+	}
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	ctx := w.ctx
+	g, err := b.Join(ctx, ccl.Config{ID: id, Rank: w.cfg.ID, Size: w.cfg.NumWorkers, Device: dev, Timeout: timeout})
+	if err != nil {
+		return fmt.Errorf("join %s communicator: %w", backend, err)
+	}
+	w.global = g
+	if w.cfg.NumGroups > 1 {
+		sub := ccl.SubID(id, fmt.Sprintf("group/%d", w.GroupID()))
+		c, err := b.Join(ctx, ccl.Config{ID: sub, Rank: w.WorkerRank(), Size: w.groupN, Device: dev, Timeout: timeout})
+		if err != nil {
+			w.closeCCL()
+			return fmt.Errorf("join %s group communicator: %w", backend, err)
+		}
+		w.group = c
+	}
+	return nil
+}
+
+func (w *Worker) closeCCL() {
+	if w.group != nil {
+		w.group.Close()
+		w.group = nil
+	}
+	if w.global != nil {
+		w.global.Close()
+		w.global = nil
+	}
+}
+
+// optTensor accepts a tensor or nil (for arguments only the root reads).
+func optTensor(v any, name string) (*tensor.Tensor, error) {
+	switch t := v.(type) {
+	case nil:
+		return nil, nil
+	case *tensor.Tensor:
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w: %s must be a tensor or nil, got %T", registry.ErrBadArgs, name, v)
+}
+
+func init() {
+	must := func(name string, fn any) {
+		if err := Builtins.RegisterTyped(name, fn); err != nil {
+			panic(err)
+		}
+	}
+	must("chorus.init_ccl", func(env registry.Env, backend string, id []byte, devices tensor.Shape, timeoutMs int64) error {
+		return env.(*Worker).initCCL(backend, id, devices, timeoutMs)
+	})
+	ctx := func(env registry.Env) context.Context { return env.Context() }
+	must("chorus.allreduce", func(env registry.Env, send *tensor.Tensor, op string, inGroup bool, recv *tensor.Tensor) error {
+		o, err := reduce.ParseOp(op)
+		if err != nil {
+			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
+		}
+		c, err := Comm(env, inGroup)
+		if err != nil {
+			return err
+		}
+		return c.AllReduce(ctx(env), send, recv, o)
+	})
+	must("chorus.reduce_scatter", func(env registry.Env, send *tensor.Tensor, op string, inGroup bool, recv *tensor.Tensor) error {
+		o, err := reduce.ParseOp(op)
+		if err != nil {
+			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
+		}
+		c, err := Comm(env, inGroup)
+		if err != nil {
+			return err
+		}
+		return c.ReduceScatter(ctx(env), send, recv, o)
+	})
+	must("chorus.allgather", func(env registry.Env, send *tensor.Tensor, inGroup bool, recv *tensor.Tensor) error {
+		c, err := Comm(env, inGroup)
+		if err != nil {
+			return err
+		}
+		return c.AllGather(ctx(env), send, recv)
+	})
+	rooted := func(kind ccl.Kind) func(env registry.Env, send any, inGroup bool, recv any) error {
+		return func(env registry.Env, send any, inGroup bool, recv any) error {
+			s, err := optTensor(send, "send")
+			if err != nil {
+				return err
+			}
+			r, err := optTensor(recv, "recv")
+			if err != nil {
+				return err
+			}
+			c, err := Comm(env, inGroup)
+			if err != nil {
+				return err
+			}
+			switch kind {
+			case ccl.KindBroadcast:
+				return c.Broadcast(ctx(env), s, r, 0)
+			case ccl.KindScatter:
+				return c.Scatter(ctx(env), s, r, 0)
+			default:
+				return c.Gather(ctx(env), s, r, 0)
+			}
+		}
+	}
+	must("chorus.broadcast_from_worker0", rooted(ccl.KindBroadcast))
+	must("chorus.scatter_from_worker0", rooted(ccl.KindScatter))
+	must("chorus.gather_to_worker0", rooted(ccl.KindGather))
+	must("chorus.send_to_worker", func(env registry.Env, send *tensor.Tensor, dst int) error {
+		c, err := Comm(env, false)
+		if err != nil {
+			return err
+		}
+		return c.Send(ctx(env), send, dst)
+	})
+	must("chorus.recv_from_worker", func(env registry.Env, recv *tensor.Tensor, src int) error {
+		c, err := Comm(env, false)
+		if err != nil {
+			return err
+		}
+		return c.Recv(ctx(env), recv, src)
+	})
+	must("chorus.recv_from_worker0", func(env registry.Env, recv *tensor.Tensor) error {
+		c, err := Comm(env, false)
+		if err != nil {
+			return err
+		}
+		return c.Recv(ctx(env), recv, 0)
+	})
+	must("chorus.send_to_next_group", func(env registry.Env, send *tensor.Tensor) error {
+		peer := env.WorkerID() + env.GroupSize()
+		if peer >= env.NumWorkers() {
+			return fmt.Errorf("%w: worker %d is in the last group; there is no next group", registry.ErrBadArgs, env.WorkerID())
+		}
+		c, err := Comm(env, false)
+		if err != nil {
+			return err
+		}
+		return c.Send(ctx(env), send, peer)
+	})
+	must("chorus.recv_from_prev_group", func(env registry.Env, recv *tensor.Tensor) error {
+		peer := env.WorkerID() - env.GroupSize()
+		if peer < 0 {
+			return fmt.Errorf("%w: worker %d is in the first group; there is no previous group", registry.ErrBadArgs, env.WorkerID())
+		}
+		c, err := Comm(env, false)
+		if err != nil {
+			return err
+		}
+		return c.Recv(ctx(env), recv, peer)
+	})
+	must("chorus.barrier", func(env registry.Env, inGroup bool) error {
+		c, err := Comm(env, inGroup)
+		if err != nil {
+			return err
+		}
+		return c.Barrier(ctx(env))
+	})
+}
