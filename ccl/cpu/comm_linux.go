@@ -617,4 +617,3 @@ func (c *Comm) Recv(ctx context.Context, t *tensor.Tensor, peer int) error {
 	}
 	return nil
 }
-
