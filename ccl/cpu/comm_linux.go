@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +33,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.SlotBytes <= 0 {
-		o.SlotBytes = 1 << 20
+		o.SlotBytes = envInt("CHORUS_CCL_SLOT_BYTES", 1<<20)
 	}
 	o.SlotBytes = (o.SlotBytes + 127) &^ 127
 	if o.MailboxBytes <= 0 {
@@ -39,12 +41,20 @@ func (o Options) withDefaults() Options {
 	}
 	o.MailboxBytes = (o.MailboxBytes + 127) &^ 127
 	if o.OneShotMax <= 0 {
-		o.OneShotMax = 256 << 10
+		o.OneShotMax = envInt("CHORUS_CCL_ONESHOT_MAX", 256<<10)
 	}
 	if o.Spin == 0 {
 		o.Spin = 50 * time.Microsecond
 	}
 	return o
+}
+
+// envInt reads a tuning knob from the environment (see docs/benchmarks.md).
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
 }
 
 // Backend is the "cpu" backend.
@@ -82,7 +92,8 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	}
 	c := &Comm{seg: seg, rank: cfg.Rank, n: cfg.Size, timeout: cfg.TimeoutOrDefault(), opts: opts,
 		yield: cfg.Size > runtime.NumCPU(), sent: make([]uint64, cfg.Size), recvd: make([]uint64, cfg.Size),
-		chunksOut: make([]uint64, cfg.Size), chunksIn: make([]uint64, cfg.Size)}
+		chunksOut: make([]uint64, cfg.Size), chunksIn: make([]uint64, cfg.Size),
+		ins: make([][]byte, cfg.Size), descs: make([]ccl.Desc, cfg.Size)}
 	return c, nil
 }
 
@@ -97,6 +108,9 @@ type Comm struct {
 	epoch  uint64 // syncs arrived at
 	parity int    // slot parity of the next staging round
 	seq    uint64 // collectives issued, for errors
+
+	ins   [][]byte   // scratch: one input per rank
+	descs []ccl.Desc // scratch: one descriptor per rank
 
 	sent, recvd         []uint64 // point-to-point messages per peer
 	chunksOut, chunksIn []uint64 // point-to-point chunks per peer
@@ -248,7 +262,7 @@ func (c *Comm) begin(ctx context.Context, d ccl.Desc, local error, stage func(sl
 	if local != nil {
 		return p, fmt.Errorf("ccl/cpu: rank %d: %s: %w", c.rank, d.Kind, local)
 	}
-	descs := make([]ccl.Desc, c.n)
+	descs := c.descs
 	for r := range c.n {
 		dr, bad := c.getDesc(r, p)
 		if bad {
@@ -272,6 +286,28 @@ func (c *Comm) next(ctx context.Context, kind ccl.Kind, stage func(slot []byte))
 	return p, c.barrier(ctx, kind)
 }
 
+// chunkSize is the largest multiple of es not above max (at least es).
+func chunkSize(max, es int) int {
+	if m := max - max%es; m > 0 {
+		return m
+	}
+	return es
+}
+
+// chunkStarts yields the start of every chunk of total bytes; there is
+// always at least one (possibly empty) chunk, so every collective has a
+// first round.
+func chunkStarts(total, max, es int) func(yield func(int, int) bool) {
+	step := chunkSize(max, es)
+	return func(yield func(int, int) bool) {
+		for i, off := 0, 0; off < total || i == 0; i, off = i+1, off+step {
+			if !yield(i, off) {
+				return
+			}
+		}
+	}
+}
+
 // chunks splits total bytes into pieces of at most max bytes, each a
 // multiple of es; it always yields at least one (possibly empty) piece so
 // that every collective has a first round.
@@ -287,14 +323,6 @@ func chunks(total, max, es int) [][2]int {
 	return out
 }
 
-func (c *Comm) slots(p int) [][]byte {
-	s := make([][]byte, c.n)
-	for r := range c.n {
-		s[r] = c.seg.slot(p, r)
-	}
-	return s
-}
-
 // AllReduce reduces send over all ranks into recv.
 func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
 	a, local := ccl.CheckAllReduce(ccl.KindAllReduce, send, recv, op, c.n)
@@ -305,11 +333,10 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 		}
 	}
 	es := max(1, a.DType.Size())
-	cs := chunks(len(a.Send), c.opts.SlotBytes, es)
 	oneShot := c.n <= 2 || len(a.Send) <= c.opts.OneShotMax
-	ins := make([][]byte, c.n)
-	for i, ch := range cs {
-		lo, hi := ch[0], ch[1]
+	ins := c.ins
+	for i, lo := range chunkStarts(len(a.Send), c.opts.SlotBytes, es) {
+		hi := min(len(a.Send), lo+chunkSize(c.opts.SlotBytes, es))
 		stage := func(slot []byte) { copy(slot, a.Send[lo:hi]) }
 		var p int
 		var err error
@@ -321,10 +348,9 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 		if err != nil {
 			return err
 		}
-		sl := c.slots(p)
 		if oneShot {
 			for r := range c.n {
-				ins[r] = sl[r][:hi-lo]
+				ins[r] = c.seg.slot(p, r)[:hi-lo]
 			}
 			if err := reduceInto(op, a.DType, a.Recv[lo:hi], ins, c.n); err != nil {
 				return err
@@ -335,16 +361,16 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 		parts := partition(hi-lo, c.n, es)
 		pl, ph := parts[c.rank], parts[c.rank+1]
 		for r := range c.n {
-			ins[r] = sl[r][pl:ph]
+			ins[r] = c.seg.slot(p, r)[pl:ph]
 		}
-		if err := reduceInto(op, a.DType, sl[c.rank][pl:ph], ins, c.n); err != nil {
+		if err := reduceInto(op, a.DType, c.seg.slot(p, c.rank)[pl:ph], ins, c.n); err != nil {
 			return err
 		}
 		if err := c.barrier(ctx, ccl.KindAllReduce); err != nil {
 			return err
 		}
 		for r := range c.n {
-			copy(a.Recv[lo+parts[r]:lo+parts[r+1]], sl[r][parts[r]:parts[r+1]])
+			copy(a.Recv[lo+parts[r]:lo+parts[r+1]], c.seg.slot(p, r)[parts[r]:parts[r+1]])
 		}
 	}
 	return nil
@@ -388,9 +414,8 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv *tensor.Tensor, op 
 	es := max(1, a.DType.Size())
 	block := len(a.Send) / c.n
 	// Each round stages the same sub-range of all n blocks.
-	cs := chunks(block, c.opts.SlotBytes/c.n, es)
-	ins := make([][]byte, c.n)
-	for i, ch := range cs {
+	ins := c.ins
+	for i, ch := range chunks(block, c.opts.SlotBytes/c.n, es) {
 		lo, hi := ch[0], ch[1]
 		w := hi - lo
 		stage := func(slot []byte) {

@@ -227,10 +227,14 @@ func (s *segment) validate() error {
 	return nil
 }
 
-// ring bumps the bell and wakes sleepers, after a publication.
+// ring wakes sleepers after a publication. A sleeper announces itself
+// (sleepers++) before its last check of the condition, and the publisher
+// published before it reads sleepers, so one of them sees the other: the
+// bell is bumped only when someone may be asleep, keeping the shared word
+// off the fast path.
 func (s *segment) ring() {
-	atomic.AddUint32(s.u32(offBell), 1)
 	if atomic.LoadUint32(s.u32(offSleepers)) != 0 {
+		atomic.AddUint32(s.u32(offBell), 1)
 		shmem.FutexWake(s.u32(offBell))
 	}
 }

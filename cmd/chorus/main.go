@@ -18,6 +18,7 @@ import (
 	"github.com/chorus-rt/chorus/internal/gpuprobe"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/worker"
 )
 
@@ -33,6 +34,8 @@ Commands:
   info            version, CPU, and which GPU libraries were found
   demo            run a session of workers and print what each computed
   bench session   latency of a no-op call + sync, per session kind
+  bench allreduce|allgather|reducescatter|broadcast
+                  collective sweeps in the style of nccl-tests
   funcs           list the functions workers can call
 
 Run 'chorus <command> --help' for a command's flags.
@@ -186,15 +189,17 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(out, "Usage: chorus bench <session> [flags]\n\nBenchmarks:\n  session   no-op CallPacked + sync of every worker\n")
+		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n")
 		if len(args) == 0 {
 			return usageError{"bench: which benchmark?"}
 		}
 		return nil
 	}
-	switch args[0] {
-	case "session":
+	switch {
+	case args[0] == "session":
 		return benchSession(ctx, args[1:], out, errOut)
+	case bench.IsCollective(args[0]):
+		return benchCollective(ctx, args[0], args[1:], out)
 	}
 	return usageError{fmt.Sprintf("bench: unknown benchmark %q", args[0])}
 }
@@ -245,6 +250,54 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 		bench.WriteSessionTable(out, rows)
 	}
 	return nil
+}
+
+func benchCollective(ctx context.Context, name string, args []string, out io.Writer) error {
+	fs := newFlags("bench "+name, "chorus bench "+name+" [--backend cpu] [--workers N] [--session threaded|process] [--dtype float32] [--min 1K] [--max 64M] [--step 4] [--json]", out)
+	backend := fs.String("backend", "cpu", "collective backend")
+	workers := fs.Int("workers", 2, "number of workers")
+	kind := fs.String("session", "process", "session kind: process or threaded")
+	tr := fs.String("transport", "shm", "process transport for commands: shm or stream")
+	dtype := fs.String("dtype", "float32", "element type")
+	minS := fs.String("min", "1K", "smallest size (bytes; K, M, G suffixes)")
+	maxS := fs.String("max", "64M", "largest size")
+	step := fs.Int64("step", 4, "size multiplier between rows")
+	iters := fs.Int("iters", 0, "timed iterations per size (0: by size)")
+	warmup := fs.Int("warmup", 0, "untimed iterations per size (0: iters/10)")
+	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	dt, err := tensor.ParseDType(*dtype)
+	if err != nil || dt == tensor.Bool {
+		return usageError{fmt.Sprintf("bench %s: --dtype %q: want a numeric dtype", name, *dtype)}
+	}
+	lo, err := bench.ParseSize(*minS)
+	if err != nil {
+		return usageError{"bench: --min: " + err.Error()}
+	}
+	hi, err := bench.ParseSize(*maxS)
+	if err != nil {
+		return usageError{"bench: --max: " + err.Error()}
+	}
+	if *workers < 1 || *step < 2 || hi < lo {
+		return usageError{"bench: need --workers >= 1, --step >= 2 and --min <= --max"}
+	}
+	if *kind != "process" && *kind != "threaded" {
+		return usageError{fmt.Sprintf("bench: unknown session kind %q", *kind)}
+	}
+	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Session: *kind, Workers: *workers, DType: dt,
+		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr)}
+	if !*asJSON {
+		bench.CollectiveHeader(out, cfg)
+	}
+	return bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
+		if *asJSON {
+			_ = bench.WriteJSON(out, []bench.CollectiveResult{r})
+		} else {
+			bench.CollectiveRow(out, r)
+		}
+	})
 }
 
 func parseInts(s string) ([]int, error) {

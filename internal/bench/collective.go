@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/worker"
+)
+
+// Collectives that `chorus bench` measures, with nccl-tests' bus-bandwidth
+// factors: busbw = algbw * factor(n).
+var collectives = map[string]func(n int) float64{
+	"allreduce":     func(n int) float64 { return 2 * float64(n-1) / float64(n) },
+	"allgather":     func(n int) float64 { return float64(n-1) / float64(n) },
+	"reducescatter": func(n int) float64 { return float64(n-1) / float64(n) },
+	"broadcast":     func(int) float64 { return 1 },
+}
+
+// IsCollective reports whether name is a collective benchmark.
+func IsCollective(name string) bool { _, ok := collectives[name]; return ok }
+
+// CollectiveConfig selects one collective benchmark run.
+type CollectiveConfig struct {
+	Bench    string // allreduce, allgather, reducescatter, broadcast
+	Backend  string
+	Session  string // threaded or process
+	Workers  int
+	DType    tensor.DType
+	MinBytes int64
+	MaxBytes int64
+	Step     int64 // size multiplier between rows
+	Iters    int   // 0: chosen per size
+	Warmup   int
+	Process  session.ProcessOptions
+}
+
+// CollectiveResult is one row, in the JSON shape scripts expect.
+type CollectiveResult struct {
+	Bench   string  `json:"bench"`
+	Backend string  `json:"backend"`
+	Session string  `json:"session"`
+	Workers int     `json:"workers"`
+	DType   string  `json:"dtype"`
+	Bytes   int64   `json:"bytes"`
+	TimeUs  float64 `json:"time_us"`
+	AlgBW   float64 `json:"algbw_gbs"`
+	BusBW   float64 `json:"busbw_gbs"`
+	Wrong   int64   `json:"wrong"`
+}
+
+// value of element i on rank r: small integers, exact in every dtype
+// (bfloat16 holds integers up to 256 exactly; sums over 8 ranks stay below).
+func benchValue(r, i int) float64 { return float64(r+1) + float64(i%5) }
+
+func init() {
+	registry.MustRegisterTyped("chorus.bench_collective", benchCollective)
+}
+
+// benchCollective runs inside every worker: it times iters calls of the
+// collective (after warmup and a barrier) and checks the last result.
+// It returns [mean time per call in us, wrong elements].
+func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64, iters, warmup int) (*tensor.Tensor, error) {
+	c, err := worker.Comm(env, false)
+	if err != nil {
+		return nil, err
+	}
+	ctx := env.Context()
+	n, r := c.Size(), c.Rank()
+	es := int64(dt.Size())
+	count := bytes / es // elements of the buffer that "size" refers to
+	var sendN, recvN int64
+	switch name {
+	case "allreduce", "broadcast":
+		sendN, recvN = count, count
+	case "allgather": // size = output
+		count -= count % int64(n)
+		sendN, recvN = count/int64(n), count
+	case "reducescatter": // size = input
+		count -= count % int64(n)
+		sendN, recvN = count, count/int64(n)
+	default:
+		return nil, fmt.Errorf("%w: unknown collective %q", registry.ErrBadArgs, name)
+	}
+	send, err := tensor.New(dt, tensor.Shape{sendN})
+	if err != nil {
+		return nil, err
+	}
+	recv, err := tensor.New(dt, tensor.Shape{recvN})
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]float64, sendN)
+	for i := range vals {
+		vals[i] = benchValue(r, i)
+	}
+	if err := tensor.SetFromFloat64(send, vals); err != nil {
+		return nil, err
+	}
+	run := func() error {
+		switch name {
+		case "allreduce":
+			return c.AllReduce(ctx, send, recv, reduce.Sum)
+		case "allgather":
+			return c.AllGather(ctx, send, recv)
+		case "reducescatter":
+			return c.ReduceScatter(ctx, send, recv, reduce.Sum)
+		default:
+			return c.Broadcast(ctx, send, recv, 0)
+		}
+	}
+	for range warmup {
+		if err := run(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return nil, err
+	}
+	tensor.Poison(recv)
+	t0 := time.Now()
+	for range iters {
+		if err := run(); err != nil {
+			return nil, err
+		}
+	}
+	el := time.Since(t0)
+	got, err := tensor.ToFloat64(recv)
+	if err != nil {
+		return nil, err
+	}
+	var wrong int64
+	for i, g := range got {
+		var want float64
+		switch name {
+		case "allreduce":
+			for q := range n {
+				want += benchValue(q, i)
+			}
+		case "allgather":
+			want = benchValue(i/int(sendN), i%int(sendN))
+		case "reducescatter":
+			for q := range n {
+				want += benchValue(q, r*int(recvN)+i)
+			}
+		default:
+			want = benchValue(0, i)
+		}
+		if dt == tensor.Bool {
+			want = min(want, 1)
+		}
+		if g != want && !(dt.IsInt() && wraps(dt, want, g)) {
+			wrong++
+		}
+	}
+	out := tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(max(iters, 1)), float64(wrong)})
+	return out, nil
+}
+
+// wraps accepts integer results that equal want modulo the dtype's range.
+func wraps(dt tensor.DType, want, got float64) bool {
+	m := float64(uint64(1) << (8 * dt.Size()))
+	d := want - got
+	return d == float64(int64(d/m))*m
+}
+
+// itersFor picks an iteration count that keeps each size near 0.2 s on a
+// few GB/s.
+func itersFor(bytes int64) int {
+	return int(min(1000, max(5, (1<<29)/max(bytes, 1))))
+}
+
+// Collective runs a sweep and calls emit for each row.
+func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveResult)) error {
+	factor, ok := collectives[cfg.Bench]
+	if !ok {
+		return fmt.Errorf("unknown collective %q", cfg.Bench)
+	}
+	if _, err := ccl.Lookup(cfg.Backend); err != nil {
+		return err
+	}
+	var s *session.Session
+	var err error
+	switch cfg.Session {
+	case "threaded":
+		s, err = session.NewThreaded(session.Options{NumWorkers: cfg.Workers})
+	case "process":
+		po := cfg.Process
+		po.NumWorkers = cfg.Workers
+		s, err = session.NewProcess(ctx, po)
+	default:
+		err = fmt.Errorf("unknown session kind %q", cfg.Session)
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Shutdown()
+	if err := s.InitCCL(ctx, cfg.Backend, 0); err != nil {
+		return err
+	}
+	f, err := s.GetGlobalFunc(ctx, "chorus.bench_collective")
+	if err != nil {
+		return err
+	}
+	step := max(cfg.Step, 2)
+	for b := cfg.MinBytes; b <= cfg.MaxBytes; b *= step {
+		iters := cfg.Iters
+		if iters <= 0 {
+			iters = itersFor(b)
+		}
+		warm := cfg.Warmup
+		if warm <= 0 {
+			warm = max(2, iters/10)
+		}
+		res, err := s.CallPacked(f, cfg.Bench, cfg.DType, b, iters, warm)
+		if err != nil {
+			return err
+		}
+		row := CollectiveResult{Bench: cfg.Bench, Backend: cfg.Backend, Session: cfg.Session, Workers: cfg.Workers, DType: cfg.DType.String(), Bytes: b}
+		for w := range cfg.Workers {
+			v, err := s.DebugGetFromRemote(ctx, res, w)
+			if err != nil {
+				return err
+			}
+			d, err := tensor.Data[float64](v.(*tensor.Tensor))
+			if err != nil {
+				return err
+			}
+			row.TimeUs = max(row.TimeUs, d[0])
+			row.Wrong += int64(d[1])
+		}
+		if err := res.Release(); err != nil {
+			return err
+		}
+		if row.TimeUs > 0 {
+			row.AlgBW = float64(b) / row.TimeUs / 1e3
+			row.BusBW = row.AlgBW * factor(cfg.Workers)
+		}
+		emit(row)
+	}
+	return s.Shutdown()
+}
+
+// CollectiveHeader and CollectiveRow print nccl-tests style tables.
+func CollectiveHeader(w io.Writer, cfg CollectiveConfig) {
+	fmt.Fprintf(w, "# chorus bench %s: backend %s, %s session, %d workers, timed inside the workers\n", cfg.Bench, cfg.Backend, cfg.Session, cfg.Workers)
+	fmt.Fprintf(w, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+}
+
+func CollectiveRow(w io.Writer, r CollectiveResult) {
+	dt, _ := tensor.ParseDType(r.DType)
+	fmt.Fprintf(w, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.AlgBW, r.BusBW, r.Wrong)
+}
+
+// ParseSize reads 1K, 64M, 1G (powers of two) or plain bytes.
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, s[:len(s)-1]
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, s[:len(s)-1]
+	}
+	v, err := strconv.ParseInt(strings.TrimSuffix(s, "B"), 10, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return v * mult, nil
+}
