@@ -219,7 +219,7 @@ func (c *Comm) barrier(ctx context.Context, kind ccl.Kind) error {
 
 // Descriptor encoding in a control block: status u32 (0 ok, 1 bad local
 // arguments), kind, dtype, op u8, root i32, count i64.
-const descBytes = 64
+const descBytes = 32
 
 func (c *Comm) descOff(r, parity int) int { return c.seg.ctrl(r) + ctlDesc + parity*descBytes }
 
@@ -376,18 +376,13 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 	return nil
 }
 
-// reduceInto reduces srcs into dst and applies the op's final step.
+// reduceInto reduces all n ranks' inputs into dst in one call (Avg
+// included: ccl/reduce divides in the accumulation type, once).
 func reduceInto(op reduce.Op, dt tensor.DType, dst []byte, srcs [][]byte, n int) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	if err := reduce.Reduce(op, dt, dst, srcs...); err != nil {
-		return err
-	}
-	if op == reduce.Avg {
-		return reduce.Scale(dt, dst, n)
-	}
-	return nil
+	return reduce.Reduce(op, dt, dst, srcs[:n]...)
 }
 
 // partition splits size bytes into n element-aligned parts; part r is

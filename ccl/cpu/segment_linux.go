@@ -39,8 +39,11 @@ const (
 	offSleepers = 512 // u32, ranks asleep on the bell
 
 	// per-rank control block fields
-	ctlArrive = 0   // u64: syncs this rank has arrived at
-	ctlDesc   = 128 // two descriptors (one per slot parity), 64 bytes each
+	ctlArrive = 0 // u64: syncs this rank has arrived at
+	// Two descriptors (one per slot parity), 32 bytes each, next to the
+	// arrival counter: a peer that sees the counter move has the
+	// descriptors in the same (or the adjacent, prefetched) cache line.
+	ctlDesc = 8
 
 	// per-pair mailbox fields (written by the receiver unless noted)
 	mbPosted   = 0   // u64: messages the receiver has posted

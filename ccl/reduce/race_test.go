@@ -1,0 +1,5 @@
+//go:build race
+
+package reduce_test
+
+const raceEnabled = true
