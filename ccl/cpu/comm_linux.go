@@ -171,6 +171,11 @@ func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, mis
 			return nil
 		}
 		if c.seg.failed() {
+			// Another rank gave up first; if we are still waiting for
+			// someone, say whom, as that rank did.
+			if m := missing(); len(m) > 0 {
+				return &ccl.TimeoutError{Kind: kind, Seq: c.seq, Rank: c.rank, Missing: m, After: time.Since(start)}
+			}
 			return c.usable()
 		}
 		if err := ctx.Err(); err != nil {
@@ -559,6 +564,9 @@ func (c *Comm) Send(ctx context.Context, t *tensor.Tensor, peer int) error {
 	if err := ccl.CheckPeer(peer, c.rank, c.n); err != nil {
 		return err
 	}
+	if t == nil {
+		return fmt.Errorf("%w: send tensor is nil", ccl.ErrBadArgs)
+	}
 	data, err := t.HostBytes()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
@@ -602,6 +610,9 @@ func (c *Comm) Recv(ctx context.Context, t *tensor.Tensor, peer int) error {
 	}
 	if err := ccl.CheckPeer(peer, c.rank, c.n); err != nil {
 		return err
+	}
+	if t == nil {
+		return fmt.Errorf("%w: recv tensor is nil", ccl.ErrBadArgs)
 	}
 	data, err := t.HostBytes()
 	if err != nil {

@@ -151,13 +151,15 @@ func openSegment(ctx context.Context, cfg ccl.Config, opts Options) (*segment, e
 				os.Remove(path)
 			}
 			s.fail()
-			s.close()
+			defer s.close() // after the message reads the joined count
 			return nil, fmt.Errorf("%w: only %d of %d ranks joined within %v", ccl.ErrTimeout, atomic.LoadUint32(s.u32(offJoined)), cfg.Size, cfg.TimeoutOrDefault())
 		}
 		v := atomic.LoadUint32(s.u32(offBell))
+		atomic.AddUint32(s.u32(offSleepers), 1)
 		if atomic.LoadUint32(s.u32(offJoined)) < uint32(cfg.Size) {
 			shmem.FutexWait(s.u32(offBell), v, 10*time.Millisecond)
 		}
+		atomic.AddUint32(s.u32(offSleepers), ^uint32(0))
 	}
 	if cfg.Rank == 0 {
 		os.Remove(path)
