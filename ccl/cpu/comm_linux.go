@@ -33,7 +33,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.SlotBytes <= 0 {
-		o.SlotBytes = envInt("CHORUS_CCL_SLOT_BYTES", 1<<20)
+		o.SlotBytes = envInt("CHORUS_CCL_SLOT_BYTES", 256<<10)
 	}
 	o.SlotBytes = (o.SlotBytes + 127) &^ 127
 	if o.MailboxBytes <= 0 {
