@@ -172,10 +172,11 @@ func wraps(dt tensor.DType, want, got float64) bool {
 	return d == float64(int64(d/m))*m
 }
 
-// itersFor picks an iteration count that keeps each size near 0.2 s on a
-// few GB/s.
+// itersFor picks an iteration count that keeps each size near 0.05-0.2 s
+// (small sizes are latency-bound: many iterations, so that the timer and
+// scheduler noise average out).
 func itersFor(bytes int64) int {
-	return int(min(1000, max(5, (1<<29)/max(bytes, 1))))
+	return int(min(200_000, max(5, (1<<29)/max(bytes, 1))))
 }
 
 // Collective runs a sweep and calls emit for each row.
