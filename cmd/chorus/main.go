@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/internal/demo"
 	"github.com/chorus-rt/chorus/internal/gpuprobe"
@@ -285,6 +286,9 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	}
 	if *kind != "process" && *kind != "threaded" {
 		return usageError{fmt.Sprintf("bench: unknown session kind %q", *kind)}
+	}
+	if _, err := ccl.Lookup(*backend); err != nil {
+		return usageError{"bench: " + err.Error()}
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Session: *kind, Workers: *workers, DType: dt,
 		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr)}

@@ -124,3 +124,34 @@ func TestBenchSessionJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchCollectives(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "allreduce", "--workers", "2", "--min", "1K", "--max", "16K", "--iters", "20", "--json"},
+		{"bench", "allgather", "--workers", "3", "--session", "threaded", "--dtype", "bfloat16", "--min", "4K", "--max", "4K", "--iters", "5", "--json"},
+		{"bench", "reducescatter", "--workers", "2", "--dtype", "int32", "--min", "1K", "--max", "1K", "--iters", "5", "--json"},
+		{"bench", "broadcast", "--workers", "2", "--dtype", "float16", "--min", "2K", "--max", "2K", "--iters", "5", "--json"},
+	} {
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("chorus %v: code %d: %s", args, code, errOut)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("%q: %v", l, err)
+			}
+			for _, k := range []string{"bench", "backend", "session", "workers", "dtype", "bytes", "time_us", "algbw_gbs", "busbw_gbs", "wrong"} {
+				if _, ok := m[k]; !ok {
+					t.Errorf("%q lacks %q", l, k)
+				}
+			}
+			if m["wrong"] != float64(0) || m["bench"] != args[1] {
+				t.Errorf("bad row %q", l)
+			}
+		}
+	}
+	if code, _, errOut := runCLI(t, "bench", "allreduce", "--backend", "nccl"); code != 2 || !strings.Contains(errOut, "unknown backend") {
+		t.Errorf("unknown backend: code %d: %s", code, errOut)
+	}
+}
