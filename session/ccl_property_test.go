@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
@@ -186,6 +189,65 @@ func TestCCLPropertyAcrossSessions(t *testing.T) {
 		}
 		if err := s.Sync(bg(t)); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+func init() {
+	// ccltest.allreduce_unless(w): every worker but w joins an allreduce.
+	registry.MustRegisterTyped("ccltest.allreduce_unless", func(env registry.Env, skip int) error {
+		if env.WorkerID() == skip {
+			return nil
+		}
+		c, err := worker.Comm(env, false)
+		if err != nil {
+			return err
+		}
+		t := tensor.FromSlice([]float32{1, 2, 3})
+		return c.AllReduce(env.Context(), t, t, reduce.Sum)
+	})
+}
+
+// A worker that never arrives: the others fail with a timeout naming it,
+// the communicator is failed for good, the session stays usable, and a new
+// InitCCL gives a working communicator.
+func TestCCLTimeoutInSession(t *testing.T) {
+	forKinds(t, 3, 1, func(t *testing.T, s *session.Session) {
+		ctx := bg(t)
+		if err := s.InitCCL(ctx, "cpu", 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		f := mustFunc(t, s, "ccltest.allreduce_unless")
+		if err := s.CallPackedDiscard(f, 2); err != nil {
+			t.Fatal(err)
+		}
+		// Errors cross the worker boundary as messages (with the
+		// function-failed code), not as ccl error values.
+		err := s.Sync(ctx)
+		if !errors.Is(err, session.ErrFuncFailed) || strings.Count(err.Error(), "ranks [2] never arrived") != 2 {
+			t.Fatalf("Sync: %v, want a timeout naming worker 2 from workers 0 and 1", err)
+		}
+		for _, w := range []string{"worker 0", "worker 1"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not name %s", err, w)
+			}
+		}
+		// The communicator is failed on every worker, the one that was
+		// absent included.
+		if err := s.CallPackedDiscard(f, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(ctx); err == nil || strings.Count(err.Error(), ccl.ErrFailed.Error()) != 3 {
+			t.Errorf("after a timeout: %v, want every worker to report %q", err, ccl.ErrFailed)
+		}
+		if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CallPackedDiscard(f, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(ctx); err != nil {
+			t.Errorf("after a new InitCCL: %v", err)
 		}
 	})
 }
