@@ -221,10 +221,9 @@ func TestCCLTimeoutInSession(t *testing.T) {
 		if err := s.CallPackedDiscard(f, 2); err != nil {
 			t.Fatal(err)
 		}
-		// Errors cross the worker boundary as messages (with the
-		// function-failed code), not as ccl error values.
+		// The ccl sentinels survive the worker boundary (as error codes).
 		err := s.Sync(ctx)
-		if !errors.Is(err, session.ErrFuncFailed) || strings.Count(err.Error(), "ranks [2] never arrived") != 2 {
+		if !errors.Is(err, ccl.ErrTimeout) || strings.Count(err.Error(), "ranks [2] never arrived") != 2 {
 			t.Fatalf("Sync: %v, want a timeout naming worker 2 from workers 0 and 1", err)
 		}
 		for _, w := range []string{"worker 0", "worker 1"} {
@@ -237,7 +236,7 @@ func TestCCLTimeoutInSession(t *testing.T) {
 		if err := s.CallPackedDiscard(f, -1); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Sync(ctx); err == nil || strings.Count(err.Error(), ccl.ErrFailed.Error()) != 3 {
+		if err := s.Sync(ctx); !errors.Is(err, ccl.ErrFailed) || strings.Count(err.Error(), ccl.ErrFailed.Error()) != 3 {
 			t.Errorf("after a timeout: %v, want every worker to report %q", err, ccl.ErrFailed)
 		}
 		if err := s.InitCCL(ctx, "cpu", 0); err != nil {

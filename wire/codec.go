@@ -205,7 +205,7 @@ func AppendReply(dst []byte, r *Reply) ([]byte, error) {
 		if e == nil {
 			return dst, fmt.Errorf("wire: encode %v: error %d is nil", r.Action, i)
 		}
-		if e.Code > CodeInternal {
+		if e.Code > maxCode {
 			return dst, fmt.Errorf("wire: encode %v: error %d has unknown code %d", r.Action, i, e.Code)
 		}
 		if uint64(len(e.Func)) > math.MaxUint32 || uint64(len(e.Msg)) > math.MaxUint32 {
@@ -416,7 +416,7 @@ func DecodeReply(frame []byte) (*Reply, error) {
 			if err != nil {
 				return nil, err
 			}
-			if Code(code) > CodeInternal {
+			if Code(code) > maxCode {
 				return nil, r.fail(at, "code", "unknown code %d", code)
 			}
 			e.Code = Code(code)

@@ -487,7 +487,7 @@ func TestEncodeErrors(t *testing.T) {
 		{"value", &Reply{Action: ActReply, Value: 3}, "value: int"},
 		{"too many", &Reply{Action: ActReply, Errors: many}, "at most 16"},
 		{"nil error", &Reply{Action: ActReply, Errors: []*WorkerError{nil}}, "error 0 is nil"},
-		{"bad code", &Reply{Action: ActFailure, Errors: []*WorkerError{{}, {Code: 7}}}, "error 1 has unknown code 7"},
+		{"bad code", &Reply{Action: ActFailure, Errors: []*WorkerError{{}, {Code: 11}}}, "error 1 has unknown code 11"},
 	}
 	for _, tc := range reps {
 		t.Run("reply_"+tc.name, func(t *testing.T) {
@@ -604,7 +604,7 @@ func TestRejectMalformed(t *testing.T) {
 		{"debugset trailing arg", frame(ActDebugSet, fb{}.u32(0).i64(1).u8(0, 0)), false, false, "trailing"},
 		{"reply errors over limit", frame(ActReply, fb{}.u32(0).u8(0).u32(0).u32(17)), true, false, "exceeds the limit of 16"},
 		{"reply errors over bytes", frame(ActReply, fb{}.u32(0).u8(0).u32(0).u32(2).raw(make([]byte, minErrorSize))), true, false, "cannot fit"},
-		{"reply bad code", frame(ActReply, fb{}.u32(0).u8(0).u32(0).u32(1).u32(0).u8(7, 4).i64(0).str("").str("")), true, false, "errors[0].code"},
+		{"reply bad code", frame(ActReply, fb{}.u32(0).u8(0).u32(0).u32(1).u32(0).u8(11, 4).i64(0).str("").str("")), true, false, "errors[0].code"},
 		{"reply msg huge", frame(ActReply, fb{}.u32(0).u8(0).u32(0).u32(1).u32(0).u8(0, 4).i64(0).str("").u32(99)), true, false, "errors[0].msg length"},
 		{"reply value kind", frame(ActReply, fb{}.u32(0).u8(99)), true, false, "value.kind"},
 		{"reply trailing", frame(ActFailure, fb{}.u32(0).u8(0).u32(0).u32(0).u8(1)), true, false, "trailing"},

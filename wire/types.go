@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/registry"
 )
 
@@ -85,6 +86,14 @@ const (
 	CodeBadReg    Code = 4 // register empty, wrong kind, or out of range
 	CodeDepFailed Code = 5 // an argument holds the result of a failed call
 	CodeInternal  Code = 6 // the worker could not carry out the command
+	// Collective failures (package ccl), so that errors.Is with the ccl
+	// sentinels works on the controller.
+	CodeCCLBadArgs  Code = 7  // ccl.ErrBadArgs: this rank's collective arguments
+	CodeCCLMismatch Code = 8  // ccl.ErrMismatch: ranks disagree
+	CodeCCLTimeout  Code = 9  // ccl.ErrTimeout: some ranks never arrived (also ccl.ErrFailed)
+	CodeCCLFailed   Code = 10 // ccl.ErrFailed: the communicator failed earlier
+
+	maxCode = CodeCCLFailed
 )
 
 // Sentinels matched by WorkerError.Is.
@@ -134,6 +143,14 @@ func (e *WorkerError) Is(target error) bool {
 		return target == ErrDepFailed
 	case CodeInternal:
 		return target == ErrInternal
+	case CodeCCLBadArgs:
+		return target == ccl.ErrBadArgs || target == registry.ErrBadArgs
+	case CodeCCLMismatch:
+		return target == ccl.ErrMismatch
+	case CodeCCLTimeout:
+		return target == ccl.ErrTimeout || target == ccl.ErrFailed
+	case CodeCCLFailed:
+		return target == ccl.ErrFailed
 	}
 	return false
 }

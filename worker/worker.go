@@ -284,6 +284,14 @@ func (w *Worker) call(c *wire.Command) {
 			code = wire.CodePanic
 		case errors.Is(err, registry.ErrBadArgs):
 			code = wire.CodeBadArgs
+		case errors.Is(err, ccl.ErrTimeout):
+			code = wire.CodeCCLTimeout
+		case errors.Is(err, ccl.ErrFailed):
+			code = wire.CodeCCLFailed
+		case errors.Is(err, ccl.ErrMismatch):
+			code = wire.CodeCCLMismatch
+		case errors.Is(err, ccl.ErrBadArgs):
+			code = wire.CodeCCLBadArgs
 		default:
 			code = wire.CodeFailed
 		}

@@ -26,7 +26,7 @@ var layers = map[string]int{
 	"registry":                2,
 	"wire":                    3,
 	"ccl/reduce":              1,
-	"ccl":                     3,
+	"ccl":                     2,
 	"ccl/cpu":                 4,
 	"transport":               3,
 	"transport/shm":           4,
