@@ -374,10 +374,18 @@ func pickN(rng *rand.Rand, i int, min2 bool) int {
 	return 1 + (i+rng.IntN(2))%8
 }
 
-// pickOpts returns small options, or the defaults for about one case in 8.
+// smallStaged is smallOpts without direct reads of other ranks' buffers,
+// so that the staging paths (what process sessions use) run here too.
+var smallStaged = cpu.Options{SlotBytes: 4096, MailboxBytes: 1024, OneShotMax: 1024, NoDirect: true}
+
+// pickOpts returns small options (direct or staged), or the defaults for
+// about one case in 8.
 func pickOpts(rng *rand.Rand) (cpu.Options, string) {
-	if rng.IntN(8) == 0 {
+	switch rng.IntN(8) {
+	case 0:
 		return cpu.Options{}, "default"
+	case 1, 2, 3:
+		return smallStaged, "staged"
 	}
 	return smallOpts, "small"
 }
@@ -905,7 +913,7 @@ func sendRecvCase(name string, dt tensor.DType, size, n int, opts cpu.Options, p
 // entered it, over many rounds with staggered arrivals.
 func TestBarrierProperties(t *testing.T) {
 	for n := 1; n <= 8; n++ {
-		for _, opts := range []cpu.Options{smallOpts, {}} {
+		for _, opts := range []cpu.Options{smallOpts, smallStaged, {}} {
 			t.Run(fmt.Sprintf("n=%d/slot=%d", n, opts.SlotBytes), func(t *testing.T) {
 				const rounds = 30
 				var entered atomic.Int64
@@ -970,5 +978,6 @@ func TestAllReduceDefaultOptionsLarge(t *testing.T) {
 		allReduceCase(tensor.Float32, reduce.Sum, false, 300_000, 3, cpu.Options{}, "default", true, false, 77),
 		allReduceCase(tensor.BFloat16, reduce.Avg, false, 600_000, 4, cpu.Options{}, "default", false, false, 78),
 		allReduceCase(tensor.Int32, reduce.Max, false, 300_000, 2, cpu.Options{}, "default", false, false, 79),
+		allReduceCase(tensor.Float16, reduce.Sum, true, 300_000, 5, cpu.Options{NoDirect: true}, "staged", false, false, 80),
 	})
 }
