@@ -21,6 +21,7 @@ var layers = map[string]int{
 	"tensor":                  0,
 	"internal/leaktest":       0,
 	"internal/shmem":          0,
+	"gpu/cuda":                0,
 	"internal/gpuprobe":       0,
 	"value":                   1,
 	"registry":                2,
@@ -40,7 +41,7 @@ var layers = map[string]int{
 }
 
 // Only these packages may load GPU libraries.
-var mayImportPurego = map[string]bool{"internal/gpuprobe": true}
+var mayImportPurego = map[string]bool{"internal/gpuprobe": true, "gpu/cuda": true}
 
 func repoRoot(t *testing.T) string {
 	dir, err := filepath.Abs("../..")

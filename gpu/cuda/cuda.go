@@ -1,0 +1,355 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Handles, as the driver defines them.
+type (
+	Device    int32
+	Context   uintptr
+	Stream    uintptr
+	Event     uintptr
+	Module    uintptr
+	Function  uintptr
+	DevicePtr uint64
+)
+
+// IpcMemHandle is CUipcMemHandle: 64 opaque bytes.
+type IpcMemHandle [64]byte
+
+// Device attributes used by chorus (CUdevice_attribute, cuda.h 13.0).
+const (
+	AttrMultiprocessorCount    = 16
+	AttrComputeCapabilityMajor = 75
+	AttrComputeCapabilityMinor = 76
+	AttrUnifiedAddressing      = 41
+)
+
+// Flags.
+const (
+	StreamNonBlocking       = 1 // CU_STREAM_NON_BLOCKING
+	EventDisableTiming      = 2 // CU_EVENT_DISABLE_TIMING
+	IpcLazyEnablePeerAccess = 1 // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+)
+
+// ErrNotLoaded: the driver library could not be loaded.
+var ErrNotLoaded = errors.New("cuda: driver not loaded")
+
+// Error is a failed driver call.
+type Error struct {
+	Func string
+	Code int
+	Name string // e.g. CUDA_ERROR_OUT_OF_MEMORY
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("cuda: %s: %s (%d): %s", e.Func, e.Name, e.Code, e.Msg)
+}
+
+// Driver holds the resolved entry points.
+type Driver struct {
+	lib uintptr
+	fn  map[string]uintptr
+	// hot paths, cached
+	launch, memcpyHtoDAsync, memcpyDtoHAsync, streamSync, eventRecord uintptr
+}
+
+// symbols is every entry point the binding uses.
+var symbols = []string{
+	"cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString",
+	"cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute", "cuDeviceTotalMem_v2",
+	"cuDeviceCanAccessPeer",
+	"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent", "cuCtxSynchronize",
+	"cuCtxEnablePeerAccess",
+	"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize",
+	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime", "cuEventDestroy_v2",
+	"cuMemAlloc_v2", "cuMemFree_v2", "cuMemGetInfo_v2",
+	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2",
+	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2",
+	"cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD8_v2", "cuMemsetD8Async",
+	"cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel",
+	"cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle",
+}
+
+// Sonames tried in order.
+var sonames = []string{"libcuda.so.1", "libcuda.so"}
+
+// Load opens the driver and resolves every symbol; the error lists all
+// that are missing. It does not call cuInit.
+func Load() (*Driver, error) {
+	var lib uintptr
+	var errs []string
+	for _, so := range sonames {
+		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err == nil {
+			lib = h
+			break
+		}
+		errs = append(errs, err.Error())
+	}
+	if lib == 0 {
+		return nil, fmt.Errorf("%w: no CUDA driver found (%s)", ErrNotLoaded, strings.Join(errs, "; "))
+	}
+	d := &Driver{lib: lib, fn: make(map[string]uintptr, len(symbols))}
+	var missing []string
+	for _, s := range symbols {
+		p, err := purego.Dlsym(lib, s)
+		if err != nil || p == 0 {
+			missing = append(missing, s)
+			continue
+		}
+		d.fn[s] = p
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: libcuda lacks %s", ErrNotLoaded, strings.Join(missing, ", "))
+	}
+	d.launch, d.memcpyHtoDAsync, d.memcpyDtoHAsync = d.fn["cuLaunchKernel"], d.fn["cuMemcpyHtoDAsync_v2"], d.fn["cuMemcpyDtoHAsync_v2"]
+	d.streamSync, d.eventRecord = d.fn["cuStreamSynchronize"], d.fn["cuEventRecord"]
+	return d, nil
+}
+
+// call invokes a resolved entry point and turns a non-zero CUresult into
+// an *Error.
+func (d *Driver) call(name string, args ...uintptr) error {
+	return d.check(name, d.fn[name], args...)
+}
+
+func (d *Driver) check(name string, fn uintptr, args ...uintptr) error {
+	r, _, _ := purego.SyscallN(fn, args...)
+	if int32(r) == 0 {
+		return nil
+	}
+	return d.errorOf(name, int(int32(r)))
+}
+
+func (d *Driver) errorOf(fn string, code int) error {
+	e := &Error{Func: fn, Code: code, Name: "CUDA_ERROR_UNKNOWN", Msg: "unknown error"}
+	var p *byte
+	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorName"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != nil {
+		e.Name = cString(p)
+	}
+	p = nil
+	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorString"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != nil {
+		e.Msg = cString(p)
+	}
+	return e
+}
+
+func cString(p *byte) string {
+	var b []byte
+	for q := unsafe.Pointer(p); *(*byte)(q) != 0 && len(b) < 4096; q = unsafe.Add(q, 1) {
+		b = append(b, *(*byte)(q))
+	}
+	return string(b)
+}
+
+func (d *Driver) Init() error { return d.call("cuInit", 0) }
+
+func (d *Driver) DriverVersion() (int, error) {
+	var v int32
+	err := d.call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v)))
+	return int(v), err
+}
+
+func (d *Driver) DeviceCount() (int, error) {
+	var n int32
+	err := d.call("cuDeviceGetCount", uintptr(unsafe.Pointer(&n)))
+	return int(n), err
+}
+
+func (d *Driver) DeviceGet(ordinal int) (Device, error) {
+	var dev int32
+	err := d.call("cuDeviceGet", uintptr(unsafe.Pointer(&dev)), uintptr(ordinal))
+	return Device(dev), err
+}
+
+func (d *Driver) DeviceName(dev Device) (string, error) {
+	buf := make([]byte, 256)
+	if err := d.call("cuDeviceGetName", uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev)); err != nil {
+		return "", err
+	}
+	return cString(&buf[0]), nil
+}
+
+func (d *Driver) DeviceAttribute(dev Device, attr int) (int, error) {
+	var v int32
+	err := d.call("cuDeviceGetAttribute", uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(dev))
+	return int(v), err
+}
+
+func (d *Driver) DeviceTotalMem(dev Device) (int64, error) {
+	var n uint64
+	err := d.call("cuDeviceTotalMem_v2", uintptr(unsafe.Pointer(&n)), uintptr(dev))
+	return int64(n), err
+}
+
+func (d *Driver) CanAccessPeer(dev, peer Device) (bool, error) {
+	var v int32
+	err := d.call("cuDeviceCanAccessPeer", uintptr(unsafe.Pointer(&v)), uintptr(dev), uintptr(peer))
+	return v != 0, err
+}
+
+func (d *Driver) PrimaryCtxRetain(dev Device) (Context, error) {
+	var c Context
+	err := d.call("cuDevicePrimaryCtxRetain", uintptr(unsafe.Pointer(&c)), uintptr(dev))
+	return c, err
+}
+
+func (d *Driver) PrimaryCtxRelease(dev Device) error {
+	return d.call("cuDevicePrimaryCtxRelease_v2", uintptr(dev))
+}
+
+// SetCurrent binds ctx to the calling OS thread (lock the goroutine first).
+func (d *Driver) SetCurrent(c Context) error { return d.call("cuCtxSetCurrent", uintptr(c)) }
+
+func (d *Driver) CtxSynchronize() error { return d.call("cuCtxSynchronize") }
+
+func (d *Driver) EnablePeerAccess(peer Context) error {
+	return d.call("cuCtxEnablePeerAccess", uintptr(peer), 0)
+}
+
+func (d *Driver) StreamCreate(flags uint) (Stream, error) {
+	var s Stream
+	err := d.call("cuStreamCreate", uintptr(unsafe.Pointer(&s)), uintptr(flags))
+	return s, err
+}
+
+func (d *Driver) StreamDestroy(s Stream) error { return d.call("cuStreamDestroy_v2", uintptr(s)) }
+
+func (d *Driver) StreamSynchronize(s Stream) error {
+	return d.check("cuStreamSynchronize", d.streamSync, uintptr(s))
+}
+
+func (d *Driver) EventCreate(flags uint) (Event, error) {
+	var e Event
+	err := d.call("cuEventCreate", uintptr(unsafe.Pointer(&e)), uintptr(flags))
+	return e, err
+}
+
+func (d *Driver) EventRecord(e Event, s Stream) error {
+	return d.check("cuEventRecord", d.eventRecord, uintptr(e), uintptr(s))
+}
+
+func (d *Driver) EventSynchronize(e Event) error { return d.call("cuEventSynchronize", uintptr(e)) }
+
+// EventElapsed returns the milliseconds between two recorded events.
+func (d *Driver) EventElapsed(start, end Event) (float32, error) {
+	var ms float32
+	err := d.call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), uintptr(start), uintptr(end))
+	return ms, err
+}
+
+func (d *Driver) EventDestroy(e Event) error { return d.call("cuEventDestroy_v2", uintptr(e)) }
+
+func (d *Driver) MemAlloc(bytes int64) (DevicePtr, error) {
+	var p DevicePtr
+	err := d.call("cuMemAlloc_v2", uintptr(unsafe.Pointer(&p)), uintptr(bytes))
+	return p, err
+}
+
+func (d *Driver) MemFree(p DevicePtr) error { return d.call("cuMemFree_v2", uintptr(p)) }
+
+// MemGetInfo returns free and total bytes of the current context's device.
+func (d *Driver) MemGetInfo() (free, total int64, err error) {
+	var f, t uint64
+	err = d.call("cuMemGetInfo_v2", uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))
+	return int64(f), int64(t), err
+}
+
+func ptr(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&b[0]))
+}
+
+func (d *Driver) MemcpyHtoD(dst DevicePtr, src []byte) error {
+	return d.call("cuMemcpyHtoD_v2", uintptr(dst), ptr(src), uintptr(len(src)))
+}
+
+func (d *Driver) MemcpyDtoH(dst []byte, src DevicePtr) error {
+	return d.call("cuMemcpyDtoH_v2", ptr(dst), uintptr(src), uintptr(len(dst)))
+}
+
+func (d *Driver) MemcpyDtoD(dst, src DevicePtr, bytes int64) error {
+	return d.call("cuMemcpyDtoD_v2", uintptr(dst), uintptr(src), uintptr(bytes))
+}
+
+// MemcpyHtoDAsync: src must stay alive and unchanged until the stream
+// reaches the copy (pinned memory makes it truly asynchronous).
+func (d *Driver) MemcpyHtoDAsync(dst DevicePtr, src []byte, s Stream) error {
+	return d.check("cuMemcpyHtoDAsync_v2", d.memcpyHtoDAsync, uintptr(dst), ptr(src), uintptr(len(src)), uintptr(s))
+}
+
+func (d *Driver) MemcpyDtoHAsync(dst []byte, src DevicePtr, s Stream) error {
+	return d.check("cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync, ptr(dst), uintptr(src), uintptr(len(dst)), uintptr(s))
+}
+
+func (d *Driver) MemcpyDtoDAsync(dst, src DevicePtr, bytes int64, s Stream) error {
+	return d.call("cuMemcpyDtoDAsync_v2", uintptr(dst), uintptr(src), uintptr(bytes), uintptr(s))
+}
+
+func (d *Driver) MemcpyPeer(dst DevicePtr, dstCtx Context, src DevicePtr, srcCtx Context, bytes int64) error {
+	return d.call("cuMemcpyPeer", uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(bytes))
+}
+
+func (d *Driver) MemcpyPeerAsync(dst DevicePtr, dstCtx Context, src DevicePtr, srcCtx Context, bytes int64, s Stream) error {
+	return d.call("cuMemcpyPeerAsync", uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(bytes), uintptr(s))
+}
+
+func (d *Driver) MemsetD8(dst DevicePtr, v byte, n int64) error {
+	return d.call("cuMemsetD8_v2", uintptr(dst), uintptr(v), uintptr(n))
+}
+
+func (d *Driver) MemsetD8Async(dst DevicePtr, v byte, n int64, s Stream) error {
+	return d.call("cuMemsetD8Async", uintptr(dst), uintptr(v), uintptr(n), uintptr(s))
+}
+
+// ModuleLoadData loads a cubin (or PTX) image.
+func (d *Driver) ModuleLoadData(image []byte) (Module, error) {
+	if len(image) == 0 {
+		return 0, errors.New("cuda: ModuleLoadData: empty image")
+	}
+	var m Module
+	err := d.call("cuModuleLoadData", uintptr(unsafe.Pointer(&m)), ptr(image))
+	return m, err
+}
+
+func (d *Driver) ModuleGetFunction(m Module, name string) (Function, error) {
+	cname := append([]byte(name), 0)
+	var f Function
+	err := d.call("cuModuleGetFunction", uintptr(unsafe.Pointer(&f)), uintptr(m), ptr(cname))
+	return f, err
+}
+
+func (d *Driver) ModuleUnload(m Module) error { return d.call("cuModuleUnload", uintptr(m)) }
+
+// LaunchKernel launches f; params holds pointers to each argument value
+// (the driver's kernelParams array), which must stay alive for the call.
+func (d *Driver) LaunchKernel(f Function, grid, block [3]uint32, shared uint32, s Stream, params []unsafe.Pointer) error {
+	var pp uintptr
+	if len(params) > 0 {
+		pp = uintptr(unsafe.Pointer(&params[0]))
+	}
+	return d.check("cuLaunchKernel", d.launch, uintptr(f),
+		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
+		uintptr(shared), uintptr(s), pp, 0)
+}
+
+func (d *Driver) IpcGetMemHandle(p DevicePtr) (IpcMemHandle, error) {
+	var h IpcMemHandle
+	err := d.call("cuIpcGetMemHandle", uintptr(unsafe.Pointer(&h)), uintptr(p))
+	return h, err
+}
+
+func (d *Driver) IpcCloseMemHandle(p DevicePtr) error {
+	return d.call("cuIpcCloseMemHandle", uintptr(p))
+}
