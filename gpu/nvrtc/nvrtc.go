@@ -1,0 +1,206 @@
+package nvrtc
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// ErrNotLoaded: libnvrtc could not be loaded.
+var ErrNotLoaded = errors.New("nvrtc: library not loaded")
+
+// CompileError carries the compiler's log.
+type CompileError struct {
+	Name string
+	Arch string
+	Log  string
+}
+
+func (e *CompileError) Error() string {
+	return fmt.Sprintf("nvrtc: compiling %s for %s failed:\n%s", e.Name, e.Arch, strings.TrimSpace(e.Log))
+}
+
+// Compiler is a loaded libnvrtc.
+type Compiler struct {
+	fn           map[string]uintptr
+	major, minor int
+}
+
+var symbols = []string{
+	"nvrtcVersion", "nvrtcGetErrorString", "nvrtcCreateProgram", "nvrtcDestroyProgram",
+	"nvrtcCompileProgram", "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",
+	"nvrtcGetCUBINSize", "nvrtcGetCUBIN",
+}
+
+var sonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12"}
+
+// Load opens libnvrtc and resolves every symbol; the error names what is
+// missing.
+func Load() (*Compiler, error) {
+	var lib uintptr
+	var errs []string
+	for _, so := range sonames {
+		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err == nil {
+			lib = h
+			break
+		}
+		errs = append(errs, err.Error())
+	}
+	if lib == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotLoaded, errs[0])
+	}
+	c := &Compiler{fn: map[string]uintptr{}}
+	var missing []string
+	for _, s := range symbols {
+		p, err := purego.Dlsym(lib, s)
+		if err != nil || p == 0 {
+			missing = append(missing, s)
+			continue
+		}
+		c.fn[s] = p
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: libnvrtc lacks %s", ErrNotLoaded, strings.Join(missing, ", "))
+	}
+	var major, minor int32
+	if err := c.call("nvrtcVersion", uintptr(unsafe.Pointer(&major)), uintptr(unsafe.Pointer(&minor))); err != nil {
+		return nil, err
+	}
+	c.major, c.minor = int(major), int(minor)
+	return c, nil
+}
+
+// Version is NVRTC's major and minor version.
+func (c *Compiler) Version() (int, int) { return c.major, c.minor }
+
+func (c *Compiler) call(name string, args ...uintptr) error {
+	r, _, _ := purego.SyscallN(c.fn[name], args...)
+	if int32(r) == 0 {
+		return nil
+	}
+	msg := "unknown"
+	if p, _, _ := purego.SyscallN(c.fn["nvrtcGetErrorString"], r); p != 0 {
+		msg = cString(p)
+	}
+	return fmt.Errorf("nvrtc: %s: %s (%d)", name, msg, int32(r))
+}
+
+// cString copies a NUL-terminated C string that the library owns.
+func cString(p uintptr) string {
+	// Reinterpret through memory: the pointer is C memory, not Go's.
+	start := *(*unsafe.Pointer)(unsafe.Pointer(&p))
+	var b []byte
+	for q := start; *(*byte)(q) != 0 && len(b) < 1<<16; q = unsafe.Add(q, 1) {
+		b = append(b, *(*byte)(q))
+	}
+	return string(b)
+}
+
+func cstr(s string) []byte { return append([]byte(s), 0) }
+
+// Compile builds src (CUDA C) into a cubin for arch, e.g. "sm_90".
+func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, error) {
+	csrc, cname := cstr(src), cstr(name)
+	var prog uintptr
+	if err := c.call("nvrtcCreateProgram", uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&csrc[0])),
+		uintptr(unsafe.Pointer(&cname[0])), 0, 0, 0); err != nil {
+		return nil, err
+	}
+	defer c.call("nvrtcDestroyProgram", uintptr(unsafe.Pointer(&prog)))
+	all := append([]string{"--gpu-architecture=" + arch, "-default-device", "-std=c++17"}, opts...)
+	bufs := make([][]byte, len(all))
+	ptrs := make([]uintptr, len(all))
+	for i, o := range all {
+		bufs[i] = cstr(o)
+		ptrs[i] = uintptr(unsafe.Pointer(&bufs[i][0]))
+	}
+	cerr := c.call("nvrtcCompileProgram", prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
+	if cerr != nil {
+		return nil, &CompileError{Name: name, Arch: arch, Log: c.log(prog) + "\n" + cerr.Error()}
+	}
+	var n uint64
+	if err := c.call("nvrtcGetCUBINSize", prog, uintptr(unsafe.Pointer(&n))); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("nvrtc: %s produced an empty cubin (is %q a real architecture, not compute_XX?)", name, arch)
+	}
+	cubin := make([]byte, n)
+	if err := c.call("nvrtcGetCUBIN", prog, uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
+		return nil, err
+	}
+	return cubin, nil
+}
+
+func (c *Compiler) log(prog uintptr) string {
+	var n uint64
+	if c.call("nvrtcGetProgramLogSize", prog, uintptr(unsafe.Pointer(&n))) != nil || n <= 1 {
+		return ""
+	}
+	b := make([]byte, n)
+	if c.call("nvrtcGetProgramLog", prog, uintptr(unsafe.Pointer(&b[0]))) != nil {
+		return ""
+	}
+	return strings.TrimRight(string(b), "\x00")
+}
+
+// CacheDir is where CompileCached keeps cubins: $CHORUS_KERNEL_CACHE, or
+// chorus/kernels under the user's cache directory.
+func CacheDir() (string, error) {
+	if d := os.Getenv("CHORUS_KERNEL_CACHE"); d != "" {
+		return d, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(base, "chorus", "kernels"), nil
+}
+
+// Key names a compile result: source, architecture, options and compiler.
+func (c *Compiler) Key(src, arch string, opts ...string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "nvrtc %d.%d\x00%s\x00%s\x00", c.major, c.minor, arch, strings.Join(opts, "\x00"))
+	h.Write([]byte(src))
+	return hex.EncodeToString(h.Sum(nil)[:20])
+}
+
+// CompileCached returns the cubin from the disk cache, or compiles and
+// stores it. Concurrent processes may compile the same kernel at once;
+// each writes a private temporary file and renames it into place, so a
+// reader never sees a partial cubin. A cache that cannot be written is
+// not an error: the cubin is still returned.
+func (c *Compiler) CompileCached(name, src, arch string, opts ...string) ([]byte, bool, error) {
+	dir, err := CacheDir()
+	if err != nil {
+		b, err := c.Compile(name, src, arch, opts...)
+		return b, false, err
+	}
+	path := filepath.Join(dir, c.Key(src, arch, opts...)+"."+arch+".cubin")
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return b, true, nil
+	}
+	b, err := c.Compile(name, src, arch, opts...)
+	if err != nil {
+		return nil, false, err
+	}
+	if os.MkdirAll(dir, 0o755) == nil {
+		if f, err := os.CreateTemp(dir, ".tmp-*"); err == nil {
+			_, werr := f.Write(b)
+			cerr := f.Close()
+			if werr == nil && cerr == nil {
+				_ = os.Rename(f.Name(), path)
+			}
+			os.Remove(f.Name())
+		}
+	}
+	return b, false, nil
+}

@@ -1,0 +1,120 @@
+package nvrtc_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
+)
+
+const addOne = `
+extern "C" __global__ void add_one(float* x, int n) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) x[i] += 1.0f;
+}
+`
+
+func load(t *testing.T) *nvrtc.Compiler {
+	c, err := nvrtc.Load()
+	if err != nil {
+		if !errors.Is(err, nvrtc.ErrNotLoaded) {
+			t.Fatalf("Load: %v", err)
+		}
+		t.Skipf("no NVRTC here: %v", err)
+	}
+	return c
+}
+
+func TestCompileErrorHasLog(t *testing.T) {
+	c := load(t)
+	_, err := c.Compile("broken.cu", "extern \"C\" __global__ void k() { this is not C++; }", "sm_90")
+	var ce *nvrtc.CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "error") {
+		t.Fatalf("compile of junk: %v", err)
+	}
+}
+
+// TestCompileLoadLaunch compiles a kernel for the device's architecture,
+// caches it, loads it with the driver and runs it.
+func TestCompileLoadLaunch(t *testing.T) {
+	c := load(t)
+	d, err := cuda.Load()
+	if err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	if err := d.Init(); err != nil {
+		t.Skipf("cuInit: %v", err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dev, _ := d.DeviceGet(0)
+	major, _ := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMajor)
+	minor, _ := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMinor)
+	arch := fmt.Sprintf("sm_%d%d", major, minor)
+	t.Setenv("CHORUS_KERNEL_CACHE", t.TempDir())
+	cubin, hit, err := c.CompileCached("add_one.cu", addOne, arch)
+	if err != nil || hit {
+		t.Fatalf("first CompileCached: hit=%v err=%v", hit, err)
+	}
+	again, hit, err := c.CompileCached("add_one.cu", addOne, arch)
+	if err != nil || !hit || string(again) != string(cubin) {
+		t.Fatalf("second CompileCached: hit=%v err=%v", hit, err)
+	}
+	ctx, err := d.PrimaryCtxRetain(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.PrimaryCtxRelease(dev)
+	if err := d.SetCurrent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := d.ModuleLoadData(cubin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.ModuleUnload(mod)
+	fn, err := d.ModuleGetFunction(mod, "add_one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	host := make([]float32, n)
+	for i := range host {
+		host[i] = float32(i)
+	}
+	bytes := unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*n)
+	p, err := d.MemAlloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.MemFree(p)
+	if err := d.MemcpyHtoD(p, bytes); err != nil {
+		t.Fatal(err)
+	}
+	arg0, arg1 := p, int32(n)
+	params := []unsafe.Pointer{unsafe.Pointer(&arg0), unsafe.Pointer(&arg1)}
+	if err := d.LaunchKernel(fn, [3]uint32{(n + 255) / 256, 1, 1}, [3]uint32{256, 1, 1}, 0, 0, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CtxSynchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MemcpyDtoH(bytes, p); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range host {
+		if v != float32(i)+1 {
+			t.Fatalf("x[%d] = %v, want %v", i, v, float32(i)+1)
+		}
+	}
+	mj, mn := c.Version()
+	t.Logf("NVRTC %d.%d compiled add_one for %s (%d-byte cubin), launched, correct", mj, mn, arch, len(cubin))
+}
+
+func TestMain(m *testing.M) { os.Exit(m.Run()) }
