@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"internal/leaktest":       0,
 	"internal/shmem":          0,
 	"gpu/cuda":                0,
+	"gpu/nccl":                1,
 	"gpu/nvrtc":               0,
 	"internal/gpuprobe":       0,
 	"value":                   1,
@@ -42,7 +43,7 @@ var layers = map[string]int{
 }
 
 // Only these packages may load GPU libraries.
-var mayImportPurego = map[string]bool{"internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true}
+var mayImportPurego = map[string]bool{"internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true}
 
 func repoRoot(t *testing.T) string {
 	dir, err := filepath.Abs("../..")

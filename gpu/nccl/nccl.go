@@ -1,0 +1,256 @@
+package nccl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/ebitengine/purego"
+)
+
+// ErrNotLoaded: libnccl could not be loaded.
+var ErrNotLoaded = errors.New("nccl: library not loaded")
+
+// UniqueID is ncclUniqueId: 128 opaque bytes made by one rank and given to
+// all.
+type UniqueID [128]byte
+
+// Comm is an ncclComm_t.
+type Comm uintptr
+
+// DataType is ncclDataType_t.
+type DataType int32
+
+const (
+	Int8     DataType = 0
+	Uint8    DataType = 1
+	Int32    DataType = 2
+	Uint32   DataType = 3
+	Int64    DataType = 4
+	Uint64   DataType = 5
+	Float16  DataType = 6
+	Float32  DataType = 7
+	Float64  DataType = 8
+	BFloat16 DataType = 9
+)
+
+// RedOp is ncclRedOp_t.
+type RedOp int32
+
+const (
+	Sum  RedOp = 0
+	Prod RedOp = 1
+	Max  RedOp = 2
+	Min  RedOp = 3
+	Avg  RedOp = 4
+)
+
+// DTypeOf maps a chorus dtype to NCCL's.
+func DTypeOf(dt tensor.DType) (DataType, error) {
+	switch dt {
+	case tensor.Int8:
+		return Int8, nil
+	case tensor.Uint8:
+		return Uint8, nil
+	case tensor.Int32:
+		return Int32, nil
+	case tensor.Int64:
+		return Int64, nil
+	case tensor.Float16:
+		return Float16, nil
+	case tensor.Float32:
+		return Float32, nil
+	case tensor.Float64:
+		return Float64, nil
+	case tensor.BFloat16:
+		return BFloat16, nil
+	}
+	return 0, fmt.Errorf("nccl: no NCCL data type for %s", dt)
+}
+
+// Error is a failed NCCL call.
+type Error struct {
+	Func string
+	Code int
+	Msg  string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("nccl: %s: %s (%d)", e.Func, e.Msg, e.Code) }
+
+// Lib is a loaded libnccl.
+type Lib struct {
+	fn map[string]uintptr
+	// hot paths
+	allReduce, groupStart, groupEnd, send, recv uintptr
+}
+
+var symbols = []string{
+	"ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommSplit", "ncclCommDestroy",
+	"ncclCommAbort", "ncclCommFinalize", "ncclCommGetAsyncError", "ncclCommCount", "ncclCommCuDevice",
+	"ncclCommUserRank", "ncclGetErrorString", "ncclGetLastError",
+	"ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather", "ncclReduceScatter",
+	"ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd",
+}
+
+// Load opens libnccl and resolves every symbol.
+func Load() (*Lib, error) {
+	var lib uintptr
+	var errs []string
+	for _, so := range []string{"libnccl.so.2", "libnccl.so"} {
+		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err == nil {
+			lib = h
+			break
+		}
+		errs = append(errs, err.Error())
+	}
+	if lib == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotLoaded, errs[0])
+	}
+	l := &Lib{fn: map[string]uintptr{}}
+	var missing []string
+	for _, s := range symbols {
+		p, err := purego.Dlsym(lib, s)
+		if err != nil || p == 0 {
+			missing = append(missing, s)
+			continue
+		}
+		l.fn[s] = p
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: libnccl lacks %s", ErrNotLoaded, strings.Join(missing, ", "))
+	}
+	l.allReduce, l.groupStart, l.groupEnd = l.fn["ncclAllReduce"], l.fn["ncclGroupStart"], l.fn["ncclGroupEnd"]
+	l.send, l.recv = l.fn["ncclSend"], l.fn["ncclRecv"]
+	return l, nil
+}
+
+func (l *Lib) call(name string, args ...uintptr) error { return l.check(name, l.fn[name], args...) }
+
+func (l *Lib) check(name string, fn uintptr, args ...uintptr) error {
+	r, _, _ := purego.SyscallN(fn, args...)
+	if int32(r) == 0 {
+		return nil
+	}
+	msg := "unknown error"
+	if p, _, _ := purego.SyscallN(l.fn["ncclGetErrorString"], r); p != 0 {
+		msg = cString(p)
+	}
+	return &Error{Func: name, Code: int(int32(r)), Msg: msg}
+}
+
+func cString(p uintptr) string {
+	start := *(*unsafe.Pointer)(unsafe.Pointer(&p))
+	var b []byte
+	for q := start; *(*byte)(q) != 0 && len(b) < 4096; q = unsafe.Add(q, 1) {
+		b = append(b, *(*byte)(q))
+	}
+	return string(b)
+}
+
+// Version is ncclGetVersion's number (e.g. 22803 for 2.28.3).
+func (l *Lib) Version() (int, error) {
+	var v int32
+	err := l.call("ncclGetVersion", uintptr(unsafe.Pointer(&v)))
+	return int(v), err
+}
+
+// GetUniqueID makes a new communicator id (on one rank or the controller).
+func (l *Lib) GetUniqueID() (UniqueID, error) {
+	var id UniqueID
+	err := l.call("ncclGetUniqueId", uintptr(unsafe.Pointer(&id)))
+	return id, err
+}
+
+// CommInitRank joins rank of nranks. The CUDA context of the device must
+// be current on the calling thread. The unique id is passed by value: a
+// 128-byte struct goes on the stack under the System V AMD64 ABI, after
+// the register arguments (comm, nranks, rank), so the call fills the
+// remaining register slots and then passes the id as 16 stack words.
+func (l *Lib) CommInitRank(nranks int, id UniqueID, rank int) (Comm, error) {
+	var c Comm
+	args := []uintptr{uintptr(unsafe.Pointer(&c)), uintptr(nranks), uintptr(rank), 0, 0, 0}
+	for i := 0; i < len(id); i += 8 {
+		args = append(args, uintptr(binary.LittleEndian.Uint64(id[i:])))
+	}
+	err := l.call("ncclCommInitRank", args...)
+	return c, err
+}
+
+// CommSplit makes a sub-communicator of the ranks with the same color,
+// ordered by key (NCCL_SPLIT_NOCOLOR = -1 leaves).
+func (l *Lib) CommSplit(c Comm, color, key int) (Comm, error) {
+	var out Comm
+	err := l.call("ncclCommSplit", uintptr(c), uintptr(int64(color)), uintptr(int64(key)), uintptr(unsafe.Pointer(&out)), 0)
+	return out, err
+}
+
+func (l *Lib) CommDestroy(c Comm) error  { return l.call("ncclCommDestroy", uintptr(c)) }
+func (l *Lib) CommAbort(c Comm) error    { return l.call("ncclCommAbort", uintptr(c)) }
+func (l *Lib) CommFinalize(c Comm) error { return l.call("ncclCommFinalize", uintptr(c)) }
+
+// AsyncError returns the communicator's asynchronous error state (nil
+// while healthy; ncclInProgress shows as an *Error with code 7).
+func (l *Lib) AsyncError(c Comm) error {
+	var res int32
+	if err := l.call("ncclCommGetAsyncError", uintptr(c), uintptr(unsafe.Pointer(&res))); err != nil {
+		return err
+	}
+	if res == 0 {
+		return nil
+	}
+	msg := "unknown"
+	if p, _, _ := purego.SyscallN(l.fn["ncclGetErrorString"], uintptr(res)); p != 0 {
+		msg = cString(p)
+	}
+	return &Error{Func: "async", Code: int(res), Msg: msg}
+}
+
+func (l *Lib) intQuery(name string, c Comm) (int, error) {
+	var v int32
+	err := l.call(name, uintptr(c), uintptr(unsafe.Pointer(&v)))
+	return int(v), err
+}
+
+func (l *Lib) Count(c Comm) (int, error)    { return l.intQuery("ncclCommCount", c) }
+func (l *Lib) CuDevice(c Comm) (int, error) { return l.intQuery("ncclCommCuDevice", c) }
+func (l *Lib) UserRank(c Comm) (int, error) { return l.intQuery("ncclCommUserRank", c) }
+
+// Collectives: buffers are device addresses, count is in elements, stream
+// is a CUstream (0 for the legacy default stream).
+
+func (l *Lib) AllReduce(send, recv uint64, count int64, dt DataType, op RedOp, c Comm, stream uintptr) error {
+	return l.check("ncclAllReduce", l.allReduce, uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(op), uintptr(c), stream)
+}
+
+func (l *Lib) Broadcast(send, recv uint64, count int64, dt DataType, root int, c Comm, stream uintptr) error {
+	return l.call("ncclBroadcast", uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(root), uintptr(c), stream)
+}
+
+func (l *Lib) Reduce(send, recv uint64, count int64, dt DataType, op RedOp, root int, c Comm, stream uintptr) error {
+	return l.call("ncclReduce", uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(op), uintptr(root), uintptr(c), stream)
+}
+
+// AllGather: sendCount elements per rank.
+func (l *Lib) AllGather(send, recv uint64, sendCount int64, dt DataType, c Comm, stream uintptr) error {
+	return l.call("ncclAllGather", uintptr(send), uintptr(recv), uintptr(sendCount), uintptr(dt), uintptr(c), stream)
+}
+
+// ReduceScatter: recvCount elements per rank.
+func (l *Lib) ReduceScatter(send, recv uint64, recvCount int64, dt DataType, op RedOp, c Comm, stream uintptr) error {
+	return l.call("ncclReduceScatter", uintptr(send), uintptr(recv), uintptr(recvCount), uintptr(dt), uintptr(op), uintptr(c), stream)
+}
+
+func (l *Lib) Send(buf uint64, count int64, dt DataType, peer int, c Comm, stream uintptr) error {
+	return l.check("ncclSend", l.send, uintptr(buf), uintptr(count), uintptr(dt), uintptr(peer), uintptr(c), stream)
+}
+
+func (l *Lib) Recv(buf uint64, count int64, dt DataType, peer int, c Comm, stream uintptr) error {
+	return l.check("ncclRecv", l.recv, uintptr(buf), uintptr(count), uintptr(dt), uintptr(peer), uintptr(c), stream)
+}
+
+func (l *Lib) GroupStart() error { return l.check("ncclGroupStart", l.groupStart) }
+func (l *Lib) GroupEnd() error   { return l.check("ncclGroupEnd", l.groupEnd) }
