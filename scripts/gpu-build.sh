@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Build, on a CPU machine, everything scripts/gpu-check.sh runs on a GPU
+# machine: the chorus CLI and one test binary per GPU package, all with
+# CGO_ENABLED=0 (the GPU machines have no Go toolchain).
+# Usage: scripts/gpu-build.sh [dir]   (default .carry/gpu; carry that folder)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-.carry/gpu}
+mkdir -p "$dir"
+export CGO_ENABLED=0
+go build -o "$dir/chorus" ./cmd/chorus
+for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl; do
+  go test -c -o "$dir/$(basename "$pkg").test" "$pkg"
+done
+cp scripts/gpu-check.sh "$dir/"
+echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run every GPU test binary built by scripts/gpu-build.sh, on a GPU
+# machine, and write the logs to a folder.
+# Usage: gpu-check.sh BINDIR OUTDIR
+# NVLink multicast stays off (it can take a shared host's GPUs down).
+set -uo pipefail
+bin=${1:?usage: gpu-check.sh BINDIR OUTDIR}
+out=${2:?usage: gpu-check.sh BINDIR OUTDIR}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export CHORUS_KERNEL_CACHE="$out/kernel-cache"
+{
+  date -u
+  nvidia-smi -L || true
+  "$bin/chorus" info
+} 2>&1 | tee "$out/info.log"
+rc=0
+for t in "$bin"/*.test; do
+  name=$(basename "$t" .test)
+  echo "== $name"
+  if "$t" -test.v -test.count=1 >"$out/$name.log" 2>&1; then
+    echo "   PASS ($(grep -c '^--- PASS' "$out/$name.log") passed, $(grep -c '^--- SKIP' "$out/$name.log") skipped)"
+  else
+    rc=1
+    echo "   FAIL"; grep -E '^\s*(--- FAIL|.*_test.go:[0-9]+:)' "$out/$name.log" | head -20
+  fi
+done
+exit $rc
