@@ -214,7 +214,7 @@ func init() {
 func TestCCLTimeoutInSession(t *testing.T) {
 	forKinds(t, 3, 1, func(t *testing.T, s *session.Session) {
 		ctx := bg(t)
-		if err := s.InitCCL(ctx, "cpu", 300*time.Millisecond); err != nil {
+		if err := s.InitCCL(ctx, "cpu", time.Second); err != nil {
 			t.Fatal(err)
 		}
 		f := mustFunc(t, s, "ccltest.allreduce_unless")
