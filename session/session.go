@@ -361,9 +361,7 @@ func (s *Session) absorb(r *wire.Reply) {
 			s.notice[w] = &noticeState{err: r.Errors[0]}
 		}
 	case wire.ActReply:
-		for _, e := range s.replyErrors(r) {
-			s.stash = append(s.stash, e)
-		}
+		s.stash = append(s.stash, s.replyErrors(r)...)
 	}
 }
 

@@ -286,10 +286,11 @@ func TestBadLocalArguments(t *testing.T) {
 			return c.AllReduce(ctx, send, recv, reduce.Sum)
 		}},
 		{"allreduce/partial-overlap", lastRank, func(ctx context.Context, c ccl.Comm, bad bool, snap *snapshot) error {
-			send, recv := overlapping(k, k, 0)
+			var send, recv *tensor.Tensor
 			if bad {
 				send, recv = overlapping(k, k, 2)
 			} else {
+				send, _ = overlapping(k, k, 0)
 				recv = f32(k)
 			}
 			snap.add(send, recv)

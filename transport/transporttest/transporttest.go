@@ -166,11 +166,11 @@ func sendFrames(c transport.Conn, seed uint64, sizes []int) error {
 		f := buf[:n]
 		fill(f, seed, i)
 		if err := c.Send(f); err != nil {
-			return fmt.Errorf("Send frame %d (%d bytes): %w", i, n, err)
+			return fmt.Errorf("send frame %d (%d bytes): %w", i, n, err)
 		}
 		if r.IntN(3) == 0 {
 			if err := c.Flush(); err != nil {
-				return fmt.Errorf("Flush after frame %d: %w", i, err)
+				return fmt.Errorf("flush after frame %d: %w", i, err)
 			}
 		}
 	}
@@ -186,7 +186,7 @@ func recvFrames(c transport.Conn, seed uint64, sizes []int) error {
 	for i, n := range sizes {
 		got, err := c.Recv(context.Background())
 		if err != nil {
-			return fmt.Errorf("Recv frame %d (%d bytes): %w", i, n, err)
+			return fmt.Errorf("recv frame %d (%d bytes): %w", i, n, err)
 		}
 		if err := checkFrame(got, n, seed, i, &scratch); err != nil {
 			return err
@@ -199,17 +199,6 @@ func recvFrames(c transport.Conn, seed uint64, sizes []int) error {
 func transfer(src, dst transport.Conn, seed uint64, sizes []int) (send, recv <-chan error) {
 	return goAsync(func() error { return sendFrames(src, seed, sizes) }),
 		goAsync(func() error { return recvFrames(dst, seed, sizes) })
-}
-
-func mustTransfer(t *testing.T, src, dst transport.Conn, seed uint64, sizes []int) {
-	t.Helper()
-	s, r := transfer(src, dst, seed, sizes)
-	if err := await(t, "send", s); err != nil {
-		t.Error(err)
-	}
-	if err := await(t, "recv", r); err != nil {
-		t.Error(err)
-	}
 }
 
 // sizeEdges are frame sizes around common buffer and ring sizes.
