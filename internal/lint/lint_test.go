@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"internal/shmem":          0,
 	"gpu/cuda":                0,
 	"gpu/nccl":                1,
+	"gpu/device":              1,
 	"gpu/nvrtc":               0,
 	"internal/gpuprobe":       0,
 	"value":                   1,

@@ -1,0 +1,158 @@
+package device_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/internal/leaktest"
+)
+
+// devices returns the fake and, when a GPU is present, CUDA device 0.
+func devices(t *testing.T) map[string]device.Device {
+	out := map[string]device.Device{"fake": device.NewFake(0, 64<<20)}
+	if d, err := cuda.Load(); err == nil && d.Init() == nil {
+		c, err := device.OpenCUDA(d, 0)
+		if err != nil {
+			t.Fatalf("OpenCUDA: %v", err)
+		}
+		out["cuda"] = c
+	} else {
+		t.Logf("no GPU: testing the fake only")
+	}
+	return out
+}
+
+func TestDeviceContract(t *testing.T) {
+	leaktest.Check(t)
+	for name, dev := range devices(t) {
+		t.Run(name, func(t *testing.T) {
+			defer dev.Close()
+			const n = 1 << 20
+			a, err := dev.Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := dev.Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := make([]byte, n)
+			for i := range src {
+				src[i] = byte(i*31 + 7)
+			}
+			if err := dev.CopyIn(a, 0, src); err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.Memset(b, 0, 0xEE, n); err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.Copy(b, 100, a, 200, 1000); err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, n)
+			if err := dev.CopyOut(got, b, 0); err != nil {
+				t.Fatal(err)
+			}
+			want := bytes.Repeat([]byte{0xEE}, n)
+			copy(want[100:1100], src[200:1200])
+			if !bytes.Equal(got, want) {
+				t.Fatal("memset + device copy + copy out gave wrong bytes")
+			}
+			part := make([]byte, 10)
+			if err := dev.CopyOut(part, a, n-10); err != nil || !bytes.Equal(part, src[n-10:]) {
+				t.Fatalf("copy out at an offset: %v", err)
+			}
+			// Bounds are checked before anything reaches the device.
+			if err := dev.CopyIn(a, n-1, []byte{1, 2}); err == nil {
+				t.Error("CopyIn past the end succeeded")
+			}
+			if err := dev.Copy(b, -1, a, 0, 1); err == nil {
+				t.Error("negative offset accepted")
+			}
+			if free, total, err := dev.MemInfo(); err != nil || free > total || total <= 0 {
+				t.Errorf("MemInfo = %d, %d, %v", free, total, err)
+			}
+			for _, x := range []*device.Buffer{a, b} {
+				if err := dev.Free(x); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := dev.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := dev.Alloc(1); !errors.Is(err, device.ErrClosed) {
+				t.Errorf("Alloc after Close: %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+func TestFakeCatchesMisuse(t *testing.T) {
+	f := device.NewFake(3, 1<<20)
+	b, err := f.Alloc(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Free(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CopyIn(b, 0, []byte{1}); err == nil {
+		t.Error("use after free not caught")
+	}
+	if _, err := f.Alloc(2 << 20); err == nil {
+		t.Error("allocation beyond capacity succeeded")
+	}
+	other := device.NewFake(4, 1<<20)
+	ob, _ := other.Alloc(10)
+	if err := f.CopyIn(ob, 0, []byte{1}); err == nil {
+		t.Error("a buffer of another device was accepted")
+	}
+}
+
+func TestPool(t *testing.T) {
+	f := device.NewFake(0, 1<<20)
+	p := device.NewPool(f)
+	a, err := p.Get(1000) // class 1024
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size() != 1024 {
+		t.Errorf("class of 1000 bytes = %d, want 1024", a.Size())
+	}
+	if err := p.Put(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Put(a); err == nil {
+		t.Error("double Put accepted")
+	}
+	b, _ := p.Get(700) // same class: reused
+	if b != a {
+		t.Error("cached buffer not reused")
+	}
+	st := p.Stats()
+	if st.Allocs != 2 || st.Hits != 1 || st.InUse != 1024 || st.Cached != 0 || st.DeviceMem != 1024 || st.Peak != 1024 {
+		t.Errorf("stats %+v", st)
+	}
+	p.Put(b)
+	// Filling the device: the cache is given back before failing.
+	big, err := p.Get(1 << 20)
+	if err != nil {
+		t.Fatalf("Get of the whole device with a cached buffer: %v", err)
+	}
+	p.Put(big)
+	if err := p.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.DeviceMem != 0 || st.Cached != 0 {
+		t.Errorf("after Release: %+v", st)
+	}
+	if free, total, _ := f.MemInfo(); free != total {
+		t.Errorf("device memory leaked: %d of %d free", free, total)
+	}
+}
