@@ -9,7 +9,7 @@ dir=${1:-.carry/gpu}
 mkdir -p "$dir"
 export CGO_ENABLED=0
 go build -o "$dir/chorus" ./cmd/chorus
-for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device; do
+for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./session; do
   go test -c -o "$dir/$(basename "$pkg").test" "$pkg"
 done
 cp scripts/gpu-check.sh "$dir/"

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/worker"
@@ -72,6 +74,29 @@ func init() {
 	registry.MustRegisterTyped("test.echo", func(v any) any { return v })
 	registry.MustRegisterTyped("test.describe", func(args ...any) string { return strings.TrimSuffix(fmt.Sprintln(args...), "\n") })
 	registry.MustRegisterTyped("test.opaque", func() any { return struct{ X int }{1} })
+	registry.MustRegisterTyped("test.mem_free", func(env registry.Env) (int64, error) {
+		d, err := cuda.Load()
+		if err != nil {
+			return 0, err
+		}
+		// The worker's device thread has the context; this one needs it too.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		dev, err := d.DeviceGet(env.Device().ID)
+		if err != nil {
+			return 0, err
+		}
+		ctx, err := d.PrimaryCtxRetain(dev)
+		if err != nil {
+			return 0, err
+		}
+		defer d.PrimaryCtxRelease(dev)
+		if err := d.SetCurrent(ctx); err != nil {
+			return 0, err
+		}
+		free, _, err := d.MemGetInfo()
+		return free, err
+	})
 }
 
 func bg(t *testing.T) context.Context {

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/shm"
 	"github.com/chorus-rt/chorus/wire"
@@ -47,6 +46,9 @@ type process struct {
 func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	groups, err := validateCounts(opts.NumWorkers, opts.NumGroups)
 	if err != nil {
+		return nil, err
+	}
+	if err := opts.checkDevices(); err != nil {
 		return nil, err
 	}
 	if opts.Transport == "" {
@@ -154,7 +156,7 @@ func (p *process) start(i, n, groups int, prog string, opts ProcessOptions, life
 		conn = transport.NewStream(os.NewFile(uintptr(fds[0]), fmt.Sprintf("chorus-worker-%d", i)), 0)
 		child = os.NewFile(uintptr(fds[1]), "chorus-transport")
 	}
-	spec := worker.Spec{ID: i, NumWorkers: n, NumGroups: groups, Transport: opts.Transport, Device: tensor.CPUDevice}
+	spec := worker.Spec{ID: i, NumWorkers: n, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i)}
 	cmd := exec.Command(prog, opts.Args...)
 	cmd.Env = append(append(os.Environ(), opts.Env...), worker.EnvSpec+"="+spec.String())
 	cmd.ExtraFiles = []*os.File{lifeline, child} // fds 3 and 4

@@ -25,6 +25,30 @@ type Options struct {
 	// ShutdownGrace bounds how long Shutdown waits for workers before
 	// forcing them (default 5 s).
 	ShutdownGrace time.Duration
+	// DeviceIDs binds worker i to GPU cuda:DeviceIDs[i % len(DeviceIDs)];
+	// empty means every worker works on the host (cpu).
+	DeviceIDs []int
+	// OpenDevice opens the GPUs of a threaded session's workers; nil means
+	// the real CUDA devices (worker.OpenFake gives host-memory fakes).
+	// Process workers use CUDA, or fakes when CHORUS_FAKE_GPU=1.
+	OpenDevice worker.DeviceOpener
+}
+
+func (o Options) checkDevices() error {
+	for _, d := range o.DeviceIDs {
+		if d < 0 {
+			return fmt.Errorf("session: negative device id %d", d)
+		}
+	}
+	return nil
+}
+
+// deviceOf is worker i's device.
+func (o Options) deviceOf(i int) tensor.Device {
+	if len(o.DeviceIDs) == 0 {
+		return tensor.CPUDevice
+	}
+	return tensor.CUDADevice(o.DeviceIDs[i%len(o.DeviceIDs)])
 }
 
 func (o Options) grace() time.Duration {
@@ -54,12 +78,18 @@ func NewThreaded(opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := opts.checkDevices(); err != nil {
+		return nil, err
+	}
 	n := opts.NumWorkers
 	t := &threaded{n: n, done: make(chan struct{})}
 	ws := make([]*worker.Worker, n)
 	for i := range n {
-		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: tensor.CPUDevice, Registry: opts.Registry})
+		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: opts.deviceOf(i), Registry: opts.Registry, OpenDevice: opts.OpenDevice})
 		if err != nil {
+			for _, o := range ws[:i] {
+				o.Close()
+			}
 			return nil, err
 		}
 		ws[i] = w

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/value"
@@ -26,6 +27,9 @@ type Config struct {
 	Device     tensor.Device
 	// Registry is searched after the built-ins; nil means registry.Global.
 	Registry *registry.Registry
+	// OpenDevice binds a cuda:N Device; nil means the real GPU (or a fake
+	// when CHORUS_FAKE_GPU=1).
+	OpenDevice DeviceOpener
 }
 
 // Validate checks the ids and group layout.
@@ -73,6 +77,9 @@ type Worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	dev  device.Device // the bound GPU, when Device is cuda:N
+	pool *device.Pool
+
 	global ccl.Comm // set by chorus.init_ccl
 	group  ccl.Comm // this worker's group, when there are several
 
@@ -96,13 +103,20 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Registry = registry.Global
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Worker{cfg: cfg, groupN: cfg.NumWorkers / cfg.NumGroups, regs: make([]slot, 16), ctx: ctx, cancel: cancel}, nil
+	w := &Worker{cfg: cfg, groupN: cfg.NumWorkers / cfg.NumGroups, regs: make([]slot, 16), ctx: ctx, cancel: cancel}
+	if err := w.openDevice(cfg.OpenDevice); err != nil {
+		cancel()
+		return nil, err
+	}
+	return w, nil
 }
 
 // Close cancels the context functions see and closes communicators.
 func (w *Worker) Close() {
 	w.cancel()
 	w.closeCCL()
+	w.regs = nil
+	w.closeDevice()
 }
 
 // Env implementation.
@@ -126,8 +140,11 @@ func (w *Worker) Alloc(dt tensor.DType, shape tensor.Shape, dev tensor.Device, s
 	if scope == "" {
 		scope = tensor.ScopeGlobal
 	}
+	if dev.Kind == tensor.CUDA {
+		return w.allocDevice(dt, shape, dev, scope)
+	}
 	if dev.Kind != tensor.CPU {
-		return nil, fmt.Errorf("%w: %v (worker %d has no GPU backend)", ErrNoDevice, dev, w.cfg.ID)
+		return nil, fmt.Errorf("%w: %v", ErrNoDevice, dev)
 	}
 	if scope != tensor.ScopeGlobal {
 		return nil, fmt.Errorf("worker %d: no allocator for memory scope %q on %v", w.cfg.ID, scope, dev)
@@ -156,6 +173,12 @@ func (w *Worker) Handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) 
 	case wire.ActCallPacked:
 		w.call(c)
 	case wire.ActSyncWorker, wire.ActPing:
+		if w.dev != nil {
+			// A sync covers the device: queued copies and kernels finish.
+			if err := w.dev.Sync(); err != nil {
+				w.fail(c, "", wire.CodeInternal, err.Error())
+			}
+		}
 		return w.reply(c, nil), nil, false
 	case wire.ActCopyToWorker0:
 		w.copyTo(c)
@@ -353,7 +376,13 @@ func (w *Worker) copyTo(c *wire.Command) {
 		w.fail(c, "", wire.CodeBadReg, fmt.Sprintf("register %d holds a %s, not a tensor", c.Reg, value.Describe(v)))
 		return
 	}
-	if err := copyTensor(dst, src); err != nil {
+	var err error
+	if dst.IsHost() {
+		err = copyTensor(dst, src)
+	} else {
+		err = w.fromHost(dst, src)
+	}
+	if err != nil {
 		w.fail(c, "", wire.CodeBadArgs, err.Error())
 	}
 }
@@ -394,8 +423,12 @@ func (w *Worker) getValue(c *wire.Command) (any, bool) {
 		return nil, false
 	}
 	if t, ok := v.(*tensor.Tensor); ok && !t.IsHost() {
-		w.fail(c, "", wire.CodeInternal, fmt.Sprintf("register %d holds a tensor on %v; copying device tensors needs a GPU backend", c.Reg, t.Device()))
-		return nil, false
+		h, err := w.toHost(t)
+		if err != nil {
+			w.fail(c, "", wire.CodeInternal, fmt.Sprintf("register %d: %v", c.Reg, err))
+			return nil, false
+		}
+		v = h
 	}
 	return v, true
 }

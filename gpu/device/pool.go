@@ -20,11 +20,12 @@ type Stats struct {
 // size class (powers of two from 512 bytes) and reused, because device
 // allocation and free synchronise the device. Release returns the cache.
 type Pool struct {
-	dev   Device
-	mu    sync.Mutex
-	free  map[int64][]*Buffer
-	owned map[*Buffer]bool
-	st    Stats
+	dev    Device
+	mu     sync.Mutex
+	free   map[int64][]*Buffer
+	owned  map[*Buffer]bool
+	st     Stats
+	closed bool
 }
 
 // NewPool wraps dev.
@@ -46,6 +47,10 @@ func (p *Pool) Get(n int64) (*Buffer, error) {
 	}
 	c := sizeClass(n)
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
 	p.st.Allocs++
 	if l := p.free[c]; len(l) > 0 {
 		b := l[len(l)-1]
@@ -85,6 +90,9 @@ func (p *Pool) take(b *Buffer, c int64) {
 func (p *Pool) Put(b *Buffer) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
 	if !p.owned[b] {
 		return fmt.Errorf("device pool: Put of a buffer not handed out by this pool (or put twice)")
 	}
@@ -122,4 +130,32 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.st
+}
+
+// Close frees every buffer, cached or handed out; later Puts are ignored
+// (buffers returned by finalizers after the owner shut down) and Gets fail.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	var all []*Buffer
+	for _, l := range p.free {
+		all = append(all, l...)
+	}
+	for b := range p.owned {
+		all = append(all, b)
+	}
+	p.free, p.owned = map[int64][]*Buffer{}, map[*Buffer]bool{}
+	p.st = Stats{Peak: p.st.Peak, Allocs: p.st.Allocs, Hits: p.st.Hits}
+	p.mu.Unlock()
+	var first error
+	for _, b := range all {
+		if err := p.dev.Free(b); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

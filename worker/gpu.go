@@ -1,0 +1,138 @@
+package worker
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// DeviceOpener opens the GPU a worker is bound to.
+type DeviceOpener func(tensor.Device) (device.Device, error)
+
+// EnvFakeGPU, set to "1" in a worker process's environment, binds workers
+// to host-memory fake GPUs (tests and CI without a GPU).
+const EnvFakeGPU = "CHORUS_FAKE_GPU"
+
+// OpenCUDA opens a real GPU through the CUDA driver.
+func OpenCUDA(d tensor.Device) (device.Device, error) {
+	drv, err := cuda.Load()
+	if err != nil {
+		return nil, err
+	}
+	if err := drv.Init(); err != nil {
+		return nil, err
+	}
+	return device.OpenCUDA(drv, d.ID)
+}
+
+// OpenFake opens a 1 GiB fake GPU in host memory.
+func OpenFake(d tensor.Device) (device.Device, error) { return device.NewFake(d.ID, 1<<30), nil }
+
+func defaultOpener() DeviceOpener {
+	if os.Getenv(EnvFakeGPU) == "1" {
+		return OpenFake
+	}
+	return OpenCUDA
+}
+
+// openDevice binds the worker's GPU, if its device is one.
+func (w *Worker) openDevice(open DeviceOpener) error {
+	if w.cfg.Device.Kind != tensor.CUDA {
+		return nil
+	}
+	if open == nil {
+		open = defaultOpener()
+	}
+	dev, err := open(w.cfg.Device)
+	if err != nil {
+		return fmt.Errorf("worker %d: open %v: %w", w.cfg.ID, w.cfg.Device, err)
+	}
+	w.dev, w.pool = dev, device.NewPool(dev)
+	return nil
+}
+
+func (w *Worker) closeDevice() {
+	if w.dev == nil {
+		return
+	}
+	w.pool.Close()
+	w.dev.Close()
+	w.dev, w.pool = nil, nil
+}
+
+// allocDevice makes a zeroed tensor on the worker's GPU. The memory goes
+// back to the worker's pool once the tensor is unreachable (registers
+// dropped, views gone).
+func (w *Worker) allocDevice(dt tensor.DType, shape tensor.Shape, dev tensor.Device, scope string) (*tensor.Tensor, error) {
+	if w.dev == nil || dev != w.cfg.Device {
+		return nil, fmt.Errorf("%w: %v (worker %d is bound to %v)", ErrNoDevice, dev, w.cfg.ID, w.cfg.Device)
+	}
+	if scope != tensor.ScopeGlobal {
+		return nil, fmt.Errorf("worker %d: no allocator for memory scope %q on %v", w.cfg.ID, scope, dev)
+	}
+	n, err := shape.NumElements()
+	if err != nil {
+		return nil, err
+	}
+	if !dt.Valid() {
+		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
+	}
+	buf, err := w.pool.Get(max(1, n*int64(dt.Size())))
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
+	}
+	if err := w.dev.Memset(buf, 0, 0, buf.Size()); err != nil {
+		w.pool.Put(buf)
+		return nil, err
+	}
+	st := tensor.NewDeviceStorage(dev, scope, buf)
+	t, err := tensor.View(st, 0, dt, shape)
+	if err != nil {
+		w.pool.Put(buf)
+		return nil, err
+	}
+	pool := w.pool
+	runtime.AddCleanup(st, func(b *device.Buffer) { pool.Put(b) }, buf)
+	return t, nil
+}
+
+// deviceBuffer returns the worker-owned buffer behind a GPU tensor.
+func (w *Worker) deviceBuffer(t *tensor.Tensor) (*device.Buffer, error) {
+	b, ok := t.Storage().Buffer().(*device.Buffer)
+	if !ok || w.dev == nil || b.Ordinal() != w.dev.Ordinal() {
+		return nil, fmt.Errorf("worker %d: tensor on %v is not in this worker's device memory", w.cfg.ID, t.Device())
+	}
+	return b, nil
+}
+
+// toHost copies a GPU tensor into a new host tensor.
+func (w *Worker) toHost(t *tensor.Tensor) (*tensor.Tensor, error) {
+	b, err := w.deviceBuffer(t)
+	if err != nil {
+		return nil, err
+	}
+	h, err := tensor.New(t.DType(), t.Shape())
+	if err != nil {
+		return nil, err
+	}
+	if err := w.dev.CopyOut(h.Bytes(), b, t.Offset()); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// fromHost copies a host tensor into a GPU tensor of the same layout.
+func (w *Worker) fromHost(dst, src *tensor.Tensor) error {
+	if !tensor.SameLayout(dst, src) {
+		return fmt.Errorf("layout mismatch: destination %s%v, source %s%v", dst.DType(), dst.Shape(), src.DType(), src.Shape())
+	}
+	b, err := w.deviceBuffer(dst)
+	if err != nil {
+		return err
+	}
+	return w.dev.CopyIn(b, dst.Offset(), src.Bytes())
+}
