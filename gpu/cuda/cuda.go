@@ -117,10 +117,19 @@ func Load() (*Driver, error) {
 
 // call invokes a resolved entry point and turns a non-zero CUresult into
 // an *Error.
+//
+// The uintptrescapes directive makes every pointer converted to uintptr in a call
+// expression of call (or check) live on the heap and stay alive until the
+// call returns, so the driver never writes to a stack that moved. Every
+// caller converts pointers in the call expression itself; a pointer
+// converted earlier needs runtime.KeepAlive and heap memory.
+//
+//go:uintptrescapes
 func (d *Driver) call(name string, args ...uintptr) error {
 	return d.check(name, d.fn[name], args...)
 }
 
+//go:uintptrescapes
 func (d *Driver) check(name string, fn uintptr, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(fn, args...)
 	if int32(r) == 0 {
@@ -263,19 +272,12 @@ func (d *Driver) MemGetInfo() (free, total int64, err error) {
 	return int64(f), int64(t), err
 }
 
-func ptr(b []byte) uintptr {
-	if len(b) == 0 {
-		return 0
-	}
-	return uintptr(unsafe.Pointer(&b[0]))
-}
-
 func (d *Driver) MemcpyHtoD(dst DevicePtr, src []byte) error {
-	return d.call("cuMemcpyHtoD_v2", uintptr(dst), ptr(src), uintptr(len(src)))
+	return d.call("cuMemcpyHtoD_v2", uintptr(dst), uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)))
 }
 
 func (d *Driver) MemcpyDtoH(dst []byte, src DevicePtr) error {
-	return d.call("cuMemcpyDtoH_v2", ptr(dst), uintptr(src), uintptr(len(dst)))
+	return d.call("cuMemcpyDtoH_v2", uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(src), uintptr(len(dst)))
 }
 
 func (d *Driver) MemcpyDtoD(dst, src DevicePtr, bytes int64) error {
@@ -285,11 +287,11 @@ func (d *Driver) MemcpyDtoD(dst, src DevicePtr, bytes int64) error {
 // MemcpyHtoDAsync: src must stay alive and unchanged until the stream
 // reaches the copy (pinned memory makes it truly asynchronous).
 func (d *Driver) MemcpyHtoDAsync(dst DevicePtr, src []byte, s Stream) error {
-	return d.check("cuMemcpyHtoDAsync_v2", d.memcpyHtoDAsync, uintptr(dst), ptr(src), uintptr(len(src)), uintptr(s))
+	return d.check("cuMemcpyHtoDAsync_v2", d.memcpyHtoDAsync, uintptr(dst), uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)), uintptr(s))
 }
 
 func (d *Driver) MemcpyDtoHAsync(dst []byte, src DevicePtr, s Stream) error {
-	return d.check("cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync, ptr(dst), uintptr(src), uintptr(len(dst)), uintptr(s))
+	return d.check("cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(src), uintptr(len(dst)), uintptr(s))
 }
 
 func (d *Driver) MemcpyDtoDAsync(dst, src DevicePtr, bytes int64, s Stream) error {
@@ -318,14 +320,14 @@ func (d *Driver) ModuleLoadData(image []byte) (Module, error) {
 		return 0, errors.New("cuda: ModuleLoadData: empty image")
 	}
 	var m Module
-	err := d.call("cuModuleLoadData", uintptr(unsafe.Pointer(&m)), ptr(image))
+	err := d.call("cuModuleLoadData", uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))))
 	return m, err
 }
 
 func (d *Driver) ModuleGetFunction(m Module, name string) (Function, error) {
 	cname := append([]byte(name), 0)
 	var f Function
-	err := d.call("cuModuleGetFunction", uintptr(unsafe.Pointer(&f)), uintptr(m), ptr(cname))
+	err := d.call("cuModuleGetFunction", uintptr(unsafe.Pointer(&f)), uintptr(m), uintptr(unsafe.Pointer(unsafe.SliceData(cname))))
 	return f, err
 }
 
@@ -334,14 +336,10 @@ func (d *Driver) ModuleUnload(m Module) error { return d.call("cuModuleUnload", 
 // LaunchKernel launches f; params holds pointers to each argument value
 // (the driver's kernelParams array), which must stay alive for the call.
 func (d *Driver) LaunchKernel(f Function, grid, block [3]uint32, shared uint32, s Stream, params []unsafe.Pointer) error {
-	var pp uintptr
-	if len(params) > 0 {
-		pp = uintptr(unsafe.Pointer(&params[0]))
-	}
 	return d.check("cuLaunchKernel", d.launch, uintptr(f),
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
-		uintptr(shared), uintptr(s), pp, 0)
+		uintptr(shared), uintptr(s), uintptr(unsafe.Pointer(unsafe.SliceData(params))), 0)
 }
 
 func (d *Driver) IpcGetMemHandle(p DevicePtr) (IpcMemHandle, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -128,8 +129,12 @@ func Load() (*Lib, error) {
 	return l, nil
 }
 
+// call and check: see cuda.Driver.call for why go:uintptrescapes matters.
+//
+//go:uintptrescapes
 func (l *Lib) call(name string, args ...uintptr) error { return l.check(name, l.fn[name], args...) }
 
+//go:uintptrescapes
 func (l *Lib) check(name string, fn uintptr, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(fn, args...)
 	if int32(r) == 0 {
@@ -171,13 +176,14 @@ func (l *Lib) GetUniqueID() (UniqueID, error) {
 // the register arguments (comm, nranks, rank), so the call fills the
 // remaining register slots and then passes the id as 16 stack words.
 func (l *Lib) CommInitRank(nranks int, id UniqueID, rank int) (Comm, error) {
-	var c Comm
-	args := []uintptr{uintptr(unsafe.Pointer(&c)), uintptr(nranks), uintptr(rank), 0, 0, 0}
+	c := new(Comm) // heap: its address travels as an integer below
+	args := []uintptr{uintptr(unsafe.Pointer(c)), uintptr(nranks), uintptr(rank), 0, 0, 0}
 	for i := 0; i < len(id); i += 8 {
 		args = append(args, uintptr(binary.LittleEndian.Uint64(id[i:])))
 	}
 	err := l.call("ncclCommInitRank", args...)
-	return c, err
+	runtime.KeepAlive(c)
+	return *c, err
 }
 
 // CommSplit makes a sub-communicator of the ranks with the same color,

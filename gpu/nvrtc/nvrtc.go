@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"unsafe"
 
@@ -81,6 +82,9 @@ func Load() (*Compiler, error) {
 // Version is NVRTC's major and minor version.
 func (c *Compiler) Version() (int, int) { return c.major, c.minor }
 
+// call: see cuda.Driver.call for why go:uintptrescapes matters here.
+//
+//go:uintptrescapes
 func (c *Compiler) call(name string, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(c.fn[name], args...)
 	if int32(r) == 0 {
@@ -123,6 +127,7 @@ func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, erro
 		ptrs[i] = uintptr(unsafe.Pointer(&bufs[i][0]))
 	}
 	cerr := c.call("nvrtcCompileProgram", prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
+	runtime.KeepAlive(bufs) // ptrs holds their addresses as integers
 	if cerr != nil {
 		return nil, &CompileError{Name: name, Arch: arch, Log: c.log(prog) + "\n" + cerr.Error()}
 	}
