@@ -290,8 +290,8 @@ func (p *process) recv(ctx context.Context, w int) (*wire.Reply, error) {
 }
 
 // poll reads a message from worker w if the transport can tell that one
-// has arrived (shared memory can; a stream cannot without a system call,
-// so its notices wait for the next read of that worker).
+// has arrived (shared memory by looking at the ring, a stream with a
+// zero-timeout ppoll).
 func (p *process) poll(w int) (*wire.Reply, error) {
 	pc, ok := p.ws[w].conn.(transport.Poller)
 	if !ok || p.lost() != nil || !pc.Pending() {

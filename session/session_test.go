@@ -472,11 +472,10 @@ func TestBadOptions(t *testing.T) {
 	}
 }
 
-// A failure announced by one worker reaches a sync of another worker
-// (threaded and shared-memory sessions can see notices without reading
-// that worker's connection; a stream cannot).
+// A failure announced by one worker reaches a sync of another worker:
+// every transport can tell, without blocking, that a notice is waiting.
 func TestNoticeReachesSyncOfAnotherWorker(t *testing.T) {
-	for _, k := range kinds[:2] {
+	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			leaktest.Check(t)
 			s := k.start(t, 2, 1)
