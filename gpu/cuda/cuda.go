@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/chorus-rt/chorus/internal/dl"
 	"github.com/ebitengine/purego"
 )
 
@@ -55,8 +56,7 @@ func (e *Error) Error() string {
 
 // Driver holds the resolved entry points.
 type Driver struct {
-	lib uintptr
-	fn  map[string]uintptr
+	fn map[string]uintptr
 	// hot paths, cached
 	launch, memcpyHtoDAsync, memcpyDtoHAsync, streamSync, eventRecord uintptr
 }
@@ -84,31 +84,16 @@ var sonames = []string{"libcuda.so.1", "libcuda.so"}
 // Load opens the driver and resolves every symbol; the error lists all
 // that are missing. It does not call cuInit.
 func Load() (*Driver, error) {
-	var lib uintptr
-	var errs []string
-	for _, so := range sonames {
-		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil {
-			lib = h
-			break
+	lib, err := dl.Open("CUDA driver", sonames, symbols)
+	if err != nil {
+		if errors.Is(err, dl.ErrNotFound) {
+			return nil, fmt.Errorf("%w: no CUDA driver found (%v)", ErrNotLoaded, err)
 		}
-		errs = append(errs, err.Error())
+		return nil, fmt.Errorf("%w: %v", ErrNotLoaded, err)
 	}
-	if lib == 0 {
-		return nil, fmt.Errorf("%w: no CUDA driver found (%s)", ErrNotLoaded, strings.Join(errs, "; "))
-	}
-	d := &Driver{lib: lib, fn: make(map[string]uintptr, len(symbols))}
-	var missing []string
-	for _, s := range symbols {
-		p, err := purego.Dlsym(lib, s)
-		if err != nil || p == 0 {
-			missing = append(missing, s)
-			continue
-		}
-		d.fn[s] = p
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: libcuda lacks %s", ErrNotLoaded, strings.Join(missing, ", "))
+	d := &Driver{fn: make(map[string]uintptr, len(symbols))}
+	for _, name := range symbols {
+		d.fn[name] = lib.Sym(name)
 	}
 	d.launch, d.memcpyHtoDAsync, d.memcpyDtoHAsync = d.fn["cuLaunchKernel"], d.fn["cuMemcpyHtoDAsync_v2"], d.fn["cuMemcpyDtoHAsync_v2"]
 	d.streamSync, d.eventRecord = d.fn["cuStreamSynchronize"], d.fn["cuEventRecord"]
@@ -140,23 +125,15 @@ func (d *Driver) check(name string, fn uintptr, args ...uintptr) error {
 
 func (d *Driver) errorOf(fn string, code int) error {
 	e := &Error{Func: fn, Code: code, Name: "CUDA_ERROR_UNKNOWN", Msg: "unknown error"}
-	var p *byte
-	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorName"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != nil {
-		e.Name = cString(p)
+	var p uintptr
+	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorName"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != 0 {
+		e.Name = dl.CString(p)
 	}
-	p = nil
-	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorString"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != nil {
-		e.Msg = cString(p)
+	p = 0
+	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorString"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != 0 {
+		e.Msg = dl.CString(p)
 	}
 	return e
-}
-
-func cString(p *byte) string {
-	var b []byte
-	for q := unsafe.Pointer(p); *(*byte)(q) != 0 && len(b) < 4096; q = unsafe.Add(q, 1) {
-		b = append(b, *(*byte)(q))
-	}
-	return string(b)
 }
 
 func (d *Driver) Init() error { return d.call("cuInit", 0) }
@@ -184,7 +161,8 @@ func (d *Driver) DeviceName(dev Device) (string, error) {
 	if err := d.call("cuDeviceGetName", uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev)); err != nil {
 		return "", err
 	}
-	return cString(&buf[0]), nil
+	name, _, _ := strings.Cut(string(buf), "\x00")
+	return name, nil
 }
 
 func (d *Driver) DeviceAttribute(dev Device, attr int) (int, error) {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"unsafe"
 
+	"github.com/chorus-rt/chorus/internal/dl"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/ebitengine/purego"
 )
@@ -98,31 +98,13 @@ var symbols = []string{
 
 // Load opens libnccl and resolves every symbol.
 func Load() (*Lib, error) {
-	var lib uintptr
-	var errs []string
-	for _, so := range []string{"libnccl.so.2", "libnccl.so"} {
-		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil {
-			lib = h
-			break
-		}
-		errs = append(errs, err.Error())
-	}
-	if lib == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNotLoaded, errs[0])
+	lib, err := dl.Open("NCCL", []string{"libnccl.so.2", "libnccl.so"}, symbols)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotLoaded, err)
 	}
 	l := &Lib{fn: map[string]uintptr{}}
-	var missing []string
-	for _, s := range symbols {
-		p, err := purego.Dlsym(lib, s)
-		if err != nil || p == 0 {
-			missing = append(missing, s)
-			continue
-		}
-		l.fn[s] = p
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: libnccl lacks %s", ErrNotLoaded, strings.Join(missing, ", "))
+	for _, name := range symbols {
+		l.fn[name] = lib.Sym(name)
 	}
 	l.allReduce, l.groupStart, l.groupEnd = l.fn["ncclAllReduce"], l.fn["ncclGroupStart"], l.fn["ncclGroupEnd"]
 	l.send, l.recv = l.fn["ncclSend"], l.fn["ncclRecv"]
@@ -142,18 +124,9 @@ func (l *Lib) check(name string, fn uintptr, args ...uintptr) error {
 	}
 	msg := "unknown error"
 	if p, _, _ := purego.SyscallN(l.fn["ncclGetErrorString"], r); p != 0 {
-		msg = cString(p)
+		msg = dl.CString(p)
 	}
 	return &Error{Func: name, Code: int(int32(r)), Msg: msg}
-}
-
-func cString(p uintptr) string {
-	start := *(*unsafe.Pointer)(unsafe.Pointer(&p))
-	var b []byte
-	for q := start; *(*byte)(q) != 0 && len(b) < 4096; q = unsafe.Add(q, 1) {
-		b = append(b, *(*byte)(q))
-	}
-	return string(b)
 }
 
 // Version is ncclGetVersion's number (e.g. 22803 for 2.28.3).
@@ -210,7 +183,7 @@ func (l *Lib) AsyncError(c Comm) error {
 	}
 	msg := "unknown"
 	if p, _, _ := purego.SyscallN(l.fn["ncclGetErrorString"], uintptr(res)); p != 0 {
-		msg = cString(p)
+		msg = dl.CString(p)
 	}
 	return &Error{Func: "async", Code: int(res), Msg: msg}
 }

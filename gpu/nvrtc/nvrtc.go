@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/chorus-rt/chorus/internal/dl"
 	"github.com/ebitengine/purego"
 )
 
@@ -45,31 +46,13 @@ var sonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/
 // Load opens libnvrtc and resolves every symbol; the error names what is
 // missing.
 func Load() (*Compiler, error) {
-	var lib uintptr
-	var errs []string
-	for _, so := range sonames {
-		h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil {
-			lib = h
-			break
-		}
-		errs = append(errs, err.Error())
-	}
-	if lib == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNotLoaded, errs[0])
+	lib, err := dl.Open("NVRTC", sonames, symbols)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotLoaded, err)
 	}
 	c := &Compiler{fn: map[string]uintptr{}}
-	var missing []string
-	for _, s := range symbols {
-		p, err := purego.Dlsym(lib, s)
-		if err != nil || p == 0 {
-			missing = append(missing, s)
-			continue
-		}
-		c.fn[s] = p
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("%w: libnvrtc lacks %s", ErrNotLoaded, strings.Join(missing, ", "))
+	for _, name := range symbols {
+		c.fn[name] = lib.Sym(name)
 	}
 	var major, minor int32
 	if err := c.call("nvrtcVersion", uintptr(unsafe.Pointer(&major)), uintptr(unsafe.Pointer(&minor))); err != nil {
@@ -92,20 +75,9 @@ func (c *Compiler) call(name string, args ...uintptr) error {
 	}
 	msg := "unknown"
 	if p, _, _ := purego.SyscallN(c.fn["nvrtcGetErrorString"], r); p != 0 {
-		msg = cString(p)
+		msg = dl.CString(p)
 	}
 	return fmt.Errorf("nvrtc: %s: %s (%d)", name, msg, int32(r))
-}
-
-// cString copies a NUL-terminated C string that the library owns.
-func cString(p uintptr) string {
-	// Reinterpret through memory: the pointer is C memory, not Go's.
-	start := *(*unsafe.Pointer)(unsafe.Pointer(&p))
-	var b []byte
-	for q := start; *(*byte)(q) != 0 && len(b) < 1<<16; q = unsafe.Add(q, 1) {
-		b = append(b, *(*byte)(q))
-	}
-	return string(b)
 }
 
 func cstr(s string) []byte { return append([]byte(s), 0) }

@@ -2,96 +2,72 @@ package gpuprobe
 
 import (
 	"fmt"
-	"strings"
 
+	"github.com/chorus-rt/chorus/internal/dl"
 	"github.com/ebitengine/purego"
 )
 
 type candidate struct {
-	name     string
-	sonames  []string
-	verSym   string // int fn(int*) reporting a version, if any
-	decodeFn func(v int32) string
+	name    string
+	sonames []string
+	version func(l *dl.Lib) string
 }
 
 var candidates = []candidate{
-	{"CUDA driver", []string{"libcuda.so.1", "libcuda.so"}, "cuDriverGetVersion", cudaVersion},
-	{"NVRTC", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, "", nil},
-	{"NCCL", []string{"libnccl.so.2", "libnccl.so"}, "ncclGetVersion", ncclVersion},
+	{"CUDA driver", []string{"libcuda.so.1", "libcuda.so"}, func(l *dl.Lib) string {
+		return intVersion(l.Sym("cuDriverGetVersion"), func(v int32) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) })
+	}},
+	{"NVRTC", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, nvrtcVersion},
+	{"NCCL", []string{"libnccl.so.2", "libnccl.so"}, func(l *dl.Lib) string {
+		return intVersion(l.Sym("ncclGetVersion"), func(v int32) string {
+			if v >= 10000 {
+				return fmt.Sprintf("%d.%d.%d", v/10000, v%10000/100, v%100)
+			}
+			return fmt.Sprintf("%d.%d.%d", v/1000, v%1000/100, v%100)
+		})
+	}},
 }
 
-func cudaVersion(v int32) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
-
-func ncclVersion(v int32) string {
-	if v >= 10000 {
-		return fmt.Sprintf("%d.%d.%d", v/10000, v%10000/100, v%100)
-	}
-	return fmt.Sprintf("%d.%d.%d", v/1000, v%1000/100, v%100)
+var versionSyms = map[string][]string{
+	"CUDA driver": {"cuDriverGetVersion", "cuInit", "cuDeviceGetCount"},
+	"NVRTC":       {"nvrtcVersion"},
+	"NCCL":        {"ncclGetVersion"},
 }
 
-// Probe loads each library and asks it for its version. Nothing is kept
-// loaded beyond what the process already mapped.
+// Probe loads each library and asks it for its version.
 func Probe() Report {
 	var r Report
-	var cuda uintptr
 	for _, c := range candidates {
 		l := Lib{Name: c.name}
-		var errs []string
-		for _, so := range c.sonames {
-			h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-			if err != nil {
-				msg := strings.TrimSpace(err.Error())
-				if msg == "" {
-					msg = so + ": cannot open shared object file"
-				}
-				errs = append(errs, msg)
-				continue
-			}
-			l.Found, l.Path = true, so
-			l.Version = "unknown"
-			if c.verSym != "" {
-				if sym, err := purego.Dlsym(h, c.verSym); err == nil {
-					var v int32
-					var fn func(*int32) int32
-					purego.RegisterFunc(&fn, sym)
-					if rc := fn(&v); rc == 0 {
-						l.Version = c.decodeFn(v)
-					}
-				}
-			}
-			if c.name == "NVRTC" {
-				l.Version = nvrtcVersion(h)
-			}
-			if c.name == "CUDA driver" {
-				cuda = h
-			}
-			break
+		lib, err := dl.Open(c.name, c.sonames, versionSyms[c.name])
+		if err != nil {
+			l.Err = err.Error()
+			r.Libs = append(r.Libs, l)
+			continue
 		}
-		if !l.Found {
-			l.Err = firstErr(errs)
-		}
+		l.Found, l.Path, l.Version = true, lib.Name, c.version(lib)
 		r.Libs = append(r.Libs, l)
-	}
-	if cuda != 0 {
-		r.Devices, r.DevErr = countDevices(cuda)
+		if c.name == "CUDA driver" {
+			r.Devices, r.DevErr = countDevices(lib)
+		}
 	}
 	return r
 }
 
-func firstErr(errs []string) string {
-	if len(errs) == 0 {
-		return "not searched"
-	}
-	return strings.TrimSpace(errs[0])
-}
-
-func nvrtcVersion(h uintptr) string {
-	sym, err := purego.Dlsym(h, "nvrtcVersion")
-	if err != nil {
+// intVersion calls an int fn(int*) version query.
+func intVersion(sym uintptr, format func(int32) string) string {
+	var fn func(*int32) int32
+	purego.RegisterFunc(&fn, sym)
+	var v int32
+	if fn(&v) != 0 {
 		return "unknown"
 	}
+	return format(v)
+}
+
+func nvrtcVersion(l *dl.Lib) string {
 	var fn func(*int32, *int32) int32
-	purego.RegisterFunc(&fn, sym)
+	purego.RegisterFunc(&fn, l.Sym("nvrtcVersion"))
 	var major, minor int32
 	if fn(&major, &minor) != 0 {
 		return "unknown"
@@ -99,19 +75,11 @@ func nvrtcVersion(h uintptr) string {
 	return fmt.Sprintf("%d.%d", major, minor)
 }
 
-func countDevices(h uintptr) (int, string) {
-	initSym, err := purego.Dlsym(h, "cuInit")
-	if err != nil {
-		return 0, err.Error()
-	}
-	cntSym, err := purego.Dlsym(h, "cuDeviceGetCount")
-	if err != nil {
-		return 0, err.Error()
-	}
+func countDevices(l *dl.Lib) (int, string) {
 	var cuInit func(uint32) int32
 	var cuDeviceGetCount func(*int32) int32
-	purego.RegisterFunc(&cuInit, initSym)
-	purego.RegisterFunc(&cuDeviceGetCount, cntSym)
+	purego.RegisterFunc(&cuInit, l.Sym("cuInit"))
+	purego.RegisterFunc(&cuDeviceGetCount, l.Sym("cuDeviceGetCount"))
 	if rc := cuInit(0); rc != 0 {
 		return 0, fmt.Sprintf("cuInit failed with CUresult %d", rc)
 	}

@@ -21,11 +21,12 @@ var layers = map[string]int{
 	"tensor":                  0,
 	"internal/leaktest":       0,
 	"internal/shmem":          0,
-	"gpu/cuda":                0,
+	"internal/dl":             0,
+	"gpu/cuda":                1,
 	"gpu/nccl":                1,
-	"gpu/device":              1,
-	"gpu/nvrtc":               0,
-	"internal/gpuprobe":       0,
+	"gpu/device":              2,
+	"gpu/nvrtc":               1,
+	"internal/gpuprobe":       1,
 	"value":                   1,
 	"registry":                2,
 	"wire":                    3,
@@ -44,7 +45,7 @@ var layers = map[string]int{
 }
 
 // Only these packages may load GPU libraries.
-var mayImportPurego = map[string]bool{"internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true}
+var mayImportPurego = map[string]bool{"internal/dl": true, "internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true}
 
 func repoRoot(t *testing.T) string {
 	dir, err := filepath.Abs("../..")
