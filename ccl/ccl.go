@@ -99,6 +99,9 @@ type Config struct {
 	Device tensor.Device
 	// Timeout bounds every wait for other ranks; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// Exec runs fn on the thread that owns the rank's GPU, passing the
+	// device's stream (GPU backends need it; nil for host-only ranks).
+	Exec func(fn func(stream uintptr) error) error
 }
 
 // Validate checks rank and size.

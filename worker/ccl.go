@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
-	_ "github.com/chorus-rt/chorus/ccl/cpu" // every worker offers the cpu backend
+	_ "github.com/chorus-rt/chorus/ccl/cpu"  // every worker offers the cpu backend
+	_ "github.com/chorus-rt/chorus/ccl/nccl" // and the nccl backend (needs GPUs)
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -45,24 +48,33 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 		return err
 	}
 	w.closeCCL()
-	dev := w.cfg.Device
-	if len(devices) > 0 {
-		local := w.cfg.ID % len(devices)
-		dev = tensor.CUDADevice(int(devices[local]))
-		if backend == "cpu" {
-			dev = tensor.CPUDevice
+	// The cpu backend works on host memory; GPU backends use the device
+	// the worker was bound to at start (session Options.DeviceIDs).
+	dev := tensor.CPUDevice
+	if backend != "cpu" {
+		dev = w.cfg.Device
+		if len(devices) > 0 {
+			if want := tensor.CUDADevice(int(devices[w.cfg.ID%len(devices)])); want != dev {
+				return fmt.Errorf("worker %d is bound to %v, InitCCL asked for %v (bind devices with the session's DeviceIDs)", w.cfg.ID, dev, want)
+			}
 		}
 	}
 	timeout := time.Duration(timeoutMs) * time.Millisecond
 	ctx := w.ctx
-	g, err := b.Join(ctx, ccl.Config{ID: id, Rank: w.cfg.ID, Size: w.cfg.NumWorkers, Device: dev, Timeout: timeout})
+	var exec func(func(uintptr) error) error
+	if cd, ok := w.dev.(*device.CUDA); ok {
+		exec = func(fn func(uintptr) error) error {
+			return cd.Do(func(s cuda.Stream) error { return fn(uintptr(s)) })
+		}
+	}
+	g, err := b.Join(ctx, ccl.Config{ID: id, Rank: w.cfg.ID, Size: w.cfg.NumWorkers, Device: dev, Timeout: timeout, Exec: exec})
 	if err != nil {
 		return fmt.Errorf("join %s communicator: %w", backend, err)
 	}
 	w.global = g
 	if w.cfg.NumGroups > 1 {
 		sub := ccl.SubID(id, fmt.Sprintf("group/%d", w.GroupID()))
-		c, err := b.Join(ctx, ccl.Config{ID: sub, Rank: w.WorkerRank(), Size: w.groupN, Device: dev, Timeout: timeout})
+		c, err := b.Join(ctx, ccl.Config{ID: sub, Rank: w.WorkerRank(), Size: w.groupN, Device: dev, Timeout: timeout, Exec: exec})
 		if err != nil {
 			w.closeCCL()
 			return fmt.Errorf("join %s group communicator: %w", backend, err)

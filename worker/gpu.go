@@ -7,6 +7,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -135,4 +136,30 @@ func (w *Worker) fromHost(dst, src *tensor.Tensor) error {
 		return err
 	}
 	return w.dev.CopyIn(b, dst.Offset(), src.Bytes())
+}
+
+// ToHost returns a host copy of t, for functions running on a worker
+// (t itself when it already lives on the host).
+func ToHost(env registry.Env, t *tensor.Tensor) (*tensor.Tensor, error) {
+	if t.IsHost() {
+		return t, nil
+	}
+	w, ok := env.(*Worker)
+	if !ok {
+		return nil, fmt.Errorf("ToHost needs a chorus worker, got %T", env)
+	}
+	return w.toHost(t)
+}
+
+// FromHost copies the host tensor src into dst (on the host or on this
+// worker's GPU); dtype and shape must match.
+func FromHost(env registry.Env, dst, src *tensor.Tensor) error {
+	if dst.IsHost() {
+		return copyTensor(dst, src)
+	}
+	w, ok := env.(*Worker)
+	if !ok {
+		return fmt.Errorf("FromHost needs a chorus worker, got %T", env)
+	}
+	return w.fromHost(dst, src)
 }

@@ -96,6 +96,12 @@ func (c *CUDA) do(f func() error) error {
 
 func (c *CUDA) Ordinal() int { return c.ordinal }
 
+// Do runs fn on the device thread (context current) with the device's
+// stream, for libraries that enqueue their own work (NCCL).
+func (c *CUDA) Do(fn func(s cuda.Stream) error) error {
+	return c.do(func() error { return fn(c.stream) })
+}
+
 func (c *CUDA) Alloc(n int64) (*Buffer, error) {
 	var p cuda.DevicePtr
 	err := c.do(func() (err error) {

@@ -33,6 +33,7 @@ var layers = map[string]int{
 	"ccl/reduce":              1,
 	"ccl":                     2,
 	"ccl/cpu":                 4,
+	"ccl/nccl":                4,
 	"transport":               3,
 	"transport/shm":           4,
 	"transport/transporttest": 4,
