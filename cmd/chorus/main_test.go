@@ -151,7 +151,7 @@ func TestBenchCollectives(t *testing.T) {
 			}
 		}
 	}
-	if code, _, errOut := runCLI(t, "bench", "allreduce", "--backend", "nccl"); code != 2 || !strings.Contains(errOut, "unknown backend") {
+	if code, _, errOut := runCLI(t, "bench", "allreduce", "--backend", "carrier-pigeon"); code != 2 || !strings.Contains(errOut, "unknown backend") {
 		t.Errorf("unknown backend: code %d: %s", code, errOut)
 	}
 }
