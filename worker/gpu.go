@@ -163,3 +163,13 @@ func FromHost(env registry.Env, dst, src *tensor.Tensor) error {
 	}
 	return w.fromHost(dst, src)
 }
+
+// SyncDevice waits for the device work this worker queued (a no-op on
+// host-only workers).
+func SyncDevice(env registry.Env) error {
+	w, ok := env.(*Worker)
+	if !ok || w.dev == nil {
+		return nil
+	}
+	return w.dev.Sync()
+}

@@ -266,8 +266,19 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	iters := fs.Int("iters", 0, "timed iterations per size (0: by size)")
 	warmup := fs.Int("warmup", 0, "untimed iterations per size (0: iters/10)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
+	devices := fs.String("devices", "", "GPU ids for the workers, comma-separated (GPU backends; worker i uses id i mod n)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var deviceIDs []int
+	if *devices != "" {
+		for _, f := range strings.Split(*devices, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v < 0 {
+				return usageError{fmt.Sprintf("bench: --devices: bad id %q", f)}
+			}
+			deviceIDs = append(deviceIDs, v)
+		}
 	}
 	dt, err := tensor.ParseDType(*dtype)
 	if err != nil || dt == tensor.Bool {
@@ -291,7 +302,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 		return usageError{"bench: " + err.Error()}
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Session: *kind, Workers: *workers, DType: dt,
-		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr)}
+		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs}
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)
 	}

@@ -40,7 +40,9 @@ type CollectiveConfig struct {
 	Step     int64 // size multiplier between rows
 	Iters    int   // 0: chosen per size
 	Warmup   int
-	Process  session.ProcessOptions
+	// DeviceIDs binds worker i to cuda:DeviceIDs[i] (GPU backends).
+	DeviceIDs []int
+	Process   session.ProcessOptions
 }
 
 // CollectiveResult is one row, in the JSON shape scripts expect.
@@ -90,11 +92,12 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	default:
 		return nil, fmt.Errorf("%w: unknown collective %q", registry.ErrBadArgs, name)
 	}
-	send, err := tensor.New(dt, tensor.Shape{sendN})
+	// Buffers live on the worker's device (host memory, or its GPU).
+	send, err := env.Alloc(dt, tensor.Shape{sendN}, env.Device(), "")
 	if err != nil {
 		return nil, err
 	}
-	recv, err := tensor.New(dt, tensor.Shape{recvN})
+	recv, err := env.Alloc(dt, tensor.Shape{recvN}, env.Device(), "")
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +105,14 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	for i := range vals {
 		vals[i] = benchValue(r, i)
 	}
-	if err := tensor.SetFromFloat64(send, vals); err != nil {
+	hostSend, err := tensor.New(dt, tensor.Shape{sendN})
+	if err != nil {
+		return nil, err
+	}
+	if err := tensor.SetFromFloat64(hostSend, vals); err != nil {
+		return nil, err
+	}
+	if err := worker.FromHost(env, send, hostSend); err != nil {
 		return nil, err
 	}
 	run := func() error {
@@ -125,15 +135,28 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err := c.Barrier(ctx); err != nil {
 		return nil, err
 	}
-	tensor.Poison(recv)
+	if recv.IsHost() {
+		tensor.Poison(recv)
+	}
+	if err := worker.SyncDevice(env); err != nil {
+		return nil, err
+	}
 	t0 := time.Now()
 	for range iters {
 		if err := run(); err != nil {
 			return nil, err
 		}
 	}
+	// GPU collectives are asynchronous: the time includes draining them.
+	if err := worker.SyncDevice(env); err != nil {
+		return nil, err
+	}
 	el := time.Since(t0)
-	got, err := tensor.ToFloat64(recv)
+	hostRecv, err := worker.ToHost(env, recv)
+	if err != nil {
+		return nil, err
+	}
+	got, err := tensor.ToFloat64(hostRecv)
 	if err != nil {
 		return nil, err
 	}
@@ -192,10 +215,11 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 	var err error
 	switch cfg.Session {
 	case "threaded":
-		s, err = session.NewThreaded(session.Options{NumWorkers: cfg.Workers})
+		s, err = session.NewThreaded(session.Options{NumWorkers: cfg.Workers, DeviceIDs: cfg.DeviceIDs})
 	case "process":
 		po := cfg.Process
 		po.NumWorkers = cfg.Workers
+		po.DeviceIDs = cfg.DeviceIDs
 		s, err = session.NewProcess(ctx, po)
 	default:
 		err = fmt.Errorf("unknown session kind %q", cfg.Session)

@@ -1,0 +1,51 @@
+"""PyTorch's NCCL all_reduce next to `chorus bench allreduce --backend nccl`:
+bf16 sum, one process per GPU, sizes 1 KB..1 GB (x4), time per call measured
+on the host around back-to-back calls followed by a synchronize (the same
+rule chorus's bench uses). Prints one JSON object per line, chorus's shape.
+
+Usage: python3 bench/torch_nccl_allreduce.py [max_bytes]
+"""
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def run(rank, world, max_bytes, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    size = 1024
+    while size <= max_bytes:
+        n = size // 2
+        x = torch.full((n,), float(rank + 1), dtype=torch.bfloat16, device="cuda")
+        iters = int(min(200_000, max(5, (1 << 29) // size)))
+        for _ in range(max(2, iters // 10)):
+            dist.all_reduce(x)
+        x.fill_(float(rank + 1))
+        torch.cuda.synchronize()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        us = (time.perf_counter() - t0) / iters * 1e6
+        t = torch.tensor([us], device="cuda")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            alg = size / t.item() / 1e3
+            print(json.dumps({"bench": "allreduce", "backend": "torch-nccl", "session": "process", "workers": world,
+                              "dtype": "bfloat16", "bytes": size, "time_us": t.item(), "algbw_gbs": alg,
+                              "busbw_gbs": alg * 2 * (world - 1) / world, "wrong": 0}), flush=True)
+        size *= 4
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    world = torch.cuda.device_count()
+    max_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 30
+    mp.spawn(run, args=(world, max_bytes, 29511), nprocs=world)
