@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/chorus-rt/chorus/ccl"
@@ -86,7 +87,12 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Comm{lib: l, drv: d, rank: cfg.Rank, n: cfg.Size, exec: cfg.Exec, opts: b.Options, dev: cfg.Device}
+	opts := b.Options
+	if os.Getenv("CHORUS_NCCL_SKIP_CHECKS") == "1" {
+		// For measurements: NCCL's own behaviour on mismatched calls.
+		opts.SkipChecks = true
+	}
+	c := &Comm{lib: l, drv: d, rank: cfg.Rank, n: cfg.Size, exec: cfg.Exec, opts: opts, dev: cfg.Device}
 	err = c.exec(func(uintptr) error {
 		comm, err := l.CommInitRank(cfg.Size, id, cfg.Rank)
 		if err != nil {
