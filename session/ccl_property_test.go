@@ -53,6 +53,39 @@ func foldRef(op reduce.Op, acc, v float64, first bool) float64 {
 	return math.Max(acc, v)
 }
 
+// collectiveRef is rank r's expected output of a collective over inputs
+// (one float64 slice per rank), computed in float64: the reduction in rank
+// order, avg divided once (integers truncated toward zero).
+func collectiveRef(kind string, dt tensor.DType, op reduce.Op, inputs [][]float64, count, outN int64, r int) []float64 {
+	n := len(inputs)
+	want := make([]float64, outN)
+	for i := range want {
+		switch kind {
+		case "allreduce", "reduce_scatter":
+			j := int64(i)
+			if kind == "reduce_scatter" {
+				j += int64(r) * outN
+			}
+			acc := 0.0
+			for q := range n {
+				acc = foldRef(op, acc, inputs[q][j], q == 0)
+			}
+			if op == reduce.Avg {
+				acc /= float64(n)
+				if dt.IsInt() {
+					acc = math.Trunc(acc)
+				}
+			}
+			want[i] = acc
+		case "allgather":
+			want[i] = inputs[int64(i)/count][int64(i)%count]
+		case "broadcast":
+			want[i] = inputs[0][i]
+		}
+	}
+	return want
+}
+
 func init() {
 	// ccltest.prop(kind, dtype, count, op, seed, in_group) runs one
 	// collective on this worker and returns how many output elements are
@@ -107,31 +140,7 @@ func init() {
 		if pc, err := tensor.PoisonCount(recv); err != nil || (pc > 0 && dt.IsFloat()) {
 			return -1, err
 		}
-		want := make([]float64, outN)
-		for i := range want {
-			switch kind {
-			case "allreduce", "reduce_scatter":
-				j := int64(i)
-				if kind == "reduce_scatter" {
-					j += int64(r) * outN
-				}
-				acc := 0.0
-				for q := range n {
-					acc = foldRef(op, acc, inputs[q][j], q == 0)
-				}
-				if op == reduce.Avg {
-					acc /= float64(n)
-					if dt.IsInt() {
-						acc = math.Trunc(acc)
-					}
-				}
-				want[i] = acc
-			case "allgather":
-				want[i] = inputs[int64(i)/count][int64(i)%count]
-			case "broadcast":
-				want[i] = inputs[0][i]
-			}
-		}
+		want := collectiveRef(kind, dt, op, inputs, count, outN, r)
 		rtol, atol := tensor.DefaultTolerance(dt)
 		if err := tensor.CloseTo(recv, want, rtol*float64(n), atol*float64(n)); err != nil {
 			var me *tensor.MismatchError

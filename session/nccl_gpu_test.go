@@ -70,28 +70,7 @@ func init() {
 		if err != nil {
 			return 0, err
 		}
-		want := make([]float64, outN)
-		for i := range want {
-			switch kind {
-			case "allreduce", "reduce_scatter":
-				j := int64(i)
-				if kind == "reduce_scatter" {
-					j += int64(r) * outN
-				}
-				acc := 0.0
-				for q := range n {
-					acc = foldRef(op, acc, inputs[q][j], q == 0)
-				}
-				if op == reduce.Avg {
-					acc /= float64(n)
-				}
-				want[i] = acc
-			case "allgather":
-				want[i] = inputs[int64(i)/count][int64(i)%count]
-			case "broadcast":
-				want[i] = inputs[0][i]
-			}
-		}
+		want := collectiveRef(kind, dt, op, inputs, count, outN, r)
 		rtol, atol := tensor.DefaultTolerance(dt)
 		if err := tensor.CloseTo(got, want, rtol*float64(n)*4, atol*float64(n)*4); err != nil {
 			return 1, fmt.Errorf("%s %s x %d: %w", kind, dt, count, err)
