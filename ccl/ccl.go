@@ -102,6 +102,28 @@ type Config struct {
 	// Exec runs fn on the thread that owns the rank's GPU, passing the
 	// device's stream (GPU backends need it; nil for host-only ranks).
 	Exec func(fn func(stream uintptr) error) error
+	// Control, when set, is a host communicator over the same ranks that
+	// a GPU backend may use for its cross-rank argument checks (a
+	// host-side exchange costs about a microsecond; one through the GPU
+	// costs a collective plus a stream synchronization). The caller owns
+	// it and closes it after the Comm.
+	Control Comm
+}
+
+// Splitter is implemented by communicators that can make a
+// sub-communicator natively (NCCL's ncclCommSplit). Every rank of the
+// parent calls Split; ranks with the same color form one communicator,
+// ordered by key. control is the host communicator of the new group (may
+// be nil).
+type Splitter interface {
+	Split(ctx context.Context, color, key int, control Comm) (Comm, error)
+}
+
+// Aborter is implemented by communicators whose work can hang on a device
+// after a peer fails. Abort may be called from any goroutine, also while
+// another call is blocked; afterwards every call fails with ErrFailed.
+type Aborter interface {
+	Abort(reason error) error
 }
 
 // Validate checks rank and size.

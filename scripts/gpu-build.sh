@@ -12,5 +12,5 @@ go build -o "$dir/chorus" ./cmd/chorus
 for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./session; do
   go test -c -o "$dir/$(basename "$pkg").test" "$pkg"
 done
-cp scripts/gpu-check.sh "$dir/"
+cp scripts/gpu-check.sh scripts/gpu-bench.sh bench/torch_nccl_allreduce.py bench/summarize.py "$dir/"
 echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"

@@ -188,9 +188,26 @@ func (p *process) watch(pw *procWorker) {
 	if p.stopping.Load() {
 		return
 	}
-	le := &LostError{Worker: pw.id, PID: pw.cmd.Process.Pid, Status: status}
-	if p.lostErr.CompareAndSwap(nil, le) {
-		p.abortAll(le)
+	p.fail(&LostError{Worker: pw.id, PID: pw.cmd.Process.Pid, Status: status})
+}
+
+// fail records the session's first LostError, fails every connection, and
+// asks the surviving workers to abort their communicators: they may be
+// waiting in a collective for the worker that is gone.
+func (p *process) fail(le *LostError) {
+	if !p.lostErr.CompareAndSwap(nil, le) {
+		return
+	}
+	p.abortAll(le)
+	for _, o := range p.ws {
+		if o.id == le.Worker {
+			continue
+		}
+		select {
+		case <-o.exited:
+		default:
+			_ = o.cmd.Process.Signal(worker.SignalAbort)
+		}
 	}
 }
 
@@ -211,10 +228,7 @@ func (p *process) lost() error {
 
 // markLost fails the session because worker w's connection broke.
 func (p *process) markLost(w int, err error) error {
-	le := &LostError{Worker: w, PID: p.ws[w].cmd.Process.Pid, Status: err.Error()}
-	if p.lostErr.CompareAndSwap(nil, le) {
-		p.abortAll(le)
-	}
+	p.fail(&LostError{Worker: w, PID: p.ws[w].cmd.Process.Pid, Status: err.Error()})
 	return p.lost()
 }
 

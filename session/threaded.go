@@ -69,6 +69,7 @@ type threaded struct {
 	replies []*queue[*wire.Reply]
 	done    chan struct{} // closed by stop: unblocks everyone
 	exited  []chan struct{}
+	ws      []*worker.Worker // for Abort from stop; otherwise owned by run
 	wg      sync.WaitGroup
 }
 
@@ -97,6 +98,7 @@ func NewThreaded(opts Options) (*Session, error) {
 		t.replies = append(t.replies, newQueue[*wire.Reply]())
 		t.exited = append(t.exited, make(chan struct{}))
 	}
+	t.ws = ws
 	for i, w := range ws {
 		t.wg.Add(1)
 		go t.run(i, w)
@@ -181,7 +183,15 @@ func (t *threaded) stop(grace time.Duration) error {
 		select {
 		case <-ex:
 		default:
-			stuck = append(stuck, fmt.Errorf("worker %d did not stop within %v (a function is still running)", i, grace))
+			// A worker blocked on a device (a collective whose peers
+			// never came) is released by aborting its communicators.
+			t.ws[i].Abort(ErrShutdown)
+			select {
+			case <-ex:
+				stuck = append(stuck, fmt.Errorf("worker %d did not stop within %v; its communicators were aborted", i, grace))
+			case <-time.After(grace):
+				stuck = append(stuck, fmt.Errorf("worker %d did not stop within %v (a function is still running)", i, grace))
+			}
 		}
 	}
 	close(t.done)

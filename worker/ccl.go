@@ -31,13 +31,15 @@ func Comm(env registry.Env, inGroup bool) (ccl.Comm, error) {
 }
 
 func (w *Worker) comm(inGroup bool) (ccl.Comm, error) {
-	if w.global == nil {
+	// Only this worker's goroutine writes comms, so it reads without
+	// commMu (Abort, on other goroutines, takes it to read).
+	if w.comms.global == nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, ErrNoCCL)
 	}
-	if inGroup && w.group != nil {
-		return w.group, nil
+	if inGroup && w.comms.group != nil {
+		return w.comms.group, nil
 	}
-	return w.global, nil
+	return w.comms.global, nil
 }
 
 // initCCL joins the global communicator and, with several groups, this
@@ -67,31 +69,96 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 			return cd.Do(func(s cuda.Stream) error { return fn(uintptr(s)) })
 		}
 	}
-	g, err := b.Join(ctx, ccl.Config{ID: id, Rank: w.cfg.ID, Size: w.cfg.NumWorkers, Device: dev, Timeout: timeout, Exec: exec})
-	if err != nil {
+	cfg := ccl.Config{ID: id, Rank: w.cfg.ID, Size: w.cfg.NumWorkers, Device: dev, Timeout: timeout, Exec: exec}
+	var cs commSet
+	defer func() { cs.close() }() // unless handed to w below
+	if backend != "cpu" {
+		// GPU backends check arguments across ranks on the host, through
+		// a cpu communicator over the same workers.
+		if cs.control, err = joinControl(ctx, cfg, "control"); err != nil {
+			return err
+		}
+		cfg.Control = cs.control
+	}
+	if cs.global, err = b.Join(ctx, cfg); err != nil {
 		return fmt.Errorf("join %s communicator: %w", backend, err)
 	}
-	w.global = g
 	if w.cfg.NumGroups > 1 {
-		sub := ccl.SubID(id, fmt.Sprintf("group/%d", w.GroupID()))
-		c, err := b.Join(ctx, ccl.Config{ID: sub, Rank: w.WorkerRank(), Size: w.groupN, Device: dev, Timeout: timeout, Exec: exec})
+		gcfg := cfg
+		gcfg.ID, gcfg.Rank, gcfg.Size = ccl.SubID(id, fmt.Sprintf("group/%d", w.GroupID())), w.WorkerRank(), w.groupN
+		if cfg.Control != nil {
+			if cs.groupControl, err = joinControl(ctx, gcfg, "control"); err != nil {
+				return err
+			}
+			gcfg.Control = cs.groupControl
+		}
+		if sp, ok := cs.global.(ccl.Splitter); ok {
+			// NCCL ids come only from ncclGetUniqueId: groups are split
+			// from the global communicator instead of joined by id.
+			cs.group, err = sp.Split(ctx, w.GroupID(), w.WorkerRank(), gcfg.Control)
+		} else {
+			cs.group, err = b.Join(ctx, gcfg)
+		}
 		if err != nil {
-			w.closeCCL()
 			return fmt.Errorf("join %s group communicator: %w", backend, err)
 		}
-		w.group = c
 	}
+	w.commMu.Lock()
+	w.comms, cs = cs, commSet{}
+	w.commMu.Unlock()
 	return nil
 }
 
-func (w *Worker) closeCCL() {
-	if w.group != nil {
-		w.group.Close()
-		w.group = nil
+// joinControl joins the host communicator that shadows cfg's ranks.
+func joinControl(ctx context.Context, cfg ccl.Config, tag string) (ccl.Comm, error) {
+	cb, err := ccl.Lookup("cpu")
+	if err != nil {
+		return nil, err
 	}
-	if w.global != nil {
-		w.global.Close()
-		w.global = nil
+	cfg.ID, cfg.Device, cfg.Exec, cfg.Control = ccl.SubID(cfg.ID, tag), tensor.CPUDevice, nil, nil
+	c, err := cb.Join(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("join host control communicator: %w", err)
+	}
+	return c, nil
+}
+
+// commSet is a worker's communicators: the global one, its group's, and
+// the host control communicators of GPU backends.
+type commSet struct {
+	global, group, control, groupControl ccl.Comm
+}
+
+// close closes the communicators before the controls they use.
+func (cs *commSet) close() {
+	for _, c := range []ccl.Comm{cs.group, cs.global, cs.groupControl, cs.control} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	*cs = commSet{}
+}
+
+func (w *Worker) closeCCL() {
+	w.commMu.Lock()
+	cs := w.comms
+	w.comms = commSet{}
+	w.commMu.Unlock()
+	cs.close()
+}
+
+// Abort ends this worker's communicators now, so a collective (or a
+// device synchronization) that waits for a lost peer returns with
+// ccl.ErrFailed, and cancels the context worker functions see. Safe from
+// any goroutine; the session calls it on a fault or a stuck Shutdown.
+func (w *Worker) Abort(reason error) {
+	w.cancel()
+	w.commMu.Lock()
+	defer w.commMu.Unlock()
+	for _, c := range []ccl.Comm{w.comms.group, w.comms.global} {
+		if a, ok := c.(ccl.Aborter); ok {
+			a.Abort(reason)
+		}
 	}
 }
 

@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,12 +137,38 @@ func Run() int {
 		return ExitError
 	}
 	defer w.Close()
+	// The controller sends SignalAbort when a peer worker is lost, so a
+	// collective waiting for that peer ends instead of hanging.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, SignalAbort)
+	stopAbort := make(chan struct{})
+	aborted := make(chan struct{})
+	go func() {
+		defer close(aborted)
+		select {
+		case <-sig:
+			fmt.Fprintf(os.Stderr, "chorus worker %d: a peer was lost; aborting communicators\n", spec.ID)
+			w.Abort(ErrPeerLost)
+		case <-stopAbort:
+		}
+	}()
+	defer func() {
+		signal.Stop(sig)
+		close(stopAbort)
+		<-aborted
+	}()
 	if err := Serve(w, conn); err != nil {
 		fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
 		return ExitError
 	}
 	return ExitOK
 }
+
+// SignalAbort asks a worker process to abort its communicators.
+const SignalAbort = syscall.SIGUSR1
+
+// ErrPeerLost: the session lost another worker; communicators were aborted.
+var ErrPeerLost = errors.New("a peer worker was lost")
 
 // watchLifeline exits the process when the controller dies: the kernel
 // closes the controller's write end, and our read returns EOF. This works

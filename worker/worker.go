@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/gpu/device"
@@ -80,8 +81,8 @@ type Worker struct {
 	dev  device.Device // the bound GPU, when Device is cuda:N
 	pool *device.Pool
 
-	global ccl.Comm // set by chorus.init_ccl
-	group  ccl.Comm // this worker's group, when there are several
+	commMu sync.Mutex // guards comms against Abort
+	comms  commSet    // set by chorus.init_ccl
 
 	pending  []*wire.WorkerError
 	dropped  uint32

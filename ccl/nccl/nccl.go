@@ -3,6 +3,7 @@ package nccl
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -92,25 +93,82 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 		// For measurements: NCCL's own behaviour on mismatched calls.
 		opts.SkipChecks = true
 	}
-	c := &Comm{lib: l, drv: d, rank: cfg.Rank, n: cfg.Size, exec: cfg.Exec, opts: opts, dev: cfg.Device}
+	c := newComm(l, d, cfg, opts)
 	err = c.exec(func(uintptr) error {
 		comm, err := l.CommInitRank(cfg.Size, id, cfg.Rank)
 		if err != nil {
 			return err
 		}
-		c.comm = comm
-		p, err := d.MemAlloc(int64(descBytes * cfg.Size))
-		if err != nil {
-			l.CommDestroy(comm)
-			return err
-		}
-		c.descBuf = p
-		return nil
+		return c.setup(comm)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ccl/nccl: rank %d: join: %w", cfg.Rank, err)
 	}
 	return c, nil
+}
+
+func newComm(l *gnccl.Lib, d *cuda.Driver, cfg ccl.Config, opts Options) *Comm {
+	c := &Comm{lib: l, drv: d, rank: cfg.Rank, n: cfg.Size, exec: cfg.Exec, opts: opts, dev: cfg.Device, control: cfg.Control}
+	if c.control != nil {
+		c.mine = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
+		c.all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(descBytes * cfg.Size)})
+		c.mineB, _ = tensor.Data[uint8](c.mine)
+		c.allB, _ = tensor.Data[uint8](c.all)
+	}
+	return c
+}
+
+// setup finishes a communicator on the device thread: the device buffer
+// for descriptor exchanges when there is no host control communicator.
+func (c *Comm) setup(comm gnccl.Comm) error {
+	c.comm = comm
+	if c.control != nil {
+		return nil
+	}
+	p, err := c.drv.MemAlloc(int64(descBytes * c.n))
+	if err != nil {
+		c.lib.CommDestroy(comm)
+		return err
+	}
+	c.descBuf = p
+	return nil
+}
+
+// Split makes the communicator of this rank's color (ncclCommSplit);
+// every rank of c must call it.
+func (c *Comm) Split(ctx context.Context, color, key int, control ccl.Comm) (ccl.Comm, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	if color < 0 || key < 0 {
+		return nil, fmt.Errorf("%w: split color %d, key %d must be >= 0", ccl.ErrBadArgs, color, key)
+	}
+	var sub *Comm
+	err := c.exec(func(uintptr) error {
+		comm, err := c.lib.CommSplit(c.comm, color, key)
+		if err != nil {
+			return err
+		}
+		rank, err := c.lib.UserRank(comm)
+		if err == nil {
+			var n int
+			if n, err = c.lib.Count(comm); err == nil {
+				if control != nil && (control.Rank() != rank || control.Size() != n) {
+					err = fmt.Errorf("%w: control communicator is rank %d of %d, the split is rank %d of %d", ccl.ErrBadArgs, control.Rank(), control.Size(), rank, n)
+				}
+				sub = newComm(c.lib, c.drv, ccl.Config{Rank: rank, Size: n, Exec: c.exec, Device: c.dev, Control: control}, c.opts)
+			}
+		}
+		if err != nil {
+			c.lib.CommDestroy(comm)
+			return err
+		}
+		return sub.setup(comm)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ccl/nccl: rank %d: split (color %d, key %d): %w", c.rank, color, key, err)
+	}
+	return sub, nil
 }
 
 // Comm is one rank of an NCCL communicator.
@@ -122,32 +180,79 @@ type Comm struct {
 	dev     tensor.Device
 	exec    func(func(uintptr) error) error
 	opts    Options
-	descBuf cuda.DevicePtr
+	descBuf cuda.DevicePtr // device exchange buffer (no control comm)
+
+	control     ccl.Comm       // host exchange of descriptors, when set
+	mine, all   *tensor.Tensor // host exchange buffers over mineB, allB
+	mineB, allB []byte
+
+	// mu orders Abort (any goroutine) against the owner's calls: a call
+	// checks failed under mu before it touches comm.
+	mu      sync.Mutex
 	failed  error
+	aborted bool // ncclCommAbort already ran
 	closed  bool
 }
+
+var (
+	_ ccl.Splitter = (*Comm)(nil)
+	_ ccl.Aborter  = (*Comm)(nil)
+)
 
 var _ ccl.Comm = (*Comm)(nil)
 
 func (c *Comm) Rank() int { return c.rank }
 func (c *Comm) Size() int { return c.n }
 
-// Close destroys the communicator (Abort if an earlier call failed).
+// Close destroys the communicator (ncclCommAbort if an earlier call
+// failed, since a failed communicator may not finish a destroy).
 func (c *Comm) Close() error {
+	c.mu.Lock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	failed, aborted := c.failed, c.aborted
+	c.mu.Unlock()
 	return c.exec(func(uintptr) error {
-		c.drv.MemFree(c.descBuf)
-		if c.failed != nil {
+		if c.descBuf != 0 {
+			c.drv.MemFree(c.descBuf)
+		}
+		switch {
+		case aborted:
+			return nil
+		case failed != nil:
 			return c.lib.CommAbort(c.comm)
 		}
 		return c.lib.CommDestroy(c.comm)
 	})
 }
 
+// Abort ends the communicator now: NCCL kernels waiting for peers exit,
+// and every later call fails with ErrFailed. It is safe from any
+// goroutine, also while the owner is blocked in a call or a stream
+// synchronization (ncclCommAbort is made for that).
+func (c *Comm) Abort(reason error) error {
+	c.mu.Lock()
+	if c.aborted || c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.aborted = true
+	if c.failed == nil {
+		c.failed = fmt.Errorf("aborted: %w", reason)
+	}
+	c.mu.Unlock()
+	if err := c.lib.CommAbort(c.comm); err != nil {
+		return fmt.Errorf("ccl/nccl: rank %d: abort: %w", c.rank, err)
+	}
+	return nil
+}
+
 func (c *Comm) usable() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
 		return ccl.ErrClosed
 	}
@@ -155,6 +260,14 @@ func (c *Comm) usable() error {
 		return fmt.Errorf("%w: rank %d: %v", ccl.ErrFailed, c.rank, c.failed)
 	}
 	return nil
+}
+
+func (c *Comm) fail(err error) {
+	c.mu.Lock()
+	if c.failed == nil {
+		c.failed = err
+	}
+	c.mu.Unlock()
 }
 
 // ptr returns the device address of a GPU tensor of this rank.
@@ -168,33 +281,18 @@ func (c *Comm) ptr(name string, t *tensor.Tensor) (uint64, error) {
 	return uint64(t.Storage().Buffer().Ptr()) + uint64(t.Offset()), nil
 }
 
-// exchange all-gathers descriptors and checks them on every rank; on
-// success it returns nil and the caller enqueues the collective.
-func (c *Comm) exchange(stream uintptr, d ccl.Desc, local error) error {
-	if c.opts.SkipChecks {
-		return local
-	}
-	var mine [descBytes]byte
+func encodeDesc(b []byte, d ccl.Desc, local error) {
+	clear(b[:descBytes])
 	if local != nil {
-		mine[0] = 1
+		b[0] = 1
 	}
-	mine[1], mine[2], mine[3] = byte(d.Kind), byte(d.DType), byte(d.Op)
-	binary.LittleEndian.PutUint32(mine[4:], uint32(d.Root))
-	binary.LittleEndian.PutUint64(mine[8:], uint64(d.Count))
-	me := uint64(c.descBuf) + uint64(c.rank*descBytes)
-	if err := c.drv.MemcpyHtoDAsync(cuda.DevicePtr(me), mine[:], cuda.Stream(stream)); err != nil {
-		return err
-	}
-	if err := c.lib.AllGather(me, uint64(c.descBuf), descBytes, gnccl.Uint8, c.comm, stream); err != nil {
-		return err
-	}
-	all := make([]byte, descBytes*c.n)
-	if err := c.drv.MemcpyDtoHAsync(all, c.descBuf, cuda.Stream(stream)); err != nil {
-		return err
-	}
-	if err := c.drv.StreamSynchronize(cuda.Stream(stream)); err != nil {
-		return err
-	}
+	b[1], b[2], b[3] = byte(d.Kind), byte(d.DType), byte(d.Op)
+	binary.LittleEndian.PutUint32(b[4:], uint32(d.Root))
+	binary.LittleEndian.PutUint64(b[8:], uint64(d.Count))
+}
+
+// check compares every rank's descriptor; all holds n of them.
+func (c *Comm) check(all []byte, d ccl.Desc, local error) error {
 	if local != nil {
 		return local
 	}
@@ -213,21 +311,69 @@ func (c *Comm) exchange(stream uintptr, d ccl.Desc, local error) error {
 	return nil
 }
 
+// hostExchange all-gathers descriptors over the control communicator,
+// before anything is enqueued on the GPU.
+func (c *Comm) hostExchange(ctx context.Context, d ccl.Desc, local error) error {
+	encodeDesc(c.mineB, d, local)
+	if err := c.control.AllGather(ctx, c.mine, c.all); err != nil {
+		return fmt.Errorf("ccl/nccl: rank %d: %s: argument exchange: %w", c.rank, d.Kind, err)
+	}
+	return c.check(c.allB, d, local)
+}
+
+// exchange all-gathers descriptors through the GPU and checks them on
+// every rank; on success it returns nil and the caller enqueues the
+// collective.
+func (c *Comm) exchange(stream uintptr, d ccl.Desc, local error) error {
+	var mine [descBytes]byte
+	encodeDesc(mine[:], d, local)
+	me := uint64(c.descBuf) + uint64(c.rank*descBytes)
+	if err := c.drv.MemcpyHtoDAsync(cuda.DevicePtr(me), mine[:], cuda.Stream(stream)); err != nil {
+		return err
+	}
+	if err := c.lib.AllGather(me, uint64(c.descBuf), descBytes, gnccl.Uint8, c.comm, stream); err != nil {
+		return err
+	}
+	all := make([]byte, descBytes*c.n)
+	if err := c.drv.MemcpyDtoHAsync(all, c.descBuf, cuda.Stream(stream)); err != nil {
+		return err
+	}
+	if err := c.drv.StreamSynchronize(cuda.Stream(stream)); err != nil {
+		return err
+	}
+	return c.check(all, d, local)
+}
+
 // run checks local arguments, exchanges descriptors and enqueues op.
-func (c *Comm) run(d ccl.Desc, local error, op func(stream uintptr) error) error {
+func (c *Comm) run(ctx context.Context, d ccl.Desc, local error, op func(stream uintptr) error) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	err := c.exec(func(stream uintptr) error {
-		if err := c.exchange(stream, d, local); err != nil {
+	host := !c.opts.SkipChecks && c.control != nil
+	if host {
+		if err := c.hostExchange(ctx, d, local); err != nil {
+			if local == nil && !errors.Is(err, ccl.ErrMismatch) {
+				// A control failure (timeout, dead peer) leaves NCCL's
+				// ranks out of step: this communicator cannot be trusted.
+				c.fail(err)
+			}
 			return err
+		}
+	}
+	err := c.exec(func(stream uintptr) error {
+		if !host && !c.opts.SkipChecks {
+			if err := c.exchange(stream, d, local); err != nil {
+				return err
+			}
+		} else if local != nil {
+			return local
 		}
 		return op(stream)
 	})
 	if err != nil {
 		var ne *gnccl.Error
 		if asNCCL(err, &ne) {
-			c.failed = err // an NCCL failure leaves the communicator unusable
+			c.fail(err) // an NCCL failure leaves the communicator unusable
 		}
 		if local != nil {
 			return fmt.Errorf("ccl/nccl: rank %d: %s: %w", c.rank, d.Kind, err)
@@ -296,7 +442,7 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 	if err == nil {
 		o, err = redOp(op, send.DType())
 	}
-	return c.run(desc(ccl.KindAllReduce, send, op, 0), err, func(s uintptr) error {
+	return c.run(ctx, desc(ccl.KindAllReduce, send, op, 0), err, func(s uintptr) error {
 		return c.lib.AllReduce(sp, rp, send.NumElements(), dt, o, c.comm, s)
 	})
 }
@@ -308,7 +454,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv *tensor.Tensor, op 
 	if err == nil {
 		o, err = redOp(op, send.DType())
 	}
-	return c.run(desc(ccl.KindReduceScatter, send, op, 0), err, func(s uintptr) error {
+	return c.run(ctx, desc(ccl.KindReduceScatter, send, op, 0), err, func(s uintptr) error {
 		return c.lib.ReduceScatter(sp, rp, recv.NumElements(), dt, o, c.comm, s)
 	})
 }
@@ -316,7 +462,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv *tensor.Tensor, op 
 func (c *Comm) AllGather(ctx context.Context, send, recv *tensor.Tensor) error {
 	n := int64(c.n)
 	sp, rp, dt, err := c.args(send, recv, func(s, r int64) bool { return r == s*n })
-	return c.run(desc(ccl.KindAllGather, send, 0, 0), err, func(s uintptr) error {
+	return c.run(ctx, desc(ccl.KindAllGather, send, 0, 0), err, func(s uintptr) error {
 		return c.lib.AllGather(sp, rp, send.NumElements(), dt, c.comm, s)
 	})
 }
@@ -334,7 +480,7 @@ func (c *Comm) Broadcast(ctx context.Context, send, recv *tensor.Tensor, root in
 	if root < 0 || root >= c.n {
 		err = fmt.Errorf("%w: root %d out of range [0, %d)", ccl.ErrBadArgs, root, c.n)
 	}
-	return c.run(desc(ccl.KindBroadcast, recv, 0, root), err, func(s uintptr) error {
+	return c.run(ctx, desc(ccl.KindBroadcast, recv, 0, root), err, func(s uintptr) error {
 		return c.lib.Broadcast(sp, rp, recv.NumElements(), dt, root, c.comm, s)
 	})
 }
@@ -342,14 +488,14 @@ func (c *Comm) Broadcast(ctx context.Context, send, recv *tensor.Tensor, root in
 // Scatter and Gather are point-to-point calls inside one NCCL group; the
 // root's own part is a device copy.
 func (c *Comm) Scatter(ctx context.Context, send, recv *tensor.Tensor, root int) error {
-	return c.rooted(ccl.KindScatter, send, recv, root)
+	return c.rooted(ctx, ccl.KindScatter, send, recv, root)
 }
 
 func (c *Comm) Gather(ctx context.Context, send, recv *tensor.Tensor, root int) error {
-	return c.rooted(ccl.KindGather, send, recv, root)
+	return c.rooted(ctx, ccl.KindGather, send, recv, root)
 }
 
-func (c *Comm) rooted(kind ccl.Kind, send, recv *tensor.Tensor, root int) error {
+func (c *Comm) rooted(ctx context.Context, kind ccl.Kind, send, recv *tensor.Tensor, root int) error {
 	n := int64(c.n)
 	isRoot := c.rank == root
 	var sp, rp uint64
@@ -374,7 +520,7 @@ func (c *Comm) rooted(kind ccl.Kind, send, recv *tensor.Tensor, root int) error 
 			sp, rp = p, p
 		}
 	}
-	return c.run(desc(kind, part, 0, root), err, func(s uintptr) error {
+	return c.run(ctx, desc(kind, part, 0, root), err, func(s uintptr) error {
 		cnt := part.NumElements()
 		bytes := uint64(cnt) * uint64(part.DType().Size())
 		if !isRoot {
@@ -441,7 +587,7 @@ func (c *Comm) Recv(ctx context.Context, t *tensor.Tensor, peer int) error {
 
 // Barrier is an exchange of descriptors with nothing after it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	return c.run(ccl.Desc{Kind: ccl.KindBarrier}, nil, func(s uintptr) error {
+	return c.run(ctx, ccl.Desc{Kind: ccl.KindBarrier}, nil, func(s uintptr) error {
 		return c.drv.StreamSynchronize(cuda.Stream(s))
 	})
 }

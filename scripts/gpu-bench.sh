@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# GPU benchmarks, run on a GPU machine from the binaries of
+# scripts/gpu-build.sh: chorus's NCCL allreduce (argument checks on and
+# off) next to PyTorch's NCCL all_reduce, bf16, 1 KB..MAX, REPS rounds
+# interleaved so machine noise hits all alike. JSON lines go to OUTDIR;
+# bench/summarize.py turns them into the ratio tables of docs/benchmarks.md.
+# Usage: gpu-bench.sh BINDIR OUTDIR [REPS] [MAX]
+set -uo pipefail
+bin=${1:?usage: gpu-bench.sh BINDIR OUTDIR [REPS] [MAX]}
+out=${2:?usage: gpu-bench.sh BINDIR OUTDIR [REPS] [MAX]}
+reps=${3:-2}
+max=${4:-1G}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$ngpu" -ge 1 ] || { echo "no GPU"; exit 1; }
+devs=$(seq -s, 0 $((ngpu - 1)))
+maxb=$(python3 -c "import sys;s='$max';m={'K':1<<10,'M':1<<20,'G':1<<30};print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))")
+here=$(cd "$(dirname "$0")" && pwd)
+for r in $(seq 1 "$reps"); do
+  echo "== round $r"
+  "$bin/chorus" bench allreduce --backend nccl --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json \
+    | sed 's/"backend":"nccl"/"backend":"chorus-nccl"/' >>"$out/allreduce.jsonl"
+  CHORUS_NCCL_SKIP_CHECKS=1 "$bin/chorus" bench allreduce --backend nccl --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json \
+    | sed 's/"backend":"nccl"/"backend":"chorus-nccl-nochecks"/' >>"$out/allreduce.jsonl"
+  if [ -f "$here/torch_nccl_allreduce.py" ] && python3 -c 'import torch' 2>/dev/null; then
+    python3 "$here/torch_nccl_allreduce.py" "$maxb" >>"$out/allreduce.jsonl" 2>>"$out/torch.err"
+  fi
+done
+wc -l "$out/allreduce.jsonl"
