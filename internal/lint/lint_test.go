@@ -31,6 +31,7 @@ var layers = map[string]int{
 	"registry":                2,
 	"wire":                    3,
 	"ccl/reduce":              1,
+	"algo/plan":               1,
 	"ccl":                     2,
 	"ccl/cpu":                 4,
 	"ccl/nccl":                4,
@@ -43,6 +44,10 @@ var layers = map[string]int{
 	"internal/bench":          7,
 	"internal/lint":           7,
 	"cmd/chorus":              9,
+	// The compiler imports only tensor and itself, never the runtime.
+	"compiler/vdevice": 1,
+	"compiler/ir":      2,
+	"compiler/passes":  3,
 }
 
 // Only these packages may load GPU libraries.
