@@ -207,6 +207,15 @@ func needGPUs(t *testing.T, n int) {
 	}
 }
 
+func hasGPUs(n int) bool {
+	d, err := cuda.Load()
+	if err != nil || d.Init() != nil {
+		return false
+	}
+	got, err := d.DeviceCount()
+	return err == nil && got >= n
+}
+
 // Groups on the nccl backend are split from the global communicator.
 func TestNCCLGroups(t *testing.T) {
 	needGPUs(t, 2)

@@ -49,6 +49,9 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 	if err != nil {
 		return err
 	}
+	if err := w.ipcInUse(); err != nil {
+		return err
+	}
 	w.closeCCL()
 	// The cpu backend works on host memory; GPU backends use the device
 	// the worker was bound to at start (session Options.DeviceIDs).
@@ -140,6 +143,7 @@ func (cs *commSet) close() {
 }
 
 func (w *Worker) closeCCL() {
+	w.closeIPC()
 	w.commMu.Lock()
 	cs := w.comms
 	w.comms = commSet{}

@@ -72,6 +72,9 @@ func (w *Worker) allocDevice(dt tensor.DType, shape tensor.Shape, dev tensor.Dev
 	if w.dev == nil || dev != w.cfg.Device {
 		return nil, fmt.Errorf("%w: %v (worker %d is bound to %v)", ErrNoDevice, dev, w.cfg.ID, w.cfg.Device)
 	}
+	if scope == ScopeIPC {
+		return w.allocIPC(dt, shape)
+	}
 	if scope != tensor.ScopeGlobal {
 		return nil, fmt.Errorf("worker %d: no allocator for memory scope %q on %v", w.cfg.ID, scope, dev)
 	}
@@ -171,5 +174,43 @@ func SyncDevice(env registry.Env) error {
 	if !ok || w.dev == nil {
 		return nil
 	}
-	return w.dev.Sync()
+	if err := w.dev.Sync(); err != nil {
+		return err
+	}
+	return w.checkIPC()
+}
+
+// CopyTensor copies src into dst (same dtype and shape): on the worker's
+// GPU the copy is queued on its stream (ordered with collectives and
+// kernels); host tensors are copied at once.
+func CopyTensor(env registry.Env, dst, src *tensor.Tensor) error {
+	if !tensor.SameLayout(dst, src) {
+		return fmt.Errorf("%w: copy %s%v into %s%v", registry.ErrBadArgs, src.DType(), src.Shape(), dst.DType(), dst.Shape())
+	}
+	if dst.IsHost() && src.IsHost() {
+		return copyTensor(dst, src)
+	}
+	w, ok := env.(*Worker)
+	if !ok {
+		return fmt.Errorf("CopyTensor needs a chorus worker, got %T", env)
+	}
+	if dst.IsHost() {
+		h, err := w.toHost(src)
+		if err != nil {
+			return err
+		}
+		return copyTensor(dst, h)
+	}
+	if src.IsHost() {
+		return w.fromHost(dst, src)
+	}
+	db, err := w.deviceBuffer(dst)
+	if err != nil {
+		return err
+	}
+	sb, err := w.deviceBuffer(src)
+	if err != nil {
+		return err
+	}
+	return w.dev.Copy(db, dst.Offset(), sb, src.Offset(), dst.NumBytes())
 }

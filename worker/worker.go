@@ -83,6 +83,7 @@ type Worker struct {
 
 	commMu sync.Mutex // guards comms against Abort
 	comms  commSet    // set by chorus.init_ccl
+	ipc    ipcState   // IPC memory and the custom all-reduce (after InitCCL)
 
 	pending  []*wire.WorkerError
 	dropped  uint32
@@ -178,6 +179,8 @@ func (w *Worker) Handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) 
 			// A sync covers the device: queued copies and kernels finish.
 			if err := w.dev.Sync(); err != nil {
 				w.fail(c, "", wire.CodeInternal, err.Error())
+			} else if err := w.checkIPC(); err != nil {
+				w.fail(c, "", codeOf(err), err.Error())
 			}
 		}
 		return w.reply(c, nil), nil, false
@@ -301,25 +304,7 @@ func (w *Worker) call(c *wire.Command) {
 	}
 	res, err := w.invoke(f, args)
 	if err != nil {
-		var code wire.Code
-		var pe *panicError
-		switch {
-		case errors.As(err, &pe):
-			code = wire.CodePanic
-		case errors.Is(err, registry.ErrBadArgs):
-			code = wire.CodeBadArgs
-		case errors.Is(err, ccl.ErrTimeout):
-			code = wire.CodeCCLTimeout
-		case errors.Is(err, ccl.ErrFailed):
-			code = wire.CodeCCLFailed
-		case errors.Is(err, ccl.ErrMismatch):
-			code = wire.CodeCCLMismatch
-		case errors.Is(err, ccl.ErrBadArgs):
-			code = wire.CodeCCLBadArgs
-		default:
-			code = wire.CodeFailed
-		}
-		e := w.fail(c, f.name, code, err.Error())
+		e := w.fail(c, f.name, codeOf(err), err.Error())
 		w.set(c, failed{e})
 		return
 	}
@@ -432,4 +417,25 @@ func (w *Worker) getValue(c *wire.Command) (any, bool) {
 		v = h
 	}
 	return v, true
+}
+
+// codeOf maps an error to its wire code, so the controller can test it
+// with errors.Is.
+func codeOf(err error) wire.Code {
+	var pe *panicError
+	switch {
+	case errors.As(err, &pe):
+		return wire.CodePanic
+	case errors.Is(err, registry.ErrBadArgs):
+		return wire.CodeBadArgs
+	case errors.Is(err, ccl.ErrTimeout):
+		return wire.CodeCCLTimeout
+	case errors.Is(err, ccl.ErrFailed):
+		return wire.CodeCCLFailed
+	case errors.Is(err, ccl.ErrMismatch):
+		return wire.CodeCCLMismatch
+	case errors.Is(err, ccl.ErrBadArgs):
+		return wire.CodeCCLBadArgs
+	}
+	return wire.CodeFailed
 }

@@ -267,6 +267,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	warmup := fs.Int("warmup", 0, "untimed iterations per size (0: iters/10)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
 	devices := fs.String("devices", "", "GPU ids for the workers, comma-separated (GPU backends; worker i uses id i mod n)")
+	strategy := fs.String("strategy", "", "allreduce only: run the custom IPC all-reduce with this strategy (oneshot, twoshot, auto, nccl; needs GPUs)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -301,7 +302,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	if _, err := ccl.Lookup(*backend); err != nil {
 		return usageError{"bench: " + err.Error()}
 	}
-	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Session: *kind, Workers: *workers, DType: dt,
+	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Strategy: *strategy, Session: *kind, Workers: *workers, DType: dt,
 		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs}
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)

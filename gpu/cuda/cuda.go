@@ -30,6 +30,7 @@ const (
 	AttrComputeCapabilityMajor = 75
 	AttrComputeCapabilityMinor = 76
 	AttrUnifiedAddressing      = 41
+	AttrClockRate              = 13 // kHz
 )
 
 // Flags.

@@ -8,17 +8,19 @@ import (
 	"github.com/chorus-rt/chorus/gpu/cuda"
 )
 
-// CUDA is a Device on a real GPU. Every driver call runs on one goroutine
-// locked to its OS thread, where the device's primary context is current
-// (CUDA contexts are per thread); the device's work is ordered on one
-// non-blocking stream.
+// CUDA is a Device on a real GPU. Driver calls run on whichever OS thread
+// the caller is on: each call locks its goroutine to the thread and makes
+// the device's primary context current first (cuCtxSetCurrent is cheap),
+// so no call depends on which thread a function happens to run on, and no
+// call pays a hop to a device goroutine (a cross-thread wake-up costs
+// microseconds, as much as an all-reduce). Calls are serialised by a
+// mutex; the device's work is ordered on one non-blocking stream.
 type CUDA struct {
 	d       *cuda.Driver
 	ordinal int
 	dev     cuda.Device
+	ctx     cuda.Context
 	stream  cuda.Stream
-	work    chan func()
-	done    chan struct{}
 	once    sync.Once
 	mu      sync.Mutex
 	closed  bool
@@ -26,69 +28,46 @@ type CUDA struct {
 
 var _ Device = (*CUDA)(nil)
 
-// OpenCUDA binds device ordinal: retains its primary context on a
-// dedicated OS thread and creates the stream.
+// OpenCUDA binds device ordinal: retains its primary context and creates
+// the stream.
 func OpenCUDA(d *cuda.Driver, ordinal int) (*CUDA, error) {
-	c := &CUDA{d: d, ordinal: ordinal, work: make(chan func()), done: make(chan struct{})}
-	ready := make(chan error, 1)
-	go c.loop(ready)
-	if err := <-ready; err != nil {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dev, err := d.DeviceGet(ordinal)
+	if err != nil {
 		return nil, err
 	}
-	return c, nil
-}
-
-// loop owns the OS thread; it exits when Close closes work.
-func (c *CUDA) loop(ready chan<- error) {
-	runtime.LockOSThread()
-	defer close(c.done)
-	err := func() error {
-		dev, err := c.d.DeviceGet(c.ordinal)
-		if err != nil {
-			return err
-		}
-		ctx, err := c.d.PrimaryCtxRetain(dev)
-		if err != nil {
-			return err
-		}
-		if err := c.d.SetCurrent(ctx); err != nil {
-			c.d.PrimaryCtxRelease(dev)
-			return err
-		}
-		s, err := c.d.StreamCreate(cuda.StreamNonBlocking)
-		if err != nil {
-			c.d.PrimaryCtxRelease(dev)
-			return err
-		}
-		c.dev, c.stream = dev, s
-		return nil
-	}()
-	ready <- err
+	ctx, err := d.PrimaryCtxRetain(dev)
 	if err != nil {
-		runtime.UnlockOSThread()
-		return
+		return nil, err
 	}
-	for f := range c.work {
-		f()
+	if err := d.SetCurrent(ctx); err != nil {
+		d.PrimaryCtxRelease(dev)
+		return nil, err
 	}
-	c.d.StreamSynchronize(c.stream)
-	c.d.StreamDestroy(c.stream)
-	c.d.PrimaryCtxRelease(c.dev)
-	// The thread had a context bound; let it die with the goroutine
-	// rather than hand it back to the scheduler.
+	s, err := d.StreamCreate(cuda.StreamNonBlocking)
+	if err != nil {
+		d.PrimaryCtxRelease(dev)
+		return nil, err
+	}
+	return &CUDA{d: d, ordinal: ordinal, dev: dev, ctx: ctx, stream: s}, nil
 }
 
-// do runs f on the device thread and returns its error.
+// do runs f with the device's context current on the calling thread and
+// returns its error.
 func (c *CUDA) do(f func() error) error {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		return ErrClosed
 	}
-	errc := make(chan error, 1)
-	c.work <- func() { errc <- f() }
-	c.mu.Unlock()
-	if err := <-errc; err != nil {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := c.d.SetCurrent(c.ctx)
+	if err == nil {
+		err = f()
+	}
+	if err != nil {
 		return fmt.Errorf("device %d: %w", c.ordinal, err)
 	}
 	return nil
@@ -96,8 +75,8 @@ func (c *CUDA) do(f func() error) error {
 
 func (c *CUDA) Ordinal() int { return c.ordinal }
 
-// Do runs fn on the device thread (context current) with the device's
-// stream, for libraries that enqueue their own work (NCCL).
+// Do runs fn with the device's context current on the calling thread and
+// the device's stream, for libraries that enqueue their own work (NCCL).
 func (c *CUDA) Do(fn func(s cuda.Stream) error) error {
 	return c.do(func() error { return fn(c.stream) })
 }
@@ -185,15 +164,19 @@ func (c *CUDA) MemInfo() (free, total int64, err error) {
 	return free, total, err
 }
 
-// Close waits for queued work, destroys the stream, releases the context
-// and ends the device thread. Buffers must be freed before.
+// Close waits for queued work, destroys the stream and releases the
+// context. Buffers must be freed before.
 func (c *CUDA) Close() error {
+	var err error
 	c.once.Do(func() {
+		err = c.do(func() error {
+			c.d.StreamSynchronize(c.stream)
+			c.d.StreamDestroy(c.stream)
+			return c.d.PrimaryCtxRelease(c.dev)
+		})
 		c.mu.Lock()
 		c.closed = true
-		close(c.work)
 		c.mu.Unlock()
-		<-c.done
 	})
-	return nil
+	return err
 }

@@ -21,6 +21,13 @@ func (b *Buffer) Ptr() uintptr { return uintptr(b.ptr) }
 // Size is the allocation's usable size in bytes.
 func (b *Buffer) Size() int64 { return b.size }
 
+// Wrap describes device memory that another allocator owns (for example
+// CUDA IPC memory) so tensors and copies can use it. Never pass a wrapped
+// buffer to Device.Free or Pool.Put.
+func Wrap(ptr uint64, size int64, ordinal int) *Buffer {
+	return &Buffer{ptr: ptr, size: size, dev: ordinal}
+}
+
 // Ordinal is the device the buffer lives on.
 func (b *Buffer) Ordinal() int { return b.dev }
 

@@ -30,8 +30,11 @@ func IsCollective(name string) bool { _, ok := collectives[name]; return ok }
 
 // CollectiveConfig selects one collective benchmark run.
 type CollectiveConfig struct {
-	Bench    string // allreduce, allgather, reducescatter, broadcast
-	Backend  string
+	Bench   string // allreduce, allgather, reducescatter, broadcast
+	Backend string
+	// Strategy, for allreduce on GPUs, runs the custom IPC all-reduce
+	// (oneshot, twoshot, auto, nccl) instead of the backend's allreduce.
+	Strategy string
 	Session  string // threaded or process
 	Workers  int
 	DType    tensor.DType
@@ -77,6 +80,15 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	}
 	ctx := env.Context()
 	n, r := c.Size(), c.Rank()
+	// "allreduce:STRATEGY" is the custom all-reduce on IPC memory.
+	name, strategy, custom := strings.Cut(name, ":")
+	scope := ""
+	if custom {
+		if name != "allreduce" {
+			return nil, fmt.Errorf("%w: a strategy applies to allreduce only, not %q", registry.ErrBadArgs, name)
+		}
+		scope = worker.ScopeIPC
+	}
 	es := int64(dt.Size())
 	count := bytes / es // elements of the buffer that "size" refers to
 	var sendN, recvN int64
@@ -93,7 +105,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		return nil, fmt.Errorf("%w: unknown collective %q", registry.ErrBadArgs, name)
 	}
 	// Buffers live on the worker's device (host memory, or its GPU).
-	send, err := env.Alloc(dt, tensor.Shape{sendN}, env.Device(), "")
+	send, err := env.Alloc(dt, tensor.Shape{sendN}, env.Device(), scope)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +130,9 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	run := func() error {
 		switch name {
 		case "allreduce":
+			if custom {
+				return worker.CustomAllReduce(env, send, recv, "sum", strategy)
+			}
 			return c.AllReduce(ctx, send, recv, reduce.Sum)
 		case "allgather":
 			return c.AllGather(ctx, send, recv)
@@ -245,11 +260,19 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 		if warm <= 0 {
 			warm = max(2, iters/10)
 		}
-		res, err := s.CallPacked(f, cfg.Bench, cfg.DType, b, iters, warm)
+		name := cfg.Bench
+		if cfg.Strategy != "" {
+			name += ":" + cfg.Strategy
+		}
+		res, err := s.CallPacked(f, name, cfg.DType, b, iters, warm)
 		if err != nil {
 			return err
 		}
-		row := CollectiveResult{Bench: cfg.Bench, Backend: cfg.Backend, Session: cfg.Session, Workers: cfg.Workers, DType: cfg.DType.String(), Bytes: b}
+		backend := cfg.Backend
+		if cfg.Strategy != "" {
+			backend = "ipc-" + cfg.Strategy
+		}
+		row := CollectiveResult{Bench: cfg.Bench, Backend: backend, Session: cfg.Session, Workers: cfg.Workers, DType: cfg.DType.String(), Bytes: b}
 		for w := range cfg.Workers {
 			v, err := s.DebugGetFromRemote(ctx, res, w)
 			if err != nil {

@@ -26,6 +26,7 @@ var layers = map[string]int{
 	"gpu/nccl":                1,
 	"gpu/device":              2,
 	"gpu/nvrtc":               1,
+	"gpu/cublas":              1,
 	"internal/gpuprobe":       1,
 	"value":                   1,
 	"registry":                2,
@@ -35,6 +36,7 @@ var layers = map[string]int{
 	"ccl":                     2,
 	"ccl/cpu":                 4,
 	"ccl/nccl":                4,
+	"ccl/ipc":                 4,
 	"transport":               3,
 	"transport/shm":           4,
 	"transport/transporttest": 4,
@@ -48,10 +50,12 @@ var layers = map[string]int{
 	"compiler/vdevice": 1,
 	"compiler/ir":      2,
 	"compiler/passes":  3,
+	"compiler/vm":      7, // runs compiled IR on workers: registry, worker, session
+	"internal/mlp":     8, // the tensor-parallel MLP on the VM (demo, bench)
 }
 
 // Only these packages may load GPU libraries.
-var mayImportPurego = map[string]bool{"internal/dl": true, "internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true}
+var mayImportPurego = map[string]bool{"internal/dl": true, "internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true, "gpu/cublas": true}
 
 func repoRoot(t *testing.T) string {
 	dir, err := filepath.Abs("../..")

@@ -1,0 +1,450 @@
+package ipc
+
+import (
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+//go:embed kernels.cu
+var kernelSource string
+
+// Strategy is how custom_allreduce runs.
+type Strategy uint8
+
+const (
+	Auto    Strategy = iota // by size and rank count (see Pick)
+	OneShot                 // every rank reads every input and reduces
+	TwoShot                 // reduce-scatter into scratch, then all-gather
+	NCCL                    // the session's NCCL communicator
+)
+
+var strategyNames = map[Strategy]string{Auto: "auto", OneShot: "oneshot", TwoShot: "twoshot", NCCL: "nccl"}
+
+func (s Strategy) String() string {
+	if n, ok := strategyNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("strategy(%d)", uint8(s))
+}
+
+// ParseStrategy reads "auto", "oneshot", "twoshot" or "nccl".
+func ParseStrategy(s string) (Strategy, error) {
+	for k, v := range strategyNames {
+		if v == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown all-reduce strategy %q (want auto, oneshot, twoshot or nccl)", ccl.ErrBadArgs, s)
+}
+
+// Pick is auto's choice for bytes per rank on n ranks; see docs/ipc.md for
+// the measurements behind it. NCCL wins only where the table says so.
+func Pick(bytes int64, n int) Strategy {
+	switch {
+	case n <= 2 && bytes <= 512<<10:
+		return OneShot
+	case n > 2 && bytes <= 128<<10:
+		return OneShot
+	}
+	return TwoShot
+}
+
+// dtype codes of kernels.cu.
+func kernelDType(dt tensor.DType) (string, bool) {
+	switch dt {
+	case tensor.Float32:
+		return "f32", true
+	case tensor.Float16:
+		return "f16", true
+	case tensor.BFloat16:
+		return "bf16", true
+	}
+	return "", false
+}
+
+func kernelOp(op reduce.Op) (string, bool) {
+	switch op {
+	case reduce.Sum:
+		return "sum", true
+	case reduce.Min:
+		return "min", true
+	case reduce.Max:
+		return "max", true
+	}
+	return "", false
+}
+
+// kargs mirrors struct Args of kernels.cu (368 bytes).
+type kargs struct {
+	data, barIn, barMid, barOut, scratch [MaxRanks]uint64
+	out, counters, err                   uint64
+	n                                    uint64
+	timeout                              int64
+	rank, nranks                         int32
+}
+
+// Options tune the all-reducer.
+type Options struct {
+	// Threads per block and the most blocks per launch (0: defaults;
+	// CHORUS_IPC_THREADS and CHORUS_IPC_BLOCKS override for experiments).
+	Threads, MaxBlocks int
+	// Timeout bounds a kernel's wait for its peers (0: 30 s).
+	Timeout time.Duration
+}
+
+// AllReducer runs custom all-reduces on IPC memory.
+type AllReducer struct {
+	a    *Allocator
+	nccl ccl.Comm // for Strategy NCCL (may be nil)
+	opts Options
+	sms  int
+
+	mod  cuda.Module
+	fns  map[string]cuda.Function
+	errp cuda.DevicePtr // device word set by a kernel whose barrier timed out
+	tout int64          // timeout in GPU clock cycles
+
+	// stage is the IPC workspace for inputs that are not IPC memory.
+	stage *Buffer
+
+	desc, all   *tensor.Tensor // host exchange buffers
+	args        *kargs         // heap-allocated launch arguments
+	params      []unsafe.Pointer
+	lastUsed    Strategy
+	skipChecks  bool
+}
+
+// NewAllReducer compiles the kernels (NVRTC, cached on disk) and loads
+// them on this rank's device. nccl is used for Strategy NCCL; it may be
+// nil (then that strategy is an error).
+func NewAllReducer(a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, error) {
+	r := &AllReducer{a: a, nccl: nccl, opts: opts, fns: map[string]cuda.Function{}, args: new(kargs)}
+	r.params = []unsafe.Pointer{unsafe.Pointer(r.args)}
+	if v, err := strconv.Atoi(os.Getenv("CHORUS_IPC_THREADS")); err == nil && v > 0 {
+		r.opts.Threads = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("CHORUS_IPC_BLOCKS")); err == nil && v > 0 {
+		r.opts.MaxBlocks = v
+	}
+	r.skipChecks = os.Getenv("CHORUS_IPC_SKIP_CHECKS") == "1"
+	if r.opts.Threads <= 0 {
+		r.opts.Threads = 512
+	}
+	r.opts.Threads = min(max(r.opts.Threads, 32), 1024)
+	if r.opts.Timeout <= 0 {
+		r.opts.Timeout = 30 * time.Second
+	}
+	r.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
+	r.all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(descBytes * a.cfg.Size)})
+	comp, err := nvrtc.Load()
+	if err != nil {
+		return nil, fmt.Errorf("ipc: %w", err)
+	}
+	d := a.cfg.Driver
+	err = a.cfg.Exec(func(uintptr) error {
+		dev, err := d.DeviceGet(a.cfg.Ordinal)
+		if err != nil {
+			return err
+		}
+		major, err := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMajor)
+		if err != nil {
+			return err
+		}
+		minor, err := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMinor)
+		if err != nil {
+			return err
+		}
+		if r.sms, err = d.DeviceAttribute(dev, cuda.AttrMultiprocessorCount); err != nil {
+			return err
+		}
+		khz, err := d.DeviceAttribute(dev, cuda.AttrClockRate)
+		if err != nil {
+			return err
+		}
+		r.tout = int64(khz) * 1000 * int64(r.opts.Timeout/time.Millisecond) / 1000
+		if major < 7 {
+			return fmt.Errorf("%w: custom all-reduce needs compute capability 7.0 or newer, cuda:%d has %d.%d", ccl.ErrBadArgs, a.cfg.Ordinal, major, minor)
+		}
+		arch := fmt.Sprintf("sm_%d%d", major, minor)
+		cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", kernelSource, arch)
+		if err != nil {
+			return err
+		}
+		if r.mod, err = d.ModuleLoadData(cubin); err != nil {
+			return err
+		}
+		for _, shot := range []string{"oneshot", "twoshot"} {
+			for _, dt := range []string{"f32", "f16", "bf16"} {
+				for _, op := range []string{"sum", "min", "max"} {
+					name := shot + "_" + dt + "_" + op
+					f, err := d.ModuleGetFunction(r.mod, name)
+					if err != nil {
+						return err
+					}
+					r.fns[name] = f
+				}
+			}
+		}
+		if r.errp, err = d.MemAlloc(4); err != nil {
+			return err
+		}
+		return d.MemsetD8(r.errp, 0, 4)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ipc: rank %d: load all-reduce kernels: %w", a.cfg.Rank, err)
+	}
+	if r.opts.MaxBlocks <= 0 {
+		r.opts.MaxBlocks = 2 * r.sms
+	}
+	r.opts.MaxBlocks = min(r.opts.MaxBlocks, maxBlocks)
+	return r, nil
+}
+
+// Staging reports whether the all-reducer holds an IPC workspace.
+func (r *AllReducer) Staging() bool { return r.stage != nil }
+
+// Last is the strategy the latest AllReduce ran (what auto picked).
+func (r *AllReducer) Last() Strategy { return r.lastUsed }
+
+// descriptor exchanged before every call: what each rank is about to do.
+const descBytes = 48
+
+type desc struct {
+	bad      byte // this rank's arguments are invalid
+	strategy byte
+	dtype    byte
+	op       byte
+	staged   byte
+	count    int64
+	seq      uint64 // IPC allocation of the input (0 when staged)
+	offset   int64
+}
+
+func (d desc) encode(b []byte) {
+	clear(b[:descBytes])
+	b[0], b[1], b[2], b[3], b[4] = d.bad, d.strategy, d.dtype, d.op, d.staged
+	binary.LittleEndian.PutUint64(b[8:], uint64(d.count))
+	binary.LittleEndian.PutUint64(b[16:], d.seq)
+	binary.LittleEndian.PutUint64(b[24:], uint64(d.offset))
+}
+
+func decodeDesc(b []byte) desc {
+	return desc{bad: b[0], strategy: b[1], dtype: b[2], op: b[3], staged: b[4],
+		count: int64(binary.LittleEndian.Uint64(b[8:])), seq: binary.LittleEndian.Uint64(b[16:]), offset: int64(binary.LittleEndian.Uint64(b[24:]))}
+}
+
+// devPtr is a tensor's device address on this rank's GPU.
+func (r *AllReducer) devPtr(name string, t *tensor.Tensor) (uint64, error) {
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s is nil", ccl.ErrBadArgs, name)
+	}
+	if t.Device() != tensor.CUDADevice(r.a.cfg.Ordinal) || t.Storage().Buffer() == nil {
+		return 0, fmt.Errorf("%w: %s is on %v, this rank's GPU is cuda:%d", ccl.ErrBadArgs, name, t.Device(), r.a.cfg.Ordinal)
+	}
+	return uint64(t.Storage().Buffer().Ptr()) + uint64(t.Offset()), nil
+}
+
+// AllReduce reduces send over every rank into recv. send should be in IPC
+// memory (Allocator.Alloc); otherwise it is first copied into the
+// all-reducer's own IPC workspace (one device copy, documented route).
+// One-shot in place (recv overlapping send) takes the same staged route,
+// since peers read the input while it would be overwritten. Auto runs
+// Pick's choice; NCCL, and auto for dtypes or ops the kernels lack
+// (anything but float32/float16/bfloat16 with sum/min/max), use the NCCL
+// communicator. Every rank must make the same call; a difference is
+// ccl.ErrMismatch on every rank.
+func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op, s Strategy) error {
+	me := r.a.cfg.Rank
+	sp, err := r.devPtr("send", send)
+	var rp uint64
+	if err == nil {
+		rp, err = r.devPtr("recv", recv)
+	}
+	if err == nil && (send.DType() != recv.DType() || send.NumElements() != recv.NumElements()) {
+		err = fmt.Errorf("%w: send is %s[%d], recv is %s[%d]", ccl.ErrBadArgs, send.DType(), send.NumElements(), recv.DType(), recv.NumElements())
+	}
+	if err == nil {
+		err = reduce.Supported(op, send.DType())
+		if err != nil {
+			err = fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
+		}
+	}
+	_, dtOK := kernelDType(send.DType())
+	_, opOK := kernelOp(op)
+	if err == nil && s == Auto && (!dtOK || !opOK) {
+		s = NCCL // documented route: the kernels cover f32/f16/bf16 x sum/min/max
+	}
+	if err == nil && (s == OneShot || s == TwoShot) && (!dtOK || !opOK) {
+		err = fmt.Errorf("%w: %s all-reduce supports float32, float16, bfloat16 with sum, min, max; got %s %s (use auto or nccl)", ccl.ErrBadArgs, s, send.DType(), op)
+	}
+	if err == nil && s == NCCL && r.nccl == nil {
+		err = fmt.Errorf("%w: strategy nccl needs the session's nccl communicator (InitCCL \"nccl\")", ccl.ErrBadArgs)
+	}
+	var (
+		n     int64
+		bytes int64
+		buf   *Buffer
+		off   int64
+		d     desc
+	)
+	if err == nil {
+		n = send.NumElements()
+		bytes = n * int64(send.DType().Size())
+		if s == Auto {
+			s = Pick(bytes, r.a.cfg.Size)
+		}
+		d = desc{strategy: byte(s), dtype: byte(send.DType()), op: byte(op), count: n}
+		if s == OneShot || s == TwoShot {
+			var ok bool
+			buf, off, ok = r.a.Lookup(sp)
+			overlap := sp < rp+uint64(bytes) && rp < sp+uint64(bytes)
+			if !ok || (s == OneShot && overlap) || off%16 != 0 {
+				d.staged = 1
+			} else {
+				d.seq, d.offset = buf.Seq, off
+			}
+		}
+	} else {
+		d.bad = 1
+	}
+	if r.skipChecks {
+		// Measurements only: each rank trusts that the others match.
+		if err != nil {
+			return fmt.Errorf("ipc: rank %d: %w", me, err)
+		}
+		r.lastUsed = s
+		return r.run(ctx, d, s, send, recv, op, sp, rp, n, bytes, buf, off)
+	}
+	d.encode(r.desc.Bytes())
+	if xerr := r.a.cfg.Control.AllGather(ctx, r.desc, r.all); xerr != nil {
+		return fmt.Errorf("ipc: rank %d: all-reduce argument exchange: %w", me, xerr)
+	}
+	if err != nil {
+		return fmt.Errorf("ipc: rank %d: %w", me, err)
+	}
+	for q := range r.a.cfg.Size {
+		x := decodeDesc(r.all.Bytes()[q*descBytes:])
+		if x.bad != 0 {
+			return fmt.Errorf("%w: ipc: rank %d: rank %d passed bad arguments to custom_allreduce", ccl.ErrMismatch, me, q)
+		}
+		if x != d {
+			return fmt.Errorf("%w: ipc: rank %d: custom_allreduce differs: rank %d runs %s of %d %s elements (IPC allocation #%d at offset %d, staged %v); rank %d runs %s of %d %s elements (#%d at %d, staged %v)",
+				ccl.ErrMismatch, me, me, Strategy(d.strategy), d.count, tensor.DType(d.dtype), d.seq, d.offset, d.staged == 1,
+				q, Strategy(x.strategy), x.count, tensor.DType(x.dtype), x.seq, x.offset, x.staged == 1)
+		}
+	}
+	r.lastUsed = s
+	return r.run(ctx, d, s, send, recv, op, sp, rp, n, bytes, buf, off)
+}
+
+func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *tensor.Tensor, op reduce.Op, sp, rp uint64, n, bytes int64, buf *Buffer, off int64) error {
+	var err error
+	if s == NCCL {
+		return r.nccl.AllReduce(ctx, send, recv, op)
+	}
+	if n == 0 {
+		return nil
+	}
+	if d.staged == 1 {
+		// Every rank took this route (checked above), so the workspace
+		// grows on all of them at the same call: the allocation stays
+		// collective.
+		if r.stage == nil || r.stage.Size < bytes {
+			if r.stage != nil {
+				r.a.Free(r.stage)
+			}
+			size := int64(1 << 20)
+			for size < bytes {
+				size *= 2
+			}
+			if r.stage, err = r.a.Alloc(ctx, size); err != nil {
+				r.stage = nil
+				return err
+			}
+		}
+		buf, off = r.stage, 0
+	}
+	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == 1, bytes)
+}
+
+func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n int64, dt tensor.DType, op reduce.Op, staged bool, bytes int64) error {
+	dn, _ := kernelDType(dt)
+	on, _ := kernelOp(op)
+	name := "oneshot_" + dn + "_" + on
+	if s == TwoShot {
+		name = "twoshot_" + dn + "_" + on
+	}
+	f := r.fns[name]
+	size := r.a.cfg.Size
+	a := r.args
+	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size)}
+	for q := range size {
+		a.data[q] = buf.Data[q] + uint64(off)
+		a.barIn[q], a.barMid[q], a.barOut[q], a.scratch[q] = buf.BarrierIn[q], buf.BarrierMid[q], buf.BarrierOut[q], buf.Scratch[q]
+	}
+	epv := int64(16 / dt.Size())
+	work := n / epv // vectors a rank reduces (one-shot)
+	if s == TwoShot {
+		work = (work + int64(size) - 1) / int64(size)
+	}
+	threads := int64(r.opts.Threads)
+	blocks := min(max((work+threads-1)/threads, 1), int64(r.opts.MaxBlocks))
+	d := r.a.cfg.Driver
+	return r.a.cfg.Exec(func(st uintptr) error {
+		if staged {
+			if err := d.MemcpyDtoDAsync(cuda.DevicePtr(buf.Data[r.a.cfg.Rank]), cuda.DevicePtr(sp), bytes, cuda.Stream(st)); err != nil {
+				return err
+			}
+		}
+		return d.LaunchKernel(f, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{uint32(threads), 1, 1}, 0, cuda.Stream(st), r.params)
+	})
+}
+
+// Check reports (once) a kernel whose barrier timed out since the last
+// Check: a peer never arrived, so that call's result is wrong. Call it
+// after the stream was synchronized.
+func (r *AllReducer) Check() error {
+	var word [4]byte
+	err := r.a.cfg.Exec(func(uintptr) error {
+		d := r.a.cfg.Driver
+		if err := d.MemcpyDtoH(word[:], r.errp); err != nil {
+			return err
+		}
+		if word != [4]byte{} {
+			return d.MemsetD8(r.errp, 0, 4)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ipc: rank %d: %w", r.a.cfg.Rank, err)
+	}
+	if word != [4]byte{} {
+		return fmt.Errorf("%w: ipc: rank %d: a custom all-reduce waited more than %v for its peers and gave up; its result is wrong", ccl.ErrTimeout, r.a.cfg.Rank, r.opts.Timeout)
+	}
+	return nil
+}
+
+// Close unloads the kernels (the allocator is closed by its owner).
+func (r *AllReducer) Close() error {
+	if r.stage != nil {
+		r.a.Free(r.stage)
+		r.stage = nil
+	}
+	return r.a.cfg.Exec(func(uintptr) error {
+		d := r.a.cfg.Driver
+		d.MemFree(r.errp)
+		return d.ModuleUnload(r.mod)
+	})
+}

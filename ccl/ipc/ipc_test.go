@@ -1,0 +1,172 @@
+package ipc
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+func TestParseStrategy(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Strategy
+		ok   bool
+	}{{"auto", Auto, true}, {"oneshot", OneShot, true}, {"twoshot", TwoShot, true}, {"nccl", NCCL, true}, {"one_shot", 0, false}, {"", 0, false}} {
+		got, err := ParseStrategy(c.in)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("ParseStrategy(%q) = %v, %v", c.in, got, err)
+		}
+		if c.ok && got.String() != c.in {
+			t.Errorf("%v.String() = %q", got, got.String())
+		}
+		if !c.ok && !errors.Is(err, ccl.ErrBadArgs) {
+			t.Errorf("ParseStrategy(%q): %v does not wrap ErrBadArgs", c.in, err)
+		}
+	}
+}
+
+func TestPickNeverNCCLWithoutTable(t *testing.T) {
+	// Pick only returns strategies the kernels run; where NCCL wins is a
+	// measured decision recorded in docs/ipc.md.
+	for n := 2; n <= MaxRanks; n++ {
+		for b := int64(1); b <= 1<<30; b *= 2 {
+			if s := Pick(b, n); s != OneShot && s != TwoShot {
+				t.Fatalf("Pick(%d, %d) = %v", b, n, s)
+			}
+		}
+	}
+}
+
+// The Go launch arguments must match struct Args of kernels.cu byte for byte.
+func TestKernelArgsLayout(t *testing.T) {
+	if got := unsafe.Sizeof(kargs{}); got != 368 {
+		t.Fatalf("kargs is %d bytes, kernels.cu's Args is 368", got)
+	}
+	if off := unsafe.Offsetof(kargs{}.out); off != 5*MaxRanks*8 {
+		t.Fatalf("kargs.out at %d", off)
+	}
+	if off := unsafe.Offsetof(kargs{}.rank); off != 360 {
+		t.Fatalf("kargs.rank at %d", off)
+	}
+	if !strings.Contains(kernelSource, "#define MAX_RANKS 8") || !strings.Contains(kernelSource, "#define MAX_BLOCKS 512") {
+		t.Fatal("kernels.cu limits differ from MaxRanks/maxBlocks")
+	}
+}
+
+func TestLayoutRegions(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		size := r.Int64N(1 << 24)
+		if r.IntN(4) == 0 {
+			size = r.Int64N(64)
+		}
+		n := 1 + r.IntN(MaxRanks)
+		l := layoutFor(size, n)
+		for _, off := range []int64{l.data, l.scratch, l.barIn, l.barMid, l.barOut, l.counters, l.total} {
+			if off%align != 0 {
+				t.Fatalf("size %d n %d: region offset %d not aligned: %+v", size, n, off, l)
+			}
+		}
+		if l.scratch-l.data < size {
+			t.Fatalf("data region too small: %+v for %d", l, size)
+		}
+		// Two-shot writes ceil(vectors/n) 16-byte vectors of scratch.
+		vec := size / 16
+		if need := (vec + int64(n) - 1) / int64(n) * 16; l.barIn-l.scratch < need {
+			t.Fatalf("scratch %d < %d for size %d n %d", l.barIn-l.scratch, need, size, n)
+		}
+		if l.barMid-l.barIn != barBytes || l.counters-l.barOut != barBytes || l.total-l.counters < maxBlocks*4 {
+			t.Fatalf("barrier regions wrong: %+v", l)
+		}
+	}
+}
+
+func TestRecordRoundTripAndOrder(t *testing.T) {
+	var h cuda.IpcMemHandle
+	for i := range h {
+		h[i] = byte(i * 7)
+	}
+	in := record{status: 0, ordinal: 3, pid: 4242, seq: 9, size: 1 << 40, ptr: 0xdead0000, handle: h}
+	b := make([]byte, recordBytes)
+	in.encode(b)
+	if out := decodeRecord(b); out != in {
+		t.Fatalf("round trip: %+v != %+v", out, in)
+	}
+	ok := []record{{seq: 2, size: 100}, {seq: 2, size: 100}}
+	if err := checkOrder(ok, 0); err != nil {
+		t.Fatal(err)
+	}
+	for name, rs := range map[string][]record{
+		"size":   {{seq: 2, size: 100}, {seq: 2, size: 101}},
+		"order":  {{seq: 2, size: 100}, {seq: 3, size: 100}},
+		"failed": {{seq: 2, size: 100}, {seq: 2, size: 100, status: 1}},
+	} {
+		err := checkOrder(rs, 1)
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if name != "failed" && !errors.Is(err, ccl.ErrMismatch) {
+			t.Errorf("%s: %v does not wrap ccl.ErrMismatch", name, err)
+		}
+	}
+}
+
+func TestDescRoundTrip(t *testing.T) {
+	d := desc{bad: 0, strategy: byte(TwoShot), dtype: byte(tensor.BFloat16), op: byte(reduce.Max), staged: 1, count: 12345, seq: 77, offset: 4096}
+	b := make([]byte, descBytes)
+	d.encode(b)
+	if got := decodeDesc(b); got != d {
+		t.Fatalf("%+v != %+v", got, d)
+	}
+}
+
+func TestAllocatorConfig(t *testing.T) {
+	if _, err := NewAllocator(Config{Rank: 0, Size: 9}); !errors.Is(err, ccl.ErrBadArgs) {
+		t.Errorf("9 ranks: %v", err)
+	}
+	if _, err := NewAllocator(Config{Rank: 2, Size: 2}); !errors.Is(err, ccl.ErrBadArgs) {
+		t.Errorf("rank 2 of 2: %v", err)
+	}
+	if _, err := NewAllocator(Config{Rank: 0, Size: 2}); !errors.Is(err, ccl.ErrBadArgs) {
+		t.Errorf("no driver: %v", err)
+	}
+}
+
+func TestBackendOffersOnlyCustom(t *testing.T) {
+	b, err := ccl.Lookup("ipc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Join(context.Background(), ccl.Config{ID: id, Rank: 0, Size: 2, Device: tensor.CPUDevice}); !errors.Is(err, ccl.ErrBadArgs) {
+		t.Fatalf("join on cpu: %v", err)
+	}
+	c, err := b.Join(context.Background(), ccl.Config{ID: id, Rank: 1, Size: 2, Device: tensor.CUDADevice(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	x := tensor.MustNew(tensor.Float32, tensor.Shape{4})
+	for name, err := range map[string]error{
+		"allreduce": c.AllReduce(context.Background(), x, x, reduce.Sum),
+		"allgather": c.AllGather(context.Background(), x, x),
+		"send":      c.Send(context.Background(), x, 0),
+		"barrier":   c.Barrier(context.Background()),
+	} {
+		if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), "custom_allreduce") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,258 @@
+// chorus IPC all-reduce kernels, compiled at run time by NVRTC (no headers,
+// no CUDA toolkit at build time). One-shot: every rank reads every rank's
+// input and reduces locally. Two-shot: rank r reduces slice r, publishes
+// it in its scratch, and every rank gathers the slices.
+//
+// Synchronization: each thread block b of rank r meets block b of every
+// peer at a barrier: it stores a flag into slot [b][r] of each peer's
+// barrier array with release semantics (system scope, so prior writes are
+// visible over NVLink) and spins with acquire loads on its own slots
+// [b][q]. Flags come from a per-block counter kept in the rank's own
+// memory (the kernel arguments never change between calls, so the kernels
+// can be captured in a CUDA graph). Start, middle (two-shot) and end
+// barriers use separate arrays; the end barrier makes inputs and scratch
+// reusable by the very next call. A barrier that waits longer than
+// `timeout` cycles sets *err and gives up (the host reports it), instead
+// of hanging the GPU forever when a peer never comes.
+//
+// All ranks reduce in rank order 0..n-1 and accumulate in float, so every
+// rank gets bit-identical results.
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned long long u64;
+
+#define MAX_RANKS 8
+#define MAX_BLOCKS 512
+
+struct Peers {
+  const void* data[MAX_RANKS];  // each rank's input
+  u32* bar_in[MAX_RANKS];       // start barrier slots, [MAX_BLOCKS][MAX_RANKS] u32
+  u32* bar_mid[MAX_RANKS];      // middle barrier (two-shot)
+  u32* bar_out[MAX_RANKS];      // end barrier
+  void* scratch[MAX_RANKS];     // two-shot: each rank's reduced slice
+};
+
+struct Args {
+  Peers p;
+  void* out;       // this rank's output (local)
+  u32* counters;   // this rank's per-block flag counters [MAX_BLOCKS]
+  u32* err;        // this rank's error word (1: barrier timeout)
+  u64 n;           // elements
+  long long timeout;
+  int rank;
+  int nranks;
+};
+
+__device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
+
+__device__ __forceinline__ void st_release(u32* p, u32 v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+  u32 v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 flag) {
+  __syncthreads();
+  int t = threadIdx.x;
+  if (t < a.nranks) {
+    st_release(bars[t] + blockIdx.x * MAX_RANKS + a.rank, flag);
+    const u32* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
+    long long start = clock64();
+    while (ld_acquire(mine) != flag) {
+      if (clock64() - start > a.timeout) {
+        atomicExch(a.err, 1u);
+        break;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Element types: 0 float32, 1 float16, 2 bfloat16. A 16-byte vector holds
+// EPV elements.
+template <int DT> struct Elem;
+template <> struct Elem<0> { enum { EPV = 4 }; };
+template <> struct Elem<1> { enum { EPV = 8 }; };
+template <> struct Elem<2> { enum { EPV = 8 }; };
+
+__device__ __forceinline__ float h2f(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ u16 f2h(float f) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float b2f(u16 b) { return __uint_as_float(((u32)b) << 16); }
+__device__ __forceinline__ u16 f2b(float f) {
+  u16 b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+}
+
+template <int DT> __device__ __forceinline__ float elem_to_f(u32 w, int half) {
+  if (DT == 0) return __uint_as_float(w);
+  u16 h = half ? (u16)(w >> 16) : (u16)(w & 0xffff);
+  return DT == 1 ? h2f(h) : b2f(h);
+}
+
+template <int DT> __device__ __forceinline__ void unpack(const uint4& v, float* f) {
+  u32 w[4] = {v.x, v.y, v.z, v.w};
+  if (DT == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) f[i] = __uint_as_float(w[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      f[2 * i] = elem_to_f<DT>(w[i], 0);
+      f[2 * i + 1] = elem_to_f<DT>(w[i], 1);
+    }
+  }
+}
+
+template <int DT> __device__ __forceinline__ u16 f_to_16(float f) { return DT == 1 ? f2h(f) : f2b(f); }
+
+template <int DT> __device__ __forceinline__ uint4 pack(const float* f) {
+  u32 w[4];
+  if (DT == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = __float_as_uint(f[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = (u32)f_to_16<DT>(f[2 * i]) | ((u32)f_to_16<DT>(f[2 * i + 1]) << 16);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Reduction ops: 0 sum, 1 min, 2 max.
+template <int OP> __device__ __forceinline__ float combine(float a, float b) {
+  if (OP == 0) return a + b;
+  if (OP == 1) return fminf(a, b);
+  return fmaxf(a, b);
+}
+
+// reduce_vec reduces vector i over every rank, in rank order.
+template <int DT, int OP> __device__ __forceinline__ uint4 reduce_vec(const Args& a, u64 i) {
+  const int E = Elem<DT>::EPV;
+  uint4 v[MAX_RANKS];
+#pragma unroll
+  for (int q = 0; q < MAX_RANKS; q++)
+    if (q < a.nranks) v[q] = ((const uint4*)a.p.data[q])[i];
+  float acc[E], f[E];
+  unpack<DT>(v[0], acc);
+#pragma unroll
+  for (int q = 1; q < MAX_RANKS; q++) {
+    if (q < a.nranks) {
+      unpack<DT>(v[q], f);
+#pragma unroll
+      for (int k = 0; k < E; k++) acc[k] = combine<OP>(acc[k], f[k]);
+    }
+  }
+  return pack<DT>(acc);
+}
+
+// Scalar access to element j (the tail that does not fill a vector).
+template <int DT> __device__ __forceinline__ float load_elem(const void* p, u64 j) {
+  if (DT == 0) return ((const float*)p)[j];
+  u16 h = ((const u16*)p)[j];
+  return DT == 1 ? h2f(h) : b2f(h);
+}
+template <int DT> __device__ __forceinline__ void store_elem(void* p, u64 j, float f) {
+  if (DT == 0)
+    ((float*)p)[j] = f;
+  else
+    ((u16*)p)[j] = f_to_16<DT>(f);
+}
+
+// tail: block 0 reduces the elements after the last whole vector.
+template <int DT, int OP> __device__ __forceinline__ void tail(const Args& a, u64 nvec) {
+  const int E = Elem<DT>::EPV;
+  if (blockIdx.x != 0) return;
+  for (u64 j = nvec * E + threadIdx.x; j < a.n; j += blockDim.x) {
+    float acc = load_elem<DT>(a.p.data[0], j);
+    for (int q = 1; q < a.nranks; q++) acc = combine<OP>(acc, load_elem<DT>(a.p.data[q], j));
+    store_elem<DT>(a.out, j, acc);
+  }
+}
+
+__device__ __forceinline__ u32 next_flag(const Args& a) {
+  __shared__ u32 flag;
+  if (threadIdx.x == 0) flag = a.counters[blockIdx.x] + 1;
+  __syncthreads();
+  return flag;
+}
+
+__device__ __forceinline__ void save_flag(const Args& a, u32 flag) {
+  if (threadIdx.x == 0) a.counters[blockIdx.x] = flag;
+}
+
+template <int DT, int OP> __device__ void oneshot(const Args& a) {
+  const u64 nvec = a.n / Elem<DT>::EPV;
+  u32 flag = next_flag(a);
+  barrier(a, a.p.bar_in, flag);
+  uint4* out = (uint4*)a.out;
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += (u64)gridDim.x * blockDim.x)
+    out[i] = reduce_vec<DT, OP>(a, i);
+  tail<DT, OP>(a, nvec);
+  barrier(a, a.p.bar_out, flag);
+  save_flag(a, flag);
+}
+
+template <int DT, int OP> __device__ void twoshot(const Args& a) {
+  const u64 nvec = a.n / Elem<DT>::EPV;
+  const u64 per = (nvec + a.nranks - 1) / a.nranks;
+  u32 flag = next_flag(a);
+  barrier(a, a.p.bar_in, flag);
+  uint4* out = (uint4*)a.out;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  {
+    u64 lo = per * a.rank, hi = umin(nvec, lo + per);
+    uint4* mine = (uint4*)a.p.scratch[a.rank];
+    for (u64 i = lo + first; i < hi; i += stride) {
+      uint4 v = reduce_vec<DT, OP>(a, i);
+      out[i] = v;
+      mine[i - lo] = v;
+    }
+  }
+  // The tail is reduced now but stored after the middle barrier, when no
+  // peer reads this rank's input any more (two-shot may run in place).
+  const u64 tj = nvec * Elem<DT>::EPV + threadIdx.x;
+  const bool has_tail = blockIdx.x == 0 && tj < a.n;
+  float tv = 0.f;
+  if (has_tail) {
+    tv = load_elem<DT>(a.p.data[0], tj);
+    for (int q = 1; q < a.nranks; q++) tv = combine<OP>(tv, load_elem<DT>(a.p.data[q], tj));
+  }
+  barrier(a, a.p.bar_mid, flag);
+  if (has_tail) store_elem<DT>(a.out, tj, tv);
+  for (int k = 1; k < a.nranks; k++) {
+    int q = (a.rank + k) % a.nranks;  // stagger the peers each rank reads
+    u64 lo = per * q, hi = umin(nvec, lo + per);
+    const uint4* theirs = (const uint4*)a.p.scratch[q];
+    for (u64 i = lo + first; i < hi; i += stride) out[i] = theirs[i - lo];
+  }
+  barrier(a, a.p.bar_out, flag);
+  save_flag(a, flag);
+}
+
+#define KERNELS(NAME, DT, OP)                                                          \
+  extern "C" __global__ void __launch_bounds__(1024) oneshot_##NAME(const Args a) { oneshot<DT, OP>(a); } \
+  extern "C" __global__ void __launch_bounds__(1024) twoshot_##NAME(const Args a) { twoshot<DT, OP>(a); }
+
+KERNELS(f32_sum, 0, 0)
+KERNELS(f32_min, 0, 1)
+KERNELS(f32_max, 0, 2)
+KERNELS(f16_sum, 1, 0)
+KERNELS(f16_min, 1, 1)
+KERNELS(f16_max, 1, 2)
+KERNELS(bf16_sum, 2, 0)
+KERNELS(bf16_min, 2, 1)
+KERNELS(bf16_max, 2, 2)

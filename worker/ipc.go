@@ -1,0 +1,177 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl/ipc"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// ScopeIPC is the memory scope of CUDA IPC memory: every worker of the
+// session can read it (see package ccl/ipc).
+const ScopeIPC = "ipc_memory"
+
+// ErrNoIPC: IPC memory needs workers on GPUs and a GPU communicator.
+var ErrNoIPC = errors.New("ipc_memory needs GPU workers and InitCCL with a GPU backend (nccl)")
+
+// ipcState is a worker's IPC allocator and all-reducer, made on first use
+// after InitCCL and closed with the communicators.
+type ipcState struct {
+	alloc *ipc.Allocator
+	ar    *ipc.AllReducer
+}
+
+func (w *Worker) ensureIPC() (*ipc.Allocator, error) {
+	if w.ipc.alloc != nil {
+		return w.ipc.alloc, nil
+	}
+	cd, ok := w.dev.(*device.CUDA)
+	if !ok || w.comms.control == nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, ErrNoIPC)
+	}
+	drv, err := cuda.Load()
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
+	}
+	a, err := ipc.NewAllocator(ipc.Config{Rank: w.cfg.ID, Size: w.cfg.NumWorkers, Ordinal: cd.Ordinal(), Driver: drv,
+		Exec:    func(fn func(uintptr) error) error { return cd.Do(func(s cuda.Stream) error { return fn(uintptr(s)) }) },
+		Control: w.comms.control})
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
+	}
+	w.ipc.alloc = a
+	return a, nil
+}
+
+// allocIPC makes a zeroed tensor in IPC memory; every worker must make the
+// same allocation at the same point (checked: ccl.ErrMismatch otherwise).
+func (w *Worker) allocIPC(dt tensor.DType, shape tensor.Shape) (*tensor.Tensor, error) {
+	a, err := w.ensureIPC()
+	if err != nil {
+		return nil, err
+	}
+	n, err := shape.NumElements()
+	if err != nil {
+		return nil, err
+	}
+	if !dt.Valid() {
+		return nil, fmt.Errorf("tensor: invalid dtype %v", dt)
+	}
+	b, err := a.Alloc(w.ctx, n*int64(dt.Size()))
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
+	}
+	st := tensor.NewDeviceStorage(w.cfg.Device, ScopeIPC, device.Wrap(b.Data[w.cfg.ID], max(b.Size, 1), w.cfg.Device.ID))
+	t, err := tensor.View(st, 0, dt, shape)
+	if err != nil {
+		a.Free(b)
+		return nil, err
+	}
+	runtime.AddCleanup(st, func(b *ipc.Buffer) { a.Free(b) }, b)
+	return t, nil
+}
+
+// CustomAllReduce runs the IPC all-reduce (package ccl/ipc) of send into
+// recv over every worker: strategy is auto, oneshot, twoshot or nccl; op
+// is sum, min or max (others go to NCCL under auto, and are an error for
+// oneshot/twoshot).
+func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy string) error {
+	w, ok := env.(*Worker)
+	if !ok {
+		return fmt.Errorf("custom_allreduce needs a chorus worker, got %T", env)
+	}
+	o, err := reduce.ParseOp(op)
+	if err != nil {
+		return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
+	}
+	s, err := ipc.ParseStrategy(strategy)
+	if err != nil {
+		return err
+	}
+	ar, err := w.ensureAllReducer()
+	if err != nil {
+		return err
+	}
+	return ar.AllReduce(w.ctx, send, recv, o, s)
+}
+
+// LastStrategy is the strategy the worker's latest custom all-reduce ran.
+func LastStrategy(env registry.Env) string {
+	if w, ok := env.(*Worker); ok && w.ipc.ar != nil {
+		return w.ipc.ar.Last().String()
+	}
+	return ""
+}
+
+func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
+	if w.ipc.ar != nil {
+		return w.ipc.ar, nil
+	}
+	a, err := w.ensureIPC()
+	if err != nil {
+		return nil, err
+	}
+	var timeout time.Duration
+	ar, err := ipc.NewAllReducer(a, w.comms.global, ipc.Options{Timeout: timeout})
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
+	}
+	w.ipc.ar = ar
+	return ar, nil
+}
+
+// checkIPC reports a custom all-reduce that gave up waiting for its peers
+// (after the device was synchronized).
+func (w *Worker) checkIPC() error {
+	if w.ipc.ar == nil {
+		return nil
+	}
+	return w.ipc.ar.Check()
+}
+
+// ipcInUse refuses to replace the communicators while IPC tensors are
+// alive: their memory would be freed under them.
+func (w *Worker) ipcInUse() error {
+	if w.ipc.alloc == nil {
+		return nil
+	}
+	runtime.GC() // unreachable tensors return their memory in cleanups
+	live := w.ipc.alloc.Stats().Live
+	if w.ipc.ar != nil && w.ipc.ar.Staging() {
+		live--
+	}
+	if live > 0 {
+		return fmt.Errorf("worker %d: %d allocations in ipc_memory are still referenced; release them before calling InitCCL again", w.cfg.ID, live)
+	}
+	return nil
+}
+
+// closeIPC frees IPC memory; every worker does it at the same point
+// (InitCCL again, or the end of the session).
+func (w *Worker) closeIPC() {
+	if w.ipc.ar != nil {
+		w.ipc.ar.Close()
+	}
+	if w.ipc.alloc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		w.ipc.alloc.Close(ctx)
+		cancel()
+	}
+	w.ipc = ipcState{}
+}
+
+func init() {
+	if err := Builtins.RegisterTyped("chorus.custom_allreduce", func(env registry.Env, send *tensor.Tensor, strategy string, op string, recv *tensor.Tensor) error {
+		return CustomAllReduce(env, send, recv, op, strategy)
+	}); err != nil {
+		panic(err)
+	}
+}
