@@ -214,3 +214,14 @@ func CopyTensor(env registry.Env, dst, src *tensor.Tensor) error {
 	}
 	return w.dev.Copy(db, dst.Offset(), sb, src.Offset(), dst.NumBytes())
 }
+
+// CUDADevice returns the worker's CUDA device (for packages that launch
+// their own kernels on its context and stream), if it has one.
+func CUDADevice(env registry.Env) (*device.CUDA, bool) {
+	w, ok := env.(*Worker)
+	if !ok {
+		return nil, false
+	}
+	c, ok := w.dev.(*device.CUDA)
+	return c, ok
+}

@@ -1,0 +1,72 @@
+// Package vm runs compiled IR (package ir, after a pipeline of package
+// passes) on every worker of a session. The controller loads a module
+// once and then calls its functions like any other worker function:
+//
+//	m, _ := passes.Pipeline.Run(...)             // or vm.Pipeline(dev, strategy)
+//	prog, err := vm.Load(ctx, s, m)              // every worker parses, verifies, prepares
+//	y, err := prog.Call(ctx, "mlp", x, w1, b1)   // DRefs in, a DRef out; asynchronous
+//	err = s.Sync(ctx)                            // failures surface here
+//
+// # Worker side
+//
+// The VM registers these functions in registry.Global (so every binary
+// that links the package offers them to its workers):
+//
+//	chorus.vm.load(text string) -> *Module       parse, VerifyDevices, prepare
+//	chorus.vm.run(module, name string, args...)  -> the result (nil for none,
+//	                                                []any for several)
+//	chorus.vm.result(results, i int)             -> the i-th of several results
+//	chorus.ipc.alloc_storage(nbytes, alignment)  -> *tensor.Storage in ipc_memory
+//	                                                (passes.IPCAllocStorageFunc)
+//
+// Loading translates each function once: operands become slot numbers,
+// immediates are decoded, registered functions are looked up (built-ins
+// first, then registry.Global: an unknown name fails the load), and
+// virtual devices are mapped to the worker: {cpu} is host memory and
+// {cuda:0} is the worker's own GPU (Session Options.DeviceIDs picks it);
+// a module for cuda on a CPU worker, other virtual ids, and ipc_memory or
+// custom_allreduce on the host are load errors (ErrUnsupported).
+//
+// A run executes the bindings in order (ir.Function.Bindings):
+//
+//   - alloc_tensor / alloc_storage: the worker's allocator
+//     (registry.Env.Alloc with the binding's device and scope; a storage
+//     is a uint8 tensor's storage). Allocations whose memory never
+//     reaches a result are workspace: made by the first run and reused by
+//     later runs of the same function on that worker (the workers run
+//     calls one at a time, in order, so reuse is safe; on GPUs the reuse
+//     is ordered on the worker's stream). The program thus keeps its
+//     workspace between calls, as a VM with a pooled allocator would;
+//     passes.PeakMemory is what one call holds.
+//     Results are allocated afresh by every run.
+//   - views: alloc_tensor of a storage (tensor.View), reshape, alias.
+//   - call_packed: the registered function, with register values and
+//     immediates (ints as int64, symbols as strings, devices mapped);
+//     a declared storage result may be a storage or a tensor.
+//   - allreduce, allgather, reduce_scatter, broadcast (from worker 0):
+//     the session's communicator, worker.Comm(env, false) (InitCCL first).
+//   - custom_allreduce: worker.CustomAllReduce (GPU tensors; strategy
+//     one_shot/two_shot/auto).
+//   - device_copy: through worker.ToHost / worker.FromHost.
+//   - matmul, add (numpy broadcasting), gelu (tanh approximation): on
+//     the host in Go; float32, float16 and bfloat16 compute in float32
+//     (half inputs widened, one rounding per output), float64 in float64;
+//     matmul is blocked over k and n. On a GPU: matmul through cuBLAS
+//     (cublasGemmEx, float accumulation, no TF32), add and gelu as CUDA C
+//     kernels (kernels.cu, NVRTC, cached on disk), all on the worker's
+//     device thread and stream.
+//
+// Errors name the worker, the function, the binding index and the
+// binding's text, and wrap the cause (ErrShape, ErrUnsupported, ccl
+// errors, ...). Nothing panics across the API: the worker recovers
+// panics anyway, but the VM checks operands before kernels index them.
+//
+// # CPU and GPU programs
+//
+// IPC memory and the custom all-reduce exist only on GPU workers. CPU
+// programs are compiled without ipc-allreduce-rewrite (Pipeline(cpu)), so
+// they keep allreduce and run it on the "cpu" collective backend; a CPU
+// program that still contains ipc_memory or custom_allreduce fails to
+// load with ErrUnsupported rather than silently running another
+// algorithm. GPU programs use passes.Default.
+package vm

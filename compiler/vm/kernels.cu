@@ -1,0 +1,90 @@
+// chorus VM kernels: elementwise add with numpy broadcasting and GELU
+// (tanh approximation), for float32, float16 and bfloat16, computing in
+// float. Compiled at run time by NVRTC (no headers: half conversions are
+// PTX cvt instructions), one module per worker.
+
+typedef unsigned short u16;
+
+__device__ __forceinline__ float h2f(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ u16 f2h(float f) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float b2f(u16 b) { return __uint_as_float(((unsigned)b) << 16); }
+__device__ __forceinline__ u16 f2b(float f) {
+  u16 b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+}
+
+struct F32 {
+  typedef float T;
+  static __device__ __forceinline__ float load(T v) { return v; }
+  static __device__ __forceinline__ T store(float f) { return f; }
+};
+struct F16 {
+  typedef u16 T;
+  static __device__ __forceinline__ float load(T v) { return h2f(v); }
+  static __device__ __forceinline__ T store(float f) { return f2h(f); }
+};
+struct BF16 {
+  typedef u16 T;
+  static __device__ __forceinline__ float load(T v) { return b2f(v); }
+  static __device__ __forceinline__ T store(float f) { return f2b(f); }
+};
+
+#define MAX_RANK 8
+
+// Broadcast: out has `rank` dims of `shape`; x and y advance by sx and sy
+// elements per step of each dim (0 where broadcast). The host merges dims,
+// so equal shapes arrive as rank 1 and a bias as rank 2.
+struct Bcast {
+  long long n;
+  int rank;
+  int pad;
+  long long shape[MAX_RANK];
+  long long sx[MAX_RANK];
+  long long sy[MAX_RANK];
+};
+
+template <class E>
+__device__ void add_impl(const typename E::T* x, const typename E::T* y, typename E::T* out, const Bcast& p) {
+  long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride) {
+    long long ix = 0, iy = 0, r = i;
+    for (int d = p.rank - 1; d >= 0; d--) {
+      long long c = r % p.shape[d];
+      r /= p.shape[d];
+      ix += c * p.sx[d];
+      iy += c * p.sy[d];
+    }
+    out[i] = E::store(E::load(x[ix]) + E::load(y[iy]));
+  }
+}
+
+template <class E>
+__device__ void gelu_impl(const typename E::T* x, typename E::T* out, long long n) {
+  const float c = 0.7978845608028654f;  // sqrt(2/pi)
+  long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    float v = E::load(x[i]);
+    out[i] = E::store(0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v))));
+  }
+}
+
+#define KERNELS(name, E)                                                                  \
+  extern "C" __global__ void add_##name(const E::T* x, const E::T* y, E::T* out, Bcast p) { \
+    add_impl<E>(x, y, out, p);                                                            \
+  }                                                                                       \
+  extern "C" __global__ void gelu_##name(const E::T* x, E::T* out, long long n) {         \
+    gelu_impl<E>(x, out, n);                                                              \
+  }
+
+KERNELS(f32, F32)
+KERNELS(f16, F16)
+KERNELS(bf16, BF16)

@@ -1,0 +1,255 @@
+package vm
+
+import (
+	_ "embed"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/gpu/cublas"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+//go:embed kernels.cu
+var kernelSource string
+
+// gpuState is a loaded module's GPU machinery on one worker: a cuBLAS
+// handle bound to the worker's stream and the add/gelu kernels. Every
+// call runs on the worker's device thread (device.CUDA.Do), so kernels
+// are ordered with the worker's copies, NCCL calls and IPC all-reduces,
+// and a session Sync covers them.
+type gpuState struct {
+	dev  *device.CUDA
+	drv  *cuda.Driver
+	blas *cublas.Lib
+	h    cublas.Handle
+	mod  cuda.Module
+	fns  map[string]cuda.Function
+}
+
+// kernelThreads is the block size of the elementwise kernels.
+const kernelThreads = 256
+
+func (m *Module) gpuKernels(env registry.Env) (*gpuState, error) {
+	if m.gpu != nil {
+		return m.gpu, nil
+	}
+	dev, err := workerCUDA(env)
+	if err != nil {
+		return nil, err
+	}
+	g, err := newGPUState(dev)
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", env.WorkerID(), err)
+	}
+	m.gpu = g
+	runtime.AddCleanup(m, func(g *gpuState) { g.close() }, g)
+	return g, nil
+}
+
+func newGPUState(dev *device.CUDA) (*gpuState, error) {
+	drv, err := cuda.Load()
+	if err != nil {
+		return nil, err
+	}
+	blas, err := cublas.Load()
+	if err != nil {
+		return nil, err
+	}
+	comp, err := nvrtc.Load()
+	if err != nil {
+		return nil, err
+	}
+	g := &gpuState{dev: dev, drv: drv, blas: blas, fns: map[string]cuda.Function{}}
+	err = dev.Do(func(s cuda.Stream) error {
+		d, err := drv.DeviceGet(dev.Ordinal())
+		if err != nil {
+			return err
+		}
+		major, err := drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMajor)
+		if err != nil {
+			return err
+		}
+		minor, err := drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMinor)
+		if err != nil {
+			return err
+		}
+		if major < 8 {
+			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
+		}
+		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", kernelSource, fmt.Sprintf("sm_%d%d", major, minor))
+		if err != nil {
+			return err
+		}
+		if g.mod, err = drv.ModuleLoadData(cubin); err != nil {
+			return err
+		}
+		for _, k := range []string{"add", "gelu"} {
+			for _, dt := range []string{"f32", "f16", "bf16"} {
+				f, err := drv.ModuleGetFunction(g.mod, k+"_"+dt)
+				if err != nil {
+					return err
+				}
+				g.fns[k+"_"+dt] = f
+			}
+		}
+		if g.h, err = blas.Create(); err != nil {
+			return err
+		}
+		if err := blas.SetStream(g.h, uintptr(s)); err != nil {
+			return err
+		}
+		return blas.SetMathMode(g.h, cublas.DefaultMath)
+	})
+	if err != nil {
+		g.close()
+		return nil, fmt.Errorf("vm: GPU kernels on cuda:%d: %w", dev.Ordinal(), err)
+	}
+	return g, nil
+}
+
+// close releases the handle and the module (on the device thread; a
+// closed device has released its context already).
+func (g *gpuState) close() {
+	_ = g.dev.Do(func(cuda.Stream) error {
+		if g.h != 0 {
+			g.blas.Destroy(g.h)
+			g.h = 0
+		}
+		if g.mod != 0 {
+			g.drv.ModuleUnload(g.mod)
+			g.mod = 0
+		}
+		return nil
+	})
+}
+
+// devPtr is the device address of t's first element on this GPU.
+func (g *gpuState) devPtr(what string, t *tensor.Tensor) (uint64, error) {
+	b, ok := t.Storage().Buffer().(*device.Buffer)
+	if !ok || b.Ordinal() != g.dev.Ordinal() {
+		return 0, fmt.Errorf("%w: %s is on %v, the kernel runs on cuda:%d", ErrUnsupported, what, t.Device(), g.dev.Ordinal())
+	}
+	return uint64(b.Ptr()) + uint64(t.Offset()), nil
+}
+
+func kernelSuffix(dt tensor.DType) (string, error) {
+	switch dt {
+	case tensor.Float32:
+		return "f32", nil
+	case tensor.Float16:
+		return "f16", nil
+	case tensor.BFloat16:
+		return "bf16", nil
+	}
+	return "", fmt.Errorf("%w: GPU kernel for %s (float32, float16, bfloat16)", ErrUnsupported, dt)
+}
+
+func (g *gpuState) ptrs(names []string, ts ...*tensor.Tensor) ([]uint64, error) {
+	out := make([]uint64, len(ts))
+	for i, t := range ts {
+		p, err := g.devPtr(names[i], t)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+func (g *gpuState) matmul(a, b, out *tensor.Tensor) error {
+	m, k, n, err := matmulDims(a, b, out)
+	if err != nil {
+		return err
+	}
+	p, err := g.ptrs([]string{"a", "b", "out"}, a, b, out)
+	if err != nil {
+		return err
+	}
+	return g.dev.Do(func(cuda.Stream) error {
+		return g.blas.MatmulRowMajor(g.h, m, n, k, uintptr(p[0]), uintptr(p[1]), uintptr(p[2]), a.DType())
+	})
+}
+
+// bcastArgs mirrors struct Bcast of kernels.cu.
+type bcastArgs struct {
+	n             int64
+	rank, pad     int32
+	shape, sx, sy [8]int64
+}
+
+type addArgs struct {
+	x, y, out uint64
+	p         bcastArgs
+}
+
+type geluArgs struct {
+	x, out uint64
+	n      int64
+}
+
+func blocks(n int64) uint32 {
+	return uint32(min(max((n+kernelThreads-1)/kernelThreads, 1), 65535))
+}
+
+func (g *gpuState) launch(name string, n int64, params []unsafe.Pointer) error {
+	f := g.fns[name]
+	return g.dev.Do(func(s cuda.Stream) error {
+		return g.drv.LaunchKernel(f, [3]uint32{blocks(n), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, params)
+	})
+}
+
+func (g *gpuState) add(x, y, out *tensor.Tensor) error {
+	bc, err := checkAdd(x, y, out)
+	if err != nil {
+		return err
+	}
+	suf, err := kernelSuffix(x.DType())
+	if err != nil {
+		return err
+	}
+	if len(bc.shape) > len(bcastArgs{}.shape) {
+		return fmt.Errorf("%w: add of rank %d (at most 8 after merging dims)", ErrUnsupported, len(bc.shape))
+	}
+	n := out.NumElements()
+	if n == 0 {
+		return nil
+	}
+	p, err := g.ptrs([]string{"x", "y", "out"}, x, y, out)
+	if err != nil {
+		return err
+	}
+	a := &addArgs{x: p[0], y: p[1], out: p[2], p: bcastArgs{n: n, rank: int32(len(bc.shape))}}
+	copy(a.p.shape[:], bc.shape)
+	copy(a.p.sx[:], bc.sx)
+	copy(a.p.sy[:], bc.sy)
+	err = g.launch("add_"+suf, n, []unsafe.Pointer{unsafe.Pointer(&a.x), unsafe.Pointer(&a.y), unsafe.Pointer(&a.out), unsafe.Pointer(&a.p)})
+	runtime.KeepAlive(a)
+	return err
+}
+
+func (g *gpuState) gelu(x, out *tensor.Tensor) error {
+	if !tensor.SameLayout(x, out) {
+		return fmt.Errorf("%w: gelu of %s%v into %s%v", ErrShape, x.DType(), x.Shape(), out.DType(), out.Shape())
+	}
+	suf, err := kernelSuffix(x.DType())
+	if err != nil {
+		return err
+	}
+	n := x.NumElements()
+	if n == 0 {
+		return nil
+	}
+	p, err := g.ptrs([]string{"x", "out"}, x, out)
+	if err != nil {
+		return err
+	}
+	a := &geluArgs{x: p[0], out: p[1], n: n}
+	err = g.launch("gelu_"+suf, n, []unsafe.Pointer{unsafe.Pointer(&a.x), unsafe.Pointer(&a.out), unsafe.Pointer(&a.n)})
+	runtime.KeepAlive(a)
+	return err
+}
