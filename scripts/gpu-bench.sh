@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU benchmarks, run on a GPU machine from the binaries of
-# scripts/gpu-build.sh: chorus's NCCL allreduce (argument checks on and
-# off) next to PyTorch's NCCL all_reduce, bf16, 1 KB..MAX, REPS rounds
-# interleaved so machine noise hits all alike. JSON lines go to OUTDIR;
+# scripts/gpu-build.sh, bf16 all-reduce, 1 KB..MAX, REPS rounds
+# interleaved so machine noise hits all alike: chorus's custom IPC
+# all-reduce (oneshot, twoshot, auto), chorus's NCCL backend, PyTorch's
+# NCCL all_reduce and PyTorch's symmetric-memory one-shot and two-shot. JSON lines go to OUTDIR;
 # bench/summarize.py turns them into the ratio tables of docs/benchmarks.md.
 # Usage: gpu-bench.sh BINDIR OUTDIR [REPS] [MAX]
 set -uo pipefail
@@ -19,12 +20,15 @@ maxb=$(python3 -c "import sys;s='$max';m={'K':1<<10,'M':1<<20,'G':1<<30};print(i
 here=$(cd "$(dirname "$0")" && pwd)
 for r in $(seq 1 "$reps"); do
   echo "== round $r"
+  for s in ${STRATEGIES:-auto oneshot twoshot}; do
+    "$bin/chorus" bench allreduce --backend nccl --strategy "$s" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json \
+      | sed "s/\"backend\":\"ipc-$s\"/\"backend\":\"chorus-ipc-$s\"/" >>"$out/allreduce.jsonl"
+  done
   "$bin/chorus" bench allreduce --backend nccl --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json \
     | sed 's/"backend":"nccl"/"backend":"chorus-nccl"/' >>"$out/allreduce.jsonl"
-  CHORUS_NCCL_SKIP_CHECKS=1 "$bin/chorus" bench allreduce --backend nccl --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json \
-    | sed 's/"backend":"nccl"/"backend":"chorus-nccl-nochecks"/' >>"$out/allreduce.jsonl"
-  if [ -f "$here/torch_nccl_allreduce.py" ] && python3 -c 'import torch' 2>/dev/null; then
+  if python3 -c 'import torch' 2>/dev/null; then
     python3 "$here/torch_nccl_allreduce.py" "$maxb" >>"$out/allreduce.jsonl" 2>>"$out/torch.err"
+    python3 "$here/torch_symm_mem_allreduce.py" "$maxb" >>"$out/allreduce.jsonl" 2>>"$out/torch.err"
   fi
 done
 wc -l "$out/allreduce.jsonl"

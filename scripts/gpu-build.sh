@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 dir=${1:-.carry/gpu}
 mkdir -p "$dir"
 export CGO_ENABLED=0
-go build -o "$dir/chorus" ./cmd/chorus
-for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./session; do
-  go test -c -o "$dir/$(basename "$pkg").test" "$pkg"
+go build -ldflags="-s -w" -o "$dir/chorus" ./cmd/chorus
+for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc ./session ./compiler/vm ./internal/mlp ./cmd/chorus; do
+  go test -c -ldflags="-s -w" -o "$dir/$(basename "$pkg").test" "$pkg"
 done
-cp scripts/gpu-check.sh scripts/gpu-bench.sh bench/torch_nccl_allreduce.py bench/summarize.py "$dir/"
+cp scripts/gpu-check.sh scripts/gpu-bench.sh bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/summarize.py "$dir/"
 echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"
