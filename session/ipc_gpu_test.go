@@ -186,7 +186,9 @@ func TestCustomAllReduce(t *testing.T) {
 			for _, dt := range []tensor.DType{tensor.Float32, tensor.Float16, tensor.BFloat16} {
 				for _, op := range []string{"sum", "min", "max"} {
 					for _, st := range []string{"oneshot", "twoshot"} {
-						for _, cnt := range []int64{1, 7, 1000, 4099, 65536 + 3} {
+						// Up to ipc.PushMax bytes one-shot pushes; above, it reads
+						// the peers' IPC memory.
+						for _, cnt := range []int64{1, 7, 1000, 4099, 65536 + 3, 300001} {
 							cases = append(cases, tc{dt, cnt, op, st, 2, ""})
 						}
 					}
@@ -201,6 +203,9 @@ func TestCustomAllReduce(t *testing.T) {
 				tc{tensor.Float32, 4099, "sum", "oneshot", 4, "inplace"},
 				tc{tensor.Float16, 100003, "max", "oneshot", 4, "staged"},
 				tc{tensor.Float16, 100003, "min", "twoshot", 4, "staged"},
+				tc{tensor.BFloat16, 300001, "sum", "oneshot", 4, "staged"},
+				tc{tensor.BFloat16, 300001, "max", "oneshot", 4, "inplace"},
+				tc{tensor.Float32, 200000, "sum", "oneshot", 2000, "delay"},
 				tc{tensor.BFloat16, 8192, "sum", "oneshot", 2000, "delay"},
 				tc{tensor.BFloat16, 8192 + 3, "sum", "twoshot", 2000, "delay"},
 			)

@@ -120,7 +120,7 @@ func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
 		return nil, err
 	}
 	var timeout time.Duration
-	ar, err := ipc.NewAllReducer(a, w.comms.global, ipc.Options{Timeout: timeout})
+	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{Timeout: timeout})
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
 	}
@@ -145,8 +145,8 @@ func (w *Worker) ipcInUse() error {
 	}
 	runtime.GC() // unreachable tensors return their memory in cleanups
 	live := w.ipc.alloc.Stats().Live
-	if w.ipc.ar != nil && w.ipc.ar.Staging() {
-		live--
+	if w.ipc.ar != nil {
+		live -= w.ipc.ar.Workspaces()
 	}
 	if live > 0 {
 		return fmt.Errorf("worker %d: %d allocations in ipc_memory are still referenced; release them before calling InitCCL again", w.cfg.ID, live)

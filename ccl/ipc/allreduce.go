@@ -88,14 +88,24 @@ func kernelOp(op reduce.Op) (string, bool) {
 	return "", false
 }
 
-// kargs mirrors struct Args of kernels.cu (368 bytes).
+// kargs mirrors struct Args of kernels.cu (384 bytes).
 type kargs struct {
 	data, barIn, barMid, barOut, scratch [MaxRanks]uint64
 	out, counters, err                   uint64
 	n                                    uint64
 	timeout                              int64
 	rank, nranks                         int32
+	in, slot                             uint64
 }
+
+// Push one-shot: inputs up to PushMax bytes are stored into every peer's
+// workspace slot and reduced from local memory, with one barrier instead
+// of two (see kernels.cu). The grid is fixed so every block takes part in
+// every call, which keeps the slots' call parity equal across blocks.
+const (
+	PushMax    = 512 << 10
+	pushBlocks = 32
+)
 
 // Options tune the all-reducer.
 type Options struct {
@@ -120,18 +130,24 @@ type AllReducer struct {
 
 	// stage is the IPC workspace for inputs that are not IPC memory.
 	stage *Buffer
+	// push is the workspace of push one-shot: 2 parities x n slots.
+	push *Buffer
 
-	desc, all   *tensor.Tensor // host exchange buffers
-	args        *kargs         // heap-allocated launch arguments
-	params      []unsafe.Pointer
-	lastUsed    Strategy
-	skipChecks  bool
+	desc, all  *tensor.Tensor // host exchange buffers
+	args       *kargs         // heap-allocated launch arguments
+	params     []unsafe.Pointer
+	lastUsed   Strategy
+	skipChecks bool
+	// ownGPU: every rank has a GPU of its own. Push one-shot is used only
+	// then: it is the configuration it was measured and tested in.
+	ownGPU bool
 }
 
 // NewAllReducer compiles the kernels (NVRTC, cached on disk) and loads
 // them on this rank's device. nccl is used for Strategy NCCL; it may be
-// nil (then that strategy is an error).
-func NewAllReducer(a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, error) {
+// nil (then that strategy is an error). It is collective: the ranks
+// exchange their device numbers over the control communicator.
+func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, error) {
 	r := &AllReducer{a: a, nccl: nccl, opts: opts, fns: map[string]cuda.Function{}, args: new(kargs)}
 	r.params = []unsafe.Pointer{unsafe.Pointer(r.args)}
 	if v, err := strconv.Atoi(os.Getenv("CHORUS_IPC_THREADS")); err == nil && v > 0 {
@@ -187,7 +203,7 @@ func NewAllReducer(a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, erro
 		if r.mod, err = d.ModuleLoadData(cubin); err != nil {
 			return err
 		}
-		for _, shot := range []string{"oneshot", "twoshot"} {
+		for _, shot := range []string{"oneshot", "twoshot", "push"} {
 			for _, dt := range []string{"f32", "f16", "bf16"} {
 				for _, op := range []string{"sum", "min", "max"} {
 					name := shot + "_" + dt + "_" + op
@@ -204,8 +220,31 @@ func NewAllReducer(a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, erro
 		}
 		return d.MemsetD8(r.errp, 0, 4)
 	})
+	// Every rank learns whether every rank could load the kernels, and
+	// which GPU each uses, before any of them goes on.
+	mine := record{ordinal: int32(a.cfg.Ordinal), pid: int64(a.pid)}
+	if err != nil {
+		mine.status = 1
+	}
+	ords, xerr := exchange(ctx, a.cfg.Control, mine)
 	if err != nil {
 		return nil, fmt.Errorf("ipc: rank %d: load all-reduce kernels: %w", a.cfg.Rank, err)
+	}
+	if xerr != nil {
+		return nil, fmt.Errorf("ipc: rank %d: all-reducer set-up: %w", a.cfg.Rank, xerr)
+	}
+	for q, o := range ords {
+		if o.status != 0 {
+			return nil, fmt.Errorf("ipc: rank %d: rank %d could not load the all-reduce kernels", a.cfg.Rank, q)
+		}
+	}
+	seen := map[int32]bool{}
+	r.ownGPU = true
+	for _, o := range ords {
+		if seen[o.ordinal] {
+			r.ownGPU = false
+		}
+		seen[o.ordinal] = true
 	}
 	if r.opts.MaxBlocks <= 0 {
 		r.opts.MaxBlocks = 2 * r.sms
@@ -214,8 +253,16 @@ func NewAllReducer(a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, erro
 	return r, nil
 }
 
-// Staging reports whether the all-reducer holds an IPC workspace.
-func (r *AllReducer) Staging() bool { return r.stage != nil }
+// Workspaces counts the IPC allocations the all-reducer holds itself.
+func (r *AllReducer) Workspaces() int {
+	n := 0
+	for _, b := range []*Buffer{r.stage, r.push} {
+		if b != nil {
+			n++
+		}
+	}
+	return n
+}
 
 // Last is the strategy the latest AllReduce ran (what auto picked).
 func (r *AllReducer) Last() Strategy { return r.lastUsed }
@@ -308,7 +355,13 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 			s = Pick(bytes, r.a.cfg.Size)
 		}
 		d = desc{strategy: byte(s), dtype: byte(send.DType()), op: byte(op), count: n}
-		if s == OneShot || s == TwoShot {
+		if rp%16 != 0 {
+			err = fmt.Errorf("%w: custom_allreduce needs recv 16-byte aligned (it is at device offset %d)", ccl.ErrBadArgs, rp%16)
+			d.bad = 1
+		}
+		if s == OneShot && bytes <= PushMax && sp%16 == 0 && r.ownGPU {
+			d.staged = 2 // push one-shot: the input may be any memory
+		} else if s == OneShot || s == TwoShot {
 			var ok bool
 			buf, off, ok = r.a.Lookup(sp)
 			overlap := sp < rp+uint64(bytes) && rp < sp+uint64(bytes)
@@ -359,6 +412,17 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 	if n == 0 {
 		return nil
 	}
+	if d.staged == 2 {
+		if r.push == nil {
+			// Every rank reaches its first push call together (the
+			// descriptor check above), so this allocation is collective.
+			if r.push, err = r.a.Alloc(ctx, 2*int64(r.a.cfg.Size)*PushMax); err != nil {
+				r.push = nil
+				return err
+			}
+		}
+		return r.launchPush(sp, rp, n, send.DType(), op)
+	}
 	if d.staged == 1 {
 		// Every rank took this route (checked above), so the workspace
 		// grows on all of them at the same call: the allocation stays
@@ -379,6 +443,22 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 		buf, off = r.stage, 0
 	}
 	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == 1, bytes)
+}
+
+func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op reduce.Op) error {
+	dn, _ := kernelDType(dt)
+	on, _ := kernelOp(op)
+	f := r.fns["push_"+dn+"_"+on]
+	buf := r.push
+	a := r.args
+	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
+		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax}
+	for q := range r.a.cfg.Size {
+		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
+	}
+	return r.a.cfg.Exec(func(st uintptr) error {
+		return r.a.cfg.Driver.LaunchKernel(f, [3]uint32{pushBlocks, 1, 1}, [3]uint32{512, 1, 1}, 0, cuda.Stream(st), r.params)
+	})
 }
 
 func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n int64, dt tensor.DType, op reduce.Op, staged bool, bytes int64) error {
@@ -440,9 +520,11 @@ func (r *AllReducer) Check() error {
 
 // Close unloads the kernels (the allocator is closed by its owner).
 func (r *AllReducer) Close() error {
-	if r.stage != nil {
-		r.a.Free(r.stage)
-		r.stage = nil
+	for _, b := range []**Buffer{&r.stage, &r.push} {
+		if *b != nil {
+			r.a.Free(*b)
+			*b = nil
+		}
 	}
 	return r.a.cfg.Exec(func(uintptr) error {
 		d := r.a.cfg.Driver

@@ -42,6 +42,8 @@ struct Args {
   long long timeout;
   int rank;
   int nranks;
+  const void* in;  // push one-shot: this rank's input (any device memory)
+  u64 slot;        // push one-shot: bytes per (parity, source) slot
 };
 
 __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
@@ -63,7 +65,10 @@ __device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 fla
     st_release(bars[t] + blockIdx.x * MAX_RANKS + a.rank, flag);
     const u32* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
     long long start = clock64();
-    while (ld_acquire(mine) != flag) {
+    // ">=" (wrap-safe), not "==": without an end barrier (push one-shot)
+    // a fast peer may already have stored the next call's flag here
+    // before this rank looked; that flag implies this one.
+    while ((int)(ld_acquire(mine) - flag) < 0) {
       if (clock64() - start > a.timeout) {
         atomicExch(a.err, 1u);
         break;
@@ -243,9 +248,65 @@ template <int DT, int OP> __device__ void twoshot(const Args& a) {
   save_flag(a, flag);
 }
 
+// Push one-shot for small inputs: every rank stores its input into slot
+// [parity][rank] of every rank's workspace (data[q]), then signals; each
+// rank waits for all signals and reduces its own slots from local memory.
+// Slots alternate by call parity, so no end barrier is needed: a peer can
+// only start writing parity p again after this rank has started the next
+// call, that is, after this call's kernel has finished reading.
+template <int DT> __device__ __forceinline__ char* slot_of(const Args& a, int q, int p, int src) {
+  return (char*)a.p.data[q] + ((u64)p * a.nranks + src) * a.slot;
+}
+
+template <int DT, int OP> __device__ void push(const Args& a) {
+  const int E = Elem<DT>::EPV;
+  const u64 nvec = a.n / E;
+  u32 flag = next_flag(a);
+  const int par = flag & 1;
+  const u64 stride = (u64)gridDim.x * blockDim.x;
+  const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+  const uint4* in = (const uint4*)a.in;
+  for (u64 i = first; i < nvec; i += stride) {
+    uint4 v = in[i];
+#pragma unroll
+    for (int q = 0; q < MAX_RANKS; q++)
+      if (q < a.nranks) ((uint4*)slot_of<DT>(a, q, par, a.rank))[i] = v;
+  }
+  if (blockIdx.x == 0) {
+    for (u64 j = nvec * E + threadIdx.x; j < a.n; j += blockDim.x) {
+      float f = load_elem<DT>(a.in, j);
+      for (int q = 0; q < a.nranks; q++) store_elem<DT>(slot_of<DT>(a, q, par, a.rank), j, f);
+    }
+  }
+  barrier(a, a.p.bar_in, flag);
+  uint4* out = (uint4*)a.out;
+  for (u64 i = first; i < nvec; i += stride) {
+    float acc[E], f[E];
+    unpack<DT>(((const uint4*)slot_of<DT>(a, a.rank, par, 0))[i], acc);
+#pragma unroll
+    for (int q = 1; q < MAX_RANKS; q++) {
+      if (q < a.nranks) {
+        unpack<DT>(((const uint4*)slot_of<DT>(a, a.rank, par, q))[i], f);
+#pragma unroll
+        for (int k = 0; k < E; k++) acc[k] = combine<OP>(acc[k], f[k]);
+      }
+    }
+    out[i] = pack<DT>(acc);
+  }
+  if (blockIdx.x == 0) {
+    for (u64 j = nvec * E + threadIdx.x; j < a.n; j += blockDim.x) {
+      float acc = load_elem<DT>(slot_of<DT>(a, a.rank, par, 0), j);
+      for (int q = 1; q < a.nranks; q++) acc = combine<OP>(acc, load_elem<DT>(slot_of<DT>(a, a.rank, par, q), j));
+      store_elem<DT>(a.out, j, acc);
+    }
+  }
+  save_flag(a, flag);
+}
+
 #define KERNELS(NAME, DT, OP)                                                          \
   extern "C" __global__ void __launch_bounds__(1024) oneshot_##NAME(const Args a) { oneshot<DT, OP>(a); } \
-  extern "C" __global__ void __launch_bounds__(1024) twoshot_##NAME(const Args a) { twoshot<DT, OP>(a); }
+  extern "C" __global__ void __launch_bounds__(1024) twoshot_##NAME(const Args a) { twoshot<DT, OP>(a); } \
+  extern "C" __global__ void __launch_bounds__(1024) push_##NAME(const Args a) { push<DT, OP>(a); }
 
 KERNELS(f32_sum, 0, 0)
 KERNELS(f32_min, 0, 1)
