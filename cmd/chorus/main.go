@@ -33,11 +33,17 @@ Usage:
 
 Commands:
   info            version, CPU, and which GPU libraries were found
-  demo            run a session of workers and print what each computed
+  demo            run a session of workers and print what each computed, then
+                  a tensor-parallel MLP compiled and run on the VM (GPUs if present)
+  compile FILE    run a compiler pipeline on a text IR file and print the IR
+                  (--pipeline NAME|SPEC, --print-after-all)
   bench session   latency of a no-op call + sync, per session kind
   bench allreduce|allgather|reducescatter|broadcast
                   collective sweeps in the style of nccl-tests
+  bench mlp       time per step and peak memory of the MLP on the VM
   funcs           list the functions workers can call
+  plan show|run|build|verify
+                  execution plans: list, run on the CPU executor, build, verify
 
 Run 'chorus <command> --help' for a command's flags.
 `
@@ -68,6 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "funcs":
 		err = cmdFuncs(args[1:], stdout)
+	case "compile":
+		err = cmdCompile(args[1:], stdout)
+	case "plan":
+		err = cmdPlan(ctx, args[1:], stdout, stderr)
 	case "worker":
 		// Hidden: the worker entry point, for sessions that start this
 		// binary with an explicit argument. It needs the environment a
@@ -160,10 +170,11 @@ func processOptions(transport string) session.ProcessOptions {
 }
 
 func cmdDemo(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlags("demo", "chorus demo [--workers 4] [--session process|threaded] [--transport shm|stream]", out)
+	fs := newFlags("demo", "chorus demo [--workers 4] [--session process|threaded] [--transport shm|stream] [--device auto|cpu|cuda]", out)
 	n := fs.Int("workers", 4, "number of workers")
 	kind := fs.String("session", "process", "session kind: process or threaded")
 	tr := fs.String("transport", "shm", "process transport: shm or stream")
+	device := fs.String("device", "auto", "where the MLP part runs: auto (GPUs when present), cpu or cuda")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -172,6 +183,10 @@ func cmdDemo(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	derr := demo.Run(ctx, out, s)
+	if derr == nil {
+		fmt.Fprintln(out)
+		derr = demoMLP(ctx, out, s, *n, *device)
+	}
 	serr := s.Shutdown()
 	return errors.Join(derr, serr)
 }
@@ -190,7 +205,7 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n")
+		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
 		if len(args) == 0 {
 			return usageError{"bench: which benchmark?"}
 		}
@@ -199,6 +214,10 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	switch {
 	case args[0] == "session":
 		return benchSession(ctx, args[1:], out, errOut)
+	case args[0] == "mlp":
+		return benchMLP(ctx, args[1:], out, errOut)
+	case bench.IsCollective(args[0]) && benchPlanFlagged(args[1:]):
+		return benchPlan(ctx, args[0], args[1:], out, errOut)
 	case bench.IsCollective(args[0]):
 		return benchCollective(ctx, args[0], args[1:], out)
 	}

@@ -1,0 +1,63 @@
+// Package cpuexec runs an MSCCL++ execution plan (package algo/plan) on CPU
+// memory across the ranks of a communicator: goroutines of one process
+// (threaded sessions) or separate processes (process sessions) on one
+// host. It is the executor that makes a plan testable without a GPU, and
+// it is what algo/run uses to make a plan a collective of a session.
+//
+// # Use
+//
+//	x, err := cpuexec.Join(ctx, ccl.Config{ID: id, Rank: r, Size: n}, p)
+//	err = x.Run(ctx, in, out, reduce.Sum) // every rank, same sizes
+//	x.Close()
+//
+// Every rank joins with the same id and the same plan (rank 0 creates a
+// segment in /dev/shm named after a hash of the id, the others open it;
+// a rank that loaded a different plan fails Join with ccl.ErrMismatch, and
+// ranks missing after the timeout are named in a *WaitError).
+//
+// # Memory
+//
+// Every rank's input, output and scratch buffers live in one shared data
+// segment, mapped by every rank, so a put is a copy into the peer's
+// region and a get a copy out of it. Run copies the caller's input into
+// the rank's input region before the call and the output region back
+// afterwards; when the plan does not write every output chunk, the
+// caller's output is copied in too, so unwritten bytes keep the caller's
+// values (a poisoned output stays poisoned). The data segment grows, by a
+// collective step all ranks take in the same call, when a call needs more
+// room; in-place plans alias input and output as the collective says.
+//
+// # Semantics (docs/executor.md has the full list)
+//
+//   - A thread block is one goroutine that runs its ops in order; the
+//     rank's first block runs on the caller's goroutine. nop is therefore
+//     empty, and flush too (a put has completed when it returns).
+//   - Memory and port channels: signal adds one to a counter in the
+//     shared control segment that the peer's paired channel waits on (the
+//     k-th channel from r to p pairs with the k-th channel from p to r);
+//     wait waits until the counter reaches the number of waits so far. The
+//     counters are 64-bit atomics (sequentially consistent), so a signal
+//     releases the data written before it. Relaxed variants behave the
+//     same.
+//   - Switch channels (NVLink multicast) are emulated: glre reads the range
+//     of every group rank and reduces in the group's rank order, gstore
+//     writes a local chunk to every group rank, glres pairs its source and
+//     destination references.
+//   - LL packets: 4 data bytes and a 32-bit flag (the call's sequence
+//     number) per 8-byte word, written and read with one atomic access;
+//     readers wait per word. Scratch chunk c of an LL plan occupies
+//     [2cC, 2(c+1)C).
+//   - reduce_op is honoured (sum, min, max) for every dtype ccl/reduce
+//     supports, reducing all sources of an op in one ccl/reduce call in
+//     source order; ops without reduce_op use Run's op, and an explicit
+//     reduce_op that differs from Run's op is an error (WithReduceOp
+//     rewrites a plan for another op).
+//   - Every call starts with a barrier that compares every rank's sizes,
+//     dtype and op (a mismatch fails every rank, nothing runs) and ends with
+//     one (so a rank's buffers are never reused while a peer still reads
+//     them, and results do not depend on the plan's final syncs).
+//   - Every wait spins briefly, then sleeps on a futex of its rank; one that
+//     does not complete within the timeout fails with a *WaitError naming
+//     rank, thread block, op and the peers awaited, and marks the executor
+//     failed on every rank: later calls fail fast with ccl.ErrFailed.
+package cpuexec

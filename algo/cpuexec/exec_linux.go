@@ -1,0 +1,626 @@
+package cpuexec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// Executor is one rank's handle on a plan loaded by every rank of a
+// communicator. Run is called by one goroutine at a time.
+type Executor struct {
+	p       *plan.Plan
+	pr      *program
+	id      []byte
+	rank, n int
+	timeout time.Duration
+	spin    time.Duration
+	yield   bool
+
+	seg *ctlSegment
+
+	data   []byte // current data segment mapping (all ranks' buffers)
+	gen    int    // its generation
+	stride int64  // bytes per rank in it
+
+	epoch uint64 // barriers this rank arrived at
+	seq   uint64 // calls made
+
+	expect []uint64 // wait counters per channel of this rank (atomic)
+	sems   []atomic.Int64
+	bars   []barrierState
+	tbs    []*tbRun
+
+	closed bool
+}
+
+type barrierState struct {
+	count atomic.Int64
+	gen   atomic.Uint64
+}
+
+// Join compiles rank cfg.Rank's part of p, maps the executor's shared
+// segment (named after cfg.ID) and waits until every rank of cfg.Size has
+// joined with the same plan. Every rank must call Join with the same id and
+// plan; a rank missing after cfg.Timeout (default 60 s) fails the others.
+func Join(ctx context.Context, cfg ccl.Config, p *plan.Plan) (*Executor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cpuexec: %w", err)
+	}
+	if p == nil {
+		return nil, fmt.Errorf("cpuexec: %w: nil plan", ccl.ErrBadArgs)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("cpuexec: plan %q: %w", p.Name, err)
+	}
+	if p.NumRanks() != cfg.Size {
+		return nil, fmt.Errorf("cpuexec: %w: plan %q has %d ranks, the communicator %d", ccl.ErrBadArgs, p.Name, p.NumRanks(), cfg.Size)
+	}
+	pr, err := compile(p, cfg.Rank)
+	if err != nil {
+		return nil, err
+	}
+	seg, err := openControl(ctx, cfg, pr)
+	if err != nil {
+		return nil, err
+	}
+	x := &Executor{p: p, pr: pr, id: append([]byte(nil), cfg.ID...), rank: cfg.Rank, n: cfg.Size,
+		timeout: cfg.TimeoutOrDefault(), spin: 50 * time.Microsecond, seg: seg,
+		expect: make([]uint64, pr.nexpect), sems: make([]atomic.Int64, len(pr.semInit)),
+		bars: make([]barrierState, len(pr.barriers))}
+	x.yield = x.goroutines() > runtime.NumCPU()
+	for i := range pr.tbs {
+		x.tbs = append(x.tbs, &tbRun{x: x, tb: i})
+	}
+	atomic.AddUint32(seg.u32(offJoined), 1)
+	err = x.barrier(ctx, "join")
+	if cfg.Rank == 0 {
+		os.Remove(segmentPath(cfg.ID))
+	}
+	if err != nil {
+		seg.close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// goroutines estimates how many goroutines of all ranks may poll at once.
+func (x *Executor) goroutines() int {
+	total := 0
+	for g := range x.p.GPUs {
+		total += max(1, len(x.p.GPUs[g].ThreadBlocks))
+	}
+	return total
+}
+
+// Rank and Size describe the communicator.
+func (x *Executor) Rank() int        { return x.rank }
+func (x *Executor) Size() int        { return x.n }
+func (x *Executor) Plan() *plan.Plan { return x.p }
+
+// Close unmaps the segments. No Run may be in flight.
+func (x *Executor) Close() error {
+	if x.closed {
+		return nil
+	}
+	x.closed = true
+	var errs []error
+	if x.data != nil {
+		errs = append(errs, shmem.Unmap(x.data))
+		x.data = nil
+	}
+	errs = append(errs, x.seg.close())
+	return errors.Join(errs...)
+}
+
+func (x *Executor) usable() error {
+	if x.closed {
+		return fmt.Errorf("cpuexec: rank %d: %w", x.rank, ccl.ErrClosed)
+	}
+	if x.seg.failed() {
+		return fmt.Errorf("%w: cpuexec: rank %d: an earlier call failed on rank %d (timeout, bad plan or a lost rank); join a new executor", ccl.ErrFailed, x.rank, x.seg.failedBy())
+	}
+	return nil
+}
+
+// WaitError says that a wait of one rank never completed: a barrier of
+// the executor (TB -1) or an op of a thread block.
+type WaitError struct {
+	Rank  int
+	TB    int    // -1 for the executor's own barriers
+	Where string // "tb 1 op 4 (wait)" or "start barrier"
+	What  string // what it waited for
+	Peers []int  // ranks it waited for (may be empty for local waits)
+	After time.Duration
+	Seq   uint64 // the call
+}
+
+func (e *WaitError) Error() string {
+	s := fmt.Sprintf("cpuexec: rank %d call #%d %s: %s never came within %v", e.Rank, e.Seq, e.Where, e.What, e.After)
+	if len(e.Peers) > 0 {
+		s += fmt.Sprintf(" (waiting for ranks %v)", e.Peers)
+	}
+	return s
+}
+
+func (e *WaitError) Is(target error) bool { return target == ccl.ErrTimeout || target == ccl.ErrFailed }
+
+var errAborted = errors.New("cpuexec: aborted: another thread block of this rank failed")
+
+// waiter is what a wait needs to report and give up.
+type waiter struct {
+	ctx   context.Context
+	abort *atomic.Bool // nil outside a call
+	tb    int
+	where string
+}
+
+// await polls cond, then sleeps on this rank's bell, until cond holds, the
+// executor fails, ctx ends, the call aborts or the timeout passes.
+func (x *Executor) await(w waiter, cond func() bool, what string, peers func() []int) error {
+	return x.awaitFor(w, x.timeout, cond, what, peers)
+}
+
+// awaitFor is await with its own time limit.
+func (x *Executor) awaitFor(w waiter, timeout time.Duration, cond func() bool, what string, peers func() []int) error {
+	if cond() {
+		return nil
+	}
+	for range 128 {
+		if cond() {
+			return nil
+		}
+	}
+	start := time.Now()
+	for time.Since(start) < x.spin {
+		if cond() {
+			return nil
+		}
+		runtime.Gosched()
+		if x.yield {
+			shmem.Yield()
+		}
+	}
+	bell, sleepers := x.seg.bell(x.rank), x.seg.sleepers(x.rank)
+	deadline := start.Add(timeout)
+	for {
+		v := atomic.LoadUint32(bell)
+		if cond() {
+			return nil
+		}
+		if x.seg.failed() {
+			return x.usable()
+		}
+		if w.abort != nil && w.abort.Load() {
+			return errAborted
+		}
+		if err := w.ctx.Err(); err != nil {
+			x.seg.fail(x.rank)
+			return fmt.Errorf("cpuexec: rank %d call #%d %s: %w", x.rank, x.seq, w.where, err)
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			var ps []int
+			if peers != nil {
+				ps = peers()
+			}
+			x.seg.fail(x.rank)
+			return &WaitError{Rank: x.rank, TB: w.tb, Where: w.where, What: what, Peers: ps, After: timeout, Seq: x.seq}
+		}
+		atomic.AddUint32(sleepers, 1)
+		if !cond() {
+			shmem.FutexWait(bell, v, min(20*time.Millisecond, deadline.Sub(now)+time.Millisecond))
+		}
+		atomic.AddUint32(sleepers, ^uint32(0))
+	}
+}
+
+// barrier: arrive, then wait until every rank arrived as often. Barriers
+// inside a call wait twice the timeout, so that a rank stuck in an op
+// reports that op before its peers give up on it at a barrier.
+func (x *Executor) barrier(ctx context.Context, where string) error {
+	timeout := x.timeout
+	if x.seq > 0 {
+		timeout *= 2
+	}
+	x.epoch++
+	atomic.StoreUint64(x.seg.arrive(x.rank), x.epoch)
+	for r := range x.n {
+		x.seg.ring(r)
+	}
+	target := x.epoch
+	next := 0
+	return x.awaitFor(waiter{ctx: ctx, tb: -1, where: where + " barrier"}, timeout, func() bool {
+		for ; next < x.n; next++ {
+			if atomic.LoadUint64(x.seg.arrive(next)) < target {
+				return false
+			}
+		}
+		return true
+	}, "every rank's arrival", func() []int {
+		var m []int
+		for r := range x.n {
+			if atomic.LoadUint64(x.seg.arrive(r)) < target {
+				m = append(m, r)
+			}
+		}
+		return m
+	})
+}
+
+// desc is what a rank says about a call; all ranks compare them.
+type desc struct {
+	bad      bool
+	dtype    tensor.DType
+	op       reduce.Op
+	in, out  int64
+	hasOp    bool
+	localErr string
+}
+
+func (d desc) String() string {
+	s := fmt.Sprintf("%s input %d bytes, output %d bytes", d.dtype, d.in, d.out)
+	if d.hasOp {
+		s += ", " + d.op.String()
+	}
+	return s
+}
+
+func putDesc(b []byte, d desc) {
+	var st uint32
+	if d.bad {
+		st = 1
+	}
+	binary.LittleEndian.PutUint32(b[0:], st)
+	b[4], b[5] = byte(d.dtype), byte(d.op)
+	b[6] = 0
+	if d.hasOp {
+		b[6] = 1
+	}
+	binary.LittleEndian.PutUint64(b[8:], uint64(d.in))
+	binary.LittleEndian.PutUint64(b[16:], uint64(d.out))
+}
+
+func getDesc(b []byte) desc {
+	return desc{bad: binary.LittleEndian.Uint32(b[0:]) != 0, dtype: tensor.DType(b[4]), op: reduce.Op(b[5]), hasOp: b[6] != 0,
+		in: int64(binary.LittleEndian.Uint64(b[8:])), out: int64(binary.LittleEndian.Uint64(b[16:]))}
+}
+
+// regions is where one rank's buffers live inside its part of the data
+// segment for one call, and how large they are.
+type regions struct {
+	off   [4]int64 // by plan.BufferType
+	size  [4]int64
+	total int64
+}
+
+const pageSize = 4096
+
+func roundUp(v, a int64) int64 { return (v + a - 1) / a * a }
+
+// regionsFor lays out rank g's input, output and scratch for a call with
+// in and out bytes; in-place plans alias input and output as the
+// collective says (allgather: the input is the rank's block of the
+// output; reducescatter: the output is the rank's block of the input).
+func (x *Executor) regionsFor(g int, lay plan.Layout) regions {
+	var r regions
+	in, out := lay.InputBytes, lay.OutputBytes
+	r.size[plan.Input], r.size[plan.Output], r.size[plan.Scratch] = in, out, lay.ScratchBytes
+	switch {
+	case !x.p.InPlace:
+		r.off[plan.Input] = 0
+		r.off[plan.Output] = roundUp(in, pageSize)
+		r.off[plan.Scratch] = r.off[plan.Output] + roundUp(out, pageSize)
+	case x.p.Collective == plan.AllGather && out >= in*int64(x.n):
+		r.off[plan.Output] = 0
+		r.off[plan.Input] = int64(g) * in
+		r.off[plan.Scratch] = roundUp(out, pageSize)
+	case x.p.Collective == plan.ReduceScatter && in >= out*int64(x.n):
+		r.off[plan.Input] = 0
+		r.off[plan.Output] = int64(g) * out
+		r.off[plan.Scratch] = roundUp(in, pageSize)
+	default:
+		r.off[plan.Input], r.off[plan.Output] = 0, 0
+		r.off[plan.Scratch] = roundUp(max(in, out), pageSize)
+	}
+	r.total = r.off[plan.Scratch] + roundUp(lay.ScratchBytes, pageSize)
+	return r
+}
+
+// call is the state of one Run shared by this rank's thread blocks.
+type call struct {
+	ctx   context.Context
+	seq   uint64
+	flag  uint32
+	dt    tensor.DType
+	es    int
+	op    reduce.Op
+	lay   plan.Layout // this rank's
+	bufs  [][4][]byte // per rank, by buffer type
+	ll    bool
+	abort atomic.Bool
+}
+
+// Run executes the plan once: in is this rank's input, out its output
+// (host tensors of one dtype; allreduce: out has in's size, allgather: out
+// is Size() times in, reducescatter: in is Size() times out; other
+// collectives: any sizes the plan's layout accepts). op is the reduction
+// of reduce ops whose plan op has no reduce_op; an explicit reduce_op must
+// equal it (see WithReduceOp). in and out may be the same tensor.
+//
+// Every rank must call Run with the same sizes, dtype and op; a mismatch,
+// or arguments that are bad on any rank, fail every rank with an error
+// (ccl.ErrMismatch or ccl.ErrBadArgs) before any op runs, and the executor
+// stays usable. A wait that does not complete within the timeout fails
+// with a *WaitError naming rank, thread block and op, and marks the
+// executor failed on every rank (later calls fail with ccl.ErrFailed).
+func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op) error {
+	if err := x.usable(); err != nil {
+		return err
+	}
+	x.seq++
+	parity := int(x.seq & 1)
+	d, inB, outB, local := x.check(in, out, op)
+	var lays []plan.Layout
+	var regs []regions
+	var need int64
+	if local == nil {
+		lays, regs, need, local = x.layouts(d)
+	}
+	fits := local == nil && need <= x.stride
+	if fits {
+		x.stage(regs[x.rank], inB, outB)
+	}
+	d.bad = local != nil
+	putDesc(x.seg.desc(x.rank, parity), d)
+	if err := x.barrier(ctx, fmt.Sprintf("call #%d start", x.seq)); err != nil {
+		return err
+	}
+	if local != nil {
+		return fmt.Errorf("cpuexec: rank %d: %w", x.rank, local)
+	}
+	for r := range x.n {
+		dr := getDesc(x.seg.desc(r, parity))
+		if dr.bad {
+			return fmt.Errorf("%w: cpuexec: rank %d: rank %d passed bad arguments to plan %q", ccl.ErrMismatch, x.rank, r, x.p.Name)
+		}
+		if dr != d {
+			return fmt.Errorf("%w: cpuexec: plan %q: rank %d called with %v, rank %d with %v", ccl.ErrMismatch, x.p.Name, x.rank, d, r, dr)
+		}
+	}
+	if !fits {
+		if err := x.grow(ctx, need); err != nil {
+			x.seg.fail(x.rank)
+			return err
+		}
+		x.stage(regs[x.rank], inB, outB)
+		if err := x.barrier(ctx, fmt.Sprintf("call #%d staged", x.seq)); err != nil {
+			return err
+		}
+	}
+	c := &call{ctx: ctx, seq: x.seq, flag: uint32((x.seq-1)%0xFFFFFFFF) + 1, dt: d.dtype, es: max(1, d.dtype.Size()), op: op,
+		lay: lays[x.rank], ll: x.p.Protocol == plan.LL, bufs: make([][4][]byte, x.n)}
+	for g := range x.n {
+		base := int64(g) * x.stride
+		for _, b := range []plan.BufferType{plan.Input, plan.Output, plan.Scratch} {
+			off, size := base+regs[g].off[b], regs[g].size[b]
+			if b == plan.Scratch && x.p.UseDoubleScratchBuffer {
+				size /= 2
+				off += int64(parity) * size
+			}
+			c.bufs[g][b] = x.data[off : off+size : off+size]
+		}
+	}
+	if err := x.runTBs(c); err != nil {
+		x.seg.fail(x.rank)
+		return err
+	}
+	if err := x.barrier(ctx, fmt.Sprintf("call #%d end", x.seq)); err != nil {
+		return err
+	}
+	copy(outB, x.data[int64(x.rank)*x.stride+regs[x.rank].off[plan.Output]:][:len(outB)])
+	return nil
+}
+
+// check validates this rank's arguments; d describes the call even when
+// they are bad (as far as it can).
+func (x *Executor) check(in, out *tensor.Tensor, op reduce.Op) (d desc, inB, outB []byte, err error) {
+	d.hasOp = x.pr.reduces
+	if d.hasOp {
+		d.op = op
+	}
+	if in == nil || out == nil {
+		return d, nil, nil, fmt.Errorf("%w: nil tensor", ccl.ErrBadArgs)
+	}
+	d.dtype, d.in, d.out = in.DType(), in.NumBytes(), out.NumBytes()
+	if inB, err = in.HostBytes(); err != nil {
+		return d, nil, nil, fmt.Errorf("%w: input: %v", ccl.ErrBadArgs, err)
+	}
+	if outB, err = out.HostBytes(); err != nil {
+		return d, nil, nil, fmt.Errorf("%w: output: %v", ccl.ErrBadArgs, err)
+	}
+	if in.DType() != out.DType() {
+		return d, nil, nil, fmt.Errorf("%w: input is %s, output %s", ccl.ErrBadArgs, in.DType(), out.DType())
+	}
+	if overlapNotSame(inB, outB) {
+		return d, nil, nil, fmt.Errorf("%w: input and output partially overlap", ccl.ErrBadArgs)
+	}
+	n := int64(x.n)
+	switch x.p.Collective {
+	case plan.AllReduce:
+		if d.out != d.in {
+			return d, nil, nil, fmt.Errorf("%w: allreduce output has %d bytes, input %d", ccl.ErrBadArgs, d.out, d.in)
+		}
+	case plan.AllGather:
+		if d.out != n*d.in {
+			return d, nil, nil, fmt.Errorf("%w: allgather output has %d bytes, want %d x %d", ccl.ErrBadArgs, d.out, n, d.in)
+		}
+	case plan.ReduceScatter:
+		if d.in != n*d.out {
+			return d, nil, nil, fmt.Errorf("%w: reducescatter input has %d bytes, want %d x %d", ccl.ErrBadArgs, d.in, n, d.out)
+		}
+	}
+	if d.hasOp {
+		if err := reduce.Supported(op, d.dtype); err != nil {
+			return d, nil, nil, fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
+		}
+		if op == reduce.Avg {
+			return d, nil, nil, fmt.Errorf("%w: plans cannot average (partial reductions would divide more than once): reduce with sum and divide", ccl.ErrBadArgs)
+		}
+		for _, e := range x.pr.explicit {
+			if reduceOp(e) != op {
+				return d, nil, nil, fmt.Errorf("%w: plan %q reduces with %v (%s), the call asked for %v (cpuexec.WithReduceOp makes a %v plan)", ccl.ErrBadArgs, x.p.Name, e, x.pr.explWhere, op, op)
+			}
+		}
+	}
+	return d, inB, outB, nil
+}
+
+// layouts computes every rank's layout and regions for the call, and the
+// bytes per rank the data segment needs.
+func (x *Executor) layouts(d desc) ([]plan.Layout, []regions, int64, error) {
+	lays := make([]plan.Layout, x.n)
+	regs := make([]regions, x.n)
+	var need int64
+	es := int64(max(1, d.dtype.Size()))
+	for g := range x.n {
+		lay, err := x.p.Layout(g, d.in, d.out)
+		if err != nil {
+			if g == x.rank {
+				return nil, nil, 0, fmt.Errorf("%w: plan %q: %v", ccl.ErrBadArgs, x.p.Name, err)
+			}
+			return nil, nil, 0, fmt.Errorf("%w: plan %q: rank %d: %v", ccl.ErrBadArgs, x.p.Name, g, err)
+		}
+		lays[g] = lay
+		regs[g] = x.regionsFor(g, lay)
+		need = max(need, regs[g].total)
+	}
+	lay := lays[x.rank]
+	unit := es
+	if x.p.Protocol == plan.LL && x.pr.packets {
+		unit = max(unit, 4) // a packet carries 4 data bytes
+	}
+	if lay.ChunkBytes%unit != 0 {
+		return nil, nil, 0, fmt.Errorf("%w: plan %q: chunks of %d bytes do not hold whole %d-byte units (%s)", ccl.ErrBadArgs, x.p.Name, lay.ChunkBytes, unit, d.dtype)
+	}
+	if x.pr.tbg && lay.Alignment%unit != 0 {
+		return nil, nil, 0, fmt.Errorf("%w: plan %q splits ops over thread blocks in %d-byte units, which do not hold whole %d-byte units (%s)", ccl.ErrBadArgs, x.p.Name, lay.Alignment, unit, d.dtype)
+	}
+	for _, u := range x.pr.units {
+		if u%unit != 0 {
+			return nil, nil, 0, fmt.Errorf("%w: plan %q pipelines %d-byte units, which do not hold whole %d-byte units (%s)", ccl.ErrBadArgs, x.p.Name, u, unit, d.dtype)
+		}
+	}
+	return lays, regs, need, nil
+}
+
+// stage copies this rank's input into its input region and, when the plan
+// may leave parts of the output unwritten, the caller's output into the
+// output region (so those bytes keep the caller's values, as they would
+// on a GPU, where the plan writes the caller's buffer).
+func (x *Executor) stage(r regions, inB, outB []byte) {
+	base := int64(x.rank) * x.stride
+	if !x.pr.outCovered {
+		copy(x.data[base+r.off[plan.Output]:][:len(outB)], outB)
+	}
+	copy(x.data[base+r.off[plan.Input]:][:len(inB)], inB)
+}
+
+// grow replaces the data segment with one of at least need bytes per rank.
+// Every rank calls it in the same call (they agreed on the sizes).
+func (x *Executor) grow(ctx context.Context, need int64) error {
+	stride := int64(1 << 16)
+	for stride < need {
+		stride *= 2
+	}
+	gen := x.gen + 1
+	path := dataPath(x.id, gen)
+	size := int(stride) * x.n
+	var f *os.File
+	var err error
+	if x.rank == 0 {
+		f, err = createFile(path, size, nil)
+	} else {
+		f, err = awaitFile(ctx, path, time.Now().Add(x.timeout), "the data segment")
+	}
+	if err != nil {
+		return fmt.Errorf("cpuexec: rank %d: %w", x.rank, err)
+	}
+	mem, err := mapFile(f, size)
+	f.Close()
+	if err != nil {
+		if x.rank == 0 {
+			os.Remove(path)
+		}
+		return fmt.Errorf("cpuexec: rank %d: map data segment: %w", x.rank, err)
+	}
+	err = x.barrier(ctx, fmt.Sprintf("call #%d data segment", x.seq))
+	if x.rank == 0 {
+		os.Remove(path)
+	}
+	if err != nil {
+		shmem.Unmap(mem)
+		return err
+	}
+	if x.data != nil {
+		shmem.Unmap(x.data)
+	}
+	x.data, x.gen, x.stride = mem, gen, stride
+	return nil
+}
+
+// runTBs runs this rank's thread blocks, one goroutine each (the first on
+// the caller's), and returns the first failure.
+func (x *Executor) runTBs(c *call) error {
+	for i := range x.sems {
+		x.sems[i].Store(int64(x.pr.semInit[i]))
+	}
+	for i := range x.bars {
+		x.bars[i].count.Store(0)
+	}
+	if len(x.tbs) == 0 {
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(x.tbs))
+	for i := 1; i < len(x.tbs); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = x.tbs[i].run(c)
+		}()
+	}
+	errs[0] = x.tbs[0].run(c)
+	wg.Wait()
+	// The root cause first: a thread block that gave up because another
+	// one failed says so.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, errAborted) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func overlapNotSame(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := &a[0], &b[0]
+	if pa == pb && len(a) == len(b) {
+		return false
+	}
+	return overlaps(a, b)
+}

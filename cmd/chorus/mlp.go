@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/chorus-rt/chorus/compiler/ir"
+	"github.com/chorus-rt/chorus/compiler/passes"
+	"github.com/chorus-rt/chorus/compiler/vm"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/mlp"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// Commands of the compiler and the VM: compile, the MLP part of demo,
+// bench mlp.
+
+const compileSynopsis = "chorus compile FILE [--pipeline NAME|SPEC] [--print-after-all]"
+
+// cmdCompile parses a text IR file, runs a pipeline and prints the IR.
+func cmdCompile(args []string, out io.Writer) error {
+	fs := newFlags("compile", compileSynopsis, out)
+	pipe := fs.String("pipeline", "default", "default (GPU workers: passes.Default on cuda:0), cpu (CPU workers), or passes: plan-devices={cuda:0},ipc-allreduce-rewrite=one_shot,plan-memory,lower-gpu-ipc-alloc-storage")
+	all := fs.Bool("print-after-all", false, "print the IR after every pass (each preceded by // after pass NAME)")
+	// FILE may come before or after the flags.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) != 1 {
+		return usageError{fmt.Sprintf("compile: want one IR file, got %d (%s)", len(files), compileSynopsis)}
+	}
+	p, err := pipelineByName(*pipe)
+	if err != nil {
+		return usageError{"compile: --pipeline: " + err.Error()}
+	}
+	src, err := os.ReadFile(files[0])
+	if err != nil {
+		return err
+	}
+	m, err := ir.Parse(string(src))
+	if err != nil {
+		return fmt.Errorf("%s:%w", files[0], err)
+	}
+	opts := passes.RunOptions{}
+	if *all {
+		opts.PrintAfterEach = out
+		fmt.Fprintf(out, "// input %s\n", files[0])
+		if err := ir.Print(out, m); err != nil {
+			return err
+		}
+	}
+	res, err := p.Run(m, opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", files[0], err)
+	}
+	if !*all {
+		if err := ir.Print(out, res); err != nil {
+			return err
+		}
+	}
+	// What memory planning did, as comments (the output still parses).
+	for _, f := range res.Funcs {
+		before, err1 := passes.PeakMemory(m.Func(f.Name))
+		after, err2 := passes.PeakMemory(f)
+		if err1 == nil && err2 == nil {
+			fmt.Fprintf(out, "// @%s: peak bytes per call %d before the pipeline, %d after\n", f.Name, before.Total, after.Total)
+		}
+	}
+	return nil
+}
+
+// pipelineByName: "default" and "gpu" are vm.Pipeline for GPU workers
+// (passes.Default on cuda:0, strategy auto), "cpu" for CPU workers;
+// anything else is a pass list for passes.ParsePipeline.
+func pipelineByName(name string) (passes.Pipeline, error) {
+	switch name {
+	case "default", "gpu":
+		return vm.Pipeline(tensor.CUDADevice(0), "auto")
+	case "cpu":
+		return vm.Pipeline(tensor.CPUDevice, "")
+	}
+	return passes.ParsePipeline("custom", name)
+}
+
+// gpuCount is how many GPUs the CUDA driver sees (0 without a driver).
+func gpuCount() int {
+	d, err := cuda.Load()
+	if err != nil || d.Init() != nil {
+		return 0
+	}
+	n, err := d.DeviceCount()
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// demoConfig is the demo's MLP for n workers (FFN rounded up to split evenly).
+func demoConfig(n int, dt tensor.DType) mlp.Config {
+	ffn := (256 + int64(n) - 1) / int64(n) * int64(n)
+	return mlp.Config{Batch: 8, Hidden: 64, FFN: ffn, DType: dt, Seed: 1}
+}
+
+// demoMLP runs the MLP part of the demo: on GPUs when the machine has
+// them (a new process session, one worker per GPU up to n, the nccl
+// backend and the custom IPC all-reduce), else on s's CPU workers.
+func demoMLP(ctx context.Context, out io.Writer, s *session.Session, n int, device string) error {
+	fmt.Fprintln(out, "4. a program built with the compiler/ir builder, compiled by a pass pipeline, run by the VM on every worker:")
+	gpus := 0
+	switch device {
+	case "auto":
+		gpus = gpuCount()
+	case "cuda":
+		if gpus = gpuCount(); gpus == 0 {
+			return errors.New("demo: --device cuda, but no GPU was found")
+		}
+	case "cpu":
+	default:
+		return usageError{fmt.Sprintf("demo: unknown --device %q (auto, cpu or cuda)", device)}
+	}
+	if gpus == 0 {
+		if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+			return err
+		}
+		return mlp.Demo(ctx, out, s, demoConfig(n, tensor.Float32), tensor.CPUDevice, "")
+	}
+	n = min(n, gpus)
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i
+	}
+	po := processOptions("shm")
+	po.NumWorkers, po.DeviceIDs = n, ids
+	gs, err := session.NewProcess(ctx, po)
+	if err != nil {
+		return err
+	}
+	derr := func() error {
+		if err := gs.InitCCL(ctx, "nccl", 0); err != nil {
+			return err
+		}
+		return mlp.Demo(ctx, out, gs, demoConfig(n, tensor.Float16), tensor.CUDADevice(0), "auto")
+	}()
+	return errors.Join(derr, gs.Shutdown())
+}
+
+const benchMLPSynopsis = "chorus bench mlp [--workers 1,2,4] [--sessions threaded,process] [--device cpu|cuda] [--batch 16] [--hidden 512] [--ffn 2048] [--dtype float32] [--iters 20] [--warmup 3]"
+
+// benchMLP times the MLP per step and prints a table with the peak
+// memory before and after planning.
+func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("bench mlp", benchMLPSynopsis, out)
+	workers := fs.String("workers", "1,2,4", "comma-separated worker counts")
+	kinds := fs.String("sessions", "threaded,process", "comma-separated: threaded, process")
+	dev := fs.String("device", "cpu", "cpu, or cuda (one worker per GPU, nccl backend, custom all-reduce)")
+	batch := fs.Int64("batch", 16, "rows of x")
+	hidden := fs.Int64("hidden", 512, "model width")
+	ffn := fs.Int64("ffn", 2048, "hidden layer width (split over the workers)")
+	dtype := fs.String("dtype", "float32", "float32, float16 or bfloat16")
+	strategy := fs.String("strategy", "auto", "custom all-reduce strategy on GPUs: auto, one_shot, two_shot")
+	iters := fs.Int("iters", 20, "timed steps per row")
+	warmup := fs.Int("warmup", 3, "untimed steps per row")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	ns, err := parseInts(*workers)
+	if err != nil {
+		return usageError{"bench mlp: --workers: " + err.Error()}
+	}
+	dt, err := tensor.ParseDType(*dtype)
+	if err != nil {
+		return usageError{"bench mlp: --dtype: " + err.Error()}
+	}
+	device := tensor.CPUDevice
+	switch *dev {
+	case "cpu":
+	case "cuda":
+		device = tensor.CUDADevice(0)
+	default:
+		return usageError{fmt.Sprintf("bench mlp: unknown --device %q", *dev)}
+	}
+	if *iters < 1 || *warmup < 0 {
+		return usageError{"bench mlp: need --iters >= 1 and --warmup >= 0"}
+	}
+	cfg := mlp.Config{Batch: *batch, Hidden: *hidden, FFN: *ffn, DType: dt, Seed: 1}
+	for _, n := range ns {
+		if err := cfg.Validate(n); err != nil {
+			return usageError{"bench mlp: " + err.Error()}
+		}
+	}
+	fmt.Fprintf(out, "# tensor-parallel MLP on the VM: %v on %v; a step is one call + a sync of every worker\n", cfg, *dev)
+	fmt.Fprintf(out, "# peak bytes: passes.PeakMemory per worker and call, before and after the pipeline (memory planning)\n")
+	fmt.Fprintf(out, "%-9s %7s %12s %12s %10s %10s %10s %6s\n", "session", "workers", "peak_before", "peak_after", "p50_us", "min_us", "max_us", "check")
+	for _, k := range strings.Split(*kinds, ",") {
+		k = strings.TrimSpace(k)
+		if k != "threaded" && k != "process" {
+			return usageError{fmt.Sprintf("bench mlp: unknown session %q", k)}
+		}
+		if k == "threaded" && device.Kind == tensor.CUDA {
+			fmt.Fprintf(errOut, "skipping threaded sessions on GPUs (the custom all-reduce needs one process per GPU)\n")
+			continue
+		}
+		for _, n := range ns {
+			row, err := benchMLPRow(ctx, k, n, cfg, device, *strategy, *warmup, *iters)
+			if err != nil {
+				return fmt.Errorf("bench mlp %s with %d workers: %w", k, n, err)
+			}
+			fmt.Fprintln(out, row)
+		}
+	}
+	return nil
+}
+
+func benchMLPRow(ctx context.Context, kind string, n int, cfg mlp.Config, dev tensor.Device, strategy string, warmup, iters int) (string, error) {
+	var s *session.Session
+	var err error
+	backend := "cpu"
+	if kind == "threaded" {
+		s, err = session.NewThreaded(session.Options{NumWorkers: n})
+	} else {
+		po := processOptions("shm")
+		po.NumWorkers = n
+		if dev.Kind == tensor.CUDA {
+			backend = "nccl"
+			for i := range n {
+				po.DeviceIDs = append(po.DeviceIDs, i)
+			}
+		}
+		s, err = session.NewProcess(ctx, po)
+	}
+	if err != nil {
+		return "", err
+	}
+	row, rerr := func() (string, error) {
+		if err := s.InitCCL(ctx, backend, 0); err != nil {
+			return "", err
+		}
+		st, ck, err := mlp.Run(ctx, s, cfg, dev, strategy)
+		if err != nil {
+			return "", err
+		}
+		defer st.Release()
+		if ck.Err != nil {
+			return "", ck.Err
+		}
+		tm, err := st.Time(ctx, warmup, iters)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%-9s %7d %12d %12d %10.1f %10.1f %10.1f %6s", kind, n, st.Compiled.PeakBefore.Total, st.Compiled.PeakAfter.Total,
+			float64(tm.Median.Nanoseconds())/1e3, float64(tm.Min.Nanoseconds())/1e3, float64(tm.Max.Nanoseconds())/1e3, "ok"), nil
+	}()
+	return row, errors.Join(rerr, s.Shutdown())
+}

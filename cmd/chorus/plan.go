@@ -1,0 +1,462 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chorus-rt/chorus/algo/handplan"
+	"github.com/chorus-rt/chorus/algo/library"
+	"github.com/chorus-rt/chorus/algo/plan"
+	planrun "github.com/chorus-rt/chorus/algo/run"
+	"github.com/chorus-rt/chorus/algo/verify"
+	"github.com/chorus-rt/chorus/internal/bench"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+const planUsage = `Usage: chorus plan <command> [flags]
+
+Commands:
+  show FILE               list a plan's ops, one per line
+  run FILE --workers N    run a plan on the CPU executor over a sweep of sizes,
+                          check every result and time it (nccl-tests style)
+  build ALGORITHM --ranks N [-o FILE]
+                          build a plan from the algorithm library (or a
+                          hand-built one: ` + "allpairs-*" + `); --list lists them
+  verify FILE             check that a plan computes its collective, with no
+                          races or deadlocks
+`
+
+func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(out, planUsage)
+		if len(args) == 0 {
+			return usageError{"plan: which command?"}
+		}
+		return nil
+	}
+	switch args[0] {
+	case "show":
+		return planShow(args[1:], out)
+	case "run":
+		return planRun(ctx, args[1:], out, errOut)
+	case "build":
+		return planBuild(args[1:], out)
+	case "verify":
+		return planVerify(args[1:], out)
+	}
+	return usageError{fmt.Sprintf("plan: unknown command %q", args[0])}
+}
+
+// splitFile takes the one positional argument (a file or name) from args,
+// wherever it is among the flags.
+func splitFile(fs *flag.FlagSet, args []string, what string) (string, error) {
+	var pos string
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			if pos != "" {
+				return "", usageError{fmt.Sprintf("%s: more than one %s (%q, %q)", fs.Name(), what, pos, a)}
+			}
+			pos = a
+			continue
+		}
+		rest = append(rest, a)
+		name := strings.TrimLeft(a, "-")
+		if !strings.Contains(name, "=") {
+			if f := fs.Lookup(name); f != nil {
+				if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
+					if i+1 < len(args) {
+						i++
+						rest = append(rest, args[i])
+					}
+				}
+			}
+		}
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return "", err
+	}
+	if pos == "" {
+		return "", usageError{fmt.Sprintf("%s: which %s?", fs.Name(), what)}
+	}
+	return pos, nil
+}
+
+func readPlan(path string) (*plan.Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := plan.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+func planShow(args []string, out io.Writer) error {
+	fs := newFlags("plan show", "chorus plan show FILE", out)
+	path, err := splitFile(fs, args, "plan file")
+	if err != nil {
+		return err
+	}
+	p, err := readPlan(path)
+	if err != nil {
+		return err
+	}
+	return p.Show(out)
+}
+
+// buildPlan makes a library algorithm, or a hand-built plan.
+func buildPlan(name string, ranks, instances int) (*plan.Plan, error) {
+	if slices.Contains(handplan.Names(), name) {
+		return handplan.Build(name, ranks, handplan.Options{TBs: instances})
+	}
+	return library.Build(name, ranks, library.Options{Instances: instances})
+}
+
+func planBuild(args []string, out io.Writer) error {
+	fs := newFlags("plan build", "chorus plan build ALGORITHM --ranks N [--instances K] [-o FILE] | --list", out)
+	ranks := fs.Int("ranks", 2, "number of ranks")
+	inst := fs.Int("instances", 1, "instances (library) or thread blocks (hand-built plans)")
+	output := fs.String("o", "", "write the plan here instead of standard output")
+	fs.Bool("list", false, "list the algorithms (alone)")
+	if len(args) > 0 && (args[0] == "--list" || args[0] == "-list") {
+		for _, n := range library.Names() {
+			coll, doc, _ := library.Describe(n)
+			fmt.Fprintf(out, "%-24s %-14s %s\n", n, coll, doc)
+		}
+		for _, n := range handplan.Names() {
+			fmt.Fprintf(out, "%-24s %-14s %s\n", n, "(hand-built)", "package algo/handplan")
+		}
+		return nil
+	}
+	name, err := splitFile(fs, args, "algorithm")
+	if err != nil {
+		return err
+	}
+	p, err := buildPlan(name, *ranks, *inst)
+	if err != nil {
+		return err
+	}
+	if *output == "" {
+		return p.Write(out)
+	}
+	f, err := os.Create(*output)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func planVerify(args []string, out io.Writer) error {
+	fs := newFlags("plan verify", "chorus plan verify FILE", out)
+	path, err := splitFile(fs, args, "plan file")
+	if err != nil {
+		return err
+	}
+	p, err := readPlan(path)
+	if err != nil {
+		return err
+	}
+	rep, err := verify.Verify(p)
+	if rep != nil {
+		fmt.Fprintln(out, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("plan %q: %w", p.Name, err)
+	}
+	fmt.Fprintf(out, "plan %q: ok\n", p.Name)
+	return nil
+}
+
+// planItersFor keeps a size near 0.1 s (many iterations for small sizes,
+// so that timer and scheduler noise average out).
+func planItersFor(bytes int64) int { return int(min(20_000, max(5, (1<<27)/max(bytes, 1)))) }
+
+type planRow struct {
+	Bench   string  `json:"bench"`
+	Plan    string  `json:"plan"`
+	Session string  `json:"session"`
+	Workers int     `json:"workers"`
+	DType   string  `json:"dtype"`
+	Bytes   int64   `json:"bytes"`
+	TimeUs  float64 `json:"time_us"`
+	AlgBW   float64 `json:"algbw_gbs"`
+	BusBW   float64 `json:"busbw_gbs"`
+	Wrong   int64   `json:"wrong"`
+	// With --compare (bench): the hand-written cpu backend's time.
+	CPUTimeUs float64 `json:"cpu_time_us,omitempty"`
+	Ratio     float64 `json:"ratio,omitempty"`
+}
+
+func busFactor(coll plan.Collective, n int) float64 {
+	switch coll {
+	case plan.AllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case plan.AllGather, plan.ReduceScatter:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+type sweep struct {
+	kind, tr      string
+	workers       int
+	dt            tensor.DType
+	lo, hi, step  int64
+	iters, warmup int
+	json          bool
+}
+
+func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
+	workers := fs.Int("workers", 2, "number of workers (the plan's rank count)")
+	kind := fs.String("session", "process", "session kind: process or threaded")
+	tr := fs.String("transport", "shm", "process transport for commands: shm or stream")
+	dtype := fs.String("dtype", "float32", "element type")
+	minS := fs.String("min", "1K", "smallest size (bytes; K, M, G suffixes)")
+	maxS := fs.String("max", "64M", "largest size")
+	step := fs.Int64("step", 4, "size multiplier between rows")
+	iters := fs.Int("iters", 0, "timed iterations per size (0: by size)")
+	warmup := fs.Int("warmup", 0, "untimed iterations per size (0: iters/10)")
+	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
+	return func() (sweep, error) {
+		sw := sweep{kind: *kind, tr: *tr, workers: *workers, step: *step, iters: *iters, warmup: *warmup, json: *asJSON}
+		var err error
+		if sw.dt, err = tensor.ParseDType(*dtype); err != nil || sw.dt == tensor.Bool {
+			return sw, usageError{fmt.Sprintf("--dtype %q: want a numeric dtype", *dtype)}
+		}
+		if sw.lo, err = bench.ParseSize(*minS); err != nil {
+			return sw, usageError{"--min: " + err.Error()}
+		}
+		if sw.hi, err = bench.ParseSize(*maxS); err != nil {
+			return sw, usageError{"--max: " + err.Error()}
+		}
+		if sw.workers < 1 || sw.step < 2 || sw.hi < sw.lo {
+			return sw, usageError{"need --workers >= 1, --step >= 2 and --min <= --max"}
+		}
+		if sw.kind != "process" && sw.kind != "threaded" {
+			return sw, usageError{fmt.Sprintf("unknown session kind %q", sw.kind)}
+		}
+		return sw, nil
+	}
+}
+
+func (sw sweep) session(ctx context.Context) (*session.Session, error) {
+	return newSession(ctx, sw.kind, sw.tr, sw.workers)
+}
+
+func (sw sweep) itersWarm(bytes int64) (int, int) {
+	it := sw.iters
+	if it <= 0 {
+		it = planItersFor(bytes)
+	}
+	w := sw.warmup
+	if w <= 0 {
+		w = max(2, it/10)
+	}
+	return it, w
+}
+
+func planRun(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("plan run", "chorus plan run FILE --workers N [--session process|threaded] [--dtype float32] [--min 1K] [--max 64M] [--step 4] [--json]", out)
+	get := sweepFlags(fs)
+	path, err := splitFile(fs, args, "plan file")
+	if err != nil {
+		return err
+	}
+	sw, err := get()
+	if err != nil {
+		return err
+	}
+	p, err := readPlan(path)
+	if err != nil {
+		return err
+	}
+	if p.NumRanks() != sw.workers {
+		return usageError{fmt.Sprintf("plan run: plan %q has %d ranks; run it with --workers %d", p.Name, p.NumRanks(), p.NumRanks())}
+	}
+	return planSweep(ctx, p, sw, false, out, errOut)
+}
+
+// planSweep loads p on a new session and times it over the sizes; with
+// compare, the hand-written cpu backend runs the same collective at the
+// same sizes in the same session, row by row.
+func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, errOut io.Writer) error {
+	s, err := sw.session(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Shutdown()
+	c, err := planrun.Load(ctx, s, p, 0)
+	if err != nil {
+		return err
+	}
+	var cpuBench *session.DRef
+	if compare {
+		if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+			return err
+		}
+		if cpuBench, err = s.GetGlobalFunc(ctx, "chorus.bench_collective"); err != nil {
+			return err
+		}
+	}
+	if !sw.json {
+		what := "plan " + p.Name
+		fmt.Fprintf(out, "# chorus %s: %s (%s, %s), CPU executor, %s session, %d workers, timed inside the workers\n",
+			map[bool]string{false: "plan run", true: "bench"}[compare], what, p.Collective, p.Protocol, sw.kind, sw.workers)
+		if compare {
+			fmt.Fprintf(out, "#%12s %12s %9s %11s %11s %11s %7s %8s\n", "size(B)", "count", "type", "cpu(us)", "plan(us)", "busbw(GB/s)", "ratio", "#wrong")
+		} else {
+			fmt.Fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+		}
+	}
+	es := int64(sw.dt.Size())
+	var failed int64
+	for b := sw.lo; b <= sw.hi; b *= sw.step {
+		inN, outN := planrun.Counts(p, sw.dt, b)
+		if inN == 0 {
+			fmt.Fprintf(errOut, "plan %q: no message size up to %d bytes fits the plan; row skipped\n", p.Name, b)
+			continue
+		}
+		msg := inN * es
+		if p.Collective == plan.AllGather {
+			msg = outN * es
+		}
+		iters, warm := sw.itersWarm(msg)
+		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: sw.kind, Workers: sw.workers, DType: sw.dt.String(), Bytes: msg}
+		if compare {
+			v, err := benchHandWritten(ctx, s, cpuBench, string(p.Collective), sw.dt, msg, iters, warm)
+			if err != nil {
+				return err
+			}
+			row.CPUTimeUs = v.TimeUs
+			row.Wrong += v.Wrong
+		}
+		r, err := c.Bench(ctx, sw.dt, inN, outN, iters, warm)
+		if err != nil {
+			return err
+		}
+		row.TimeUs, row.Wrong = r.TimeUs, row.Wrong+r.Wrong
+		if row.TimeUs > 0 {
+			row.AlgBW = float64(msg) / row.TimeUs / 1e3
+			row.BusBW = row.AlgBW * busFactor(p.Collective, sw.workers)
+		}
+		if row.CPUTimeUs > 0 {
+			row.Ratio = row.TimeUs / row.CPUTimeUs
+		}
+		failed += row.Wrong
+		switch {
+		case sw.json:
+			if err := json.NewEncoder(out).Encode(row); err != nil {
+				return err
+			}
+		case compare:
+			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.2f %11.3f %7.2f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.CPUTimeUs, row.TimeUs, row.BusBW, row.Ratio, row.Wrong)
+		default:
+			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong)
+		}
+	}
+	if err := c.Close(); err != nil {
+		return err
+	}
+	if err := s.Shutdown(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("plan %q: %d wrong elements", p.Name, failed)
+	}
+	return nil
+}
+
+// benchHandWritten times the cpu backend's collective through the bench
+// function of internal/bench.
+func benchHandWritten(ctx context.Context, s *session.Session, f *session.DRef, coll string, dt tensor.DType, bytes int64, iters, warm int) (planrun.BenchResult, error) {
+	var res planrun.BenchResult
+	v, err := s.CallPacked(f, coll, dt, bytes, iters, warm)
+	if err != nil {
+		return res, err
+	}
+	defer v.Release()
+	for w := range s.NumWorkers() {
+		x, err := s.DebugGetFromRemote(ctx, v, w)
+		if err != nil {
+			return res, err
+		}
+		d, err := tensor.Data[float64](x.(*tensor.Tensor))
+		if err != nil {
+			return res, err
+		}
+		res.TimeUs = max(res.TimeUs, d[0])
+		res.Wrong += int64(d[1])
+	}
+	return res, nil
+}
+
+// benchPlanFlagged reports whether a collective bench names a plan, so
+// that cmdBench hands it to benchPlan.
+func benchPlanFlagged(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "plan" || name == "algorithm") {
+			return true
+		}
+	}
+	return false
+}
+
+// benchPlan: chorus bench allreduce --plan FILE | --algorithm NAME times
+// the plan on the CPU executor next to the hand-written cpu backend.
+func benchPlan(ctx context.Context, name string, args []string, out, errOut io.Writer) error {
+	fs := newFlags("bench "+name, "chorus bench "+name+" --plan FILE | --algorithm NAME [--instances K] [--workers N] [--session process|threaded] [--dtype float32] [--min 1K] [--max 64M] [--step 4] [--json]", out)
+	file := fs.String("plan", "", "plan file (JSON)")
+	algo := fs.String("algorithm", "", "algorithm of the library (chorus plan build --list)")
+	inst := fs.Int("instances", 1, "instances of a library algorithm")
+	get := sweepFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	sw, err := get()
+	if err != nil {
+		return err
+	}
+	var p *plan.Plan
+	switch {
+	case (*file == "") == (*algo == ""):
+		return usageError{"bench: give one of --plan and --algorithm"}
+	case *file != "":
+		p, err = readPlan(*file)
+	default:
+		p, err = buildPlan(*algo, sw.workers, *inst)
+	}
+	if err != nil {
+		return err
+	}
+	if p.NumRanks() != sw.workers {
+		return usageError{fmt.Sprintf("bench: plan %q has %d ranks, --workers is %d", p.Name, p.NumRanks(), sw.workers)}
+	}
+	want := strings.ReplaceAll(name, "_", "")
+	if string(p.Collective) != want {
+		return usageError{fmt.Sprintf("bench %s: plan %q is a %s", name, p.Name, p.Collective)}
+	}
+	start := time.Now()
+	err = planSweep(ctx, p, sw, true, out, errOut)
+	if err == nil && !sw.json {
+		fmt.Fprintf(out, "# ratio = plan / cpu; %s\n", time.Since(start).Round(time.Second))
+	}
+	return err
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPlanCommands(t *testing.T) {
+	dir := t.TempDir()
+	golden := filepath.Join("..", "..", "algo", "plan", "testdata", "allreduce_allpairs_2.json")
+	built := filepath.Join(dir, "p.json")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"plan"}, 2, "which command"},
+		{[]string{"plan", "--help"}, 0, "verify FILE"},
+		{[]string{"plan", "nope"}, 2, "unknown command"},
+		{[]string{"plan", "show"}, 2, "which plan file"},
+		{[]string{"plan", "show", golden}, 0, "rank 1 tb 0  #8  res"},
+		{[]string{"plan", "show", filepath.Join(dir, "missing.json")}, 1, "no such file"},
+		{[]string{"plan", "build", "--list"}, 0, "allreduce_twoshot"},
+		{[]string{"plan", "build", "no_such_algorithm", "--ranks", "2"}, 1, "unknown algorithm"},
+		{[]string{"plan", "build", "allreduce_ring", "--ranks", "3", "-o", built}, 0, ""},
+		{[]string{"plan", "verify", built}, 0, "ok"},
+		{[]string{"plan", "verify", golden}, 0, "ok"},
+		{[]string{"plan", "run", golden, "--workers", "3"}, 2, "--workers 2"},
+		{[]string{"plan", "run", golden, "--workers", "2", "--session", "quantum"}, 2, "unknown session"},
+		{[]string{"plan", "run", golden, "--workers", "2", "--session", "threaded", "--min", "1K", "--max", "64K", "--step", "8", "--iters", "3"}, 0, "#wrong"},
+		{[]string{"plan", "run", built, "--workers", "3", "--session", "threaded", "--dtype", "bfloat16", "--min", "1K", "--max", "4K", "--iters", "3"}, 0, "bfloat16"},
+		{[]string{"bench", "allreduce", "--plan", golden, "--algorithm", "x"}, 2, "one of --plan and --algorithm"},
+		{[]string{"bench", "allgather", "--plan", golden, "--workers", "2"}, 2, "is a allreduce"},
+		{[]string{"bench", "allreduce", "--algorithm", "allpairs-allreduce", "--workers", "3", "--session", "threaded", "--min", "1K", "--max", "16K", "--step", "4", "--iters", "3"}, 0, "ratio"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(out+errOut, c.want) {
+			t.Errorf("chorus %v: code %d, output %q; want code %d containing %q", c.args, code, out+errOut, c.code, c.want)
+		}
+	}
+}
+
+func TestPlanRunJSON(t *testing.T) {
+	golden := filepath.Join("..", "..", "algo", "plan", "testdata", "allreduce_allpairs_2.json")
+	code, out, errOut := runCLI(t, "plan", "run", golden, "--workers", "2", "--session", "process", "--min", "4K", "--max", "4K", "--iters", "3", "--json")
+	if code != 0 {
+		t.Fatalf("code %d: %s%s", code, out, errOut)
+	}
+	var row struct {
+		Bench  string  `json:"bench"`
+		Bytes  int64   `json:"bytes"`
+		TimeUs float64 `json:"time_us"`
+		Wrong  int64   `json:"wrong"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &row); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if row.Bench != "allreduce" || row.Bytes != 4096 || row.TimeUs <= 0 || row.Wrong != 0 {
+		t.Errorf("row %+v", row)
+	}
+}
