@@ -37,7 +37,8 @@ func init() {
 	registry.MustRegisterTyped("test.panic_on", func(env registry.Env, w int) int64 {
 		if env.WorkerID() == w {
 			var m map[string]int
-			m["boom"] = 1 // a real runtime panic, not a panic(string)
+			//lint:ignore SA5000 a real runtime panic, not a panic(string)
+			m["boom"] = 1
 		}
 		return 1
 	})

@@ -1,11 +1,9 @@
 package session_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -300,7 +298,7 @@ func TestNCCLLonelyCollective(t *testing.T) {
 		}
 	})
 	t.Run("process-peer-killed", func(t *testing.T) {
-		var logs syncBuffer
+		var logs lockedBuffer
 		s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: 2, DeviceIDs: []int{0, 1}, ShutdownGrace: 5 * time.Second},
 			Env: []string{"CHORUS_NCCL_SKIP_CHECKS=1"}, Stderr: &logs})
 		if err != nil {
@@ -334,23 +332,4 @@ func TestNCCLLonelyCollective(t *testing.T) {
 			t.Fatalf("worker 0 did not abort; its log:\n%s", logs.String())
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer the worker log copiers may write
-// concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

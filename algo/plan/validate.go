@@ -332,16 +332,6 @@ var opSpecs = map[OpName]opSpec{
 	OpPipeline:              {class: classPipeline},
 }
 
-func countKind(bs []BufRef, k RefKind) int {
-	n := 0
-	for _, b := range bs {
-		if b.Kind == k {
-			n++
-		}
-	}
-	return n
-}
-
 func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 	spec, ok := opSpecs[op.Name]
 	if !ok {
