@@ -240,3 +240,38 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+// IPC memory needs GPU workers and a GPU communicator: without them the
+// scope and the custom all-reduce are clear errors, not silent fallbacks.
+func TestIPCNeedsGPUs(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+	}{
+		{"cpu worker", Config{ID: 0, NumWorkers: 2}},
+		{"fake gpu, no communicator", Config{ID: 0, NumWorkers: 2, Device: tensor.CUDADevice(0), OpenDevice: OpenFake}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := New(c.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			_, err = w.Alloc(tensor.Float32, tensor.Shape{16}, w.Device(), ScopeIPC)
+			if err == nil {
+				t.Fatal("ipc_memory allocation succeeded")
+			}
+			if w.Device().Kind == tensor.CUDA && !errors.Is(err, ErrNoIPC) {
+				t.Errorf("alloc: %v, want ErrNoIPC", err)
+			}
+			x := tensor.MustNew(tensor.Float32, tensor.Shape{16})
+			if err := CustomAllReduce(w, x, x, "sum", "auto"); err == nil {
+				t.Error("custom all-reduce without IPC succeeded")
+			}
+			if err := CustomAllReduce(w, x, x, "sum", "threeshot"); err == nil || !strings.Contains(err.Error(), "threeshot") {
+				t.Errorf("unknown strategy: %v", err)
+			}
+		})
+	}
+}
