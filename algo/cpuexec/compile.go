@@ -47,6 +47,8 @@ type inst struct {
 	body    []inst // pipeline
 	unit    int64
 	nchunks int
+
+	packetSrc bool // some source holds packets: the op waits for them
 }
 
 // slotKey names one directed channel instance: the k-th channel of type t
@@ -293,6 +295,7 @@ func (c *compiler) op(tb int, op *plan.Op, where string) (inst, error) {
 		r := ref{rank: a.Rank, buf: a.Buffer, index: a.Index, size: a.Size, packet: a.Packet}
 		if i < len(op.Src) {
 			in.srcs = append(in.srcs, r)
+			in.packetSrc = in.packetSrc || r.packet
 		} else {
 			in.dsts = append(in.dsts, r)
 		}

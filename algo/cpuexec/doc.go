@@ -29,9 +29,11 @@
 //
 // # Semantics (docs/executor.md has the full list)
 //
-//   - A thread block is one goroutine that runs its ops in order; the
-//     rank's first block runs on the caller's goroutine. nop is therefore
-//     empty, and flush too (a put has completed when it returns).
+//   - A thread block is a coroutine that runs its ops in order on one of
+//     the rank's workers (Run's goroutine, and goroutines owned by the
+//     executor when the machine has cores to spare); it yields when it has
+//     to wait. nop is therefore empty, and flush too (a put has completed
+//     when it returns).
 //   - Memory and port channels: signal adds one to a counter in the
 //     shared control segment that the peer's paired channel waits on (the
 //     k-th channel from r to p pairs with the k-th channel from p to r);
@@ -54,8 +56,10 @@
 //     rewrites a plan for another op).
 //   - Every call starts with a barrier that compares every rank's sizes,
 //     dtype and op (a mismatch fails every rank, nothing runs) and ends with
-//     one (so a rank's buffers are never reused while a peer still reads
-//     them, and results do not depend on the plan's final syncs).
+//     one unless the plan's own signals and waits order every remote access
+//     of a rank's buffers before the owner's last op (decided at Join).
+//   - Buffers no peer touches are the caller's tensors (no copy); when all
+//     ranks share the process, peers use each other's tensors directly.
 //   - Every wait spins briefly, then sleeps on a futex of its rank; one that
 //     does not complete within the timeout fails with a *WaitError naming
 //     rank, thread block, op and the peers awaited, and marks the executor

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,8 +44,57 @@ type Executor struct {
 	bars   []barrierState
 	tbs    []*tbRun
 
+	// workers[w] are the thread blocks worker w runs as coroutines;
+	// worker 0 is Run's goroutine, the others (wk[w-1]) are goroutines
+	// started by Join and stopped by Close.
+	workers [][]*tbRun
+	wk      []*workerG
+	wg      sync.WaitGroup
+
+	// synced: the plan orders every remote access before the owner's
+	// last op (selfSynced), so calls end without a barrier.
+	synced bool
+	// aliasIn, aliasOut: no other rank touches this rank's input (output)
+	// buffer and (input) no op writes it, so the plan runs on the caller's
+	// tensor itself.
+	aliasIn, aliasOut bool
+	use               [4]bufferUse // this rank's buffers, from every op
+	lw                *localWorld  // registered at Join, left at Close
+	world             *localWorld  // lw when every rank is in this process
+
+	sizes map[sizeKey]*sizing // layouts by call sizes
+	c     call                // the call in flight, reused
+	descs []desc
+
 	closed bool
 }
+
+// sizeKey and sizing cache what a call's sizes imply.
+type sizeKey struct {
+	dt      tensor.DType
+	in, out int64
+}
+
+type sizing struct {
+	lays []plan.Layout
+	regs []regions
+	need int64
+	err  error
+}
+
+// workerG is a worker goroutine's mailbox: one call in, its error out.
+type workerG struct {
+	start chan *call
+	done  chan error
+}
+
+// workersOverride, when positive, fixes the number of workers per rank
+// (tests use it to run the multi-worker path on small machines).
+var workersOverride atomic.Int32
+
+// noDirect, when set, keeps goroutine ranks on the data segment as if
+// they were processes (tests use it to exercise staging).
+var noDirect atomic.Bool
 
 type barrierState struct {
 	count atomic.Int64
@@ -79,30 +129,126 @@ func Join(ctx context.Context, cfg ccl.Config, p *plan.Plan) (*Executor, error) 
 	x := &Executor{p: p, pr: pr, id: append([]byte(nil), cfg.ID...), rank: cfg.Rank, n: cfg.Size,
 		timeout: cfg.TimeoutOrDefault(), spin: 50 * time.Microsecond, seg: seg,
 		expect: make([]uint64, pr.nexpect), sems: make([]atomic.Int64, len(pr.semInit)),
-		bars: make([]barrierState, len(pr.barriers))}
-	x.yield = x.goroutines() > runtime.NumCPU()
+		bars: make([]barrierState, len(pr.barriers)), sizes: map[sizeKey]*sizing{},
+		descs: make([]desc, cfg.Size)}
+	x.c.bufs = make([][4][]byte, cfg.Size)
+	if err := x.analyse(); err != nil {
+		seg.close()
+		return nil, err
+	}
 	for i := range pr.tbs {
 		x.tbs = append(x.tbs, &tbRun{x: x, tb: i})
 	}
+	nw := x.workerCount()
+	x.workers = make([][]*tbRun, nw)
+	for i, t := range x.tbs {
+		x.workers[i%nw] = append(x.workers[i%nw], t)
+	}
+	x.yield = x.n*nw > runtime.NumCPU()
+	x.lw = x.register()
 	atomic.AddUint32(seg.u32(offJoined), 1)
-	err = x.barrier(ctx, "join")
+	err = x.barrier(ctx, phaseJoin)
 	if cfg.Rank == 0 {
 		os.Remove(segmentPath(cfg.ID))
 	}
 	if err != nil {
+		x.leave(x.lw)
 		seg.close()
 		return nil, err
 	}
+	if x.lw.local(x.n) && !x.p.InPlace && !noDirect.Load() {
+		// Peers may read and write this rank's tensors directly.
+		x.world = x.lw
+		in, out := x.use[plan.Input], x.use[plan.Output]
+		x.aliasIn = !in.written && !in.packet
+		x.aliasOut = !out.packet
+	}
+	x.startWorkers()
 	return x, nil
 }
 
-// goroutines estimates how many goroutines of all ranks may poll at once.
-func (x *Executor) goroutines() int {
-	total := 0
-	for g := range x.p.GPUs {
-		total += max(1, len(x.p.GPUs[g].ThreadBlocks))
+// analyse decides, from every rank's ops, whether calls need their end
+// barrier and which of this rank's buffers can be the caller's tensors.
+func (x *Executor) analyse() error {
+	progs := make([]*program, x.n)
+	for g := range x.n {
+		if g == x.rank {
+			progs[g] = x.pr
+			continue
+		}
+		pg, err := compile(x.p, g)
+		if err != nil {
+			return err
+		}
+		progs[g] = pg
 	}
-	return total
+	x.synced = selfSynced(x.p, progs)
+	if x.p.InPlace {
+		return nil
+	}
+	use, err := bufferUses(x.p, x.rank)
+	if err != nil {
+		return err
+	}
+	x.use = use
+	in, out := use[plan.Input], use[plan.Output]
+	x.aliasIn = !in.remote && !in.written && !in.packet
+	x.aliasOut = !out.remote && !out.packet
+	return nil
+}
+
+// workerCount: as many workers per rank as the machine has cores per
+// rank, at most one per thread block; with one, the rank's blocks run as
+// coroutines on Run's goroutine (no goroutine switch per call).
+func (x *Executor) workerCount() int {
+	nw := runtime.NumCPU() / x.n
+	if o := int(workersOverride.Load()); o > 0 {
+		nw = o
+	}
+	return max(1, min(nw, len(x.tbs)))
+}
+
+// startWorkers starts the goroutines of workers 1.. (Close stops them).
+func (x *Executor) startWorkers() {
+	for w := 1; w < len(x.workers); w++ {
+		g := &workerG{start: make(chan *call, 1), done: make(chan error, 1)}
+		x.wk = append(x.wk, g)
+		tbs := x.workers[w]
+		x.wg.Add(1)
+		go func() {
+			defer x.wg.Done()
+			for {
+				c, ok := recvSpin(g.start, x.spin)
+				if !ok {
+					return
+				}
+				g.done <- x.work(tbs, c)
+			}
+		}()
+	}
+}
+
+// recvSpin receives from ch, polling for up to spin before it blocks.
+func recvSpin[T any](ch chan T, spin time.Duration) (T, bool) {
+	select {
+	case v, ok := <-ch:
+		return v, ok
+	default:
+	}
+	start := time.Now()
+	for i := 0; ; i++ {
+		select {
+		case v, ok := <-ch:
+			return v, ok
+		default:
+		}
+		if i&63 == 63 && time.Since(start) > spin {
+			break
+		}
+		runtime.Gosched()
+	}
+	v, ok := <-ch
+	return v, ok
 }
 
 // Rank and Size describe the communicator.
@@ -116,6 +262,15 @@ func (x *Executor) Close() error {
 		return nil
 	}
 	x.closed = true
+	for _, g := range x.wk {
+		close(g.start)
+	}
+	x.wg.Wait()
+	x.wk = nil
+	if x.lw != nil {
+		x.leave(x.lw)
+		x.lw, x.world = nil, nil
+	}
 	var errs []error
 	if x.data != nil {
 		errs = append(errs, shmem.Unmap(x.data))
@@ -159,22 +314,14 @@ func (e *WaitError) Is(target error) bool { return target == ccl.ErrTimeout || t
 
 var errAborted = errors.New("cpuexec: aborted: another thread block of this rank failed")
 
-// waiter is what a wait needs to report and give up.
-type waiter struct {
-	ctx   context.Context
-	abort *atomic.Bool // nil outside a call
-	tb    int
-	where string
-}
+// waitInfo describes, lazily (only for an error), what a wait waits for:
+// the thread block (-1 for the executor's own barriers), where ("tb 1 op
+// 4 (wait)" or "call #3 start barrier"), what, and the peers awaited.
+type waitInfo func() (tb int, where, what string, peers []int)
 
 // await polls cond, then sleeps on this rank's bell, until cond holds, the
-// executor fails, ctx ends, the call aborts or the timeout passes.
-func (x *Executor) await(w waiter, cond func() bool, what string, peers func() []int) error {
-	return x.awaitFor(w, x.timeout, cond, what, peers)
-}
-
-// awaitFor is await with its own time limit.
-func (x *Executor) awaitFor(w waiter, timeout time.Duration, cond func() bool, what string, peers func() []int) error {
+// executor fails, ctx ends, abort is set or the timeout passes.
+func (x *Executor) await(ctx context.Context, abort *atomic.Bool, timeout time.Duration, cond func() bool, info waitInfo) error {
 	if cond() {
 		return nil
 	}
@@ -203,21 +350,19 @@ func (x *Executor) awaitFor(w waiter, timeout time.Duration, cond func() bool, w
 		if x.seg.failed() {
 			return x.usable()
 		}
-		if w.abort != nil && w.abort.Load() {
+		if abort != nil && abort.Load() {
 			return errAborted
 		}
-		if err := w.ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil {
 			x.seg.fail(x.rank)
-			return fmt.Errorf("cpuexec: rank %d call #%d %s: %w", x.rank, x.seq, w.where, err)
+			_, where, _, _ := info()
+			return fmt.Errorf("cpuexec: rank %d call #%d %s: %w", x.rank, x.seq, where, err)
 		}
 		now := time.Now()
 		if now.After(deadline) {
-			var ps []int
-			if peers != nil {
-				ps = peers()
-			}
 			x.seg.fail(x.rank)
-			return &WaitError{Rank: x.rank, TB: w.tb, Where: w.where, What: what, Peers: ps, After: timeout, Seq: x.seq}
+			tb, where, what, peers := info()
+			return &WaitError{Rank: x.rank, TB: tb, Where: where, What: what, Peers: peers, After: timeout, Seq: x.seq}
 		}
 		atomic.AddUint32(sleepers, 1)
 		if !cond() {
@@ -227,47 +372,63 @@ func (x *Executor) awaitFor(w waiter, timeout time.Duration, cond func() bool, w
 	}
 }
 
+// Phases of the executor's own barriers, for errors.
+const (
+	phaseJoin   = "join"
+	phaseStart  = "start"
+	phaseStaged = "staged"
+	phaseData   = "data segment"
+	phaseEnd    = "end"
+)
+
 // barrier: arrive, then wait until every rank arrived as often. Barriers
 // inside a call wait twice the timeout, so that a rank stuck in an op
 // reports that op before its peers give up on it at a barrier.
-func (x *Executor) barrier(ctx context.Context, where string) error {
+func (x *Executor) barrier(ctx context.Context, phase string) error {
 	timeout := x.timeout
 	if x.seq > 0 {
 		timeout *= 2
 	}
 	x.epoch++
+	if x.world != nil {
+		x.world.hb.Add(1)
+		defer x.world.hb.Load()
+	}
 	atomic.StoreUint64(x.seg.arrive(x.rank), x.epoch)
 	for r := range x.n {
 		x.seg.ring(r)
 	}
 	target := x.epoch
 	next := 0
-	return x.awaitFor(waiter{ctx: ctx, tb: -1, where: where + " barrier"}, timeout, func() bool {
+	return x.await(ctx, nil, timeout, func() bool {
 		for ; next < x.n; next++ {
 			if atomic.LoadUint64(x.seg.arrive(next)) < target {
 				return false
 			}
 		}
 		return true
-	}, "every rank's arrival", func() []int {
+	}, func() (int, string, string, []int) {
+		where := phase + " barrier"
+		if phase != phaseJoin {
+			where = fmt.Sprintf("call #%d %s", x.seq, where)
+		}
 		var m []int
 		for r := range x.n {
 			if atomic.LoadUint64(x.seg.arrive(r)) < target {
 				m = append(m, r)
 			}
 		}
-		return m
+		return -1, where, "every rank's arrival", m
 	})
 }
 
 // desc is what a rank says about a call; all ranks compare them.
 type desc struct {
-	bad      bool
-	dtype    tensor.DType
-	op       reduce.Op
-	in, out  int64
-	hasOp    bool
-	localErr string
+	bad     bool
+	dtype   tensor.DType
+	op      reduce.Op
+	in, out int64
+	hasOp   bool
 }
 
 func (d desc) String() string {
@@ -373,26 +534,41 @@ func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op
 	x.seq++
 	parity := int(x.seq & 1)
 	d, inB, outB, local := x.check(in, out, op)
-	var lays []plan.Layout
-	var regs []regions
-	var need int64
+	var sz *sizing
 	if local == nil {
-		lays, regs, need, local = x.layouts(d)
+		sz = x.sizing(d)
+		local = sz.err
 	}
-	fits := local == nil && need <= x.stride
+	// Which buffers are the caller's tensors this call: not the input when
+	// it shares bytes with an output the plan writes in place of it.
+	aliasIn := x.aliasIn && !(x.aliasOut && overlaps(inB, outB))
+	aliasOut := x.aliasOut
+	fits := local == nil && sz.need <= x.stride
 	if fits {
-		x.stage(regs[x.rank], inB, outB)
+		x.stage(sz.regs[x.rank], inB, outB, aliasIn, aliasOut)
 	}
 	d.bad = local != nil
 	putDesc(x.seg.desc(x.rank, parity), d)
-	if err := x.barrier(ctx, fmt.Sprintf("call #%d start", x.seq)); err != nil {
+	if x.world != nil {
+		pub := &x.world.pubs[x.rank]
+		pub.in[parity], pub.out[parity] = nil, nil
+		if aliasIn {
+			pub.in[parity] = inB[:len(inB):len(inB)]
+		}
+		if aliasOut {
+			pub.out[parity] = outB[:len(outB):len(outB)]
+		}
+	}
+	if err := x.barrier(ctx, phaseStart); err != nil {
 		return err
 	}
 	if local != nil {
 		return fmt.Errorf("cpuexec: rank %d: %w", x.rank, local)
 	}
 	for r := range x.n {
-		dr := getDesc(x.seg.desc(r, parity))
+		x.descs[r] = getDesc(x.seg.desc(r, parity))
+	}
+	for r, dr := range x.descs {
 		if dr.bad {
 			return fmt.Errorf("%w: cpuexec: rank %d: rank %d passed bad arguments to plan %q", ccl.ErrMismatch, x.rank, r, x.p.Name)
 		}
@@ -401,21 +577,23 @@ func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op
 		}
 	}
 	if !fits {
-		if err := x.grow(ctx, need); err != nil {
+		if err := x.grow(ctx, sz.need); err != nil {
 			x.seg.fail(x.rank)
 			return err
 		}
-		x.stage(regs[x.rank], inB, outB)
-		if err := x.barrier(ctx, fmt.Sprintf("call #%d staged", x.seq)); err != nil {
+		x.stage(sz.regs[x.rank], inB, outB, aliasIn, aliasOut)
+		if err := x.barrier(ctx, phaseStaged); err != nil {
 			return err
 		}
 	}
-	c := &call{ctx: ctx, seq: x.seq, flag: uint32((x.seq-1)%0xFFFFFFFF) + 1, dt: d.dtype, es: max(1, d.dtype.Size()), op: op,
-		lay: lays[x.rank], ll: x.p.Protocol == plan.LL, bufs: make([][4][]byte, x.n)}
+	c := &x.c
+	c.ctx, c.seq, c.flag, c.dt, c.es, c.op = ctx, x.seq, uint32((x.seq-1)%0xFFFFFFFF)+1, d.dtype, max(1, d.dtype.Size()), op
+	c.lay, c.ll = sz.lays[x.rank], x.p.Protocol == plan.LL
+	c.abort.Store(false)
 	for g := range x.n {
 		base := int64(g) * x.stride
-		for _, b := range []plan.BufferType{plan.Input, plan.Output, plan.Scratch} {
-			off, size := base+regs[g].off[b], regs[g].size[b]
+		for _, b := range [...]plan.BufferType{plan.Input, plan.Output, plan.Scratch} {
+			off, size := base+sz.regs[g].off[b], sz.regs[g].size[b]
 			if b == plan.Scratch && x.p.UseDoubleScratchBuffer {
 				size /= 2
 				off += int64(parity) * size
@@ -423,15 +601,59 @@ func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op
 			c.bufs[g][b] = x.data[off : off+size : off+size]
 		}
 	}
-	if err := x.runTBs(c); err != nil {
+	if x.world != nil {
+		for g := range x.n {
+			pub := &x.world.pubs[g]
+			if b := pub.in[parity]; b != nil {
+				c.bufs[g][plan.Input] = b
+			}
+			if b := pub.out[parity]; b != nil {
+				c.bufs[g][plan.Output] = b
+			}
+		}
+	} else {
+		if aliasIn {
+			c.bufs[x.rank][plan.Input] = inB[:len(inB):len(inB)]
+		}
+		if aliasOut {
+			c.bufs[x.rank][plan.Output] = outB[:len(outB):len(outB)]
+		}
+	}
+	err := x.runTBs(c)
+	c.ctx = nil
+	for g := range c.bufs {
+		c.bufs[g] = [4][]byte{}
+	}
+	if err != nil {
 		x.seg.fail(x.rank)
 		return err
 	}
-	if err := x.barrier(ctx, fmt.Sprintf("call #%d end", x.seq)); err != nil {
-		return err
+	if !x.synced {
+		if err := x.barrier(ctx, phaseEnd); err != nil {
+			return err
+		}
 	}
-	copy(outB, x.data[int64(x.rank)*x.stride+regs[x.rank].off[plan.Output]:][:len(outB)])
+	if !aliasOut {
+		copy(outB, x.data[int64(x.rank)*x.stride+sz.regs[x.rank].off[plan.Output]:][:len(outB)])
+	}
 	return nil
+}
+
+// sizing returns (cached) every rank's layout and regions for a call of
+// d's sizes, the bytes per rank the data segment needs, or why the sizes
+// are bad.
+func (x *Executor) sizing(d desc) *sizing {
+	k := sizeKey{d.dtype, d.in, d.out}
+	if sz := x.sizes[k]; sz != nil {
+		return sz
+	}
+	if len(x.sizes) >= 64 {
+		clear(x.sizes)
+	}
+	sz := &sizing{}
+	sz.lays, sz.regs, sz.need, sz.err = x.layouts(d)
+	x.sizes[k] = sz
+	return sz
 }
 
 // check validates this rank's arguments; d describes the call even when
@@ -530,12 +752,14 @@ func (x *Executor) layouts(d desc) ([]plan.Layout, []regions, int64, error) {
 // may leave parts of the output unwritten, the caller's output into the
 // output region (so those bytes keep the caller's values, as they would
 // on a GPU, where the plan writes the caller's buffer).
-func (x *Executor) stage(r regions, inB, outB []byte) {
+func (x *Executor) stage(r regions, inB, outB []byte, aliasIn, aliasOut bool) {
 	base := int64(x.rank) * x.stride
-	if !x.pr.outCovered {
+	if !x.pr.outCovered && !aliasOut {
 		copy(x.data[base+r.off[plan.Output]:][:len(outB)], outB)
 	}
-	copy(x.data[base+r.off[plan.Input]:][:len(inB)], inB)
+	if !aliasIn {
+		copy(x.data[base+r.off[plan.Input]:][:len(inB)], inB)
+	}
 }
 
 // grow replaces the data segment with one of at least need bytes per rank.
@@ -566,7 +790,7 @@ func (x *Executor) grow(ctx context.Context, need int64) error {
 		}
 		return fmt.Errorf("cpuexec: rank %d: map data segment: %w", x.rank, err)
 	}
-	err = x.barrier(ctx, fmt.Sprintf("call #%d data segment", x.seq))
+	err = x.barrier(ctx, phaseData)
 	if x.rank == 0 {
 		os.Remove(path)
 	}
@@ -581,8 +805,8 @@ func (x *Executor) grow(ctx context.Context, need int64) error {
 	return nil
 }
 
-// runTBs runs this rank's thread blocks, one goroutine each (the first on
-// the caller's), and returns the first failure.
+// runTBs runs this rank's thread blocks: worker 0 on the caller's
+// goroutine, the others on their goroutines; it returns the first failure.
 func (x *Executor) runTBs(c *call) error {
 	for i := range x.sems {
 		x.sems[i].Store(int64(x.pr.semInit[i]))
@@ -593,25 +817,98 @@ func (x *Executor) runTBs(c *call) error {
 	if len(x.tbs) == 0 {
 		return nil
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(x.tbs))
-	for i := 1; i < len(x.tbs); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = x.tbs[i].run(c)
-		}()
+	for _, g := range x.wk {
+		g.start <- c
 	}
-	errs[0] = x.tbs[0].run(c)
-	wg.Wait()
-	// The root cause first: a thread block that gave up because another
-	// one failed says so.
+	err := x.work(x.workers[0], c)
+	if len(x.wk) == 0 {
+		return err
+	}
+	errs := make([]error, 0, len(x.workers))
+	errs = append(errs, err)
+	for _, g := range x.wk {
+		e, _ := recvSpin(g.done, x.spin)
+		errs = append(errs, e)
+	}
+	// The root cause first: a worker that gave up because another one
+	// failed says so.
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, errAborted) {
 			return err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// work runs thread blocks tbs as coroutines until all are done: each runs
+// until it has to wait; when none can move, the worker waits (spinning,
+// then on the rank's bell) until one can.
+func (x *Executor) work(tbs []*tbRun, c *call) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("cpuexec: rank %d: panic in a thread block: %v\n%s", x.rank, p, debug.Stack())
+		}
+		if err != nil {
+			c.abort.Store(true)
+			atomic.AddUint32(x.seg.bell(x.rank), 1)
+			shmem.FutexWake(x.seg.bell(x.rank))
+		}
+		for _, t := range tbs {
+			t.c = nil
+		}
+	}()
+	for _, t := range tbs {
+		t.begin(c)
+	}
+	// step advances every unfinished block once; it reports whether any
+	// moved, and whether all are done.
+	var stepErr error
+	step := func() (moved, done bool) {
+		done = true
+		for _, t := range tbs {
+			if t.done() {
+				continue
+			}
+			p, err := t.advance()
+			if err != nil {
+				stepErr = err
+				return true, true
+			}
+			moved = moved || p
+			done = done && t.done()
+		}
+		return moved, done
+	}
+	for {
+		moved, done := step()
+		if stepErr != nil {
+			return stepErr
+		}
+		if done {
+			return nil
+		}
+		if moved {
+			continue
+		}
+		err := x.await(c.ctx, &c.abort, x.timeout, func() bool {
+			moved, done := step()
+			return moved || done
+		}, func() (int, string, string, []int) {
+			for _, t := range tbs {
+				if !t.done() {
+					where, what, peers := t.blockedOn()
+					return t.tb, where, what, peers
+				}
+			}
+			return -1, "", "", nil
+		})
+		if stepErr != nil {
+			return stepErr
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func overlapNotSame(a, b []byte) bool {

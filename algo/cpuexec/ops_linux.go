@@ -3,60 +3,164 @@ package cpuexec
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/shmem"
 )
 
-// tbRun runs one thread block's ops; it keeps its scratch space across
-// calls so that ops allocate nothing once sizes are steady.
+// tbRun runs one thread block's ops as a coroutine: advance runs ops until
+// one has to wait (a wait, an intra-rank barrier, a semaphore, packets not
+// there yet) and returns; the worker that owns the block calls it again
+// when something may have changed. The block keeps its position and the
+// progress of the op it waits in, and its scratch space across calls, so
+// that ops allocate nothing once sizes are steady.
 type tbRun struct {
 	x    *Executor
 	tb   int
 	c    *call
 	tmp  [][]byte // unpacked packets, reduce results
 	srcs [][]byte // reduce sources
+
+	// position: top-level op pc; inside a pipeline, iteration it and body
+	// op bi.
+	pc, bi int
+	it     int64
+	// progress inside the current blocking op: channel or semaphore index
+	// sub, the wait target of that channel (0: not taken yet), whether the
+	// block arrived at the current barrier and that barrier's generation.
+	sub     int
+	target  uint64
+	arrived bool
+	gen     uint64
 }
 
-func (t *tbRun) run(c *call) (err error) {
+func (t *tbRun) begin(c *call) {
 	t.c = c
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("cpuexec: rank %d tb %d: panic: %v\n%s", t.x.rank, t.tb, p, debug.Stack())
+	t.pc, t.bi, t.it = 0, 0, 0
+	t.sub, t.target, t.arrived = 0, 0, false
+}
+
+func (t *tbRun) done() bool { return t.pc >= len(t.x.pr.tbs[t.tb]) }
+
+// current is the op the block is at (nil when done), with its pipeline
+// iteration and unit.
+func (t *tbRun) current() (*inst, int64, int64) {
+	ops := t.x.pr.tbs[t.tb]
+	if t.pc >= len(ops) {
+		return nil, -1, 0
+	}
+	in := &ops[t.pc]
+	if in.name == plan.OpPipeline && t.bi < len(in.body) {
+		return &in.body[t.bi], t.it, in.unit
+	}
+	return in, -1, 0
+}
+
+// advance runs ops until the block is done or has to wait; it reports
+// whether it ran (or got further into) any op.
+func (t *tbRun) advance() (progressed bool, err error) {
+	ops := t.x.pr.tbs[t.tb]
+	for t.pc < len(ops) {
+		in := &ops[t.pc]
+		if in.name == plan.OpPipeline {
+			total := int64(in.nchunks) * t.c.lay.ChunkBytes
+			iters := (total + in.unit - 1) / in.unit
+			for t.it < iters {
+				for t.bi < len(in.body) {
+					ok, err := t.try(&in.body[t.bi], t.it, in.unit)
+					if err != nil || !ok {
+						return progressed, err
+					}
+					progressed = true
+					t.bi++
+				}
+				t.bi = 0
+				t.it++
+			}
+			t.it = 0
+		} else {
+			ok, err := t.try(in, -1, 0)
+			if err != nil || !ok {
+				return progressed, err
+			}
 		}
-		if err != nil {
-			c.abort.Store(true)
-			atomic.AddUint32(t.x.seg.bell(t.x.rank), 1)
-			shmem.FutexWake(t.x.seg.bell(t.x.rank))
-		}
-		t.c = nil
-	}()
-	for i := range t.x.pr.tbs[t.tb] {
-		in := &t.x.pr.tbs[t.tb][i]
-		if err := t.exec(in, -1, 0); err != nil {
-			return err
+		progressed = true
+		t.pc++
+	}
+	return progressed, nil
+}
+
+// try runs op in if it can run now; false: it has to wait (what it did
+// so far is kept in the block's state).
+func (t *tbRun) try(in *inst, it, unit int64) (bool, error) {
+	switch in.name {
+	case plan.OpWait, plan.OpRelaxedWait:
+		return t.tryWait(in), nil
+	case plan.OpBarrier:
+		return t.tryBarrier(in), nil
+	case plan.OpSemAcquire:
+		return t.trySem(in), nil
+	}
+	if in.packetSrc {
+		ok, err := t.packetsReady(in, it, unit)
+		if err != nil || !ok {
+			return false, err
 		}
 	}
-	return nil
+	return true, t.exec(in, it, unit)
+}
+
+// blockedOn describes what the block waits for, for a *WaitError.
+func (t *tbRun) blockedOn() (where, what string, peers []int) {
+	in, it, unit := t.current()
+	if in == nil {
+		return "", "", nil
+	}
+	where = in.where
+	switch in.name {
+	case plan.OpWait, plan.OpRelaxedWait:
+		if t.sub < len(in.chans) {
+			ch := in.chans[t.sub]
+			return where, fmt.Sprintf("signal #%d from rank %d", t.target, ch.peer), []int{ch.peer}
+		}
+	case plan.OpBarrier:
+		return where, fmt.Sprintf("barrier %d of %d thread blocks", in.barrier, in.barrierN), nil
+	case plan.OpSemAcquire:
+		if t.sub < len(in.sems) {
+			return where, fmt.Sprintf("a release of semaphore %d", in.sems[t.sub]), nil
+		}
+	}
+	if in.packetSrc {
+		for _, r := range in.srcs {
+			if !r.packet {
+				continue
+			}
+			s, err := t.span(in, r, it, unit)
+			if err != nil {
+				continue
+			}
+			w := words(s)
+			for i := range w {
+				if uint32(atomic.LoadUint64(&w[i])>>32) != t.c.flag {
+					return where, fmt.Sprintf("packet %d (flag %d) from rank %d", i, t.c.flag, r.rank), []int{r.rank}
+				}
+			}
+		}
+	}
+	return where, "its turn", nil
 }
 
 func (t *tbRun) errf(in *inst, format string, args ...any) error {
 	return fmt.Errorf("cpuexec: rank %d call #%d %s: %s", t.x.rank, t.c.seq, in.where, fmt.Sprintf(format, args...))
 }
 
-func (t *tbRun) waiter(in *inst) waiter {
-	return waiter{ctx: t.c.ctx, abort: &t.c.abort, tb: t.tb, where: in.where}
-}
-
 // span returns the bytes of r for op in (its thread-block-group part,
 // pipeline iteration it of unit bytes when it >= 0). Packet ranges span
 // twice their data size.
 func (t *tbRun) span(in *inst, r ref, it, unit int64) ([]byte, error) {
-	lay := t.c.lay
+	lay := &t.c.lay
 	off, n := lay.Range(r.index, r.size)
 	off, n = lay.Part(off, n, in.part, in.parts)
 	if it >= 0 {
@@ -97,37 +201,22 @@ func (t *tbRun) tmpBuf(i, n int) []byte {
 	return t.tmp[i][:n]
 }
 
+// exec runs an op that does not wait (waits, barriers and semaphore
+// acquires go through try; packet reads were checked ready by try).
 func (t *tbRun) exec(in *inst, it, unit int64) error {
 	switch in.name {
 	case plan.OpNop, plan.OpFlush:
-		// A thread block is one goroutine: its ops are already ordered,
-		// and port-channel puts complete before put returns.
+		// A thread block's ops run in order, and port-channel puts
+		// complete before put returns.
 		return nil
-	case plan.OpBarrier:
-		return t.barrier(in)
 	case plan.OpSignal, plan.OpRelaxedSignal:
 		t.signal(in)
 		return nil
-	case plan.OpWait, plan.OpRelaxedWait:
-		return t.wait(in)
-	case plan.OpSemAcquire:
-		return t.semAcquire(in)
 	case plan.OpSemRelease:
 		for _, s := range in.sems {
 			t.x.sems[s].Add(1)
 		}
 		t.x.seg.ring(t.x.rank)
-		return nil
-	case plan.OpPipeline:
-		total := int64(in.nchunks) * t.c.lay.ChunkBytes
-		iters := (total + in.unit - 1) / in.unit
-		for i := range iters {
-			for b := range in.body {
-				if err := t.exec(&in.body[b], i, in.unit); err != nil {
-					return err
-				}
-			}
-		}
 		return nil
 	case plan.OpCopy, plan.OpPut, plan.OpGet, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush,
 		plan.OpCopyPackets, plan.OpPutPackets, plan.OpUnpackPackets, plan.OpReadPutPackets:
@@ -143,66 +232,102 @@ func (t *tbRun) exec(in *inst, it, unit int64) error {
 		return t.reduceOp(in, it, unit)
 	case plan.OpGroupLoadReduce, plan.OpGroupStore, plan.OpGroupLoadReduceStore:
 		return t.switchOp(in, it, unit)
+	case plan.OpPipeline:
+		return t.errf(in, "nested pipeline")
 	}
 	return t.errf(in, "op %s is not supported by the CPU executor", in.name)
 }
 
 func (t *tbRun) signal(in *inst) {
+	if w := t.x.world; w != nil {
+		w.hb.Add(1)
+	}
 	for _, ch := range in.chans {
 		atomic.AddUint64(t.x.seg.slot(ch.slot), 1)
 		t.x.seg.ring(ch.peer)
 	}
 }
 
-func (t *tbRun) wait(in *inst) error {
-	for _, ch := range in.chans {
-		target := atomic.AddUint64(&t.x.expect[ch.expect], 1)
-		slot := t.x.seg.slot(ch.slot)
-		if atomic.LoadUint64(slot) >= target {
-			continue
+// tryWait: channel by channel, take the next wait number of the channel
+// (once) and check that the peer signalled as often.
+func (t *tbRun) tryWait(in *inst) bool {
+	for t.sub < len(in.chans) {
+		ch := &in.chans[t.sub]
+		if t.target == 0 {
+			t.target = atomic.AddUint64(&t.x.expect[ch.expect], 1)
 		}
-		peer := ch.peer
-		err := t.x.await(t.waiter(in), func() bool { return atomic.LoadUint64(slot) >= target },
-			fmt.Sprintf("signal #%d from rank %d", target, peer), func() []int { return []int{peer} })
-		if err != nil {
-			return err
+		if atomic.LoadUint64(t.x.seg.slot(ch.slot)) < t.target {
+			return false
 		}
+		t.sub++
+		t.target = 0
 	}
-	return nil
+	t.sub = 0
+	if w := t.x.world; w != nil {
+		w.hb.Load()
+	}
+	return true
 }
 
-func (t *tbRun) barrier(in *inst) error {
+// tryBarrier: arrive once, then wait for the barrier's generation to move.
+func (t *tbRun) tryBarrier(in *inst) bool {
 	b := &t.x.bars[in.barrier]
-	g := b.gen.Load()
-	if b.count.Add(1) == int64(in.barrierN) {
-		b.count.Store(0)
-		b.gen.Add(1)
-		t.x.seg.ring(t.x.rank)
-		return nil
+	if !t.arrived {
+		t.gen = b.gen.Load()
+		t.arrived = true
+		if b.count.Add(1) == int64(in.barrierN) {
+			b.count.Store(0)
+			b.gen.Add(1)
+			t.x.seg.ring(t.x.rank)
+			t.arrived = false
+			return true
+		}
 	}
-	return t.x.await(t.waiter(in), func() bool { return b.gen.Load() != g },
-		fmt.Sprintf("barrier %d of %d thread blocks", in.barrier, in.barrierN), nil)
+	if b.gen.Load() == t.gen {
+		return false
+	}
+	t.arrived = false
+	return true
 }
 
-func (t *tbRun) semAcquire(in *inst) error {
-	for _, s := range in.sems {
-		sem := &t.x.sems[s]
-		take := func() bool {
-			for {
-				v := sem.Load()
-				if v <= 0 {
-					return false
-				}
-				if sem.CompareAndSwap(v, v-1) {
-					return true
-				}
+func (t *tbRun) trySem(in *inst) bool {
+	for t.sub < len(in.sems) {
+		sem := &t.x.sems[in.sems[t.sub]]
+		for {
+			v := sem.Load()
+			if v <= 0 {
+				return false
+			}
+			if sem.CompareAndSwap(v, v-1) {
+				break
 			}
 		}
-		if err := t.x.await(t.waiter(in), take, fmt.Sprintf("a release of semaphore %d", s), nil); err != nil {
-			return err
+		t.sub++
+	}
+	t.sub = 0
+	return true
+}
+
+// packetsReady reports whether every packet source of in holds this
+// call's flag in every word.
+func (t *tbRun) packetsReady(in *inst, it, unit int64) (bool, error) {
+	flag := t.c.flag
+	for _, r := range in.srcs {
+		if !r.packet {
+			continue
+		}
+		s, err := t.span(in, r, it, unit)
+		if err != nil {
+			return false, err
+		}
+		w := words(s)
+		for i := len(w) - 1; i >= 0; i-- {
+			if uint32(atomic.LoadUint64(&w[i])>>32) != flag {
+				return false, nil
+			}
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // move runs copy, put, get (plain or packets): dst[i] = src[i].
@@ -422,12 +547,11 @@ func (t *tbRun) writePackets(in *inst, pk, data []byte) error {
 	return nil
 }
 
-// awaitPacket waits until word i holds this call's flag.
+// awaitPacket: word i does not hold this call's flag although try saw
+// every word ready (it cannot happen: a word changes flag only in a later
+// call).
 func (t *tbRun) awaitPacket(in *inst, w []uint64, i int, from int) error {
-	flag := t.c.flag
-	p := &w[i]
-	return t.x.await(t.waiter(in), func() bool { return uint32(atomic.LoadUint64(p)>>32) == flag },
-		fmt.Sprintf("packet %d (flag %d) from rank %d", i, flag, from), func() []int { return []int{from} })
+	return t.errf(in, "packet %d from rank %d lost flag %d", i, from, t.c.flag)
 }
 
 func (t *tbRun) readPackets(in *inst, data, pk []byte, owner int) error {

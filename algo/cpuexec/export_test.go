@@ -1,0 +1,13 @@
+package cpuexec
+
+// SetWorkers fixes the number of workers per rank for executors joined
+// afterwards (0: by the machine's cores); it returns the old value.
+func SetWorkers(n int) int { return int(workersOverride.Swap(int32(n))) }
+
+// Synced and Aliases expose what Join decided, for tests.
+func (x *Executor) Synced() bool            { return x.synced }
+func (x *Executor) Aliases() (in, out bool) { return x.aliasIn, x.aliasOut }
+
+// SetDirect enables (the default) or disables direct use of the callers'
+// tensors between goroutine ranks, for executors joined afterwards.
+func SetDirect(on bool) { noDirect.Store(!on) }
