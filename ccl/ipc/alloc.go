@@ -37,6 +37,9 @@ type Config struct {
 	// Control is a host communicator over the same ranks; allocations
 	// exchange their handles and check their order through it.
 	Control ccl.Comm
+	// Memory is the device memory the allocator uses; nil means
+	// CUDAMemory on Driver and Exec.
+	Memory Memory
 }
 
 // region offsets inside one allocation (all aligned):
@@ -115,10 +118,13 @@ func NewAllocator(cfg Config) (*Allocator, error) {
 		return nil, fmt.Errorf("%w: IPC memory supports 1 to %d ranks, got %d", ccl.ErrBadArgs, MaxRanks, cfg.Size)
 	case cfg.Rank < 0 || cfg.Rank >= cfg.Size:
 		return nil, fmt.Errorf("%w: rank %d of %d", ccl.ErrBadArgs, cfg.Rank, cfg.Size)
-	case cfg.Driver == nil || cfg.Exec == nil || cfg.Control == nil:
-		return nil, fmt.Errorf("%w: IPC allocator needs a driver, a device executor and a control communicator", ccl.ErrBadArgs)
+	case cfg.Memory == nil && (cfg.Driver == nil || cfg.Exec == nil), cfg.Control == nil:
+		return nil, fmt.Errorf("%w: IPC allocator needs device memory (a driver and a device executor) and a control communicator", ccl.ErrBadArgs)
 	case cfg.Control.Size() != cfg.Size || cfg.Control.Rank() != cfg.Rank:
 		return nil, fmt.Errorf("%w: control communicator is rank %d of %d, allocator rank %d of %d", ccl.ErrBadArgs, cfg.Control.Rank(), cfg.Control.Size(), cfg.Rank, cfg.Size)
+	}
+	if cfg.Memory == nil {
+		cfg.Memory = &CUDAMemory{Driver: cfg.Driver, Exec: cfg.Exec}
 	}
 	return &Allocator{cfg: cfg, pid: os.Getpid(), pool: map[int64][]*raw{}, opened: map[cuda.IpcMemHandle]cuda.DevicePtr{},
 		live: map[uint64]*Buffer{}, peerOn: map[int]bool{}}, nil
@@ -213,28 +219,20 @@ func (a *Allocator) Alloc(ctx context.Context, size int64) (*Buffer, error) {
 	mine := record{ordinal: int32(a.cfg.Ordinal), pid: int64(a.pid), seq: seq, size: size}
 	// Zero everything (data, barriers, counters) and wait for it BEFORE
 	// the handles go out: a peer may signal as soon as it has them.
-	lerr := a.cfg.Exec(func(s uintptr) error {
-		d := a.cfg.Driver
+	lerr := func() error {
+		m := a.cfg.Memory
 		if r == nil {
-			p, err := d.MemAlloc(lay.total)
+			p, h, err := m.Alloc(lay.total)
 			if err != nil {
 				return err
 			}
-			h, err := d.IpcGetMemHandle(p)
-			if err != nil {
-				d.MemFree(p)
-				return err
-			}
-			r = &raw{ptr: p, lay: lay, handle: h}
+			r = &raw{ptr: cuda.DevicePtr(p), lay: lay, handle: h}
 			a.mu.Lock()
 			a.all = append(a.all, r)
 			a.mu.Unlock()
 		}
-		if err := d.MemsetD8Async(r.ptr, 0, lay.total, cuda.Stream(s)); err != nil {
-			return err
-		}
-		return d.StreamSynchronize(cuda.Stream(s))
-	})
+		return m.Zero(uint64(r.ptr), lay.total)
+	}()
 	if lerr != nil {
 		mine.status = 1
 	} else {
@@ -268,8 +266,7 @@ func (a *Allocator) open(own *raw, rs []record, size int64, seq uint64) (*Buffer
 	b := &Buffer{a: a, own: own, Size: size, Seq: seq,
 		Data: make([]uint64, n), Scratch: make([]uint64, n), BarrierIn: make([]uint64, n), BarrierMid: make([]uint64, n), BarrierOut: make([]uint64, n)}
 	lay := own.lay
-	err := a.cfg.Exec(func(uintptr) error {
-		d := a.cfg.Driver
+	err := func() error {
 		for q, x := range rs {
 			var base uint64
 			switch {
@@ -278,10 +275,11 @@ func (a *Allocator) open(own *raw, rs []record, size int64, seq uint64) (*Buffer
 			case x.pid == int64(a.pid):
 				// Same process (threaded session): one address space; the
 				// pointer works once peer access is on (or on the same GPU).
-				if int(x.ordinal) != a.cfg.Ordinal {
-					if err := a.enablePeer(int(x.ordinal)); err != nil {
+				if int(x.ordinal) != a.cfg.Ordinal && !a.peerOn[int(x.ordinal)] {
+					if err := a.cfg.Memory.EnablePeer(int(x.ordinal)); err != nil {
 						return err
 					}
+					a.peerOn[int(x.ordinal)] = true
 				}
 				base = x.ptr
 			default:
@@ -289,10 +287,11 @@ func (a *Allocator) open(own *raw, rs []record, size int64, seq uint64) (*Buffer
 				p, ok := a.opened[x.handle]
 				a.mu.Unlock()
 				if !ok {
-					var err error
-					if p, err = d.IpcOpenMemHandle(x.handle, cuda.IpcLazyEnablePeerAccess); err != nil {
+					op, err := a.cfg.Memory.Open(x.handle)
+					if err != nil {
 						return fmt.Errorf("open rank %d's IPC handle: %w", q, err)
 					}
+					p = cuda.DevicePtr(op)
 					a.mu.Lock()
 					a.opened[x.handle] = p
 					a.mu.Unlock()
@@ -306,7 +305,7 @@ func (a *Allocator) open(own *raw, rs []record, size int64, seq uint64) (*Buffer
 			b.BarrierOut[q] = base + uint64(lay.barOut)
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		return nil, fmt.Errorf("ipc: rank %d: %w", a.cfg.Rank, err)
 	}
@@ -315,32 +314,6 @@ func (a *Allocator) open(own *raw, rs []record, size int64, seq uint64) (*Buffer
 	a.live[b.Data[a.cfg.Rank]] = b
 	a.mu.Unlock()
 	return b, nil
-}
-
-// enablePeer turns on access to another device of this process (device
-// thread only). Already enabled is fine.
-func (a *Allocator) enablePeer(ordinal int) error {
-	if a.peerOn[ordinal] {
-		return nil
-	}
-	d := a.cfg.Driver
-	dev, err := d.DeviceGet(ordinal)
-	if err != nil {
-		return err
-	}
-	ctx, err := d.PrimaryCtxRetain(dev)
-	if err != nil {
-		return err
-	}
-	if err := d.EnablePeerAccess(ctx); err != nil {
-		var ce *cuda.Error
-		if !errors.As(err, &ce) || ce.Code != 704 { // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-			d.PrimaryCtxRelease(dev)
-			return fmt.Errorf("enable peer access to cuda:%d: %w", ordinal, err)
-		}
-	}
-	a.peerOn[ordinal] = true
-	return nil
 }
 
 // Lookup finds the live IPC allocation whose data region holds the device
@@ -404,33 +377,21 @@ func (a *Allocator) Close(ctx context.Context) error {
 	a.closed = true
 	a.mu.Unlock()
 	var errs []error
-	if err := a.cfg.Exec(func(s uintptr) error { return a.cfg.Driver.StreamSynchronize(cuda.Stream(s)) }); err != nil {
+	m := a.cfg.Memory
+	if err := m.Sync(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := a.cfg.Control.Barrier(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("ipc: rank %d: close: waiting for peers: %w", a.cfg.Rank, err))
 	}
-	err := a.cfg.Exec(func(uintptr) error {
-		d := a.cfg.Driver
-		for _, p := range a.opened {
-			if err := d.IpcCloseMemHandle(p); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		for _, r := range a.all {
-			if err := d.MemFree(r.ptr); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		for o := range a.peerOn {
-			if dev, err := d.DeviceGet(o); err == nil {
-				d.PrimaryCtxRelease(dev)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		errs = append(errs, err)
+	for _, p := range a.opened {
+		errs = append(errs, m.Close(uint64(p)))
+	}
+	for _, r := range a.all {
+		errs = append(errs, m.Free(uint64(r.ptr)))
+	}
+	if len(a.peerOn) > 0 {
+		errs = append(errs, m.ReleasePeers())
 	}
 	a.opened, a.all, a.pool, a.live = nil, nil, nil, nil
 	return errors.Join(errs...)
