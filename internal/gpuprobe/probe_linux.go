@@ -26,12 +26,15 @@ var candidates = []candidate{
 			return fmt.Sprintf("%d.%d.%d", v/1000, v%1000/100, v%100)
 		})
 	}},
+	{"cuBLAS", []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+		"/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12"}, cublasVersion},
 }
 
 var versionSyms = map[string][]string{
 	"CUDA driver": {"cuDriverGetVersion", "cuInit", "cuDeviceGetCount"},
 	"NVRTC":       {"nvrtcVersion"},
 	"NCCL":        {"ncclGetVersion"},
+	"cuBLAS":      {"cublasGetProperty"},
 }
 
 // Probe loads each library and asks it for its version.
@@ -73,6 +76,20 @@ func nvrtcVersion(l *dl.Lib) string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%d.%d", major, minor)
+}
+
+// cublasVersion asks cublasGetProperty for MAJOR_VERSION, MINOR_VERSION
+// and PATCH_LEVEL (libraryPropertyType 0, 1, 2).
+func cublasVersion(l *dl.Lib) string {
+	var fn func(int32, *int32) int32
+	purego.RegisterFunc(&fn, l.Sym("cublasGetProperty"))
+	var v [3]int32
+	for i := range v {
+		if fn(int32(i), &v[i]) != 0 {
+			return "unknown"
+		}
+	}
+	return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
 }
 
 func countDevices(l *dl.Lib) (int, string) {
