@@ -54,10 +54,13 @@
 //     source order; ops without reduce_op use Run's op, and an explicit
 //     reduce_op that differs from Run's op is an error (WithReduceOp
 //     rewrites a plan for another op).
-//   - Every call starts with a barrier that compares every rank's sizes,
-//     dtype and op (a mismatch fails every rank, nothing runs) and ends with
-//     one unless the plan's own signals and waits order every remote access
-//     of a rank's buffers before the owner's last op (decided at Join).
+//   - Every call compares every rank's sizes, dtype and op (a mismatch
+//     fails every rank, nothing is written): in the plan's prologue (its
+//     opening signals and waits, when they reach every peer and the plan
+//     is self-synced) or else at a start barrier. A call ends with a
+//     barrier unless the plan's own signals and waits order every remote
+//     access of a rank's buffers before the owner's last op. Both are
+//     decided at Join.
 //   - Buffers no peer touches are the caller's tensors (no copy); when all
 //     ranks share the process, peers use each other's tensors directly.
 //   - Every wait spins briefly, then sleeps on a futex of its rank; one that

@@ -11,3 +11,7 @@ func (x *Executor) Aliases() (in, out bool) { return x.aliasIn, x.aliasOut }
 // SetDirect enables (the default) or disables direct use of the callers'
 // tensors between goroutine ranks, for executors joined afterwards.
 func SetDirect(on bool) { noDirect.Store(!on) }
+
+// InPrologue reports whether calls check descriptors in the plan's
+// prologues instead of at a start barrier.
+func (x *Executor) InPrologue() bool { return x.inPrologue }

@@ -27,6 +27,9 @@ type tbRun struct {
 	// op bi.
 	pc, bi int
 	it     int64
+	// end: the block stops before op end (the prologue phase of a call
+	// stops at the end of the block's prologue).
+	end int
 	// progress inside the current blocking op: channel or semaphore index
 	// sub, the wait target of that channel (0: not taken yet), whether the
 	// block arrived at the current barrier and that barrier's generation.
@@ -36,19 +39,28 @@ type tbRun struct {
 	gen     uint64
 }
 
+// begin starts the block on c's phase: the whole block, its prologue, or
+// the ops after its prologue.
 func (t *tbRun) begin(c *call) {
 	t.c = c
-	t.pc, t.bi, t.it = 0, 0, 0
+	t.pc, t.end = 0, len(t.x.pr.tbs[t.tb])
+	switch c.phase {
+	case phasePrologue:
+		t.end = t.x.pro[t.tb]
+	case phaseBody:
+		t.pc = t.x.pro[t.tb]
+	}
+	t.bi, t.it = 0, 0
 	t.sub, t.target, t.arrived = 0, 0, false
 }
 
-func (t *tbRun) done() bool { return t.pc >= len(t.x.pr.tbs[t.tb]) }
+func (t *tbRun) done() bool { return t.pc >= t.end }
 
 // current is the op the block is at (nil when done), with its pipeline
 // iteration and unit.
 func (t *tbRun) current() (*inst, int64, int64) {
 	ops := t.x.pr.tbs[t.tb]
-	if t.pc >= len(ops) {
+	if t.pc >= t.end {
 		return nil, -1, 0
 	}
 	in := &ops[t.pc]
@@ -62,7 +74,7 @@ func (t *tbRun) current() (*inst, int64, int64) {
 // whether it ran (or got further into) any op.
 func (t *tbRun) advance() (progressed bool, err error) {
 	ops := t.x.pr.tbs[t.tb]
-	for t.pc < len(ops) {
+	for t.pc < t.end {
 		in := &ops[t.pc]
 		if in.name == plan.OpPipeline {
 			total := int64(in.nchunks) * t.c.lay.ChunkBytes
@@ -350,7 +362,11 @@ func (t *tbRun) move(in *inst, it, unit int64) error {
 			if len(s) != len(d) {
 				return t.errf(in, "source has %d bytes, destination %d", len(s), len(d))
 			}
-			copy(d, s)
+			if overlaps(d, s) {
+				copy(d, s)
+			} else {
+				copyCached(d, s)
+			}
 		case !sp && dp:
 			if err := t.writePackets(in, d, s); err != nil {
 				return err
@@ -424,7 +440,11 @@ func (t *tbRun) scatter(in *inst, result []byte, dsts []ref, it, unit int64) err
 			return t.errf(in, "destination has %d bytes, the result %d", len(d), len(result))
 		}
 		if len(d) > 0 && &d[0] != &result[0] {
-			copy(d, result)
+			if overlaps(d, result) {
+				copy(d, result)
+			} else {
+				copyCached(d, result)
+			}
 		}
 	}
 	return nil

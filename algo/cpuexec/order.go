@@ -223,3 +223,130 @@ func synchronises(n plan.OpName) bool {
 	}
 	return false
 }
+
+// prologue returns the length of the prologue of every thread block of
+// rank's program: the longest prefix of signals, waits, nops and flushes
+// (ops that touch no buffer).
+func prologue(pr *program) []int {
+	pro := make([]int, len(pr.tbs))
+	for t, insts := range pr.tbs {
+		for _, in := range insts {
+			switch in.name {
+			case plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpNop, plan.OpFlush:
+				pro[t]++
+				continue
+			}
+			break
+		}
+	}
+	return pro
+}
+
+// checkInPrologue reports whether calls can do without the start barrier:
+// every rank runs the prologues of its thread blocks (signals and waits
+// only) before any other op, and checks the descriptors of the call
+// there. That is sound when
+//
+//   - the plan is self-synced (selfSynced: every directed channel is
+//     signalled from one block and waited on from one block, as often per
+//     call, so the j-th wait of a call pairs with the j-th signal of the
+//     same call);
+//   - every rank's prologues wait on every other rank: once they are
+//     done, every peer has published its descriptor and staged and
+//     published its buffers for this call (it does so before its first
+//     signal), and has finished its previous call;
+//   - the prologues signal every directed channel as often as they wait on
+//     it, so a call that stops after them (a mismatch) leaves the counters
+//     as balanced as a whole call does;
+//   - the prologues complete on their own (checked by running them on
+//     counters: with one waiting block per channel, the outcome does not
+//     depend on the schedule).
+//
+// Every rank computes the same answer from the whole plan.
+func checkInPrologue(progs []*program, synced bool) bool {
+	if !synced {
+		return false
+	}
+	n := len(progs)
+	pros := make([][]int, n)
+	sig, wait := map[int]int{}, map[int]int{}
+	for g, pr := range progs {
+		pros[g] = prologue(pr)
+		peers := map[int]bool{}
+		for t, insts := range pr.tbs {
+			for _, in := range insts[:pros[g][t]] {
+				for _, ch := range in.chans {
+					switch in.name {
+					case plan.OpSignal, plan.OpRelaxedSignal:
+						sig[ch.slot]++
+					case plan.OpWait, plan.OpRelaxedWait:
+						wait[ch.slot]++
+						peers[ch.peer] = true
+					}
+				}
+			}
+		}
+		for r := range n {
+			if r != g && !peers[r] {
+				return false
+			}
+		}
+	}
+	for s, k := range wait {
+		if sig[s] != k {
+			return false
+		}
+	}
+	for s, k := range sig {
+		if wait[s] != k {
+			return false
+		}
+	}
+	// Run the prologues on counters.
+	count, taken := map[int]int{}, map[int]int{}
+	type pos struct{ pc, sub int }
+	at := make([][]pos, n)
+	for g := range n {
+		at[g] = make([]pos, len(pros[g]))
+	}
+	for {
+		moved, done := false, true
+		for g, pr := range progs {
+			for t, insts := range pr.tbs {
+				p := &at[g][t]
+				for p.pc < pros[g][t] {
+					in := &insts[p.pc]
+					blocked := false
+					for ; p.sub < len(in.chans); p.sub++ {
+						ch := in.chans[p.sub]
+						switch in.name {
+						case plan.OpSignal, plan.OpRelaxedSignal:
+							count[ch.slot]++
+						case plan.OpWait, plan.OpRelaxedWait:
+							if count[ch.slot] <= taken[ch.slot] {
+								blocked = true
+							} else {
+								taken[ch.slot]++
+							}
+						}
+						if blocked {
+							break
+						}
+					}
+					if blocked {
+						break
+					}
+					p.pc, p.sub = p.pc+1, 0
+					moved = true
+				}
+				done = done && p.pc >= pros[g][t]
+			}
+		}
+		if done {
+			return true
+		}
+		if !moved {
+			return false
+		}
+	}
+}

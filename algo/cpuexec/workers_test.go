@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/handplan"
 	"github.com/chorus-rt/chorus/algo/library"
 	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/leaktest"
 	"github.com/chorus-rt/chorus/tensor"
@@ -79,15 +81,15 @@ func TestSyncedAndAliases(t *testing.T) {
 	// goroutine ranks (peers use the tensors directly).
 	cases := []struct {
 		p                   *plan.Plan
-		synced              bool
+		synced, inPrologue  bool
 		procIn, procOut     bool
 		threadIn, threadOut bool
 	}{
-		{build("allreduce_oneshot"), true, false, true, true, true},
-		{build("allreduce_twoshot"), true, true, false, true, true},
-		{build("allreduce_packet"), false, true, true, true, true},
-		{allpairs, true, false, false, false, false}, // in place
-		{unmatched, false, true, false, true, true},
+		{build("allreduce_oneshot"), true, true, false, true, true, true},
+		{build("allreduce_twoshot"), true, true, true, false, true, true},
+		{build("allreduce_packet"), false, false, true, true, true, true},
+		{allpairs, true, false, false, false, false, false}, // in place; puts before its first wait
+		{unmatched, false, false, true, false, true, true},
 	}
 	t.Cleanup(func() { cpuexec.SetDirect(true) })
 	for _, c := range cases {
@@ -102,6 +104,98 @@ func TestSyncedAndAliases(t *testing.T) {
 			if xs[0].Synced() != c.synced || in != wantIn || out != wantOut {
 				t.Errorf("%s direct %v: synced %v, aliases in %v out %v; want %v, %v, %v", c.p.Name, direct, xs[0].Synced(), in, out, c.synced, wantIn, wantOut)
 			}
+			if xs[0].InPrologue() != c.inPrologue {
+				t.Errorf("%s: descriptors checked in the prologue: %v, want %v", c.p.Name, xs[0].InPrologue(), c.inPrologue)
+			}
 		}
+	}
+}
+
+// Plans whose calls check descriptors in their prologues (no start
+// barrier): ranks that disagree, or pass bad arguments, fail every rank
+// with nothing written, also when only some of them would have grown the
+// data segment, and the executor stays usable; a missing rank is named.
+func TestPrologueCheck(t *testing.T) {
+	leaktest.Check(t)
+	t.Cleanup(func() { cpuexec.SetDirect(true) })
+	for _, name := range []string{"allreduce_oneshot", "allreduce_twoshot"} {
+		for _, n := range []int{2, 3} {
+			for _, direct := range []bool{true, false} {
+				cpuexec.SetDirect(direct)
+				p, err := library.Build(name, n, library.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Run(fmt.Sprintf("%s/%d/direct=%v", name, n, direct), func(t *testing.T) {
+					xs := ranks(t, p, 20*time.Second)
+					if !xs[0].InPrologue() {
+						t.Fatalf("%s: descriptors not checked in the prologue", name)
+					}
+					unit := int64(16 * n) // elements the layout accepts
+					cases := []struct {
+						counts []int64
+						dts    []tensor.DType
+						want   error
+						msg    string
+					}{
+						{[]int64{unit, 2 * unit, unit}[:n], nil, ccl.ErrMismatch, "called with"},
+						{[]int64{unit, unit << 14, unit}[:n], nil, ccl.ErrMismatch, "called with"}, // one rank would grow
+						{[]int64{unit, 7, unit}[:n], nil, ccl.ErrMismatch, "bad arguments"},
+						{[]int64{unit, unit, unit}[:n], []tensor.DType{tensor.Float32, tensor.Int32, tensor.Float32}, ccl.ErrMismatch, "called with"},
+					}
+					for ci, c := range cases {
+						outs := make([]*tensor.Tensor, n)
+						errs := each(n, func(r int) error {
+							dt := tensor.Float32
+							if c.dts != nil {
+								dt = c.dts[r]
+							}
+							in := input(t, dt, c.counts[r], uint64(ci), r)
+							outs[r] = tensor.MustNew(dt, tensor.Shape{c.counts[r]})
+							tensor.Poison(outs[r])
+							return xs[r].Run(context.Background(), in, outs[r], reduce.Sum)
+						})
+						for r, err := range errs {
+							if c.counts[r] == 7 && errors.Is(err, ccl.ErrBadArgs) {
+								continue
+							}
+							if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+								t.Errorf("case %d rank %d: got %v, want %v containing %q", ci, r, err, c.want, c.msg)
+							}
+							if pc, _ := tensor.PoisonCount(outs[r]); pc != outs[r].NumElements() {
+								t.Errorf("case %d rank %d: %d output elements written", ci, r, outs[r].NumElements()-pc)
+							}
+						}
+						runAndCheck(t, xs, tensor.Float32, reduce.Sum, unit, uint64(ci))
+					}
+					runAndCheck(t, xs, tensor.Float32, reduce.Sum, 1<<16*int64(n), 11) // grows
+					runAndCheck(t, xs, tensor.Int32, reduce.Sum, unit, 12)
+				})
+			}
+		}
+	}
+	// A rank that never calls: the others name it, and the executor is
+	// failed everywhere.
+	p, err := library.Build("allreduce_oneshot", 3, library.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := ranks(t, p, 300*time.Millisecond)
+	errs := each(2, func(r int) error {
+		in := tensor.MustNew(tensor.Float32, tensor.Shape{48})
+		return xs[r].Run(context.Background(), in, in, reduce.Sum)
+	})
+	for r, err := range errs {
+		var we *cpuexec.WaitError
+		if !errors.As(err, &we) && !errors.Is(err, ccl.ErrFailed) {
+			t.Fatalf("rank %d: %v, want a WaitError", r, err)
+		}
+		if errors.As(err, &we) && (!strings.Contains(err.Error(), "[2]") || !errors.Is(err, ccl.ErrTimeout)) {
+			t.Errorf("rank %d: %v: does not name rank 2", r, err)
+		}
+	}
+	in := tensor.MustNew(tensor.Float32, tensor.Shape{48})
+	if err := xs[2].Run(context.Background(), in, in, reduce.Sum); !errors.Is(err, ccl.ErrFailed) {
+		t.Errorf("late rank: %v, want ErrFailed", err)
 	}
 }
