@@ -119,8 +119,7 @@ func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var timeout time.Duration
-	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{Timeout: timeout})
+	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
 	}

@@ -445,10 +445,16 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == 1, bytes)
 }
 
-func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op reduce.Op) error {
+// kernel is the loaded function shot_dtype_op (kernels.cu's names); the
+// caller has checked that dtype and op have kernels.
+func (r *AllReducer) kernel(shot string, dt tensor.DType, op reduce.Op) cuda.Function {
 	dn, _ := kernelDType(dt)
 	on, _ := kernelOp(op)
-	f := r.fns["push_"+dn+"_"+on]
+	return r.fns[shot+"_"+dn+"_"+on]
+}
+
+func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op reduce.Op) error {
+	f := r.kernel("push", dt, op)
 	buf := r.push
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
@@ -462,13 +468,11 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 }
 
 func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n int64, dt tensor.DType, op reduce.Op, staged bool, bytes int64) error {
-	dn, _ := kernelDType(dt)
-	on, _ := kernelOp(op)
-	name := "oneshot_" + dn + "_" + on
+	shot := "oneshot"
 	if s == TwoShot {
-		name = "twoshot_" + dn + "_" + on
+		shot = "twoshot"
 	}
-	f := r.fns[name]
+	f := r.kernel(shot, dt, op)
 	size := r.a.cfg.Size
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size)}

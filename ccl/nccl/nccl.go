@@ -67,7 +67,7 @@ func (*Backend) NewID() ([]byte, error) {
 // descBytes is one rank's descriptor in the exchange.
 const descBytes = 32
 
-// Join creates this rank's NCCL communicator on its device thread.
+// Join creates this rank's NCCL communicator through its device executor.
 func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func newComm(l *gnccl.Lib, d *cuda.Driver, cfg ccl.Config, opts Options) *Comm {
 	return c
 }
 
-// setup finishes a communicator on the device thread: the device buffer
+// setup finishes a communicator (inside the device executor): the device buffer
 // for descriptor exchanges when there is no host control communicator.
 func (c *Comm) setup(comm gnccl.Comm) error {
 	c.comm = comm

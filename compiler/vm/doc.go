@@ -54,7 +54,7 @@
 //     matmul is blocked over k and n. On a GPU: matmul through cuBLAS
 //     (cublasGemmEx, float accumulation, no TF32), add and gelu as CUDA C
 //     kernels (kernels.cu, NVRTC, cached on disk), all on the worker's
-//     device thread and stream.
+//     device executor and stream.
 //
 // Errors name the worker, the function, the binding index and the
 // binding's text, and wrap the cause (ErrShape, ErrUnsupported, ccl

@@ -19,7 +19,7 @@ var kernelSource string
 
 // gpuState is a loaded module's GPU machinery on one worker: a cuBLAS
 // handle bound to the worker's stream and the add/gelu kernels. Every
-// call runs on the worker's device thread (device.CUDA.Do), so kernels
+// call runs on the worker's device executor (device.CUDA.Do), so kernels
 // are ordered with the worker's copies, NCCL calls and IPC all-reduces,
 // and a session Sync covers them.
 type gpuState struct {
@@ -112,7 +112,7 @@ func newGPUState(dev *device.CUDA) (*gpuState, error) {
 	return g, nil
 }
 
-// close releases the handle and the module (on the device thread; a
+// close releases the handle and the module (on the device executor; a
 // closed device has released its context already).
 func (g *gpuState) close() {
 	_ = g.dev.Do(func(cuda.Stream) error {

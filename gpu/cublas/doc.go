@@ -11,6 +11,6 @@
 //
 // Every call that enqueues work (and Create) needs the device's CUDA
 // context current on the calling thread; chorus runs them on the worker's
-// device thread (gpu/device.CUDA.Do). Enum values are those of cuBLAS 12
+// device executor (gpu/device.CUDA.Do). Enum values are those of cuBLAS 12
 // and 13 (cublas_api.h, library_types.h).
 package cublas
