@@ -72,6 +72,11 @@ func (w *Worker) allocDevice(dt tensor.DType, shape tensor.Shape, dev tensor.Dev
 	if w.dev == nil || dev != w.cfg.Device {
 		return nil, fmt.Errorf("%w: %v (worker %d is bound to %v)", ErrNoDevice, dev, w.cfg.ID, w.cfg.Device)
 	}
+	if c, ok := w.dev.(device.Capturer); ok && c.Capturing() {
+		// A graph keeps using the addresses it recorded; memory allocated
+		// now could be recycled under it once the tensor is dropped.
+		return nil, fmt.Errorf("worker %d: allocate %s%v: %w (allocate before Capture)", w.cfg.ID, dt, shape, device.ErrCapturing)
+	}
 	if scope == ScopeIPC {
 		return w.allocIPC(dt, shape)
 	}
@@ -224,4 +229,44 @@ func CUDADevice(env registry.Env) (*device.CUDA, bool) {
 	}
 	c, ok := w.dev.(*device.CUDA)
 	return c, ok
+}
+
+// Capture records the device work fn queues on this worker's GPU (copies,
+// custom all-reduces, kernels) into a graph instead of running it, and
+// returns the graph; Launch replays it, in order with the worker's other
+// device work. Host work in fn (argument checks, the custom all-reduce's
+// descriptor exchange) runs once, now, not at each replay: every worker
+// must capture the same sequence and replay its graph the same number of
+// times, in the same order relative to its other collectives.
+//
+// During fn, calls that wait for the device or read it back
+// (SyncDevice, ToHost, FromHost) and allocations fail with
+// device.ErrCapturing: allocate every tensor before capturing, and keep
+// every tensor the graph uses alive while the graph is used (the graph
+// holds addresses, not tensors). If fn fails, the capture is discarded
+// and its error returned.
+func Capture(env registry.Env, fn func() error) (device.Graph, error) {
+	w, ok := env.(*Worker)
+	if !ok {
+		return nil, fmt.Errorf("Capture needs a chorus worker, got %T", env)
+	}
+	c, ok := w.dev.(device.Capturer)
+	if !ok {
+		return nil, fmt.Errorf("worker %d: %w: graph capture needs a GPU", w.cfg.ID, ErrNoDevice)
+	}
+	if err := c.BeginCapture(); err != nil {
+		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
+	}
+	ferr := fn()
+	g, err := c.EndCapture()
+	if ferr != nil {
+		if g != nil {
+			g.Close()
+		}
+		return nil, ferr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: end capture: %w", w.cfg.ID, err)
+	}
+	return g, nil
 }

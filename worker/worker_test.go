@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/value"
@@ -273,5 +274,87 @@ func TestIPCNeedsGPUs(t *testing.T) {
 				t.Errorf("unknown strategy: %v", err)
 			}
 		})
+	}
+}
+
+// TestCapture records device copies on a fake GPU and replays them: the
+// recorded copy runs only at Launch and reads the source as it is then;
+// allocations, reads back and syncs inside the capture are refused; a
+// failing fn discards the capture; a CPU worker cannot capture.
+func TestCapture(t *testing.T) {
+	w, err := New(Config{ID: 0, NumWorkers: 1, Device: tensor.CUDADevice(0), OpenDevice: OpenFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	dev := w.Device()
+	src, err := w.Alloc(tensor.Float32, tensor.Shape{4}, dev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := w.Alloc(tensor.Float32, tensor.Shape{4}, dev, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := func(vs ...float32) *tensor.Tensor { return tensor.FromSlice(vs) }
+	vals := func(x *tensor.Tensor) []float32 {
+		fs, err := tensor.Data[float32](x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	if err := FromHost(w, src, host(1, 2, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Capture(w, func() error {
+		if _, err := w.Alloc(tensor.Float32, tensor.Shape{4}, dev, ""); !errors.Is(err, device.ErrCapturing) {
+			t.Errorf("Alloc during capture: %v, want ErrCapturing", err)
+		}
+		if _, err := ToHost(w, dst); !errors.Is(err, device.ErrCapturing) {
+			t.Errorf("ToHost during capture: %v, want ErrCapturing", err)
+		}
+		if err := SyncDevice(w); !errors.Is(err, device.ErrCapturing) {
+			t.Errorf("SyncDevice during capture: %v, want ErrCapturing", err)
+		}
+		return CopyTensor(w, dst, src)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	got, err := ToHost(w, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vals(got)[0] != 0 {
+		t.Fatalf("the recorded copy ran during the capture: %v", vals(got))
+	}
+	for it := range 3 {
+		v := float32(10 * (it + 1))
+		if err := FromHost(w, src, host(v, v+1, v+2, v+3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Launch(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ToHost(w, dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs := vals(got); fs[0] != v || fs[3] != v+3 {
+			t.Fatalf("replay %d: %v, want %v..%v", it, fs, v, v+3)
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := Capture(w, func() error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("failing capture: %v, want fn's error", err)
+	}
+	if err := SyncDevice(w); err != nil {
+		t.Fatalf("the failed capture was left open: %v", err)
+	}
+	cpu := newTestWorker(t, 0, 1)
+	if _, err := Capture(cpu, func() error { return nil }); !errors.Is(err, ErrNoDevice) {
+		t.Fatalf("capture on a CPU worker: %v, want ErrNoDevice", err)
 	}
 }

@@ -19,6 +19,8 @@ type (
 	Module    uintptr
 	Function  uintptr
 	DevicePtr uint64
+	Graph     uintptr // CUgraph: a captured sequence of work
+	GraphExec uintptr // CUgraphExec: an instantiated graph, launchable
 )
 
 // IpcMemHandle is CUipcMemHandle: 64 opaque bytes.
@@ -38,6 +40,20 @@ const (
 	StreamNonBlocking       = 1 // CU_STREAM_NON_BLOCKING
 	EventDisableTiming      = 2 // CU_EVENT_DISABLE_TIMING
 	IpcLazyEnablePeerAccess = 1 // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+)
+
+// Stream capture modes (CUstreamCaptureMode) and states
+// (CUstreamCaptureStatus).
+const (
+	CaptureModeGlobal      = 0
+	CaptureModeThreadLocal = 1
+	// CaptureModeRelaxed lets begin and end run on different OS threads
+	// and puts no limits on other threads' calls.
+	CaptureModeRelaxed = 2
+
+	CaptureNone        = 0
+	CaptureActive      = 1
+	CaptureInvalidated = 2
 )
 
 // ErrNotLoaded: the driver library could not be loaded.
@@ -77,6 +93,8 @@ var symbols = []string{
 	"cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD8_v2", "cuMemsetD8Async",
 	"cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel",
 	"cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle",
+	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
+	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 }
 
 // Sonames tried in order.
@@ -330,3 +348,39 @@ func (d *Driver) IpcGetMemHandle(p DevicePtr) (IpcMemHandle, error) {
 func (d *Driver) IpcCloseMemHandle(p DevicePtr) error {
 	return d.call("cuIpcCloseMemHandle", uintptr(p))
 }
+
+// StreamBeginCapture starts recording the work queued on s into a graph
+// instead of running it.
+func (d *Driver) StreamBeginCapture(s Stream, mode int) error {
+	return d.call("cuStreamBeginCapture_v2", uintptr(s), uintptr(mode))
+}
+
+// StreamEndCapture ends the capture on s and returns the recorded graph.
+func (d *Driver) StreamEndCapture(s Stream) (Graph, error) {
+	var g Graph
+	err := d.call("cuStreamEndCapture", uintptr(s), uintptr(unsafe.Pointer(&g)))
+	return g, err
+}
+
+// StreamIsCapturing returns CaptureNone, CaptureActive or
+// CaptureInvalidated.
+func (d *Driver) StreamIsCapturing(s Stream) (int, error) {
+	var st int32
+	err := d.call("cuStreamIsCapturing", uintptr(s), uintptr(unsafe.Pointer(&st)))
+	return int(st), err
+}
+
+// GraphInstantiate makes a launchable graph of g (no flags).
+func (d *Driver) GraphInstantiate(g Graph) (GraphExec, error) {
+	var e GraphExec
+	err := d.call("cuGraphInstantiateWithFlags", uintptr(unsafe.Pointer(&e)), uintptr(g), 0)
+	return e, err
+}
+
+// GraphLaunch queues one run of e on s.
+func (d *Driver) GraphLaunch(e GraphExec, s Stream) error {
+	return d.call("cuGraphLaunch", uintptr(e), uintptr(s))
+}
+
+func (d *Driver) GraphExecDestroy(e GraphExec) error { return d.call("cuGraphExecDestroy", uintptr(e)) }
+func (d *Driver) GraphDestroy(g Graph) error         { return d.call("cuGraphDestroy", uintptr(g)) }

@@ -245,3 +245,95 @@ func ipcChild(hexHandle string) int {
 	}
 	return 0
 }
+
+// TestGraphCapture records a memset and a copy on a non-blocking stream,
+// checks that nothing ran during the capture, then replays the graph
+// with a different source each time.
+func TestGraphCapture(t *testing.T) {
+	d, _ := setup(t)
+	s, err := d.StreamCreate(cuda.StreamNonBlocking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.StreamDestroy(s)
+	const n = 1 << 16
+	src, err := d.MemAlloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.MemFree(src)
+	dst, err := d.MemAlloc(2 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.MemFree(dst)
+	if err := d.MemsetD8(dst, 0xEE, 2*n); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.StreamIsCapturing(s); err != nil || st != cuda.CaptureNone {
+		t.Fatalf("before capture: state %d, %v", st, err)
+	}
+	if err := d.StreamBeginCapture(s, cuda.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.StreamIsCapturing(s); err != nil || st != cuda.CaptureActive {
+		t.Fatalf("during capture: state %d, %v", st, err)
+	}
+	// dst[0:n] = src; dst[n:2n] = 7.
+	if err := d.MemcpyDtoDAsync(dst, src, n, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MemsetD8Async(dst+n, 7, n, s); err != nil {
+		t.Fatal(err)
+	}
+	g, err := d.StreamEndCapture(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.GraphDestroy(g)
+	got := make([]byte, 2*n)
+	if err := d.MemcpyDtoH(got, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 0xEE || got[2*n-1] != 0xEE {
+		t.Fatalf("captured work ran during capture: %#x %#x", got[0], got[2*n-1])
+	}
+	e, err := d.GraphInstantiate(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.GraphExecDestroy(e)
+	for it := range 5 {
+		if err := d.MemsetD8Async(src, byte(it+1), n, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.GraphLaunch(e, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.StreamSynchronize(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.MemcpyDtoH(got, dst); err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range got {
+			want := byte(it + 1)
+			if i >= n {
+				want = 7
+			}
+			if b != want {
+				t.Fatalf("replay %d: byte %d is %d, want %d", it, i, b, want)
+			}
+		}
+	}
+	// Synchronizing a capturing stream is refused and spoils the capture.
+	if err := d.StreamBeginCapture(s, cuda.CaptureModeRelaxed); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.StreamSynchronize(s); err == nil {
+		t.Error("StreamSynchronize during capture succeeded")
+	}
+	if _, err := d.StreamEndCapture(s); err == nil {
+		t.Error("EndCapture of an invalidated capture succeeded")
+	}
+}

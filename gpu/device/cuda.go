@@ -24,9 +24,11 @@ type CUDA struct {
 	once    sync.Once
 	mu      sync.Mutex
 	closed  bool
+	// capturing: the stream is being recorded (guarded by mu).
+	capturing bool
 }
 
-var _ Device = (*CUDA)(nil)
+var _ Capturer = (*CUDA)(nil)
 
 // OpenCUDA binds device ordinal: retains its primary context and creates
 // the stream.
@@ -114,7 +116,7 @@ func (c *CUDA) CopyIn(b *Buffer, off int64, src []byte) error {
 	if err := checkRange("CopyIn", b, off, int64(len(src)), c.ordinal); err != nil || len(src) == 0 {
 		return err
 	}
-	return c.do(func() error {
+	return c.doSync("CopyIn", func() error {
 		if err := c.d.MemcpyHtoDAsync(cuda.DevicePtr(b.ptr+uint64(off)), src, c.stream); err != nil {
 			return err
 		}
@@ -126,7 +128,7 @@ func (c *CUDA) CopyOut(dst []byte, b *Buffer, off int64) error {
 	if err := checkRange("CopyOut", b, off, int64(len(dst)), c.ordinal); err != nil || len(dst) == 0 {
 		return err
 	}
-	return c.do(func() error {
+	return c.doSync("CopyOut", func() error {
 		if err := c.d.MemcpyDtoHAsync(dst, cuda.DevicePtr(b.ptr+uint64(off)), c.stream); err != nil {
 			return err
 		}
@@ -154,7 +156,81 @@ func (c *CUDA) Memset(b *Buffer, off int64, v byte, n int64) error {
 	return c.do(func() error { return c.d.MemsetD8Async(cuda.DevicePtr(b.ptr+uint64(off)), v, n, c.stream) })
 }
 
-func (c *CUDA) Sync() error { return c.do(func() error { return c.d.StreamSynchronize(c.stream) }) }
+func (c *CUDA) Sync() error {
+	return c.doSync("Sync", func() error { return c.d.StreamSynchronize(c.stream) })
+}
+
+// doSync runs f, which waits for the stream, unless the stream is being
+// captured.
+func (c *CUDA) doSync(op string, f func() error) error {
+	return c.do(func() error {
+		if c.capturing {
+			return fmt.Errorf("%s: %w", op, ErrCapturing)
+		}
+		return f()
+	})
+}
+
+// BeginCapture starts recording the stream (relaxed mode: the capture
+// may end on another OS thread, and other devices' calls are not
+// restricted).
+func (c *CUDA) BeginCapture() error {
+	return c.do(func() error {
+		if c.capturing {
+			return fmt.Errorf("BeginCapture: already capturing: %w", ErrNotCapturing)
+		}
+		if err := c.d.StreamBeginCapture(c.stream, cuda.CaptureModeRelaxed); err != nil {
+			return err
+		}
+		c.capturing = true
+		return nil
+	})
+}
+
+func (c *CUDA) Capturing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.capturing
+}
+
+// EndCapture ends the recording and instantiates it.
+func (c *CUDA) EndCapture() (Graph, error) {
+	var e cuda.GraphExec
+	err := c.do(func() error {
+		if !c.capturing {
+			return fmt.Errorf("EndCapture: %w", ErrNotCapturing)
+		}
+		c.capturing = false
+		g, err := c.d.StreamEndCapture(c.stream)
+		if err != nil {
+			return err
+		}
+		defer c.d.GraphDestroy(g)
+		e, err = c.d.GraphInstantiate(g)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cudaGraph{c: c, exec: e}, nil
+}
+
+type cudaGraph struct {
+	c    *CUDA
+	exec cuda.GraphExec
+	once sync.Once
+}
+
+func (g *cudaGraph) Launch() error {
+	return g.c.do(func() error { return g.c.d.GraphLaunch(g.exec, g.c.stream) })
+}
+
+// Close destroys the graph; replays already queued still run.
+func (g *cudaGraph) Close() error {
+	var err error
+	g.once.Do(func() { err = g.c.do(func() error { return g.c.d.GraphExecDestroy(g.exec) }) })
+	return err
+}
 
 func (c *CUDA) MemInfo() (free, total int64, err error) {
 	err = c.do(func() (err error) {
@@ -170,6 +246,12 @@ func (c *CUDA) Close() error {
 	var err error
 	c.once.Do(func() {
 		err = c.do(func() error {
+			if c.capturing {
+				if g, err := c.d.StreamEndCapture(c.stream); err == nil {
+					c.d.GraphDestroy(g)
+				}
+				c.capturing = false
+			}
 			c.d.StreamSynchronize(c.stream)
 			c.d.StreamDestroy(c.stream)
 			return c.d.PrimaryCtxRelease(c.dev)

@@ -156,3 +156,97 @@ func TestPool(t *testing.T) {
 		t.Errorf("device memory leaked: %d of %d free", free, total)
 	}
 }
+
+// TestCaptureContract: recorded work does not run until the graph is
+// launched, replays see the memory as it is at replay time, calls that
+// would wait for the device are refused during the capture (and do not
+// spoil it), and capture state errors are reported.
+func TestCaptureContract(t *testing.T) {
+	leaktest.Check(t)
+	for name, dev := range devices(t) {
+		t.Run(name, func(t *testing.T) {
+			defer dev.Close()
+			c, ok := dev.(device.Capturer)
+			if !ok {
+				t.Fatalf("%T is not a Capturer", dev)
+			}
+			const n = 4096
+			src, err := dev.Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst, err := dev.Alloc(2 * n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.Memset(dst, 0, 0xEE, 2*n); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.EndCapture(); !errors.Is(err, device.ErrNotCapturing) {
+				t.Fatalf("EndCapture without a capture: %v", err)
+			}
+			if err := c.BeginCapture(); err != nil {
+				t.Fatal(err)
+			}
+			if !c.Capturing() {
+				t.Fatal("Capturing is false during a capture")
+			}
+			if err := c.BeginCapture(); !errors.Is(err, device.ErrNotCapturing) {
+				t.Fatalf("nested BeginCapture: %v", err)
+			}
+			if err := dev.Copy(dst, 0, src, 0, n); err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.Memset(dst, n, 7, n); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]byte, 2*n)
+			if err := dev.Sync(); !errors.Is(err, device.ErrCapturing) {
+				t.Fatalf("Sync during capture: %v", err)
+			}
+			if err := dev.CopyOut(out, dst, 0); !errors.Is(err, device.ErrCapturing) {
+				t.Fatalf("CopyOut during capture: %v", err)
+			}
+			if err := dev.CopyIn(src, 0, out[:n]); !errors.Is(err, device.ErrCapturing) {
+				t.Fatalf("CopyIn during capture: %v", err)
+			}
+			if err := dev.Copy(dst, n+1, src, 0, n); err == nil {
+				t.Fatal("an out-of-range copy was recorded")
+			}
+			g, err := c.EndCapture()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if c.Capturing() {
+				t.Fatal("Capturing after EndCapture")
+			}
+			if err := dev.CopyOut(out, dst, 0); err != nil {
+				t.Fatal(err)
+			}
+			if out[0] != 0xEE || out[2*n-1] != 0xEE {
+				t.Fatalf("recorded work ran during the capture: %#x %#x", out[0], out[2*n-1])
+			}
+			for it := range 3 {
+				if err := dev.Memset(src, 0, byte(10+it), n); err != nil {
+					t.Fatal(err)
+				}
+				if err := g.Launch(); err != nil {
+					t.Fatal(err)
+				}
+				if err := dev.CopyOut(out, dst, 0); err != nil {
+					t.Fatal(err)
+				}
+				want := append(bytes.Repeat([]byte{byte(10 + it)}, n), bytes.Repeat([]byte{7}, n)...)
+				if !bytes.Equal(out, want) {
+					t.Fatalf("replay %d: wrong bytes", it)
+				}
+			}
+			if err := g.Close(); err != nil {
+				t.Fatal(err)
+			}
+			dev.Free(src)
+			dev.Free(dst)
+		})
+	}
+}

@@ -15,6 +15,9 @@ type Fake struct {
 	next     uint64
 	mem      map[uint64][]byte
 	closed   bool
+	// rec holds the Copy and Memset calls recorded since BeginCapture
+	// (nil: not capturing).
+	rec []func() error
 }
 
 // NewFake makes a fake device with capacity bytes of memory.
@@ -22,7 +25,7 @@ func NewFake(ordinal int, capacity int64) *Fake {
 	return &Fake{ordinal: ordinal, capacity: capacity, next: 1 << 32, mem: map[uint64][]byte{}}
 }
 
-var _ Device = (*Fake)(nil)
+var _ Capturer = (*Fake)(nil)
 
 func (f *Fake) Ordinal() int { return f.ordinal }
 
@@ -71,6 +74,9 @@ func (f *Fake) Free(b *Buffer) error {
 func (f *Fake) CopyIn(b *Buffer, off int64, src []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.rec != nil {
+		return fmt.Errorf("CopyIn: %w", ErrCapturing)
+	}
 	m, err := f.lookup("CopyIn", b, off, int64(len(src)))
 	if err == nil {
 		copy(m, src)
@@ -81,6 +87,9 @@ func (f *Fake) CopyIn(b *Buffer, off int64, src []byte) error {
 func (f *Fake) CopyOut(dst []byte, b *Buffer, off int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.rec != nil {
+		return fmt.Errorf("CopyOut: %w", ErrCapturing)
+	}
 	m, err := f.lookup("CopyOut", b, off, int64(len(dst)))
 	if err == nil {
 		copy(dst, m)
@@ -91,6 +100,36 @@ func (f *Fake) CopyOut(dst []byte, b *Buffer, off int64) error {
 func (f *Fake) Copy(dst *Buffer, doff int64, src *Buffer, soff int64, n int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.record(func() error { return f.copy(dst, doff, src, soff, n) })
+}
+
+// record runs op now, or appends it to the capture (after checking it
+// would run now, so a bad call fails at capture time as on CUDA).
+func (f *Fake) record(op func() error) error {
+	if f.rec == nil {
+		return op()
+	}
+	if err := f.dryRun(op); err != nil {
+		return err
+	}
+	f.rec = append(f.rec, op)
+	return nil
+}
+
+// dryRun checks op's ranges without touching memory: every buffer is
+// swapped for a scratch copy while op runs.
+func (f *Fake) dryRun(op func() error) error {
+	saved := f.mem
+	f.mem = make(map[uint64][]byte, len(saved))
+	for k, v := range saved {
+		f.mem[k] = make([]byte, len(v))
+	}
+	err := op()
+	f.mem = saved
+	return err
+}
+
+func (f *Fake) copy(dst *Buffer, doff int64, src *Buffer, soff int64, n int64) error {
 	d, err := f.lookup("Copy", dst, doff, n)
 	if err != nil {
 		return err
@@ -106,13 +145,75 @@ func (f *Fake) Copy(dst *Buffer, doff int64, src *Buffer, soff int64, n int64) e
 func (f *Fake) Memset(b *Buffer, off int64, v byte, n int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m, err := f.lookup("Memset", b, off, n)
-	if err == nil {
-		for i := range m {
-			m[i] = v
+	return f.record(func() error {
+		m, err := f.lookup("Memset", b, off, n)
+		if err == nil {
+			for i := range m {
+				m[i] = v
+			}
 		}
+		return err
+	})
+}
+
+func (f *Fake) BeginCapture() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
 	}
-	return err
+	if f.rec != nil {
+		return fmt.Errorf("BeginCapture: already capturing: %w", ErrNotCapturing)
+	}
+	f.rec = []func() error{}
+	return nil
+}
+
+func (f *Fake) Capturing() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rec != nil
+}
+
+func (f *Fake) EndCapture() (Graph, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rec == nil {
+		return nil, fmt.Errorf("EndCapture: %w", ErrNotCapturing)
+	}
+	g := &fakeGraph{f: f, ops: f.rec}
+	f.rec = nil
+	return g, nil
+}
+
+// fakeGraph replays the recorded calls in order; a buffer freed since
+// the capture fails the replay, as it would corrupt memory on a GPU.
+type fakeGraph struct {
+	f   *Fake
+	ops []func() error
+}
+
+func (g *fakeGraph) Launch() error {
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	if g.ops == nil {
+		return fmt.Errorf("graph launch: %w", ErrClosed)
+	}
+	return g.f.record(func() error {
+		for _, op := range g.ops {
+			if err := op(); err != nil {
+				return fmt.Errorf("graph replay: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+func (g *fakeGraph) Close() error {
+	g.f.mu.Lock()
+	defer g.f.mu.Unlock()
+	g.ops = nil
+	return nil
 }
 
 func (f *Fake) Sync() error {
@@ -120,6 +221,9 @@ func (f *Fake) Sync() error {
 	defer f.mu.Unlock()
 	if f.closed {
 		return ErrClosed
+	}
+	if f.rec != nil {
+		return fmt.Errorf("Sync: %w", ErrCapturing)
 	}
 	return nil
 }
