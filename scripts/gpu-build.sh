@@ -11,6 +11,7 @@ export CGO_ENABLED=0
 go build -ldflags="-s -w" -o "$dir/chorus" ./cmd/chorus
 for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc ./session ./compiler/vm ./internal/mlp ./cmd/chorus; do
   go test -c -ldflags="-s -w" -o "$dir/$(basename "$pkg").test" "$pkg"
-done
+  echo "$(basename "$pkg") ${pkg#./}"
+done >"$dir/packages" # gpu-check.sh runs each test in its package's folder
 cp scripts/gpu-check.sh scripts/gpu-bench.sh bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/summarize.py "$dir/"
 echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"

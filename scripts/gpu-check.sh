@@ -8,17 +8,23 @@ bin=${1:?usage: gpu-check.sh BINDIR OUTDIR}
 out=${2:?usage: gpu-check.sh BINDIR OUTDIR}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export CHORUS_KERNEL_CACHE="$out/kernel-cache"
 {
   date -u
   nvidia-smi -L || true
   "$bin/chorus" info
 } 2>&1 | tee "$out/info.log"
+bin=$(cd "$bin" && pwd)
+out=$(cd "$out" && pwd)
+export CHORUS_KERNEL_CACHE="$out/kernel-cache"
 rc=0
 for t in "$bin"/*.test; do
   name=$(basename "$t" .test)
+  # Tests read testdata relative to their package: run each in its
+  # package's folder when the repository is here.
+  dir=$(awk -v n="$name" '$1 == n {print $2}' "$bin/packages" 2>/dev/null)
+  [ -n "$dir" ] && [ -d "$dir" ] || dir=.
   echo "== $name"
-  if "$t" -test.v -test.count=1 >"$out/$name.log" 2>&1; then
+  if (cd "$dir" && "$t" -test.v -test.count=1) >"$out/$name.log" 2>&1; then
     echo "   PASS ($(grep -c '^--- PASS' "$out/$name.log") passed, $(grep -c '^--- SKIP' "$out/$name.log") skipped)"
   else
     rc=1

@@ -13,6 +13,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -138,9 +139,6 @@ type AllReducer struct {
 	params     []unsafe.Pointer
 	lastUsed   Strategy
 	skipChecks bool
-	// ownGPU: every rank has a GPU of its own. Push one-shot is used only
-	// then: it is the configuration it was measured and tested in.
-	ownGPU bool
 }
 
 // NewAllReducer compiles the kernels (NVRTC, cached on disk) and loads
@@ -220,8 +218,8 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 		}
 		return d.MemsetD8(r.errp, 0, 4)
 	})
-	// Every rank learns whether every rank could load the kernels, and
-	// which GPU each uses, before any of them goes on.
+	// Every rank learns whether every rank could load the kernels before
+	// any of them goes on.
 	mine := record{ordinal: int32(a.cfg.Ordinal), pid: int64(a.pid)}
 	if err != nil {
 		mine.status = 1
@@ -237,14 +235,6 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 		if o.status != 0 {
 			return nil, fmt.Errorf("ipc: rank %d: rank %d could not load the all-reduce kernels", a.cfg.Rank, q)
 		}
-	}
-	seen := map[int32]bool{}
-	r.ownGPU = true
-	for _, o := range ords {
-		if seen[o.ordinal] {
-			r.ownGPU = false
-		}
-		seen[o.ordinal] = true
 	}
 	if r.opts.MaxBlocks <= 0 {
 		r.opts.MaxBlocks = 2 * r.sms
@@ -359,7 +349,7 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 			err = fmt.Errorf("%w: custom_allreduce needs recv 16-byte aligned (it is at device offset %d)", ccl.ErrBadArgs, rp%16)
 			d.bad = 1
 		}
-		if s == OneShot && bytes <= PushMax && sp%16 == 0 && r.ownGPU {
+		if s == OneShot && bytes <= PushMax && sp%16 == 0 {
 			d.staged = 2 // push one-shot: the input may be any memory
 		} else if s == OneShot || s == TwoShot {
 			var ok bool
@@ -414,6 +404,9 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 	}
 	if d.staged == 2 {
 		if r.push == nil {
+			if err := r.notCapturing("push one-shot"); err != nil {
+				return err
+			}
 			// Every rank reaches its first push call together (the
 			// descriptor check above), so this allocation is collective.
 			if r.push, err = r.a.Alloc(ctx, 2*int64(r.a.cfg.Size)*PushMax); err != nil {
@@ -428,6 +421,9 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 		// grows on all of them at the same call: the allocation stays
 		// collective.
 		if r.stage == nil || r.stage.Size < bytes {
+			if err := r.notCapturing("a staged input"); err != nil {
+				return err
+			}
 			if r.stage != nil {
 				r.a.Free(r.stage)
 			}
@@ -443,6 +439,24 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 		buf, off = r.stage, 0
 	}
 	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == 1, bytes)
+}
+
+// notCapturing refuses to grow a workspace while the stream is captured
+// into a graph: the allocation zeroes and synchronizes, which would spoil
+// the capture. Every rank is at the same call (checked), so all refuse.
+func (r *AllReducer) notCapturing(what string) error {
+	var st int
+	err := r.a.cfg.Exec(func(s uintptr) (err error) {
+		st, err = r.a.cfg.Driver.StreamIsCapturing(cuda.Stream(s))
+		return err
+	})
+	if err == nil && st != cuda.CaptureNone {
+		err = fmt.Errorf("%w (the first %s call allocates the all-reducer's workspace: make one such call of at least this size before capturing)", device.ErrCapturing, what)
+	}
+	if err != nil {
+		return fmt.Errorf("ipc: rank %d: %w", r.a.cfg.Rank, err)
+	}
+	return nil
 }
 
 // kernel is the loaded function shot_dtype_op (kernels.cu's names); the

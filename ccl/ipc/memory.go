@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
 )
 
 // Memory is what the allocator needs from this rank's GPU. CUDAMemory is
@@ -54,6 +55,13 @@ func (m *CUDAMemory) Alloc(n int64) (uint64, cuda.IpcMemHandle, error) {
 
 func (m *CUDAMemory) Zero(p uint64, n int64) error {
 	return m.Exec(func(s uintptr) error {
+		// Zero synchronizes, which would spoil a graph capture.
+		if st, err := m.Driver.StreamIsCapturing(cuda.Stream(s)); err != nil || st != cuda.CaptureNone {
+			if err == nil {
+				err = device.ErrCapturing
+			}
+			return err
+		}
 		if err := m.Driver.MemsetD8Async(cuda.DevicePtr(p), 0, n, cuda.Stream(s)); err != nil {
 			return err
 		}
