@@ -1,18 +1,20 @@
 """PyTorch's NCCL all_reduce next to `chorus bench allreduce --backend nccl`:
 bf16 sum, one process per GPU, sizes 1 KB..1 GB (x4), time per call measured
 on the host around back-to-back calls followed by a synchronize (the same
-rule chorus's bench uses). Prints one JSON object per line, chorus's shape.
+rule chorus's bench uses; GRAPH=1: CUDA graph replays, see torch_timing.py).
+Prints one JSON object per line, chorus's shape.
 
 Usage: python3 bench/torch_nccl_allreduce.py [max_bytes]
 """
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from torch_timing import suffix, time_calls
 
 
 def run(rank, world, max_bytes, port):
@@ -27,18 +29,12 @@ def run(rank, world, max_bytes, port):
         for _ in range(max(2, iters // 10)):
             dist.all_reduce(x)
         x.fill_(float(rank + 1))
-        torch.cuda.synchronize()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(x)
-        torch.cuda.synchronize()
-        us = (time.perf_counter() - t0) / iters * 1e6
+        us = time_calls(lambda: dist.all_reduce(x), iters)
         t = torch.tensor([us], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         if rank == 0:
             alg = size / t.item() / 1e3
-            print(json.dumps({"bench": "allreduce", "backend": "torch-nccl", "session": "process", "workers": world,
+            print(json.dumps({"bench": "allreduce", "backend": "torch-nccl" + suffix(), "session": "process", "workers": world,
                               "dtype": "bfloat16", "bytes": size, "time_us": t.item(), "algbw_gbs": alg,
                               "busbw_gbs": alg * 2 * (world - 1) / world, "wrong": 0}), flush=True)
         size *= 4

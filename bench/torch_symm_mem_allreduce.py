@@ -1,7 +1,8 @@
 """PyTorch's symmetric-memory all-reduces (one_shot_all_reduce and
 two_shot_all_reduce_) next to `chorus bench allreduce --strategy ...`: bf16
 sum, one process per GPU, 1 KB..max bytes (x4), back-to-back calls timed on
-the host then a synchronize (the rule chorus's bench uses). NVLink
+the host then a synchronize (the rule chorus's bench uses; GRAPH=1: CUDA
+graph replays, see torch_timing.py). NVLink
 multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1). Prints JSON
 lines in chorus's shape; sizes an op refuses are skipped (stderr says why).
 
@@ -10,12 +11,13 @@ Usage: python3 bench/torch_symm_mem_allreduce.py [max_bytes]
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
 import torch.multiprocessing as mp
+
+from torch_timing import suffix, time_calls
 
 
 def run(rank, world, max_bytes, port):
@@ -42,13 +44,7 @@ def run(rank, world, max_bytes, port):
                 x.fill_(float(rank + 1))
                 for _ in range(max(2, iters // 10)):
                     call()
-                torch.cuda.synchronize()
-                dist.barrier()
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    call()
-                torch.cuda.synchronize()
-                us = (time.perf_counter() - t0) / iters * 1e6
+                us = time_calls(call, iters)
             except Exception as e:  # an op may refuse a size
                 if rank == 0:
                     print(f"symm-mem {name} {size} bytes: {e}", file=sys.stderr, flush=True)
@@ -58,7 +54,7 @@ def run(rank, world, max_bytes, port):
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             if rank == 0:
                 alg = size / t.item() / 1e3
-                print(json.dumps({"bench": "allreduce", "backend": f"torch-symm-{name}", "session": "process",
+                print(json.dumps({"bench": "allreduce", "backend": f"torch-symm-{name}" + suffix(), "session": "process",
                                   "workers": world, "dtype": "bfloat16", "bytes": size, "time_us": t.item(),
                                   "algbw_gbs": alg, "busbw_gbs": alg * 2 * (world - 1) / world, "wrong": 0}), flush=True)
             size *= 4

@@ -5,6 +5,8 @@
 # all-reduce (oneshot, twoshot, auto), chorus's NCCL backend, PyTorch's
 # NCCL all_reduce and PyTorch's symmetric-memory one-shot and two-shot. JSON lines go to OUTDIR;
 # bench/summarize.py turns them into the ratio tables of docs/benchmarks.md.
+# GRAPH=1 times CUDA graph replays instead (chorus --graph, the PyTorch
+# scripts' GRAPH=1); backends get a "-graph" suffix.
 # Usage: gpu-bench.sh BINDIR OUTDIR [REPS] [MAX]
 set -uo pipefail
 bin=${1:?usage: gpu-bench.sh BINDIR OUTDIR [REPS] [MAX]}
@@ -18,14 +20,16 @@ ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 devs=$(seq -s, 0 $((ngpu - 1)))
 maxb=$(python3 -c "import sys;s='$max';m={'K':1<<10,'M':1<<20,'G':1<<30};print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))")
 here=$(cd "$(dirname "$0")" && pwd)
+gflag= gsuf=
+if [ "${GRAPH:-}" = 1 ]; then gflag=--graph gsuf=-graph; fi
 for r in $(seq 1 "$reps"); do
   echo "== round $r"
   for s in ${STRATEGIES:-auto oneshot twoshot}; do
-    "$bin/chorus" bench allreduce --backend nccl --strategy "$s" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json \
-      | sed "s/\"backend\":\"ipc-$s\"/\"backend\":\"chorus-ipc-$s\"/" >>"$out/allreduce.jsonl"
+    "$bin/chorus" bench allreduce --backend nccl --strategy "$s" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
+      | sed "s/\"backend\":\"ipc-$s\"/\"backend\":\"chorus-ipc-$s$gsuf\"/" >>"$out/allreduce.jsonl"
   done
-  "$bin/chorus" bench allreduce --backend nccl --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json \
-    | sed 's/"backend":"nccl"/"backend":"chorus-nccl"/' >>"$out/allreduce.jsonl"
+  "$bin/chorus" bench allreduce --backend nccl --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
+    | sed "s/\"backend\":\"nccl\"/\"backend\":\"chorus-nccl$gsuf\"/" >>"$out/allreduce.jsonl"
   if python3 -c 'import torch' 2>/dev/null; then
     python3 "$here/torch_nccl_allreduce.py" "$maxb" >>"$out/allreduce.jsonl" 2>>"$out/torch.err"
     python3 "$here/torch_symm_mem_allreduce.py" "$maxb" >>"$out/allreduce.jsonl" 2>>"$out/torch.err"

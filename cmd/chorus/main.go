@@ -287,6 +287,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
 	devices := fs.String("devices", "", "GPU ids for the workers, comma-separated (GPU backends; worker i uses id i mod n)")
 	strategy := fs.String("strategy", "", "allreduce only: run the custom IPC all-reduce with this strategy (oneshot, twoshot, auto, nccl; needs GPUs)")
+	graph := fs.Bool("graph", false, "GPU workers: capture each size's timed calls in a CUDA graph and time its replays (like nccl-tests -G)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -322,7 +323,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 		return usageError{"bench: " + err.Error()}
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Strategy: *strategy, Session: *kind, Workers: *workers, DType: dt,
-		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs}
+		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs, Graph: *graph}
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)
 	}

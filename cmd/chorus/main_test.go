@@ -39,6 +39,7 @@ func TestUsageAndHelp(t *testing.T) {
 		{[]string{"bench", "session", "--help"}, 0, "-json"},
 		{[]string{"bench", "session", "--workers", "0"}, 2, "bad count"},
 		{[]string{"bench", "session", "--sessions", "carrier"}, 2, "unknown session"},
+		{[]string{"bench", "allreduce", "--graph", "--session", "threaded", "--workers", "2", "--max", "1K"}, 1, "graph timing needs GPU workers"},
 		{[]string{"funcs", "--help"}, 0, "Usage: chorus funcs"},
 		{[]string{"demo", "--session", "quantum"}, 2, "unknown session kind"},
 		{[]string{"demo", "--no-such-flag"}, 2, "flag provided but not defined"},

@@ -387,7 +387,7 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 // function of internal/bench.
 func benchHandWritten(ctx context.Context, s *session.Session, f *session.DRef, coll string, dt tensor.DType, bytes int64, iters, warm int) (planrun.BenchResult, error) {
 	var res planrun.BenchResult
-	v, err := s.CallPacked(f, coll, dt, bytes, iters, warm)
+	v, err := s.CallPacked(f, coll, dt, bytes, iters, warm, false)
 	if err != nil {
 		return res, err
 	}

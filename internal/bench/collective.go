@@ -43,6 +43,11 @@ type CollectiveConfig struct {
 	Step     int64 // size multiplier between rows
 	Iters    int   // 0: chosen per size
 	Warmup   int
+	// Graph captures each size's timed calls (at most MaxGraphCalls)
+	// into a CUDA graph and replays it until Iters calls ran, like
+	// nccl-tests' -G: the time is the GPU's alone, without the host's
+	// per-call work (checks, launches). GPU workers only.
+	Graph bool
 	// DeviceIDs binds worker i to cuda:DeviceIDs[i] (GPU backends).
 	DeviceIDs []int
 	Process   session.ProcessOptions
@@ -60,7 +65,12 @@ type CollectiveResult struct {
 	AlgBW   float64 `json:"algbw_gbs"`
 	BusBW   float64 `json:"busbw_gbs"`
 	Wrong   int64   `json:"wrong"`
+	Graph   bool    `json:"graph,omitempty"` // timed as CUDA graph replays
 }
+
+// MaxGraphCalls bounds the calls captured in one benchmark graph (a
+// graph of 200,000 small all-reduces takes long to instantiate).
+const MaxGraphCalls = 1000
 
 // value of element i on rank r: small integers, exact in every dtype
 // (bfloat16 holds integers up to 256 exactly; sums over 8 ranks stay below).
@@ -72,8 +82,10 @@ func init() {
 
 // benchCollective runs inside every worker: it times iters calls of the
 // collective (after warmup and a barrier) and checks the last result.
-// It returns [mean time per call in us, wrong elements].
-func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64, iters, warmup int) (*tensor.Tensor, error) {
+// With graph set it captures min(iters, MaxGraphCalls) calls into a CUDA
+// graph and times replays of it instead. It returns [mean time per call
+// in us, wrong elements].
+func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64, iters, warmup int, graph bool) (*tensor.Tensor, error) {
 	c, err := worker.Comm(env, false)
 	if err != nil {
 		return nil, err
@@ -147,6 +159,32 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			return nil, err
 		}
 	}
+	timed := iters // calls of run that are timed
+	if graph {
+		if env.Device().Kind != tensor.CUDA {
+			return nil, fmt.Errorf("%w: graph timing needs GPU workers", registry.ErrBadArgs)
+		}
+		calls := min(iters, MaxGraphCalls)
+		launches := max(1, (iters+calls-1)/calls)
+		g, err := worker.Capture(env, func() error {
+			for range calls {
+				if err := run(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("bench %s: capture: %w", name, err)
+		}
+		defer g.Close()
+		// One untimed replay: the first launch uploads the graph.
+		if err := g.Launch(); err != nil {
+			return nil, err
+		}
+		run = g.Launch
+		timed, iters = launches, calls*launches
+	}
 	if err := c.Barrier(ctx); err != nil {
 		return nil, err
 	}
@@ -157,7 +195,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		return nil, err
 	}
 	t0 := time.Now()
-	for range iters {
+	for range timed {
 		if err := run(); err != nil {
 			return nil, err
 		}
@@ -264,7 +302,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 		if cfg.Strategy != "" {
 			name += ":" + cfg.Strategy
 		}
-		res, err := s.CallPacked(f, name, cfg.DType, b, iters, warm)
+		res, err := s.CallPacked(f, name, cfg.DType, b, iters, warm, cfg.Graph)
 		if err != nil {
 			return err
 		}
@@ -272,7 +310,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 		if cfg.Strategy != "" {
 			backend = "ipc-" + cfg.Strategy
 		}
-		row := CollectiveResult{Bench: cfg.Bench, Backend: backend, Session: cfg.Session, Workers: cfg.Workers, DType: cfg.DType.String(), Bytes: b}
+		row := CollectiveResult{Bench: cfg.Bench, Backend: backend, Session: cfg.Session, Workers: cfg.Workers, DType: cfg.DType.String(), Bytes: b, Graph: cfg.Graph}
 		for w := range cfg.Workers {
 			v, err := s.DebugGetFromRemote(ctx, res, w)
 			if err != nil {
@@ -299,7 +337,11 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 
 // CollectiveHeader and CollectiveRow print nccl-tests style tables.
 func CollectiveHeader(w io.Writer, cfg CollectiveConfig) {
-	fmt.Fprintf(w, "# chorus bench %s: backend %s, %s session, %d workers, timed inside the workers\n", cfg.Bench, cfg.Backend, cfg.Session, cfg.Workers)
+	how := "timed inside the workers"
+	if cfg.Graph {
+		how += fmt.Sprintf(", as CUDA graph replays (up to %d calls per graph)", MaxGraphCalls)
+	}
+	fmt.Fprintf(w, "# chorus bench %s: backend %s, %s session, %d workers, %s\n", cfg.Bench, cfg.Backend, cfg.Session, cfg.Workers, how)
 	fmt.Fprintf(w, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
 }
 
