@@ -151,9 +151,10 @@ func (w *Worker) closeCCL() {
 	cs.close()
 }
 
-// Abort ends this worker's communicators now, so a collective (or a
-// device synchronization) that waits for a lost peer returns with
-// ccl.ErrFailed, and cancels the context worker functions see. Safe from
+// Abort ends this worker's communicators and its custom all-reducer now,
+// so a collective (or a device synchronization) that waits for a lost
+// peer returns with ccl.ErrFailed, and cancels the context worker
+// functions see. Safe from
 // any goroutine; the session calls it on a fault or a stuck Shutdown.
 func (w *Worker) Abort(reason error) {
 	w.cancel()
@@ -163,6 +164,10 @@ func (w *Worker) Abort(reason error) {
 		if a, ok := c.(ccl.Aborter); ok {
 			a.Abort(reason)
 		}
+	}
+	// Custom all-reduce kernels spinning on a lost peer stop waiting.
+	if w.ipc.ar != nil {
+		w.ipc.ar.Abort()
 	}
 }
 

@@ -123,7 +123,9 @@ func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
 	}
+	w.commMu.Lock() // Abort reads it from another goroutine
 	w.ipc.ar = ar
+	w.commMu.Unlock()
 	return ar, nil
 }
 
@@ -156,15 +158,19 @@ func (w *Worker) ipcInUse() error {
 // closeIPC frees IPC memory; every worker does it at the same point
 // (InitCCL again, or the end of the session).
 func (w *Worker) closeIPC() {
-	if w.ipc.ar != nil {
-		w.ipc.ar.Close()
+	w.commMu.Lock() // Abort must not reach an all-reducer being closed
+	ar := w.ipc.ar
+	w.ipc.ar = nil
+	w.commMu.Unlock()
+	if ar != nil {
+		ar.Close()
 	}
 	if w.ipc.alloc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		w.ipc.alloc.Close(ctx)
 		cancel()
 	}
-	w.ipc = ipcState{}
+	w.ipc.alloc = nil
 }
 
 func init() {

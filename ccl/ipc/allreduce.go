@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/cudasrc"
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/tensor"
@@ -89,7 +91,7 @@ func kernelOp(op reduce.Op) (string, bool) {
 	return "", false
 }
 
-// kargs mirrors struct Args of kernels.cu (384 bytes).
+// kargs mirrors struct Args of kernels.cu (392 bytes).
 type kargs struct {
 	data, barIn, barMid, barOut, scratch [MaxRanks]uint64
 	out, counters, err                   uint64
@@ -97,6 +99,7 @@ type kargs struct {
 	timeout                              int64
 	rank, nranks                         int32
 	in, slot                             uint64
+	abort                                uint64
 }
 
 // Push one-shot: inputs up to PushMax bytes are stored into every peer's
@@ -126,8 +129,13 @@ type AllReducer struct {
 
 	mod  cuda.Module
 	fns  map[string]cuda.Function
-	errp cuda.DevicePtr // device word set by a kernel whose barrier timed out
+	errp cuda.DevicePtr // device word set by a kernel whose barrier gave up
 	tout int64          // timeout in GPU clock cycles
+	// abortHost is a page-locked host word the kernels poll while they
+	// wait (abortDev is its device address); Abort sets it.
+	abortHost unsafe.Pointer
+	abortDev  cuda.DevicePtr
+	aborted   atomic.Bool
 
 	// stage is the IPC workspace for inputs that are not IPC memory.
 	stage *Buffer
@@ -194,7 +202,7 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 			return fmt.Errorf("%w: custom all-reduce needs compute capability 7.0 or newer, cuda:%d has %d.%d", ccl.ErrBadArgs, a.cfg.Ordinal, major, minor)
 		}
 		arch := fmt.Sprintf("sm_%d%d", major, minor)
-		cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", kernelSource, arch)
+		cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", cudasrc.Half+kernelSource, arch)
 		if err != nil {
 			return err
 		}
@@ -214,6 +222,13 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 			}
 		}
 		if r.errp, err = d.MemAlloc(4); err != nil {
+			return err
+		}
+		if r.abortHost, err = d.MemHostAlloc(4, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap); err != nil {
+			return err
+		}
+		(*atomic.Uint32)(r.abortHost).Store(0)
+		if r.abortDev, err = d.MemHostGetDevicePointer(r.abortHost); err != nil {
 			return err
 		}
 		return d.MemsetD8(r.errp, 0, 4)
@@ -306,6 +321,9 @@ func (r *AllReducer) devPtr(name string, t *tensor.Tensor) (uint64, error) {
 // ccl.ErrMismatch on every rank.
 func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op, s Strategy) error {
 	me := r.a.cfg.Rank
+	if r.aborted.Load() {
+		return fmt.Errorf("%w: ipc: rank %d: the all-reducer was aborted (a peer was lost)", ccl.ErrFailed, me)
+	}
 	sp, err := r.devPtr("send", send)
 	var rp uint64
 	if err == nil {
@@ -472,7 +490,7 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 	buf := r.push
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
-		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax}
+		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, abort: uint64(r.abortDev)}
 	for q := range r.a.cfg.Size {
 		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
 	}
@@ -489,7 +507,8 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	f := r.kernel(shot, dt, op)
 	size := r.a.cfg.Size
 	a := r.args
-	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size)}
+	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size),
+		abort: uint64(r.abortDev)}
 	for q := range size {
 		a.data[q] = buf.Data[q] + uint64(off)
 		a.barIn[q], a.barMid[q], a.barOut[q], a.scratch[q] = buf.BarrierIn[q], buf.BarrierMid[q], buf.BarrierOut[q], buf.Scratch[q]
@@ -530,10 +549,25 @@ func (r *AllReducer) Check() error {
 	if err != nil {
 		return fmt.Errorf("ipc: rank %d: %w", r.a.cfg.Rank, err)
 	}
-	if word != [4]byte{} {
-		return fmt.Errorf("%w: ipc: rank %d: a custom all-reduce waited more than %v for its peers and gave up; its result is wrong", ccl.ErrTimeout, r.a.cfg.Rank, r.opts.Timeout)
+	switch binary.LittleEndian.Uint32(word[:]) {
+	case 0:
+		return nil
+	case 2:
+		return fmt.Errorf("%w: ipc: rank %d: a custom all-reduce was aborted while it waited for its peers (a peer was lost); its result is wrong", ccl.ErrFailed, r.a.cfg.Rank)
 	}
-	return nil
+	return fmt.Errorf("%w: ipc: rank %d: a custom all-reduce waited more than %v for its peers and gave up; its result is wrong", ccl.ErrTimeout, r.a.cfg.Rank, r.opts.Timeout)
+}
+
+// Abort makes every queued or running custom all-reduce of this rank
+// stop waiting for its peers (within a few hundred polls), and every
+// later call fail with ccl.ErrFailed: a peer process was lost. It only
+// stores to host memory, so it is safe from any goroutine, also while
+// another one waits for the device.
+func (r *AllReducer) Abort() {
+	r.aborted.Store(true)
+	if r.abortHost != nil {
+		(*atomic.Uint32)(r.abortHost).Store(1)
+	}
 }
 
 // Close unloads the kernels (the allocator is closed by its owner).
@@ -547,6 +581,9 @@ func (r *AllReducer) Close() error {
 	return r.a.cfg.Exec(func(uintptr) error {
 		d := r.a.cfg.Driver
 		d.MemFree(r.errp)
+		if r.abortHost != nil {
+			d.MemFreeHost(r.abortHost)
+		}
 		return d.ModuleUnload(r.mod)
 	})
 }

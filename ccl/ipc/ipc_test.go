@@ -47,8 +47,11 @@ func TestPickNeverNCCLWithoutTable(t *testing.T) {
 
 // The Go launch arguments must match struct Args of kernels.cu byte for byte.
 func TestKernelArgsLayout(t *testing.T) {
-	if got := unsafe.Sizeof(kargs{}); got != 384 {
-		t.Fatalf("kargs is %d bytes, kernels.cu's Args is 384", got)
+	if got := unsafe.Sizeof(kargs{}); got != 392 {
+		t.Fatalf("kargs is %d bytes, kernels.cu's Args is 392", got)
+	}
+	if off := unsafe.Offsetof(kargs{}.abort); off != 384 {
+		t.Fatalf("kargs.abort at %d", off)
 	}
 	if off := unsafe.Offsetof(kargs{}.in); off != 368 {
 		t.Fatalf("kargs.in at %d", off)

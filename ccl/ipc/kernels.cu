@@ -12,14 +12,16 @@
 // can be captured in a CUDA graph). Start, middle (two-shot) and end
 // barriers use separate arrays; the end barrier makes inputs and scratch
 // reusable by the very next call. A barrier that waits longer than
-// `timeout` cycles sets *err and gives up (the host reports it), instead
-// of hanging the GPU forever when a peer never comes.
+// `timeout` cycles sets *err to 1 and gives up (the host reports it),
+// instead of hanging the GPU forever when a peer never comes; when the
+// host sets the mapped *abort word (a peer process was lost) it sets *err
+// to 2 and gives up within a few hundred polls. Once *err is set, later
+// barriers give up too.
 //
 // All ranks reduce in rank order 0..n-1 and accumulate in float, so every
 // rank gets bit-identical results.
 
 typedef unsigned int u32;
-typedef unsigned short u16;
 typedef unsigned long long u64;
 
 #define MAX_RANKS 8
@@ -44,6 +46,7 @@ struct Args {
   int nranks;
   const void* in;  // push one-shot: this rank's input (any device memory)
   u64 slot;        // push one-shot: bytes per (parity, source) slot
+  const volatile u32* abort;  // mapped host word: non-zero when the host aborts
 };
 
 __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
@@ -65,13 +68,24 @@ __device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 fla
     st_release(bars[t] + blockIdx.x * MAX_RANKS + a.rank, flag);
     const u32* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
     long long start = clock64();
+    u32 spins = 0;
     // ">=" (wrap-safe), not "==": without an end barrier (push one-shot)
     // a fast peer may already have stored the next call's flag here
     // before this rank looked; that flag implies this one.
     while ((int)(ld_acquire(mine) - flag) < 0) {
-      if (clock64() - start > a.timeout) {
-        atomicExch(a.err, 1u);
-        break;
+      // Every 256 polls (never on the fast path): give up when the host
+      // aborted (a peer was lost), when an earlier barrier already gave
+      // up, or after the timeout.
+      if ((++spins & 255) == 0) {
+        if (*a.abort) {
+          atomicExch(a.err, 2u);
+          break;
+        }
+        if (*(volatile u32*)a.err != 0) break;
+        if (clock64() - start > a.timeout) {
+          atomicExch(a.err, 1u);
+          break;
+        }
       }
     }
   }
@@ -85,22 +99,7 @@ template <> struct Elem<0> { enum { EPV = 4 }; };
 template <> struct Elem<1> { enum { EPV = 8 }; };
 template <> struct Elem<2> { enum { EPV = 8 }; };
 
-__device__ __forceinline__ float h2f(u16 h) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-}
-__device__ __forceinline__ u16 f2h(float f) {
-  u16 h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-}
-__device__ __forceinline__ float b2f(u16 b) { return __uint_as_float(((u32)b) << 16); }
-__device__ __forceinline__ u16 f2b(float f) {
-  u16 b;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
-  return b;
-}
+// h2f, f2h, b2f, f2b: gpu/cudasrc/half.cuh, prepended by the Go side.
 
 template <int DT> __device__ __forceinline__ float elem_to_f(u32 w, int half) {
   if (DT == 0) return __uint_as_float(w);

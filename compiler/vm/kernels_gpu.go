@@ -8,6 +8,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cublas"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/cudasrc"
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/registry"
@@ -81,7 +82,7 @@ func newGPUState(dev *device.CUDA) (*gpuState, error) {
 		if major < 8 {
 			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
 		}
-		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", kernelSource, fmt.Sprintf("sm_%d%d", major, minor))
+		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", cudasrc.Half+kernelSource, fmt.Sprintf("sm_%d%d", major, minor))
 		if err != nil {
 			return err
 		}

@@ -40,6 +40,8 @@ const (
 	StreamNonBlocking       = 1 // CU_STREAM_NON_BLOCKING
 	EventDisableTiming      = 2 // CU_EVENT_DISABLE_TIMING
 	IpcLazyEnablePeerAccess = 1 // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+	MemHostAllocPortable    = 1 // CU_MEMHOSTALLOC_PORTABLE
+	MemHostAllocDeviceMap   = 2 // CU_MEMHOSTALLOC_DEVICEMAP
 )
 
 // Stream capture modes (CUstreamCaptureMode) and states
@@ -95,6 +97,7 @@ var symbols = []string{
 	"cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle",
 	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
+	"cuMemHostAlloc", "cuMemHostGetDevicePointer_v2", "cuMemFreeHost",
 }
 
 // Sonames tried in order.
@@ -384,3 +387,21 @@ func (d *Driver) GraphLaunch(e GraphExec, s Stream) error {
 
 func (d *Driver) GraphExecDestroy(e GraphExec) error { return d.call("cuGraphExecDestroy", uintptr(e)) }
 func (d *Driver) GraphDestroy(g Graph) error         { return d.call("cuGraphDestroy", uintptr(g)) }
+
+// MemHostAlloc allocates page-locked host memory. The pointer is C
+// memory: the Go collector ignores it, and it stays valid until
+// MemFreeHost.
+func (d *Driver) MemHostAlloc(bytes int64, flags uint) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := d.call("cuMemHostAlloc", uintptr(unsafe.Pointer(&p)), uintptr(bytes), uintptr(flags))
+	return p, err
+}
+
+// MemHostGetDevicePointer is the device address of mapped host memory.
+func (d *Driver) MemHostGetDevicePointer(p unsafe.Pointer) (DevicePtr, error) {
+	var dp DevicePtr
+	err := d.call("cuMemHostGetDevicePointer_v2", uintptr(unsafe.Pointer(&dp)), uintptr(p), 0)
+	return dp, err
+}
+
+func (d *Driver) MemFreeHost(p unsafe.Pointer) error { return d.call("cuMemFreeHost", uintptr(p)) }

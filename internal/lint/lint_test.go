@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"internal/leaktest":       0,
 	"internal/shmem":          0,
 	"internal/dl":             0,
+	"gpu/cudasrc":             0,
 	"gpu/cuda":                1,
 	"gpu/nccl":                1,
 	"gpu/device":              2,

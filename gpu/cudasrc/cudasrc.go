@@ -1,0 +1,8 @@
+package cudasrc
+
+import _ "embed"
+
+// Half defines u16, h2f/f2h (float16) and b2f/f2b (bfloat16).
+//
+//go:embed half.cuh
+var Half string

@@ -1,0 +1,14 @@
+package cudasrc
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHalfDefinesTheConversions(t *testing.T) {
+	for _, fn := range []string{"typedef unsigned short u16;", "float h2f(u16 h)", "u16 f2h(float f)", "float b2f(u16 b)", "u16 f2b(float f)"} {
+		if !strings.Contains(Half, fn) {
+			t.Errorf("Half lacks %q", fn)
+		}
+	}
+}
