@@ -2,7 +2,7 @@
 # GPU benchmarks, run on a GPU machine from the binaries of
 # scripts/gpu-build.sh, bf16 all-reduce, 1 KB..MAX, REPS rounds
 # interleaved so machine noise hits all alike: chorus's custom IPC
-# all-reduce (oneshot, twoshot, auto), chorus's NCCL backend, PyTorch's
+# all-reduce (oneshot, twoshot, auto, and one-shot pushing IPC inputs too), chorus's NCCL backend, PyTorch's
 # NCCL all_reduce and PyTorch's symmetric-memory one-shot and two-shot. JSON lines go to OUTDIR;
 # bench/summarize.py turns them into the ratio tables of docs/benchmarks.md.
 # GRAPH=1 times CUDA graph replays instead (chorus --graph, the PyTorch
@@ -28,6 +28,9 @@ for r in $(seq 1 "$reps"); do
     "$bin/chorus" bench allreduce --backend nccl --strategy "$s" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
       | sed "s/\"backend\":\"ipc-$s\"/\"backend\":\"chorus-ipc-$s$gsuf\"/" >>"$out/allreduce.jsonl"
   done
+  # one-shot pushing its IPC input as well (CHORUS_IPC_PUSH=always)
+  CHORUS_IPC_PUSH=always "$bin/chorus" bench allreduce --backend nccl --strategy oneshot --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
+    | sed "s/\"backend\":\"ipc-oneshot\"/\"backend\":\"chorus-ipc-push$gsuf\"/" >>"$out/allreduce.jsonl"
   "$bin/chorus" bench allreduce --backend nccl --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
     | sed "s/\"backend\":\"nccl\"/\"backend\":\"chorus-nccl$gsuf\"/" >>"$out/allreduce.jsonl"
   if python3 -c 'import torch' 2>/dev/null; then

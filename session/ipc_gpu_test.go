@@ -194,8 +194,7 @@ func TestCustomAllReduce(t *testing.T) {
 			for _, dt := range []tensor.DType{tensor.Float32, tensor.Float16, tensor.BFloat16} {
 				for _, op := range []string{"sum", "min", "max"} {
 					for _, st := range []string{"oneshot", "twoshot"} {
-						// Up to ipc.PushMax bytes one-shot pushes; above, it reads
-						// the peers' IPC memory.
+						// IPC inputs: one-shot reads the peers' memory (pull).
 						for _, cnt := range []int64{1, 7, 1000, 4099, 65536 + 3, 300001} {
 							cases = append(cases, tc{dt, cnt, op, st, 2, ""})
 						}
@@ -212,9 +211,12 @@ func TestCustomAllReduce(t *testing.T) {
 				tc{tensor.Float16, 100003, "max", "oneshot", 4, "staged"},
 				tc{tensor.Float16, 100003, "min", "twoshot", 4, "staged"},
 				tc{tensor.BFloat16, 300001, "sum", "oneshot", 4, "staged"},
+				tc{tensor.Float32, 4099, "max", "oneshot", 4, "staged"},
+				tc{tensor.BFloat16, 65536 + 3, "min", "oneshot", 4, "staged"},
 				tc{tensor.BFloat16, 300001, "max", "oneshot", 4, "inplace"},
 				tc{tensor.Float32, 200000, "sum", "oneshot", long, "delay"},
 				tc{tensor.BFloat16, 8192, "sum", "oneshot", long, "delay"},
+				tc{tensor.BFloat16, 8192 + 5, "sum", "oneshot", long, "staged,delay"}, // push
 				tc{tensor.BFloat16, 8192 + 3, "sum", "twoshot", long, "delay"},
 			)
 			for i, c := range cases {

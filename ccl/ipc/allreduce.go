@@ -102,10 +102,11 @@ type kargs struct {
 	abort                                uint64
 }
 
-// Push one-shot: inputs up to PushMax bytes are stored into every peer's
-// workspace slot and reduced from local memory, with one barrier instead
-// of two (see kernels.cu). The grid is fixed so every block takes part in
-// every call, which keeps the slots' call parity equal across blocks.
+// Push one-shot: inputs up to PushMax bytes that are not in IPC memory
+// are stored into every peer's workspace slot and reduced from local
+// memory, with one barrier and no staging copy (see kernels.cu and
+// pushMode). The grid is fixed so every block takes part in every call,
+// which keeps the slots' call parity equal across blocks.
 const (
 	PushMax    = 512 << 10
 	pushBlocks = 32
@@ -147,7 +148,21 @@ type AllReducer struct {
 	params     []unsafe.Pointer
 	lastUsed   Strategy
 	skipChecks bool
+	pushMode   pushMode
 }
+
+// pushMode: when one-shot inputs up to PushMax take the push path.
+// pushAuto (the default): when the input is not directly readable IPC
+// memory (it saves the staging copy; IPC inputs take the pull path,
+// whose barriers are cheaper). CHORUS_IPC_PUSH=always|never overrides it,
+// for measurements.
+type pushMode uint8
+
+const (
+	pushAuto pushMode = iota
+	pushAlways
+	pushNever
+)
 
 // NewAllReducer compiles the kernels (NVRTC, cached on disk) and loads
 // them on this rank's device. nccl is used for Strategy NCCL; it may be
@@ -163,6 +178,12 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 		r.opts.MaxBlocks = v
 	}
 	r.skipChecks = os.Getenv("CHORUS_IPC_SKIP_CHECKS") == "1"
+	switch os.Getenv("CHORUS_IPC_PUSH") {
+	case "always":
+		r.pushMode = pushAlways
+	case "never":
+		r.pushMode = pushNever
+	}
 	if r.opts.Threads <= 0 {
 		r.opts.Threads = 512
 	}
@@ -311,10 +332,12 @@ func (r *AllReducer) devPtr(name string, t *tensor.Tensor) (uint64, error) {
 }
 
 // AllReduce reduces send over every rank into recv. send should be in IPC
-// memory (Allocator.Alloc); otherwise it is first copied into the
-// all-reducer's own IPC workspace (one device copy, documented route).
-// One-shot in place (recv overlapping send) takes the same staged route,
-// since peers read the input while it would be overwritten. Auto runs
+// memory (Allocator.Alloc), where peers read it directly. Otherwise a
+// one-shot of up to PushMax bytes pushes it into the peers' workspaces
+// (no extra copy), and anything larger is first copied into the
+// all-reducer's own IPC workspace (one device copy): documented routes.
+// One-shot in place (recv overlapping send) takes the same routes, since
+// peers would read the input while it is overwritten. Auto runs
 // Pick's choice; NCCL, and auto for dtypes or ops the kernels lack
 // (anything but float32/float16/bfloat16 with sum/min/max), use the NCCL
 // communicator. Every rank must make the same call; a difference is
@@ -367,15 +390,20 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 			err = fmt.Errorf("%w: custom_allreduce needs recv 16-byte aligned (it is at device offset %d)", ccl.ErrBadArgs, rp%16)
 			d.bad = 1
 		}
-		if s == OneShot && bytes <= PushMax && sp%16 == 0 {
-			d.staged = 2 // push one-shot: the input may be any memory
-		} else if s == OneShot || s == TwoShot {
+		if s == OneShot || s == TwoShot {
 			var ok bool
 			buf, off, ok = r.a.Lookup(sp)
 			overlap := sp < rp+uint64(bytes) && rp < sp+uint64(bytes)
-			if !ok || (s == OneShot && overlap) || off%16 != 0 {
+			// direct: peers can read the input where it is.
+			direct := ok && off%16 == 0 && !(s == OneShot && overlap)
+			push := s == OneShot && bytes <= PushMax && sp%16 == 0 && r.pushMode != pushNever &&
+				(r.pushMode == pushAlways || !direct)
+			switch {
+			case push:
+				d.staged = 2 // push one-shot: the input may be any memory
+			case !direct:
 				d.staged = 1
-			} else {
+			default:
 				d.seq, d.offset = buf.Seq, off
 			}
 		}

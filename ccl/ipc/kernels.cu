@@ -54,25 +54,46 @@ __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
 __device__ __forceinline__ void st_release(u32* p, u32 v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-
 __device__ __forceinline__ u32 ld_acquire(const u32* p) {
   u32 v;
   asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ void st_relaxed(u32* p, u32 v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
+  u32 v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
+// barrier<PUBLISH>: PUBLISH when this kernel wrote data that peers read
+// after the barrier (push slots, two-shot scratch): the flag is a
+// system-scope release and the wait an acquire, so those writes are
+// visible first. Otherwise the barrier only says "I have arrived" (the
+// inputs peers read were written by earlier work on the stream, complete
+// at the kernel boundary) or "I have finished reading your memory" (the
+// loads have returned: their values were consumed before __syncthreads),
+// and relaxed system-scope accesses suffice. A release costs about
+// 0.9 us per barrier even with no remote peer (docs/benchmarks.md).
+template <bool PUBLISH>
 __device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 flag) {
   __syncthreads();
   int t = threadIdx.x;
   if (t < a.nranks) {
-    st_release(bars[t] + blockIdx.x * MAX_RANKS + a.rank, flag);
+    u32* theirs = bars[t] + blockIdx.x * MAX_RANKS + a.rank;
+    if (PUBLISH)
+      st_release(theirs, flag);
+    else
+      st_relaxed(theirs, flag);
     const u32* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
     long long start = clock64();
     u32 spins = 0;
     // ">=" (wrap-safe), not "==": without an end barrier (push one-shot)
     // a fast peer may already have stored the next call's flag here
     // before this rank looked; that flag implies this one.
-    while ((int)(ld_acquire(mine) - flag) < 0) {
+    while ((int)((PUBLISH ? ld_acquire(mine) : ld_relaxed(mine)) - flag) < 0) {
       // Every 256 polls (never on the fast path): give up when the host
       // aborted (a peer was lost), when an earlier barrier already gave
       // up, or after the timeout.
@@ -200,12 +221,12 @@ __device__ __forceinline__ void save_flag(const Args& a, u32 flag) {
 template <int DT, int OP> __device__ void oneshot(const Args& a) {
   const u64 nvec = a.n / Elem<DT>::EPV;
   u32 flag = next_flag(a);
-  barrier(a, a.p.bar_in, flag);
+  barrier<false>(a, a.p.bar_in, flag);
   uint4* out = (uint4*)a.out;
   for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += (u64)gridDim.x * blockDim.x)
     out[i] = reduce_vec<DT, OP>(a, i);
   tail<DT, OP>(a, nvec);
-  barrier(a, a.p.bar_out, flag);
+  barrier<false>(a, a.p.bar_out, flag);
   save_flag(a, flag);
 }
 
@@ -213,7 +234,7 @@ template <int DT, int OP> __device__ void twoshot(const Args& a) {
   const u64 nvec = a.n / Elem<DT>::EPV;
   const u64 per = (nvec + a.nranks - 1) / a.nranks;
   u32 flag = next_flag(a);
-  barrier(a, a.p.bar_in, flag);
+  barrier<false>(a, a.p.bar_in, flag);
   uint4* out = (uint4*)a.out;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -235,7 +256,7 @@ template <int DT, int OP> __device__ void twoshot(const Args& a) {
     tv = load_elem<DT>(a.p.data[0], tj);
     for (int q = 1; q < a.nranks; q++) tv = combine<OP>(tv, load_elem<DT>(a.p.data[q], tj));
   }
-  barrier(a, a.p.bar_mid, flag);
+  barrier<true>(a, a.p.bar_mid, flag);
   if (has_tail) store_elem<DT>(a.out, tj, tv);
   for (int k = 1; k < a.nranks; k++) {
     int q = (a.rank + k) % a.nranks;  // stagger the peers each rank reads
@@ -243,7 +264,7 @@ template <int DT, int OP> __device__ void twoshot(const Args& a) {
     const uint4* theirs = (const uint4*)a.p.scratch[q];
     for (u64 i = lo + first; i < hi; i += stride) out[i] = theirs[i - lo];
   }
-  barrier(a, a.p.bar_out, flag);
+  barrier<false>(a, a.p.bar_out, flag);
   save_flag(a, flag);
 }
 
@@ -277,7 +298,7 @@ template <int DT, int OP> __device__ void push(const Args& a) {
       for (int q = 0; q < a.nranks; q++) store_elem<DT>(slot_of<DT>(a, q, par, a.rank), j, f);
     }
   }
-  barrier(a, a.p.bar_in, flag);
+  barrier<true>(a, a.p.bar_in, flag);
   uint4* out = (uint4*)a.out;
   for (u64 i = first; i < nvec; i += stride) {
     float acc[E], f[E];
