@@ -177,8 +177,12 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 	strategy := fs.String("strategy", "auto", "custom all-reduce strategy on GPUs: auto, one_shot, two_shot")
 	iters := fs.Int("iters", 20, "timed steps per row")
 	warmup := fs.Int("warmup", 3, "untimed steps per row")
+	graph := fs.Bool("graph", false, "GPUs: capture the step as a CUDA graph per worker and time its replays (each still a call + sync)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *graph && *dev != "cuda" {
+		return usageError{"bench mlp: --graph needs --device cuda"}
 	}
 	ns, err := parseInts(*workers)
 	if err != nil {
@@ -205,7 +209,11 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 			return usageError{"bench mlp: " + err.Error()}
 		}
 	}
-	fmt.Fprintf(out, "# tensor-parallel MLP on the VM: %v on %v; a step is one call + a sync of every worker\n", cfg, *dev)
+	what := "one call"
+	if *graph {
+		what = "one replay of the step captured as a CUDA graph"
+	}
+	fmt.Fprintf(out, "# tensor-parallel MLP on the VM: %v on %v; a step is %s + a sync of every worker\n", cfg, *dev, what)
 	fmt.Fprintf(out, "# peak bytes: passes.PeakMemory per worker and call, before and after the pipeline (memory planning)\n")
 	fmt.Fprintf(out, "%-9s %7s %12s %12s %10s %10s %10s %6s\n", "session", "workers", "peak_before", "peak_after", "p50_us", "min_us", "max_us", "check")
 	for _, k := range strings.Split(*kinds, ",") {
@@ -218,7 +226,7 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 			continue
 		}
 		for _, n := range ns {
-			row, err := benchMLPRow(ctx, k, n, cfg, device, *strategy, *warmup, *iters)
+			row, err := benchMLPRow(ctx, k, n, cfg, device, *strategy, *warmup, *iters, *graph)
 			if err != nil {
 				return fmt.Errorf("bench mlp %s with %d workers: %w", k, n, err)
 			}
@@ -228,7 +236,7 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 	return nil
 }
 
-func benchMLPRow(ctx context.Context, kind string, n int, cfg mlp.Config, dev tensor.Device, strategy string, warmup, iters int) (string, error) {
+func benchMLPRow(ctx context.Context, kind string, n int, cfg mlp.Config, dev tensor.Device, strategy string, warmup, iters int, graph bool) (string, error) {
 	var s *session.Session
 	var err error
 	backend := "cpu"
@@ -260,8 +268,18 @@ func benchMLPRow(ctx context.Context, kind string, n int, cfg mlp.Config, dev te
 		if ck.Err != nil {
 			return "", ck.Err
 		}
-		tm, err := st.Time(ctx, warmup, iters)
-		if err != nil {
+		var tm mlp.Timing
+		if graph {
+			g, err := st.CaptureStep(ctx)
+			if err != nil {
+				return "", err
+			}
+			defer g.Release()
+			tm, err = st.TimeReplay(ctx, g, warmup, iters)
+			if err != nil {
+				return "", err
+			}
+		} else if tm, err = st.Time(ctx, warmup, iters); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("%-9s %7d %12d %12d %10.1f %10.1f %10.1f %6s", kind, n, st.Compiled.PeakBefore.Total, st.Compiled.PeakAfter.Total,

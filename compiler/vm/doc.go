@@ -16,6 +16,11 @@
 //	chorus.vm.run(module, name string, args...)  -> the result (nil for none,
 //	                                                []any for several)
 //	chorus.vm.result(results, i int)             -> the i-th of several results
+//	chorus.vm.capture(module, name string, args...) -> *Graph (Module.Capture:
+//	                                                a warm-up run, then a run
+//	                                                captured as a CUDA graph)
+//	chorus.vm.replay(graph)                      -> the result(s), the same
+//	                                                tensors at every replay
 //	chorus.ipc.alloc_storage(nbytes, alignment)  -> *tensor.Storage in ipc_memory
 //	                                                (passes.IPCAllocStorageFunc)
 //

@@ -15,6 +15,19 @@ import (
 // the value itself for one result, nil for none, and an []any for more
 // (see ResultFunc).
 func (m *Module) Run(env registry.Env, name string, args []any) (any, error) {
+	return m.run(env, name, args, nil)
+}
+
+// runMode changes how a run treats allocations, for Capture.
+type runMode struct {
+	// record, when set, receives every result allocation (by pc).
+	record map[int]any
+	// reuse, when set, supplies them instead of allocating (a capture
+	// may not allocate), and refuses work that would run on the host.
+	reuse map[int]any
+}
+
+func (m *Module) run(env registry.Env, name string, args []any, mode *runMode) (any, error) {
 	p, ok := m.funcs[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: worker %d: no function @%s in the module (has %v)", ErrArgs, env.WorkerID(), name, m.Funcs())
@@ -32,7 +45,7 @@ func (m *Module) Run(env registry.Env, name string, args []any) (any, error) {
 	}
 	for pc := range p.code {
 		in := &p.code[pc]
-		if err := m.exec(env, p, pc, in, regs); err != nil {
+		if err := m.exec(env, p, pc, in, regs, mode); err != nil {
 			return nil, fmt.Errorf("vm: worker %d: func @%s: binding %d (%s): %w", env.WorkerID(), name, in.index, in.text, err)
 		}
 	}
@@ -83,10 +96,19 @@ func tensorAt(regs []any, slot int) (*tensor.Tensor, error) {
 }
 
 // exec runs one instruction.
-func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []any) error {
+func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []any, mode *runMode) error {
 	if in.cached && p.cache[pc] != nil {
 		regs[in.def] = p.cache[pc]
 		return nil
+	}
+	if mode != nil && mode.reuse != nil {
+		if v, ok := mode.reuse[pc]; ok {
+			regs[in.def] = v
+			return nil
+		}
+		if err := capturable(in, regs); err != nil {
+			return err
+		}
 	}
 	// ts loads the value operands as tensors.
 	ts := func() ([]*tensor.Tensor, error) {
@@ -201,6 +223,27 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 	regs[in.def] = v
 	if in.cached {
 		p.cache[pc] = v
+	} else if mode != nil && mode.record != nil && in.alloc {
+		mode.record[pc] = v
+	}
+	return nil
+}
+
+// capturable refuses, inside a capture, instructions whose work would run
+// on the host once (at capture) instead of at every replay.
+func capturable(in *instr, regs []any) error {
+	switch in.op {
+	case ir.OpAlias, ir.OpAllocTensorView, ir.OpReshape:
+		return nil // views: no work
+	case ir.OpCallPacked:
+		return fmt.Errorf("%w: call_packed %q in a captured function: its host work would run once, not at every replay", ErrUnsupported, in.fname)
+	case ir.OpDeviceCopy:
+		return fmt.Errorf("%w: device_copy in a captured function: it goes through the host", ErrUnsupported)
+	}
+	for _, s := range in.refs {
+		if t, ok := regs[s].(*tensor.Tensor); ok && t.IsHost() {
+			return fmt.Errorf("%w: %v of host memory in a captured function: it runs on the host, once, not at every replay", ErrUnsupported, in.op)
+		}
 	}
 	return nil
 }

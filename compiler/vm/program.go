@@ -20,6 +20,8 @@ type Program struct {
 	handle *session.DRef // the *Module on every worker
 	run    *session.DRef
 	result *session.DRef
+	// capture and replay are fetched at the first Capture.
+	capture, replay *session.DRef
 }
 
 // Load verifies m (it must be device-planned: compile it with a pipeline
@@ -84,18 +86,76 @@ func (p *Program) Call(ctx context.Context, name string, args ...any) (*session.
 		}
 		return nil, fmt.Errorf("%w: call @%s: module @%s has %v", ErrArgs, name, p.mod.Name, names)
 	}
-	if len(args) != len(f.Params) {
-		return nil, fmt.Errorf("%w: call @%s: %d arguments, the function takes %d", ErrArgs, name, len(args), len(f.Params))
-	}
-	for i, a := range args {
-		if _, ok := a.(*session.DRef); !ok {
-			return nil, fmt.Errorf("%w: call @%s: argument %d (%%%s: %v) is a %T; pass a DRef (values live on the workers)", ErrArgs, name, i, f.Params[i].Name, f.Params[i].Type, a)
-		}
+	if err := p.checkArgs(f, name, args); err != nil {
+		return nil, err
 	}
 	all := append([]any{p.handle, name}, args...)
 	r, err := p.s.CallPacked(p.run, all...)
 	if err != nil {
 		return nil, fmt.Errorf("vm: call @%s: %w", name, err)
+	}
+	return r, nil
+}
+
+func (p *Program) checkArgs(f *ir.Function, name string, args []any) error {
+	if len(args) != len(f.Params) {
+		return fmt.Errorf("%w: call @%s: %d arguments, the function takes %d", ErrArgs, name, len(args), len(f.Params))
+	}
+	for i, a := range args {
+		if _, ok := a.(*session.DRef); !ok {
+			return fmt.Errorf("%w: call @%s: argument %d (%%%s: %v) is a %T; pass a DRef (values live on the workers)", ErrArgs, name, i, f.Params[i].Name, f.Params[i].Type, a)
+		}
+	}
+	return nil
+}
+
+// Capture runs function name once on every worker and captures a second
+// run as a CUDA graph (Module.Capture: GPU work only, nothing allocated
+// inside). It returns a DRef to the graph on every worker; Replay runs it
+// again. Asynchronous like Call: failures surface at the next sync.
+func (p *Program) Capture(ctx context.Context, name string, args ...any) (*session.DRef, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.handle == nil {
+		return nil, fmt.Errorf("vm: capture @%s: %w", name, session.ErrReleased)
+	}
+	f := p.mod.Func(name)
+	if f == nil {
+		return nil, fmt.Errorf("%w: capture @%s: no such function in module @%s", ErrArgs, name, p.mod.Name)
+	}
+	if err := p.checkArgs(f, name, args); err != nil {
+		return nil, err
+	}
+	if p.capture == nil {
+		var err error
+		if p.capture, err = p.s.GetGlobalFunc(ctx, CaptureFunc); err != nil {
+			return nil, err
+		}
+		if p.replay, err = p.s.GetGlobalFunc(ctx, ReplayFunc); err != nil {
+			return nil, err
+		}
+	}
+	r, err := p.s.CallPacked(p.capture, append([]any{p.handle, name}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("vm: capture @%s: %w", name, err)
+	}
+	return r, nil
+}
+
+// Replay runs a graph made by Capture on every worker and returns a DRef
+// to its result: the same tensors at every replay (a later replay
+// overwrites them). Asynchronous like Call.
+func (p *Program) Replay(ctx context.Context, graph *session.DRef) (*session.DRef, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.replay == nil {
+		return nil, fmt.Errorf("%w: replay before any Capture", ErrArgs)
+	}
+	r, err := p.s.CallPacked(p.replay, graph)
+	if err != nil {
+		return nil, fmt.Errorf("vm: replay: %w", err)
 	}
 	return r, nil
 }
@@ -110,7 +170,7 @@ func (p *Program) Result(results *session.DRef, i int) (*session.DRef, error) {
 // Calls already made are unaffected.
 func (p *Program) Release() error {
 	var errs []error
-	for _, r := range []**session.DRef{&p.handle, &p.run, &p.result} {
+	for _, r := range []**session.DRef{&p.handle, &p.run, &p.result, &p.capture, &p.replay} {
 		if *r != nil {
 			errs = append(errs, (*r).Release())
 			*r = nil

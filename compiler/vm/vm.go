@@ -34,9 +34,11 @@ var (
 
 // Names of the worker functions the VM registers in registry.Global.
 const (
-	LoadFunc   = "chorus.vm.load"   // (moduleText string) -> *Module
-	RunFunc    = "chorus.vm.run"    // (module, funcName string, args...) -> result(s)
-	ResultFunc = "chorus.vm.result" // (results []any, i int) -> the i-th result
+	LoadFunc    = "chorus.vm.load"    // (moduleText string) -> *Module
+	RunFunc     = "chorus.vm.run"     // (module, funcName string, args...) -> result(s)
+	ResultFunc  = "chorus.vm.result"  // (results []any, i int) -> the i-th result
+	CaptureFunc = "chorus.vm.capture" // (module, funcName string, args...) -> *Graph
+	ReplayFunc  = "chorus.vm.replay"  // (graph) -> the result(s), the same values every replay
 )
 
 // Module is an IR module loaded on one worker (the value "chorus.vm.load"
@@ -101,6 +103,7 @@ type instr struct {
 	args    []callArg
 	resType ir.Type
 	cached  bool // workspace: allocate once, reuse across runs
+	alloc   bool // an allocation (workspace or result)
 }
 
 // callArg is a call_packed argument: a slot (slot >= 0) or an immediate.
@@ -234,6 +237,7 @@ func translate(env registry.Env, f *ir.Function) (*program, error) {
 			isAlloc := b.Op == ir.OpAllocStorage || b.Op == ir.OpAllocTensor ||
 				(b.Op == ir.OpCallPacked && in.fname == passes.IPCAllocStorageFunc)
 			in.cached = isAlloc && !escapes[b.Result]
+			in.alloc = isAlloc
 		}
 		p.code = append(p.code, in)
 	}

@@ -485,3 +485,67 @@ func TestPipeline(t *testing.T) {
 		t.Errorf("invalid device: %v", err)
 	}
 }
+
+// TestCapture: a GPU function (on a fake GPU: views and allocations only)
+// captures without allocating inside the capture, and every replay
+// returns the warm-up's result; work that would run on the host once
+// instead of at every replay is refused; CPU workers cannot capture.
+func TestCapture(t *testing.T) {
+	fakeGPU := newWorker(t, worker.Config{Device: tensor.CUDADevice(0), OpenDevice: worker.OpenFake})
+	gpuText := "module @m\nfunc @f() {\n  block {\n    %s = alloc_storage(64, 16, {cuda:0}, \"global\") : storage<{cuda:0 scope=\"global\"}>\n    %a = alloc_tensor(%s, 0, [2, 2], float32) : tensor<[2, 2], float32, {cuda:0 scope=\"global\"}>\n    %b = reshape(%a, [4]) : tensor<[4], float32, {cuda:0 scope=\"global\"}>\n  }\n  return %b\n}\n"
+	m, err := vm.LoadText(fakeGPU, gpuText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := m.Capture(fakeGPU, "f", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := g.Replay()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := g.Replay()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.(*tensor.Tensor).Storage() != r2.(*tensor.Tensor).Storage() || r1.(*tensor.Tensor).Device() != tensor.CUDADevice(0) {
+		t.Errorf("replays returned different results or a host one: %v %v", r1, r2)
+	}
+	if err := g.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Replay(); err == nil {
+		t.Error("replay of a released graph succeeded")
+	}
+
+	cpu := newWorker(t, worker.Config{})
+	x4, _ := fill(tensor.Shape{4}, 1)
+	cases := []struct {
+		name string
+		env  *worker.Worker
+		text string
+		args []any
+		want error
+		msg  string
+	}{
+		{"cpu worker", cpu, "module @m\nfunc @f(%x: " + planned + ", %y: " + planned + ") {\n  block {\n    gelu(%x, %y)\n  }\n  return %y\n}\n",
+			[]any{x4, x4}, worker.ErrNoDevice, "graph capture needs a GPU"},
+		{"host kernel on a GPU worker", fakeGPU, "module @m\nfunc @f(%x: " + planned + ", %y: " + planned + ") {\n  block {\n    gelu(%x, %y)\n  }\n  return %y\n}\n",
+			[]any{x4, x4}, vm.ErrUnsupported, "gelu of host memory in a captured function"},
+		{"call_packed", fakeGPU, "module @m\nfunc @f(%x: " + planned + ") {\n  block {\n    %y = call_packed(\"vmtest.scale_by_rank\", %x) : " + planned + "\n  }\n  return %y\n}\n",
+			[]any{x4}, vm.ErrUnsupported, `call_packed "vmtest.scale_by_rank" in a captured function`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := vm.LoadText(c.env, c.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Capture(c.env, "f", c.args)
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("got %v, want %v containing %q", err, c.want, c.msg)
+			}
+		})
+	}
+}

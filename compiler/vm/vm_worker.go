@@ -38,6 +38,20 @@ func init() {
 		}
 		return mod.Run(env, name, args)
 	})
+	registry.MustRegisterTyped(CaptureFunc, func(env registry.Env, m any, name string, args ...any) (*Graph, error) {
+		mod, ok := m.(*Module)
+		if !ok || mod == nil {
+			return nil, fmt.Errorf("%w: %s: first argument is a %T, not a module loaded by %s", ErrArgs, CaptureFunc, m, LoadFunc)
+		}
+		return mod.Capture(env, name, args)
+	})
+	registry.MustRegisterTyped(ReplayFunc, func(v any) (any, error) {
+		g, ok := v.(*Graph)
+		if !ok || g == nil {
+			return nil, fmt.Errorf("%w: %s: argument is a %T, not a graph made by %s", ErrArgs, ReplayFunc, v, CaptureFunc)
+		}
+		return g.Replay()
+	})
 	registry.MustRegisterTyped(ResultFunc, func(results any, i int) (any, error) {
 		rs, ok := results.([]any)
 		if !ok {

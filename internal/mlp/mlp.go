@@ -415,17 +415,43 @@ func Run(ctx context.Context, s *session.Session, c Config, dev tensor.Device, s
 	return st, ck, nil
 }
 
-// Timing is the time of Iters steps, each a Call plus a session Sync.
+// Timing is the time of Iters steps, each a Call (or a graph replay) plus
+// a session Sync.
 type Timing struct {
 	Iters            int
 	Median, Min, Max time.Duration
 }
 
+// CaptureStep captures @mlp as a CUDA graph on every worker
+// (vm.Program.Capture: GPU workers only); ReplayStep runs it.
+func (st *Setup) CaptureStep(ctx context.Context) (*session.DRef, error) {
+	args := make([]any, len(st.Params))
+	for i, p := range st.Params {
+		args[i] = p
+	}
+	return st.Program.Capture(ctx, "mlp", args...)
+}
+
+// ReplayStep replays a graph made by CaptureStep (asynchronously); the
+// result is y on every worker, the same tensor at every replay.
+func (st *Setup) ReplayStep(ctx context.Context, graph *session.DRef) (*session.DRef, error) {
+	return st.Program.Replay(ctx, graph)
+}
+
 // Time runs warmup untimed steps, then iters timed ones.
 func (st *Setup) Time(ctx context.Context, warmup, iters int) (Timing, error) {
+	return st.time(ctx, warmup, iters, func() (*session.DRef, error) { return st.Step(ctx) })
+}
+
+// TimeReplay is Time for replays of a graph made by CaptureStep.
+func (st *Setup) TimeReplay(ctx context.Context, graph *session.DRef, warmup, iters int) (Timing, error) {
+	return st.time(ctx, warmup, iters, func() (*session.DRef, error) { return st.ReplayStep(ctx, graph) })
+}
+
+func (st *Setup) time(ctx context.Context, warmup, iters int, run func() (*session.DRef, error)) (Timing, error) {
 	step := func() (time.Duration, error) {
 		t0 := time.Now()
-		y, err := st.Step(ctx)
+		y, err := run()
 		if err != nil {
 			return 0, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/internal/leaktest"
 	"github.com/chorus-rt/chorus/internal/mlp"
+	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/worker"
@@ -194,8 +195,11 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// TestMLPGPU runs the MLP on two GPUs: matmul in cuBLAS, the all-reduce
-// as the custom IPC all-reduce. It needs two GPUs.
+// TestMLPGPU runs the MLP on GPUs: matmul in cuBLAS, the all-reduce as
+// the custom IPC all-reduce; two workers on two GPUs over NCCL, or, with
+// one GPU, two worker processes sharing it (backend "ipc"). Each case
+// then captures the step as a CUDA graph and replays it, with y poisoned
+// before every replay.
 func TestMLPGPU(t *testing.T) {
 	d, err := cuda.Load()
 	if err != nil {
@@ -204,8 +208,13 @@ func TestMLPGPU(t *testing.T) {
 	if err := d.Init(); err != nil {
 		t.Skipf("cuInit: %v", err)
 	}
-	if n, err := d.DeviceCount(); err != nil || n < 2 {
-		t.Skipf("needs 2 GPUs, have %d (%v)", n, err)
+	n, err := d.DeviceCount()
+	if err != nil || n < 1 {
+		t.Skipf("needs a GPU, have %d (%v)", n, err)
+	}
+	ids, backend := []int{0, 1}, "nccl"
+	if n < 2 {
+		ids, backend = []int{0, 0}, "ipc"
 	}
 	for _, c := range []struct {
 		dt       tensor.DType
@@ -213,12 +222,12 @@ func TestMLPGPU(t *testing.T) {
 	}{{tensor.Float16, "one_shot"}, {tensor.Float16, "two_shot"}, {tensor.BFloat16, "auto"}, {tensor.Float32, "auto"}} {
 		t.Run(c.dt.String()+"/"+c.strategy, func(t *testing.T) {
 			ctx := bg(t)
-			s, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: 2, DeviceIDs: []int{0, 1}}})
+			s, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: 2, DeviceIDs: ids}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Shutdown()
-			if err := s.InitCCL(ctx, "nccl", 0); err != nil {
+			if err := s.InitCCL(ctx, backend, 0); err != nil {
 				t.Fatal(err)
 			}
 			cfg := mlp.Config{Batch: 8, Hidden: 256, FFN: 1024, DType: c.dt, Seed: 3}
@@ -233,6 +242,50 @@ func TestMLPGPU(t *testing.T) {
 			if !strings.Contains(st.Compiled.Module.String(), "custom_allreduce") {
 				t.Error("the GPU program has no custom_allreduce")
 			}
+			g, err := st.CaptureStep(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Release()
+			poison := mustGlobal(t, s, "mlptest.poison")
+			for i := range 3 {
+				y, err := st.ReplayStep(ctx, g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Sync(ctx); err != nil {
+					t.Fatalf("replay %d: %v", i, err)
+				}
+				ck, err := st.CheckResult(ctx, y)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ck.Err != nil || !ck.Identical {
+					t.Errorf("replay %d: %+v", i, ck)
+				}
+				if _, err := s.CallPacked(poison, y); err != nil {
+					t.Fatal(err)
+				}
+				y.Release()
+			}
 		})
 	}
+}
+
+func init() {
+	// mlptest.poison(t) fills a GPU tensor with NaNs or extreme values.
+	registry.MustRegisterTyped("mlptest.poison", func(env registry.Env, x *tensor.Tensor) error {
+		p := tensor.MustNew(x.DType(), x.Shape())
+		tensor.Poison(p)
+		return worker.FromHost(env, x, p)
+	})
+}
+
+func mustGlobal(t *testing.T, s *session.Session, name string) *session.DRef {
+	t.Helper()
+	f, err := s.GetGlobalFunc(bg(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
