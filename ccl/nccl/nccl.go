@@ -11,6 +11,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
 	gnccl "github.com/chorus-rt/chorus/gpu/nccl"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -325,6 +326,15 @@ func (c *Comm) hostExchange(ctx context.Context, d ccl.Desc, local error) error 
 // every rank; on success it returns nil and the caller enqueues the
 // collective.
 func (c *Comm) exchange(stream uintptr, d ccl.Desc, local error) error {
+	// It waits for the stream: refuse inside a graph capture rather than
+	// spoil it (a communicator with a control communicator checks on the
+	// host and captures fine).
+	if st, err := c.drv.StreamIsCapturing(cuda.Stream(stream)); err != nil || st != cuda.CaptureNone {
+		if err == nil {
+			err = fmt.Errorf("%w: ccl/nccl: rank %d: the device-side argument check synchronizes; join with a control communicator (sessions do) or skip checks to capture", device.ErrCapturing, c.rank)
+		}
+		return err
+	}
 	var mine [descBytes]byte
 	encodeDesc(mine[:], d, local)
 	me := uint64(c.descBuf) + uint64(c.rank*descBytes)
