@@ -130,13 +130,15 @@ type AllReducer struct {
 
 	mod  cuda.Module
 	fns  map[string]cuda.Function
-	errp cuda.DevicePtr // device word set by a kernel whose barrier gave up
-	tout int64          // timeout in GPU clock cycles
-	// abortHost is a page-locked host word the kernels poll while they
-	// wait (abortDev is its device address); Abort sets it.
-	abortHost unsafe.Pointer
-	abortDev  cuda.DevicePtr
-	aborted   atomic.Bool
+	tout int64 // timeout in GPU clock cycles
+	// host is two page-locked host words mapped into the device (hostDev
+	// is their device address): [0] abort, which the kernels poll while
+	// they wait and Abort sets; [1] the error word a kernel whose barrier
+	// gave up sets (1 timeout, 2 aborted), which Check reads without a
+	// driver call.
+	host    unsafe.Pointer
+	hostDev cuda.DevicePtr
+	aborted atomic.Bool
 
 	// stage is the IPC workspace for inputs that are not IPC memory.
 	stage *Buffer
@@ -242,17 +244,13 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 				}
 			}
 		}
-		if r.errp, err = d.MemAlloc(4); err != nil {
+		if r.host, err = d.MemHostAlloc(8, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap); err != nil {
 			return err
 		}
-		if r.abortHost, err = d.MemHostAlloc(4, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap); err != nil {
-			return err
-		}
-		(*atomic.Uint32)(r.abortHost).Store(0)
-		if r.abortDev, err = d.MemHostGetDevicePointer(r.abortHost); err != nil {
-			return err
-		}
-		return d.MemsetD8(r.errp, 0, 4)
+		r.abortWord().Store(0)
+		r.errWord().Store(0)
+		r.hostDev, err = d.MemHostGetDevicePointer(r.host)
+		return err
 	})
 	// Every rank learns whether every rank could load the kernels before
 	// any of them goes on.
@@ -517,8 +515,8 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 	f := r.kernel("push", dt, op)
 	buf := r.push
 	a := r.args
-	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
-		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, abort: uint64(r.abortDev)}
+	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
+		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, abort: uint64(r.hostDev)}
 	for q := range r.a.cfg.Size {
 		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
 	}
@@ -535,8 +533,8 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	f := r.kernel(shot, dt, op)
 	size := r.a.cfg.Size
 	a := r.args
-	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.errp), n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size),
-		abort: uint64(r.abortDev)}
+	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size),
+		abort: uint64(r.hostDev)}
 	for q := range size {
 		a.data[q] = buf.Data[q] + uint64(off)
 		a.barIn[q], a.barMid[q], a.barOut[q], a.scratch[q] = buf.BarrierIn[q], buf.BarrierMid[q], buf.BarrierOut[q], buf.Scratch[q]
@@ -559,25 +557,23 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	})
 }
 
-// Check reports (once) a kernel whose barrier timed out since the last
-// Check: a peer never arrived, so that call's result is wrong. Call it
-// after the stream was synchronized.
+// abortWord and errWord are the two mapped host words (see host).
+func (r *AllReducer) abortWord() *atomic.Uint32 { return (*atomic.Uint32)(r.host) }
+func (r *AllReducer) errWord() *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Add(r.host, 4))
+}
+
+// Check reports (once) a kernel whose barrier gave up since the last
+// Check: a peer never arrived or the all-reducer was aborted, so that
+// call's result is wrong. Call it after the stream was synchronized (the
+// kernels' stores to the mapped word are visible then); it reads host
+// memory only.
 func (r *AllReducer) Check() error {
-	var word [4]byte
-	err := r.a.cfg.Exec(func(uintptr) error {
-		d := r.a.cfg.Driver
-		if err := d.MemcpyDtoH(word[:], r.errp); err != nil {
-			return err
-		}
-		if word != [4]byte{} {
-			return d.MemsetD8(r.errp, 0, 4)
-		}
+	if r.host == nil {
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("ipc: rank %d: %w", r.a.cfg.Rank, err)
 	}
-	switch binary.LittleEndian.Uint32(word[:]) {
+	word := r.errWord().Swap(0)
+	switch word {
 	case 0:
 		return nil
 	case 2:
@@ -593,8 +589,8 @@ func (r *AllReducer) Check() error {
 // another one waits for the device.
 func (r *AllReducer) Abort() {
 	r.aborted.Store(true)
-	if r.abortHost != nil {
-		(*atomic.Uint32)(r.abortHost).Store(1)
+	if r.host != nil {
+		r.abortWord().Store(1)
 	}
 }
 
@@ -608,9 +604,8 @@ func (r *AllReducer) Close() error {
 	}
 	return r.a.cfg.Exec(func(uintptr) error {
 		d := r.a.cfg.Driver
-		d.MemFree(r.errp)
-		if r.abortHost != nil {
-			d.MemFreeHost(r.abortHost)
+		if r.host != nil {
+			d.MemFreeHost(r.host)
 		}
 		return d.ModuleUnload(r.mod)
 	})

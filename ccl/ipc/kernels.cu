@@ -39,7 +39,7 @@ struct Args {
   Peers p;
   void* out;       // this rank's output (local)
   u32* counters;   // this rank's per-block flag counters [MAX_BLOCKS]
-  u32* err;        // this rank's error word (1: barrier timeout)
+  u32* err;        // this rank's error word, mapped host memory (1 timeout, 2 aborted)
   u64 n;           // elements
   long long timeout;
   int rank;
@@ -98,13 +98,15 @@ __device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 fla
       // aborted (a peer was lost), when an earlier barrier already gave
       // up, or after the timeout.
       if ((++spins & 255) == 0) {
+        // a.err is mapped host memory: plain stores, not atomics (the
+        // host reads it after the stream is synchronized).
         if (*a.abort) {
-          atomicExch(a.err, 2u);
+          *(volatile u32*)a.err = 2u;
           break;
         }
         if (*(volatile u32*)a.err != 0) break;
         if (clock64() - start > a.timeout) {
-          atomicExch(a.err, 1u);
+          *(volatile u32*)a.err = 1u;
           break;
         }
       }
