@@ -49,6 +49,9 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 	if err != nil {
 		return err
 	}
+	if err := w.graphsInUse(); err != nil {
+		return err
+	}
 	if err := w.ipcInUse(); err != nil {
 		return err
 	}

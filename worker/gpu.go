@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
+	"time"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/device"
@@ -268,5 +270,48 @@ func Capture(env registry.Env, fn func() error) (device.Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: end capture: %w", w.cfg.ID, err)
 	}
-	return g, nil
+	w.graphs.Add(1)
+	st := &graphState{g: g, w: w}
+	out := &capturedGraph{st}
+	// A graph dropped without Close is closed when collected.
+	runtime.AddCleanup(out, func(st *graphState) { st.close() }, st)
+	return out, nil
+}
+
+// capturedGraph counts the worker's live graphs: InitCCL refuses to
+// replace the communicators and IPC memory a live graph may use.
+type capturedGraph struct{ *graphState }
+
+type graphState struct {
+	g    device.Graph
+	w    *Worker
+	once sync.Once
+	err  error
+}
+
+func (s *graphState) Launch() error { return s.g.Launch() }
+func (s *graphState) Close() error  { return s.close() }
+
+func (s *graphState) close() error {
+	s.once.Do(func() {
+		s.err = s.g.Close()
+		s.w.graphs.Add(-1)
+	})
+	return s.err
+}
+
+// graphsInUse refuses to replace the communicators while graphs captured
+// on this worker are alive: they hold the addresses of IPC memory and
+// communicators that would be freed under them.
+func (w *Worker) graphsInUse() error {
+	// Graphs dropped without Close are closed in cleanups, which run
+	// after a collection, on another goroutine: give them a moment.
+	for i := 0; i < 5 && w.graphs.Load() > 0; i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if n := w.graphs.Load(); n > 0 {
+		return fmt.Errorf("worker %d: %d captured CUDA graphs are still alive; close or release them before calling InitCCL again", w.cfg.ID, n)
+	}
+	return nil
 }

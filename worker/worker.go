@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/gpu/device"
@@ -84,6 +85,7 @@ type Worker struct {
 	commMu sync.Mutex // guards comms against Abort
 	comms  commSet    // set by chorus.init_ccl
 	ipc    ipcState   // IPC memory and the custom all-reduce (after InitCCL)
+	graphs atomic.Int64 // CUDA graphs captured here and not yet closed
 
 	pending  []*wire.WorkerError
 	dropped  uint32

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
@@ -356,5 +357,44 @@ func TestCapture(t *testing.T) {
 	cpu := newTestWorker(t, 0, 1)
 	if _, err := Capture(cpu, func() error { return nil }); !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("capture on a CPU worker: %v, want ErrNoDevice", err)
+	}
+}
+
+// TestLiveGraphBlocksInitCCL: InitCCL would free the IPC memory and
+// communicators a captured graph uses, so it is refused while one is
+// alive, and allowed once it is closed.
+func TestLiveGraphBlocksInitCCL(t *testing.T) {
+	w, err := New(Config{ID: 0, NumWorkers: 1, Device: tensor.CUDADevice(0), OpenDevice: OpenFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	x, err := w.Alloc(tensor.Float32, tensor.Shape{4}, w.Device(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := Capture(w, func() error { return CopyTensor(w, x, x) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ccl.Lookup("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.NewID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.initCCL("cpu", id, nil, 5000); err == nil || !strings.Contains(err.Error(), "graphs are still alive") {
+		t.Fatalf("InitCCL with a live graph: %v", err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := w.initCCL("cpu", id, nil, 5000); err != nil {
+		t.Fatalf("InitCCL after the graph was closed: %v", err)
 	}
 }
