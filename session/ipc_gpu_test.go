@@ -267,3 +267,26 @@ func gpuCount(t *testing.T) int {
 	}
 	return 0
 }
+
+// TestCustomAllReduceThreadsShareGPU: two threaded workers on one GPU
+// would run spinning kernels in one context, which can starve each other;
+// the all-reducer refuses that placement with a bad-arguments error on
+// every worker instead of hanging.
+func TestCustomAllReduceThreadsShareGPU(t *testing.T) {
+	needGPUs(t, 1)
+	s, err := session.NewThreaded(session.Options{NumWorkers: 2, DeviceIDs: []int{0, 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	if err := s.InitCCL(bg(t), "ipc", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CallPacked(mustFunc(t, s, "ipctest.run"), tensor.BFloat16, int64(1000), "sum", "oneshot", int64(1), int64(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Sync(bg(t))
+	if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), "threads of one process") {
+		t.Fatalf("threaded ranks sharing a GPU: %v, want a bad-arguments error naming the placement", err)
+	}
+}

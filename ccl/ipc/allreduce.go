@@ -270,11 +270,30 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 			return nil, fmt.Errorf("ipc: rank %d: rank %d could not load the all-reduce kernels", a.cfg.Rank, q)
 		}
 	}
+	if err := placement(ords); err != nil {
+		return nil, fmt.Errorf("%w: ipc: rank %d: %v", ccl.ErrBadArgs, a.cfg.Rank, err)
+	}
 	if r.opts.MaxBlocks <= 0 {
 		r.opts.MaxBlocks = 2 * r.sms
 	}
 	r.opts.MaxBlocks = min(r.opts.MaxBlocks, maxBlocks)
 	return r, nil
+}
+
+// placement refuses two ranks of one process on one GPU: their kernels
+// run in one context, which the GPU does not time-slice, so the spinning
+// blocks of one rank's kernel can occupy every SM while the peer's blocks
+// they wait for are never scheduled. Ranks in different processes share
+// a GPU by time-slicing and are fine (that is how 3-8 ranks are tested).
+func placement(rs []record) error {
+	for i := range rs {
+		for j := i + 1; j < len(rs); j++ {
+			if rs[i].pid == rs[j].pid && rs[i].ordinal == rs[j].ordinal {
+				return fmt.Errorf("ranks %d and %d are threads of one process on cuda:%d; the custom all-reduce needs one GPU per rank in a process, or one process per rank (a process session)", i, j, rs[i].ordinal)
+			}
+		}
+	}
+	return nil
 }
 
 // Workspaces counts the IPC allocations the all-reducer holds itself.

@@ -176,3 +176,25 @@ func TestBackendOffersOnlyCustom(t *testing.T) {
 		}
 	}
 }
+
+func TestPlacement(t *testing.T) {
+	cases := []struct {
+		name string
+		rs   []record
+		ok   bool
+	}{
+		{"one GPU per rank, one process", []record{{pid: 1, ordinal: 0}, {pid: 1, ordinal: 1}}, true},
+		{"processes sharing a GPU", []record{{pid: 1, ordinal: 0}, {pid: 2, ordinal: 0}, {pid: 3, ordinal: 0}}, true},
+		{"threads sharing a GPU", []record{{pid: 1, ordinal: 0}, {pid: 2, ordinal: 1}, {pid: 1, ordinal: 0}}, false},
+		{"one rank", []record{{pid: 1, ordinal: 0}}, true},
+	}
+	for _, c := range cases {
+		err := placement(c.rs)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "ranks 0 and 2") {
+			t.Errorf("%s: error does not name the ranks: %v", c.name, err)
+		}
+	}
+}
