@@ -82,9 +82,9 @@ type Worker struct {
 	dev  device.Device // the bound GPU, when Device is cuda:N
 	pool *device.Pool
 
-	commMu sync.Mutex // guards comms against Abort
-	comms  commSet    // set by chorus.init_ccl
-	ipc    ipcState   // IPC memory and the custom all-reduce (after InitCCL)
+	commMu sync.Mutex   // guards comms against Abort
+	comms  commSet      // set by chorus.init_ccl
+	ipc    ipcState     // IPC memory and the custom all-reduce (after InitCCL)
 	graphs atomic.Int64 // CUDA graphs captured here and not yet closed
 
 	pending  []*wire.WorkerError
