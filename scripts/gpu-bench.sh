@@ -38,4 +38,9 @@ for r in $(seq 1 "$reps"); do
     python3 "$here/torch_symm_mem_allreduce.py" "$maxb" >>"$out/allreduce.jsonl" 2>>"$out/torch.err"
   fi
 done
+# The tensor-parallel MLP on the VM, a step called and a step replayed as
+# a CUDA graph, one worker per GPU.
+for g in "" --graph; do
+  "$bin/chorus" bench mlp --device cuda --workers "$ngpu" --sessions process --dtype float16 --iters 200 --warmup 20 $g >>"$out/mlp.txt" 2>&1
+done
 wc -l "$out/allreduce.jsonl"
