@@ -259,8 +259,19 @@ func Capture(env registry.Env, fn func() error) (device.Graph, error) {
 	if err := c.BeginCapture(); err != nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
 	}
+	ended := false
+	defer func() {
+		// fn panicked: end the capture, or every later sync of this
+		// worker would fail with ErrCapturing.
+		if !ended {
+			if g, _ := c.EndCapture(); g != nil {
+				g.Close()
+			}
+		}
+	}()
 	ferr := fn()
 	g, err := c.EndCapture()
+	ended = true
 	if ferr != nil {
 		if g != nil {
 			g.Close()

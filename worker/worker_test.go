@@ -354,6 +354,13 @@ func TestCapture(t *testing.T) {
 	if err := SyncDevice(w); err != nil {
 		t.Fatalf("the failed capture was left open: %v", err)
 	}
+	func() {
+		defer func() { _ = recover() }()
+		Capture(w, func() error { panic("fn panics") })
+	}()
+	if err := SyncDevice(w); err != nil {
+		t.Fatalf("a panicking capture was left open: %v", err)
+	}
 	cpu := newTestWorker(t, 0, 1)
 	if _, err := Capture(cpu, func() error { return nil }); !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("capture on a CPU worker: %v, want ErrNoDevice", err)
