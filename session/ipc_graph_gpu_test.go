@@ -230,3 +230,90 @@ func TestCustomAllReduceGraph(t *testing.T) {
 		})
 	}
 }
+
+func init() {
+	// ipctest.ipc_tensor(count, scope): a bfloat16 tensor of count
+	// elements in scope, every element worker id + 1.
+	registry.MustRegisterTyped("ipctest.ipc_tensor", func(env registry.Env, count int64, scope string) (*tensor.Tensor, error) {
+		x, err := env.Alloc(tensor.BFloat16, tensor.Shape{count}, env.Device(), scope)
+		if err != nil {
+			return nil, err
+		}
+		h := tensor.MustNew(tensor.BFloat16, tensor.Shape{count})
+		vals := make([]float64, count)
+		for i := range vals {
+			vals[i] = float64(env.WorkerID() + 1)
+		}
+		if err := tensor.SetFromFloat64(h, vals); err != nil {
+			return nil, err
+		}
+		return x, worker.FromHost(env, x, h)
+	})
+	// ipctest.poison_tensor(t) poisons a GPU tensor.
+	registry.MustRegisterTyped("ipctest.poison_tensor", func(env registry.Env, x *tensor.Tensor) error {
+		p := tensor.MustNew(x.DType(), x.Shape())
+		tensor.Poison(p)
+		return worker.FromHost(env, x, p)
+	})
+}
+
+// TestCustomAllReduceGraphBuiltin captures the built-in
+// chorus.custom_allreduce from the controller (chorus.graph.capture) and
+// replays it (chorus.graph.launch) into a poisoned output.
+func TestCustomAllReduceGraphBuiltin(t *testing.T) {
+	needGPUs(t, 1)
+	ngpu := gpuCount(t)
+	backend, ids := "ipc", []int{0, 0}
+	if ngpu >= 2 {
+		backend, ids = "nccl", []int{0, 1}
+	}
+	s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: 2, DeviceIDs: ids}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	if err := s.InitCCL(bg(t), backend, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	mk := mustFunc(t, s, "ipctest.ipc_tensor")
+	x, err := s.CallPacked(mk, int64(4099), worker.ScopeIPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := s.CallPacked(mk, int64(4099), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := mustFunc(t, s, "chorus.custom_allreduce")
+	if _, err := s.CallPacked(ar, x, "oneshot", "sum", y); err != nil { // warm-up
+		t.Fatal(err)
+	}
+	g, err := s.CallPacked(mustFunc(t, s, worker.GraphCaptureFunc), "chorus.custom_allreduce", x, "oneshot", "sum", y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch, poison := mustFunc(t, s, worker.GraphLaunchFunc), mustFunc(t, s, "ipctest.poison_tensor")
+	for i := range 3 {
+		if _, err := s.CallPacked(poison, y); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CallPacked(launch, g); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(bg(t)); err != nil {
+			t.Fatalf("replay %d: %v", i, err)
+		}
+		for w := range 2 {
+			v, err := s.DebugGetFromRemote(bg(t), y, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := tensor.ToFloat64(v.(*tensor.Tensor))
+			for j, got := range f {
+				if got != 3 {
+					t.Fatalf("replay %d, worker %d: y[%d] = %v, want 3", i, w, j, got)
+				}
+			}
+		}
+	}
+}
