@@ -280,6 +280,43 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	return r, nil
 }
 
+// Routes of a one-shot or two-shot call (desc.staged).
+const (
+	routeDirect byte = 0 // peers read the input where it is (IPC memory)
+	routeStaged byte = 1 // copied into the all-reducer's IPC workspace first
+	routePush   byte = 2 // push one-shot: the input may be any memory
+)
+
+func routeName(r byte) string {
+	switch r {
+	case routeDirect:
+		return "read in place"
+	case routeStaged:
+		return "staged"
+	case routePush:
+		return "pushed"
+	}
+	return fmt.Sprintf("route(%d)", r)
+}
+
+// route picks how the input reaches the peers: inIPC and off say whether
+// send (at sp, bytes long) lies in IPC memory and where; rp is recv.
+func route(s Strategy, bytes int64, sp, rp uint64, inIPC bool, off int64, mode pushMode) byte {
+	overlap := sp < rp+uint64(bytes) && rp < sp+uint64(bytes)
+	// direct: peers can read the input where it is (one-shot cannot run
+	// in place: peers would read what this rank overwrites).
+	direct := inIPC && off%16 == 0 && !(s == OneShot && overlap)
+	push := s == OneShot && bytes <= PushMax && sp%16 == 0 && mode != pushNever &&
+		(mode == pushAlways || !direct)
+	switch {
+	case push:
+		return routePush
+	case !direct:
+		return routeStaged
+	}
+	return routeDirect
+}
+
 // placement refuses two ranks of one process on one GPU: their kernels
 // run in one context, which the GPU does not time-slice, so the spinning
 // blocks of one rank's kernel can occupy every SM while the peer's blocks
@@ -410,17 +447,8 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 		if s == OneShot || s == TwoShot {
 			var ok bool
 			buf, off, ok = r.a.Lookup(sp)
-			overlap := sp < rp+uint64(bytes) && rp < sp+uint64(bytes)
-			// direct: peers can read the input where it is.
-			direct := ok && off%16 == 0 && !(s == OneShot && overlap)
-			push := s == OneShot && bytes <= PushMax && sp%16 == 0 && r.pushMode != pushNever &&
-				(r.pushMode == pushAlways || !direct)
-			switch {
-			case push:
-				d.staged = 2 // push one-shot: the input may be any memory
-			case !direct:
-				d.staged = 1
-			default:
+			d.staged = route(s, bytes, sp, rp, ok, off, r.pushMode)
+			if d.staged == routeDirect {
 				d.seq, d.offset = buf.Seq, off
 			}
 		}
@@ -448,9 +476,9 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 			return fmt.Errorf("%w: ipc: rank %d: rank %d passed bad arguments to custom_allreduce", ccl.ErrMismatch, me, q)
 		}
 		if x != d {
-			return fmt.Errorf("%w: ipc: rank %d: custom_allreduce differs: rank %d runs %s of %d %s elements (IPC allocation #%d at offset %d, staged %v); rank %d runs %s of %d %s elements (#%d at %d, staged %v)",
-				ccl.ErrMismatch, me, me, Strategy(d.strategy), d.count, tensor.DType(d.dtype), d.seq, d.offset, d.staged == 1,
-				q, Strategy(x.strategy), x.count, tensor.DType(x.dtype), x.seq, x.offset, x.staged == 1)
+			return fmt.Errorf("%w: ipc: rank %d: custom_allreduce differs: rank %d runs %s of %d %s elements (IPC allocation #%d at offset %d, input %s); rank %d runs %s of %d %s elements (#%d at %d, input %s)",
+				ccl.ErrMismatch, me, me, Strategy(d.strategy), d.count, tensor.DType(d.dtype), d.seq, d.offset, routeName(d.staged),
+				q, Strategy(x.strategy), x.count, tensor.DType(x.dtype), x.seq, x.offset, routeName(x.staged))
 		}
 	}
 	r.lastUsed = s
@@ -465,7 +493,7 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 	if n == 0 {
 		return nil
 	}
-	if d.staged == 2 {
+	if d.staged == routePush {
 		if r.push == nil {
 			if err := r.notCapturing("push one-shot"); err != nil {
 				return err
@@ -479,7 +507,7 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 		}
 		return r.launchPush(sp, rp, n, send.DType(), op)
 	}
-	if d.staged == 1 {
+	if d.staged == routeStaged {
 		// Every rank took this route (checked above), so the workspace
 		// grows on all of them at the same call: the allocation stays
 		// collective.
@@ -501,7 +529,7 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 		}
 		buf, off = r.stage, 0
 	}
-	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == 1, bytes)
+	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == routeStaged, bytes)
 }
 
 // notCapturing refuses to grow a workspace while the stream is captured

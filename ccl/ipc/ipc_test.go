@@ -198,3 +198,38 @@ func TestPlacement(t *testing.T) {
 		}
 	}
 }
+
+// TestRoute: IPC inputs are read where they are (pull), inputs peers
+// cannot read take push up to PushMax and the staged copy above it;
+// one-shot never runs in place; the push knob overrides.
+func TestRoute(t *testing.T) {
+	const kb = 1 << 10
+	cases := []struct {
+		name   string
+		s      Strategy
+		bytes  int64
+		sp, rp uint64
+		inIPC  bool
+		off    int64
+		mode   pushMode
+		want   byte
+	}{
+		{"oneshot IPC", OneShot, 64 * kb, 0x10000, 0x90000, true, 0, pushAuto, routeDirect},
+		{"oneshot IPC large", OneShot, 4 << 20, 0x10000, 0x9000000, true, 0, pushAuto, routeDirect},
+		{"oneshot IPC, push always", OneShot, 64 * kb, 0x10000, 0x90000, true, 0, pushAlways, routePush},
+		{"oneshot IPC above PushMax, push always", OneShot, PushMax + 16, 0x10000, 0x9000000, true, 0, pushAlways, routeDirect},
+		{"oneshot host-side tensor", OneShot, 64 * kb, 0x10000, 0x90000, false, 0, pushAuto, routePush},
+		{"oneshot not IPC, push never", OneShot, 64 * kb, 0x10000, 0x90000, false, 0, pushNever, routeStaged},
+		{"oneshot not IPC above PushMax", OneShot, PushMax + 16, 0x10000, 0x9000000, false, 0, pushAuto, routeStaged},
+		{"oneshot in place", OneShot, 64 * kb, 0x10000, 0x10000, true, 0, pushAuto, routePush},
+		{"oneshot in place above PushMax", OneShot, PushMax + 16, 0x10000, 0x10000, true, 0, pushAuto, routeStaged},
+		{"oneshot misaligned IPC offset", OneShot, 64 * kb, 0x10008, 0x90000, true, 8, pushAuto, routeStaged},
+		{"twoshot in place", TwoShot, 64 * kb, 0x10000, 0x10000, true, 0, pushAuto, routeDirect},
+		{"twoshot not IPC", TwoShot, 64 * kb, 0x10000, 0x90000, false, 0, pushAlways, routeStaged},
+	}
+	for _, c := range cases {
+		if got := route(c.s, c.bytes, c.sp, c.rp, c.inIPC, c.off, c.mode); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, routeName(got), routeName(c.want))
+		}
+	}
+}
