@@ -263,6 +263,7 @@ func TestWrapRejectedSignatures(t *testing.T) {
 		{"env then variadic string", func(_ registry.Env, xs ...string) {}, "variadic parameter must be ...any, got []string"},
 		{"three results", func() (int, int, error) { return 0, 0, nil }, "at most two results, got 3"},
 		{"second result not error", func() (int, int) { return 0, 0 }, "second result must be error, got int"},
+		//lint:ignore ST1008 the wrong order is the case under test
 		{"error then value", func() (error, int) { return nil, 0 }, "second result must be error, got int"},
 		{"map param", func(map[string]int) {}, "parameter 0: unsupported parameter type map[string]int"},
 		{"chan param", func(int, chan int) {}, "parameter 1: unsupported parameter type chan int"},
