@@ -39,8 +39,10 @@ for r in $(seq 1 "$reps"); do
   fi
 done
 # The tensor-parallel MLP on the VM, a step called and a step replayed as
-# a CUDA graph, one worker per GPU.
-for g in "" --graph; do
-  "$bin/chorus" bench mlp --device cuda --workers "$ngpu" --sessions process --dtype float16 --iters 200 --warmup 20 $g >>"$out/mlp.txt" 2>&1
-done
+# a CUDA graph, one worker per GPU (once, in the eager run).
+if [ -z "$gflag" ]; then
+  for g in "" --graph; do
+    "$bin/chorus" bench mlp --device cuda --workers "$ngpu" --sessions process --dtype float16 --iters 200 --warmup 20 $g >>"$out/mlp.txt" 2>&1
+  done
+fi
 wc -l "$out/allreduce.jsonl"
