@@ -72,21 +72,7 @@ func (p *Program) Module() *ir.Module { return p.mod }
 // for one result; a list for several, see Result), and failures surface
 // at the next sync or use of the result. ctx is checked before sending.
 func (p *Program) Call(ctx context.Context, name string, args ...any) (*session.DRef, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if p.handle == nil {
-		return nil, fmt.Errorf("vm: call @%s: %w", name, session.ErrReleased)
-	}
-	f := p.mod.Func(name)
-	if f == nil {
-		var names []string
-		for _, g := range p.mod.Funcs {
-			names = append(names, "@"+g.Name)
-		}
-		return nil, fmt.Errorf("%w: call @%s: module @%s has %v", ErrArgs, name, p.mod.Name, names)
-	}
-	if err := p.checkArgs(f, name, args); err != nil {
+	if err := p.prepare(ctx, "call", name, args); err != nil {
 		return nil, err
 	}
 	all := append([]any{p.handle, name}, args...)
@@ -97,13 +83,29 @@ func (p *Program) Call(ctx context.Context, name string, args ...any) (*session.
 	return r, nil
 }
 
-func (p *Program) checkArgs(f *ir.Function, name string, args []any) error {
+// prepare checks, on the controller, what Call and Capture send: the
+// context, the program, the function and its arguments' count and kind.
+func (p *Program) prepare(ctx context.Context, verb, name string, args []any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.handle == nil {
+		return fmt.Errorf("vm: %s @%s: %w", verb, name, session.ErrReleased)
+	}
+	f := p.mod.Func(name)
+	if f == nil {
+		var names []string
+		for _, g := range p.mod.Funcs {
+			names = append(names, "@"+g.Name)
+		}
+		return fmt.Errorf("%w: %s @%s: module @%s has %v", ErrArgs, verb, name, p.mod.Name, names)
+	}
 	if len(args) != len(f.Params) {
-		return fmt.Errorf("%w: call @%s: %d arguments, the function takes %d", ErrArgs, name, len(args), len(f.Params))
+		return fmt.Errorf("%w: %s @%s: %d arguments, the function takes %d", ErrArgs, verb, name, len(args), len(f.Params))
 	}
 	for i, a := range args {
 		if _, ok := a.(*session.DRef); !ok {
-			return fmt.Errorf("%w: call @%s: argument %d (%%%s: %v) is a %T; pass a DRef (values live on the workers)", ErrArgs, name, i, f.Params[i].Name, f.Params[i].Type, a)
+			return fmt.Errorf("%w: %s @%s: argument %d (%%%s: %v) is a %T; pass a DRef (values live on the workers)", ErrArgs, verb, name, i, f.Params[i].Name, f.Params[i].Type, a)
 		}
 	}
 	return nil
@@ -114,17 +116,7 @@ func (p *Program) checkArgs(f *ir.Function, name string, args []any) error {
 // inside). It returns a DRef to the graph on every worker; Replay runs it
 // again. Asynchronous like Call: failures surface at the next sync.
 func (p *Program) Capture(ctx context.Context, name string, args ...any) (*session.DRef, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if p.handle == nil {
-		return nil, fmt.Errorf("vm: capture @%s: %w", name, session.ErrReleased)
-	}
-	f := p.mod.Func(name)
-	if f == nil {
-		return nil, fmt.Errorf("%w: capture @%s: no such function in module @%s", ErrArgs, name, p.mod.Name)
-	}
-	if err := p.checkArgs(f, name, args); err != nil {
+	if err := p.prepare(ctx, "capture", name, args); err != nil {
 		return nil, err
 	}
 	if p.capture == nil {

@@ -329,11 +329,16 @@ func Load(ctx context.Context, s *session.Session, c Config, dev tensor.Device, 
 
 // Step calls @mlp once (asynchronously); the result is y on every worker.
 func (st *Setup) Step(ctx context.Context) (*session.DRef, error) {
+	return st.Program.Call(ctx, "mlp", st.args()...)
+}
+
+// args are the parameters as @mlp's arguments.
+func (st *Setup) args() []any {
 	args := make([]any, len(st.Params))
 	for i, p := range st.Params {
 		args[i] = p
 	}
-	return st.Program.Call(ctx, "mlp", args...)
+	return args
 }
 
 // Release drops the program and the parameters.
@@ -425,11 +430,7 @@ type Timing struct {
 // CaptureStep captures @mlp as a CUDA graph on every worker
 // (vm.Program.Capture: GPU workers only); ReplayStep runs it.
 func (st *Setup) CaptureStep(ctx context.Context) (*session.DRef, error) {
-	args := make([]any, len(st.Params))
-	for i, p := range st.Params {
-		args[i] = p
-	}
-	return st.Program.Capture(ctx, "mlp", args...)
+	return st.Program.Capture(ctx, "mlp", st.args()...)
 }
 
 // ReplayStep replays a graph made by CaptureStep (asynchronously); the
