@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -99,7 +101,7 @@ type kargs struct {
 	timeout                              int64
 	rank, nranks                         int32
 	in, slot                             uint64
-	abort                                uint64
+	ctl                                  uint64
 }
 
 // Push one-shot: inputs up to PushMax bytes that are not in IPC memory
@@ -132,13 +134,24 @@ type AllReducer struct {
 	fns  map[string]cuda.Function
 	tout int64 // timeout in GPU clock cycles
 	// host is two page-locked host words mapped into the device (hostDev
-	// is their device address): [0] abort, which the kernels poll while
-	// they wait and Abort sets; [1] the error word a kernel whose barrier
-	// gave up sets (1 timeout, 2 aborted), which Check reads without a
-	// driver call.
+	// is their device address): [0] holds 1, the source of Abort's copy;
+	// [1] the error word a kernel whose barrier gave up stores to (1
+	// timeout, 2 aborted), which Check reads without a driver call. The
+	// kernels never load from host memory (see kernels.cu).
 	host    unsafe.Pointer
 	hostDev cuda.DevicePtr
-	aborted atomic.Bool
+	// ctl is two device words the waiting kernels poll: [0] abort, set
+	// by Abort with a copy on abortStream (a copy engine, so it lands
+	// while kernels occupy every SM); [1] the sticky give-up code.
+	ctl         cuda.DevicePtr
+	ctx         cuda.Context
+	dev         cuda.Device
+	abortStream cuda.Stream
+	abortOnce   sync.Once
+	aborted     atomic.Bool
+	// failed: a call gave up (Check saw it); the ranks' flags are out of
+	// step, so every later call fails.
+	failed error
 
 	// stage is the IPC workspace for inputs that are not IPC memory.
 	stage *Buffer
@@ -247,9 +260,24 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 		if r.host, err = d.MemHostAlloc(8, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap); err != nil {
 			return err
 		}
-		r.abortWord().Store(0)
+		(*atomic.Uint32)(r.host).Store(1)
 		r.errWord().Store(0)
-		r.hostDev, err = d.MemHostGetDevicePointer(r.host)
+		if r.hostDev, err = d.MemHostGetDevicePointer(r.host); err != nil {
+			return err
+		}
+		if r.ctl, err = d.MemAlloc(8); err != nil {
+			return err
+		}
+		if err = d.MemsetD8(r.ctl, 0, 8); err != nil {
+			return err
+		}
+		// Abort runs on any goroutine, without the device's lock: it
+		// needs the context and a stream of its own.
+		r.dev = dev
+		if r.ctx, err = d.PrimaryCtxRetain(dev); err != nil {
+			return err
+		}
+		r.abortStream, err = d.StreamCreate(cuda.StreamNonBlocking)
 		return err
 	})
 	// Every rank learns whether every rank could load the kernels before
@@ -400,6 +428,9 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 	me := r.a.cfg.Rank
 	if r.aborted.Load() {
 		return fmt.Errorf("%w: ipc: rank %d: the all-reducer was aborted (a peer was lost)", ccl.ErrFailed, me)
+	}
+	if r.failed != nil {
+		return fmt.Errorf("%w: ipc: rank %d: an earlier custom all-reduce gave up (%v); the ranks are out of step, make a new communicator (InitCCL)", ccl.ErrFailed, me, r.failed)
 	}
 	sp, err := r.devPtr("send", send)
 	var rp uint64
@@ -563,7 +594,7 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 	buf := r.push
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
-		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, abort: uint64(r.hostDev)}
+		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, ctl: uint64(r.ctl)}
 	for q := range r.a.cfg.Size {
 		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
 	}
@@ -581,7 +612,7 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	size := r.a.cfg.Size
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size),
-		abort: uint64(r.hostDev)}
+		ctl: uint64(r.ctl)}
 	for q := range size {
 		a.data[q] = buf.Data[q] + uint64(off)
 		a.barIn[q], a.barMid[q], a.barOut[q], a.scratch[q] = buf.BarrierIn[q], buf.BarrierMid[q], buf.BarrierOut[q], buf.Scratch[q]
@@ -604,8 +635,7 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	})
 }
 
-// abortWord and errWord are the two mapped host words (see host).
-func (r *AllReducer) abortWord() *atomic.Uint32 { return (*atomic.Uint32)(r.host) }
+// errWord is the mapped host word the kernels report to (see host).
 func (r *AllReducer) errWord() *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Add(r.host, 4))
 }
@@ -619,14 +649,19 @@ func (r *AllReducer) Check() error {
 	if r.host == nil {
 		return nil
 	}
-	word := r.errWord().Swap(0)
-	switch word {
+	var err error
+	switch r.errWord().Swap(0) {
 	case 0:
 		return nil
 	case 2:
-		return fmt.Errorf("%w: ipc: rank %d: a custom all-reduce was aborted while it waited for its peers (a peer was lost); its result is wrong", ccl.ErrFailed, r.a.cfg.Rank)
+		err = fmt.Errorf("%w: ipc: rank %d: a custom all-reduce was aborted while it waited for its peers (a peer was lost); its result is wrong", ccl.ErrFailed, r.a.cfg.Rank)
+	default:
+		err = fmt.Errorf("%w: ipc: rank %d: a custom all-reduce waited more than %v for its peers and gave up; its result is wrong", ccl.ErrTimeout, r.a.cfg.Rank, r.opts.Timeout)
 	}
-	return fmt.Errorf("%w: ipc: rank %d: a custom all-reduce waited more than %v for its peers and gave up; its result is wrong", ccl.ErrTimeout, r.a.cfg.Rank, r.opts.Timeout)
+	if r.failed == nil {
+		r.failed = err
+	}
+	return err
 }
 
 // Abort makes every queued or running custom all-reduce of this rank
@@ -636,9 +671,21 @@ func (r *AllReducer) Check() error {
 // another one waits for the device.
 func (r *AllReducer) Abort() {
 	r.aborted.Store(true)
-	if r.host != nil {
-		r.abortWord().Store(1)
+	if r.ctl == 0 {
+		return
 	}
+	r.abortOnce.Do(func() {
+		// The copy engine writes the device word while the waiting
+		// kernels occupy the SMs; a failure here leaves the kernels to
+		// their timeout, and the error already reported by the session
+		// is the first cause, so it is not reported again.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		d := r.a.cfg.Driver
+		if d.SetCurrent(r.ctx) == nil {
+			d.MemcpyHtoDAsync(r.ctl, unsafe.Slice((*byte)(r.host), 4), r.abortStream)
+		}
+	})
 }
 
 // Close unloads the kernels (the allocator is closed by its owner).
@@ -651,6 +698,18 @@ func (r *AllReducer) Close() error {
 	}
 	return r.a.cfg.Exec(func(uintptr) error {
 		d := r.a.cfg.Driver
+		// An Abort in flight finishes before the words go away.
+		r.abortOnce.Do(func() {})
+		if r.abortStream != 0 {
+			d.StreamSynchronize(r.abortStream)
+			d.StreamDestroy(r.abortStream)
+		}
+		if r.ctl != 0 {
+			d.MemFree(r.ctl)
+		}
+		if r.ctx != 0 {
+			d.PrimaryCtxRelease(r.dev)
+		}
 		if r.host != nil {
 			d.MemFreeHost(r.host)
 		}

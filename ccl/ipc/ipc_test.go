@@ -50,8 +50,8 @@ func TestKernelArgsLayout(t *testing.T) {
 	if got := unsafe.Sizeof(kargs{}); got != 392 {
 		t.Fatalf("kargs is %d bytes, kernels.cu's Args is 392", got)
 	}
-	if off := unsafe.Offsetof(kargs{}.abort); off != 384 {
-		t.Fatalf("kargs.abort at %d", off)
+	if off := unsafe.Offsetof(kargs{}.ctl); off != 384 {
+		t.Fatalf("kargs.ctl at %d", off)
 	}
 	if off := unsafe.Offsetof(kargs{}.in); off != 368 {
 		t.Fatalf("kargs.in at %d", off)
@@ -64,6 +64,24 @@ func TestKernelArgsLayout(t *testing.T) {
 	}
 	if !strings.Contains(kernelSource, "#define MAX_RANKS 8") || !strings.Contains(kernelSource, "#define MAX_BLOCKS 512") {
 		t.Fatal("kernels.cu limits differ from MaxRanks/maxBlocks")
+	}
+}
+
+// The kernels' waiting loops must never load from mapped host memory:
+// such a load waits for the host (PCIe, NUMA, power states) and stalled
+// barriers by about half a millisecond (docs/ipc.md, "Stalls"). a.err is
+// the only host word the kernels see, and they only store to it.
+func TestKernelsNeverLoadHostMemory(t *testing.T) {
+	const store = "*(volatile u32*)a.err = "
+	uses := strings.Count(kernelSource, "a.err")
+	stores := strings.Count(kernelSource, store)
+	if uses == 0 || uses != stores {
+		t.Fatalf("kernels.cu uses a.err %d times, %d of them stores (%q): every use must be a store", uses, stores, store)
+	}
+	for _, bad := range []string{"a.abort", "volatile u32* abort"} {
+		if strings.Contains(kernelSource, bad) {
+			t.Fatalf("kernels.cu mentions %q: the abort word lives in device memory (a.ctl)", bad)
+		}
 	}
 }
 

@@ -12,11 +12,21 @@
 // can be captured in a CUDA graph). Start, middle (two-shot) and end
 // barriers use separate arrays; the end barrier makes inputs and scratch
 // reusable by the very next call. A barrier that waits longer than
-// `timeout` cycles sets *err to 1 and gives up (the host reports it),
-// instead of hanging the GPU forever when a peer never comes; when the
-// host sets the mapped *abort word (a peer process was lost) it sets *err
-// to 2 and gives up within a few hundred polls. Once *err is set, later
-// barriers give up too.
+// `timeout` cycles gives up with code 1, instead of hanging the GPU
+// forever when a peer never comes; when the host sets the abort word (a
+// peer process was lost) it gives up with code 2 within a few hundred
+// polls. The code is stored in the sticky device word ctl[1], so later
+// barriers give up at once, and reported to the host through *err.
+//
+// A waiting loop reads device memory only. It once also read the abort
+// and error words from mapped host memory every 256 polls: such a load
+// crosses PCIe to the host's memory, the polling thread cannot look at
+// its flag again until it returns, and how long that takes is up to the
+// host (PCIe, NUMA, the CPU package's power state), so a barrier that
+// waited a little too long could wait for a slow host read (docs/ipc.md,
+// "Stalls"). The host now sets the device-resident abort word with a
+// copy-engine transfer, and the kernels only store to host memory
+// (posted writes, which do not wait), on the failure path.
 //
 // All ranks reduce in rank order 0..n-1 and accumulate in float, so every
 // rank gets bit-identical results.
@@ -39,14 +49,14 @@ struct Args {
   Peers p;
   void* out;       // this rank's output (local)
   u32* counters;   // this rank's per-block flag counters [MAX_BLOCKS]
-  u32* err;        // this rank's error word, mapped host memory (1 timeout, 2 aborted)
+  u32* err;        // this rank's error report, mapped host memory, store-only (1 timeout, 2 aborted)
   u64 n;           // elements
   long long timeout;
   int rank;
   int nranks;
   const void* in;  // push one-shot: this rank's input (any device memory)
   u64 slot;        // push one-shot: bytes per (parity, source) slot
-  const volatile u32* abort;  // mapped host word: non-zero when the host aborts
+  u32* ctl;        // device memory: [0] abort (the host copies 1 in), [1] sticky give-up code
 };
 
 __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
@@ -96,17 +106,16 @@ __device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 fla
     while ((int)((PUBLISH ? ld_acquire(mine) : ld_relaxed(mine)) - flag) < 0) {
       // Every 256 polls (never on the fast path): give up when the host
       // aborted (a peer was lost), when an earlier barrier already gave
-      // up, or after the timeout.
+      // up, or after the timeout. Only device memory is read here.
       if ((++spins & 255) == 0) {
-        // a.err is mapped host memory: plain stores, not atomics (the
-        // host reads it after the stream is synchronized).
-        if (*a.abort) {
-          *(volatile u32*)a.err = 2u;
-          break;
-        }
-        if (*(volatile u32*)a.err != 0) break;
-        if (clock64() - start > a.timeout) {
-          *(volatile u32*)a.err = 1u;
+        u32 code = ld_relaxed(a.ctl + 1);
+        if (code == 0 && ld_relaxed(a.ctl) != 0) code = 2u;
+        if (code == 0 && clock64() - start > a.timeout) code = 1u;
+        if (code != 0) {
+          st_relaxed(a.ctl + 1, code);
+          // The err word is mapped host memory: a plain store (posted, it does
+          // not wait for PCIe); the host reads it after synchronizing.
+          *(volatile u32*)a.err = code;
           break;
         }
       }
