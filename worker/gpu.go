@@ -326,3 +326,19 @@ func (w *Worker) graphsInUse() error {
 	}
 	return nil
 }
+
+// NewStopwatch times this worker's work call by call: on a GPU, marks
+// are CUDA events on the worker's stream (device time between them); on
+// a host-only worker, the host clock. marks bounds the marks between two
+// Laps.
+func NewStopwatch(env registry.Env, marks int) (device.Stopwatch, error) {
+	w, ok := env.(*Worker)
+	if !ok || w.dev == nil {
+		return device.NewHostStopwatch(marks), nil
+	}
+	t, ok := w.dev.(device.Timer)
+	if !ok {
+		return nil, fmt.Errorf("worker %d: the device %T cannot time its work", w.cfg.ID, w.dev)
+	}
+	return t.NewStopwatch(marks)
+}

@@ -180,3 +180,43 @@ func init() {
 		panic(err)
 	}
 }
+
+// PeerCopy queues, on this worker's stream, a copy of src (a tensor on
+// this worker's GPU) into worker peer's instance of the IPC tensor dst
+// (same number of bytes): a copy-engine transfer over NVLink or PCIe.
+// It is how the benchmarks measure the link's bound.
+func PeerCopy(env registry.Env, dst, src *tensor.Tensor, peer int) error {
+	w, ok := env.(*Worker)
+	if !ok {
+		return fmt.Errorf("PeerCopy needs a chorus worker, got %T", env)
+	}
+	if peer < 0 || peer >= w.cfg.NumWorkers {
+		return fmt.Errorf("%w: PeerCopy: peer %d of %d workers", registry.ErrBadArgs, peer, w.cfg.NumWorkers)
+	}
+	if dst.NumBytes() != src.NumBytes() {
+		return fmt.Errorf("%w: PeerCopy: dst has %d bytes, src %d", registry.ErrBadArgs, dst.NumBytes(), src.NumBytes())
+	}
+	cd, ok := w.dev.(*device.CUDA)
+	if !ok || w.ipc.alloc == nil {
+		return fmt.Errorf("worker %d: PeerCopy: %w", w.cfg.ID, ErrNoIPC)
+	}
+	sb, err := w.deviceBuffer(src)
+	if err != nil {
+		return err
+	}
+	db, err := w.deviceBuffer(dst)
+	if err != nil {
+		return err
+	}
+	b, off, ok := w.ipc.alloc.Lookup(uint64(db.Ptr()) + uint64(dst.Offset()))
+	if !ok {
+		return fmt.Errorf("%w: PeerCopy: dst is not IPC memory (scope %q)", registry.ErrBadArgs, ScopeIPC)
+	}
+	to := cuda.DevicePtr(b.Data[peer] + uint64(off))
+	from := cuda.DevicePtr(uint64(sb.Ptr()) + uint64(src.Offset()))
+	drv, err := cuda.Load()
+	if err != nil {
+		return err
+	}
+	return cd.Do(func(s cuda.Stream) error { return drv.MemcpyDtoDAsync(to, from, src.NumBytes(), s) })
+}

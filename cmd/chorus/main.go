@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/ipc"
 	"github.com/chorus-rt/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/internal/demo"
 	"github.com/chorus-rt/chorus/internal/gpuprobe"
@@ -286,7 +287,8 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	warmup := fs.Int("warmup", 0, "untimed iterations per size (0: iters/10)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
 	devices := fs.String("devices", "", "GPU ids for the workers, comma-separated (GPU backends; worker i uses id i mod n)")
-	strategy := fs.String("strategy", "", "allreduce only: run the custom IPC all-reduce with this strategy (oneshot, twoshot, auto, nccl; needs GPUs)")
+	strategy := fs.String("strategy", "", "allreduce only: run the custom IPC all-reduce with these strategies, comma-separated, interleaved (oneshot, twoshot, auto, nccl; needs GPUs)")
+	rounds := fs.Int("rounds", 3, "interleaved rounds; each row reports the medians")
 	graph := fs.Bool("graph", false, "GPU workers: capture each size's timed calls in a CUDA graph and time its replays (like nccl-tests -G)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -313,8 +315,17 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	if err != nil {
 		return usageError{"bench: --max: " + err.Error()}
 	}
-	if *workers < 1 || *step < 2 || hi < lo {
-		return usageError{"bench: need --workers >= 1, --step >= 2 and --min <= --max"}
+	if *workers < 1 || *step < 2 || hi < lo || *rounds < 1 {
+		return usageError{"bench: need --workers >= 1, --step >= 2, --rounds >= 1 and --min <= --max"}
+	}
+	var strategies []string
+	if *strategy != "" {
+		for _, st := range strings.Split(*strategy, ",") {
+			if _, err := ipc.ParseStrategy(strings.TrimSpace(st)); err != nil {
+				return usageError{"bench: --strategy: " + err.Error()}
+			}
+			strategies = append(strategies, strings.TrimSpace(st))
+		}
 	}
 	if *kind != "process" && *kind != "threaded" {
 		return usageError{fmt.Sprintf("bench: unknown session kind %q", *kind)}
@@ -322,7 +333,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	if _, err := ccl.Lookup(*backend); err != nil {
 		return usageError{"bench: " + err.Error()}
 	}
-	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Strategy: *strategy, Session: *kind, Workers: *workers, DType: dt,
+	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Strategies: strategies, Rounds: *rounds, Session: *kind, Workers: *workers, DType: dt,
 		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs, Graph: *graph}
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)

@@ -401,8 +401,8 @@ func benchHandWritten(ctx context.Context, s *session.Session, f *session.DRef, 
 		if err != nil {
 			return res, err
 		}
-		res.TimeUs = max(res.TimeUs, d[0])
-		res.Wrong += int64(d[1])
+		res.TimeUs = max(res.TimeUs, d[bench.ResultMean])
+		res.Wrong += int64(d[bench.ResultWrong])
 	}
 	return res, nil
 }

@@ -329,3 +329,45 @@ func TestFakeCaptureMatchesEager(t *testing.T) {
 		g.Close()
 	}
 }
+
+func TestStopwatchMarks(t *testing.T) {
+	f := device.NewFake(0, 1<<20)
+	for _, tc := range []struct {
+		name  string
+		sw    func() (device.Stopwatch, error)
+		marks int
+	}{
+		{"fake", func() (device.Stopwatch, error) { return f.NewStopwatch(3) }, 3},
+		{"host", func() (device.Stopwatch, error) { return device.NewHostStopwatch(3), nil }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := tc.sw()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for round := range 2 { // Laps starts over
+				for i := range tc.marks {
+					if err := s.Mark(); err != nil {
+						t.Fatalf("round %d mark %d: %v", round, i, err)
+					}
+				}
+				if err := s.Mark(); !errors.Is(err, device.ErrStopwatch) {
+					t.Fatalf("round %d: mark past the end: %v, want device.ErrStopwatch", round, err)
+				}
+				laps, err := s.Laps()
+				if err != nil || len(laps) != tc.marks-1 {
+					t.Fatalf("round %d: Laps = %v, %v; want %d laps", round, laps, err, tc.marks-1)
+				}
+				for _, l := range laps {
+					if l < 0 {
+						t.Fatalf("negative lap %v", l)
+					}
+				}
+			}
+		})
+	}
+	if _, err := f.NewStopwatch(1); !errors.Is(err, device.ErrStopwatch) {
+		t.Fatalf("NewStopwatch(1): %v", err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,9 +34,14 @@ func IsCollective(name string) bool { _, ok := collectives[name]; return ok }
 type CollectiveConfig struct {
 	Bench   string // allreduce, allgather, reducescatter, broadcast
 	Backend string
-	// Strategy, for allreduce on GPUs, runs the custom IPC all-reduce
-	// (oneshot, twoshot, auto, nccl) instead of the backend's allreduce.
-	Strategy string
+	// Strategies, for allreduce on GPUs, run the custom IPC all-reduce
+	// (oneshot, twoshot, auto, nccl) instead of the backend's allreduce,
+	// each in turn at every size of every round (interleaved, so that
+	// what the machine does meanwhile hits them alike).
+	Strategies []string
+	// Rounds repeats the sweep (0: 3); each row reports the median over
+	// the rounds of each statistic.
+	Rounds int
 	Session  string // threaded or process
 	Workers  int
 	DType    tensor.DType
@@ -42,7 +49,7 @@ type CollectiveConfig struct {
 	MaxBytes int64
 	Step     int64 // size multiplier between rows
 	Iters    int   // 0: chosen per size
-	Warmup   int
+	Warmup   int   // at least this many untimed calls, and at least WarmupTime of them
 	// Graph captures each size's timed calls (at most MaxGraphCalls)
 	// into a CUDA graph and replays it until Iters calls ran, like
 	// nccl-tests' -G: the time is the GPU's alone, without the host's
@@ -61,16 +68,34 @@ type CollectiveResult struct {
 	Workers int     `json:"workers"`
 	DType   string  `json:"dtype"`
 	Bytes   int64   `json:"bytes"`
+	// TimeUs is the mean time per call; P50Us, P99Us and MaxUs the
+	// percentiles of the calls (or graph replays, divided by the calls
+	// they hold), each the median over Rounds rounds of the worst worker.
 	TimeUs  float64 `json:"time_us"`
+	P50Us   float64 `json:"p50_us"`
+	P99Us   float64 `json:"p99_us"`
+	MaxUs   float64 `json:"max_us"`
 	AlgBW   float64 `json:"algbw_gbs"`
 	BusBW   float64 `json:"busbw_gbs"`
 	Wrong   int64   `json:"wrong"`
 	Graph   bool    `json:"graph,omitempty"` // timed as CUDA graph replays
+	Rounds  int     `json:"rounds"`
+	Samples int     `json:"samples"` // timed calls (or replays) per round and worker
 }
 
-// MaxGraphCalls bounds the calls captured in one benchmark graph (a
-// graph of 200,000 small all-reduces takes long to instantiate).
-const MaxGraphCalls = 1000
+// MaxGraphCalls bounds the calls captured in one benchmark graph; each
+// replay of it is one sample.
+const MaxGraphCalls = 100
+
+// Sampling: at most MaxSamples timed calls (or replays) per size, at
+// least MinSamples; warm-up runs at least WarmupTime, so that clocks have
+// ramped up and lazy set-up (kernel loading, first touches of peer
+// memory) is over before anything is timed.
+const (
+	MaxSamples = 5000
+	MinSamples = 10
+	WarmupTime = 50 * time.Millisecond
+)
 
 // value of element i on rank r: small integers, exact in every dtype
 // (bfloat16 holds integers up to 256 exactly; sums over 8 ranks stay below).
@@ -154,20 +179,37 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			return c.Broadcast(ctx, send, recv, 0)
 		}
 	}
-	for range warmup {
-		if err := run(); err != nil {
+	// Warm up in batches of warmup calls until every rank has run for
+	// WarmupTime (the ranks agree after each batch, so all of them make
+	// the same number of calls).
+	warmStart := time.Now()
+	for batch := 0; ; batch++ {
+		for range max(warmup, 1) {
+			if err := run(); err != nil {
+				return nil, err
+			}
+		}
+		if err := worker.SyncDevice(env); err != nil {
 			return nil, err
 		}
+		done, err := allAgree(env, c, time.Since(warmStart) >= WarmupTime || batch >= 1000)
+		if err != nil {
+			return nil, fmt.Errorf("bench %s: warm-up: %w", name, err)
+		}
+		if done {
+			break
+		}
 	}
-	timed := iters // calls of run that are timed
+	perSample := 1 // calls per sample
+	samples := min(max(iters, MinSamples), MaxSamples)
 	if graph {
 		if env.Device().Kind != tensor.CUDA {
 			return nil, fmt.Errorf("%w: graph timing needs GPU workers", registry.ErrBadArgs)
 		}
-		calls := min(iters, MaxGraphCalls)
-		launches := max(1, (iters+calls-1)/calls)
+		perSample = min(iters, MaxGraphCalls)
+		samples = min(max((iters+perSample-1)/perSample, MinSamples), MaxSamples)
 		g, err := worker.Capture(env, func() error {
-			for range calls {
+			for range perSample {
 				if err := run(); err != nil {
 					return err
 				}
@@ -183,8 +225,12 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			return nil, err
 		}
 		run = g.Launch
-		timed, iters = launches, calls*launches
 	}
+	sw, err := worker.NewStopwatch(env, samples+1)
+	if err != nil {
+		return nil, err
+	}
+	defer sw.Close()
 	if err := c.Barrier(ctx); err != nil {
 		return nil, err
 	}
@@ -194,17 +240,27 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err := worker.SyncDevice(env); err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	for range timed {
+	// Every call (or replay) between two marks: on GPUs CUDA events, so
+	// each sample is the device's time for it, stalls included.
+	if err := sw.Mark(); err != nil {
+		return nil, err
+	}
+	for range samples {
 		if err := run(); err != nil {
 			return nil, err
 		}
+		if err := sw.Mark(); err != nil {
+			return nil, err
+		}
 	}
-	// GPU collectives are asynchronous: the time includes draining them.
+	laps, err := sw.Laps()
+	if err != nil {
+		return nil, err
+	}
 	if err := worker.SyncDevice(env); err != nil {
 		return nil, err
 	}
-	el := time.Since(t0)
+	st := summarize(laps, perSample)
 	hostRecv, err := worker.ToHost(env, recv)
 	if err != nil {
 		return nil, err
@@ -237,8 +293,88 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			wrong++
 		}
 	}
-	out := tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(max(iters, 1)), float64(wrong)})
-	return out, nil
+	out := make([]float64, resultLen)
+	out[ResultMean], out[ResultP50], out[ResultP99], out[ResultMax] = st.mean, st.p50, st.p99, st.max
+	out[ResultWrong], out[ResultSamples] = float64(wrong), float64(len(laps))
+	return tensor.FromSlice(out), nil
+}
+
+// Elements of the float64 tensor chorus.bench_collective returns on each
+// worker (times in microseconds per call).
+const (
+	ResultMean = iota
+	ResultP50
+	ResultP99
+	ResultMax
+	ResultWrong
+	ResultSamples
+	resultLen
+)
+
+
+// allAgree reports whether ok holds on every rank (an all-reduce of one
+// element with min, on the communicator's device).
+func allAgree(env registry.Env, c ccl.Comm, ok bool) (bool, error) {
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	h := tensor.FromSlice([]float32{float32(v)})
+	t, err := env.Alloc(tensor.Float32, tensor.Shape{1}, env.Device(), "")
+	if err != nil {
+		return false, err
+	}
+	if err := worker.FromHost(env, t, h); err != nil {
+		return false, err
+	}
+	if err := c.AllReduce(env.Context(), t, t, reduce.Min); err != nil {
+		return false, err
+	}
+	out, err := worker.ToHost(env, t)
+	if err != nil {
+		return false, err
+	}
+	d, err := tensor.Data[float32](out)
+	if err != nil {
+		return false, err
+	}
+	return d[0] == 1, nil
+}
+
+// stats of one worker's samples, in microseconds per call.
+type stats struct{ mean, p50, p99, max float64 }
+
+// summarize turns laps (each covering per calls) into per-call
+// statistics; percentiles are nearest-rank.
+func summarize(laps []time.Duration, per int) stats {
+	if len(laps) == 0 {
+		return stats{}
+	}
+	us := make([]float64, len(laps))
+	var sum float64
+	for i, l := range laps {
+		us[i] = float64(l.Nanoseconds()) / 1e3 / float64(per)
+		sum += us[i]
+	}
+	slices.Sort(us)
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(us)))) - 1
+		return us[min(max(i, 0), len(us)-1)]
+	}
+	return stats{mean: sum / float64(len(us)), p50: rank(0.50), p99: rank(0.99), max: us[len(us)-1]}
+}
+
+// median of xs (xs is reordered).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 // wraps accepts integer results that equal want modulo the dtype's range.
@@ -289,65 +425,134 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 		return err
 	}
 	step := max(cfg.Step, 2)
+	rounds := cfg.Rounds
+	if rounds <= 0 {
+		rounds = 3
+	}
+	strategies := cfg.Strategies
+	if len(strategies) == 0 {
+		strategies = []string{""}
+	}
+	var sizes []int64
 	for b := cfg.MinBytes; b <= cfg.MaxBytes; b *= step {
-		iters := cfg.Iters
-		if iters <= 0 {
-			iters = itersFor(b)
-		}
-		warm := cfg.Warmup
-		if warm <= 0 {
-			warm = max(2, iters/10)
-		}
-		name := cfg.Bench
-		if cfg.Strategy != "" {
-			name += ":" + cfg.Strategy
-		}
-		res, err := s.CallPacked(f, name, cfg.DType, b, iters, warm, cfg.Graph)
-		if err != nil {
-			return err
-		}
-		backend := cfg.Backend
-		if cfg.Strategy != "" {
-			backend = "ipc-" + cfg.Strategy
-		}
-		row := CollectiveResult{Bench: cfg.Bench, Backend: backend, Session: cfg.Session, Workers: cfg.Workers, DType: cfg.DType.String(), Bytes: b, Graph: cfg.Graph}
-		for w := range cfg.Workers {
-			v, err := s.DebugGetFromRemote(ctx, res, w)
-			if err != nil {
-				return err
+		sizes = append(sizes, b)
+	}
+	// runs[size][strategy] holds one row per round.
+	runs := make([][][]CollectiveResult, len(sizes))
+	for i := range runs {
+		runs[i] = make([][]CollectiveResult, len(strategies))
+	}
+	for round := range rounds {
+		for i, b := range sizes {
+			for j, strategy := range strategies {
+				row, err := collectiveOnce(ctx, s, f, cfg, strategy, b, factor)
+				if err != nil {
+					return err
+				}
+				runs[i][j] = append(runs[i][j], row)
 			}
-			d, err := tensor.Data[float64](v.(*tensor.Tensor))
-			if err != nil {
-				return err
+			if round == rounds-1 {
+				for j := range strategies {
+					emit(medianRow(runs[i][j], factor(cfg.Workers)))
+				}
 			}
-			row.TimeUs = max(row.TimeUs, d[0])
-			row.Wrong += int64(d[1])
 		}
-		if err := res.Release(); err != nil {
-			return err
-		}
-		if row.TimeUs > 0 {
-			row.AlgBW = float64(b) / row.TimeUs / 1e3
-			row.BusBW = row.AlgBW * factor(cfg.Workers)
-		}
-		emit(row)
 	}
 	return s.Shutdown()
 }
 
+// collectiveOnce measures one size with one strategy ("" for the
+// backend's own collective): a row with the worst worker's statistics.
+func collectiveOnce(ctx context.Context, s *session.Session, f *session.DRef, cfg CollectiveConfig, strategy string, b int64, factor func(int) float64) (CollectiveResult, error) {
+	iters := cfg.Iters
+	if iters <= 0 {
+		iters = itersFor(b)
+	}
+	warm := cfg.Warmup
+	if warm <= 0 {
+		warm = max(2, min(iters, MaxSamples)/10)
+	}
+	name := cfg.Bench
+	backend := cfg.Backend
+	if strategy != "" {
+		name += ":" + strategy
+		backend = "ipc-" + strategy
+	}
+	row := CollectiveResult{Bench: cfg.Bench, Backend: backend, Session: cfg.Session, Workers: cfg.Workers, DType: cfg.DType.String(), Bytes: b, Graph: cfg.Graph, Rounds: 1}
+	res, err := s.CallPacked(f, name, cfg.DType, b, iters, warm, cfg.Graph)
+	if err != nil {
+		return row, err
+	}
+	defer res.Release()
+	for w := range cfg.Workers {
+		v, err := s.DebugGetFromRemote(ctx, res, w)
+		if err != nil {
+			return row, err
+		}
+		d, err := tensor.Data[float64](v.(*tensor.Tensor))
+		if err != nil {
+			return row, err
+		}
+		row.TimeUs = max(row.TimeUs, d[ResultMean])
+		row.P50Us = max(row.P50Us, d[ResultP50])
+		row.P99Us = max(row.P99Us, d[ResultP99])
+		row.MaxUs = max(row.MaxUs, d[ResultMax])
+		row.Wrong += int64(d[ResultWrong])
+		row.Samples = int(d[ResultSamples])
+	}
+	row.setBandwidth(factor(cfg.Workers))
+	return row, nil
+}
+
+func (r *CollectiveResult) setBandwidth(factor float64) {
+	r.AlgBW, r.BusBW = 0, 0
+	if r.TimeUs > 0 {
+		r.AlgBW = float64(r.Bytes) / r.TimeUs / 1e3
+		r.BusBW = r.AlgBW * factor
+	}
+}
+
+// medianRow combines the rounds of one size and strategy: the median of
+// each statistic, the sum of wrong elements.
+func medianRow(rows []CollectiveResult, factor float64) CollectiveResult {
+	out := rows[0]
+	pick := func(get func(CollectiveResult) float64) float64 {
+		xs := make([]float64, len(rows))
+		for i, r := range rows {
+			xs[i] = get(r)
+		}
+		return median(xs)
+	}
+	out.TimeUs = pick(func(r CollectiveResult) float64 { return r.TimeUs })
+	out.P50Us = pick(func(r CollectiveResult) float64 { return r.P50Us })
+	out.P99Us = pick(func(r CollectiveResult) float64 { return r.P99Us })
+	out.MaxUs = pick(func(r CollectiveResult) float64 { return r.MaxUs })
+	out.Wrong = 0
+	for _, r := range rows {
+		out.Wrong += r.Wrong
+	}
+	out.Rounds = len(rows)
+	out.setBandwidth(factor)
+	return out
+}
+
 // CollectiveHeader and CollectiveRow print nccl-tests style tables.
 func CollectiveHeader(w io.Writer, cfg CollectiveConfig) {
-	how := "timed inside the workers"
+	how := "each call timed inside the workers (CUDA events on GPUs)"
 	if cfg.Graph {
-		how += fmt.Sprintf(", as CUDA graph replays (up to %d calls per graph)", MaxGraphCalls)
+		how = fmt.Sprintf("each CUDA graph replay of up to %d calls timed with CUDA events", MaxGraphCalls)
 	}
-	fmt.Fprintf(w, "# chorus bench %s: backend %s, %s session, %d workers, %s\n", cfg.Bench, cfg.Backend, cfg.Session, cfg.Workers, how)
-	fmt.Fprintf(w, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+	rounds := cfg.Rounds
+	if rounds <= 0 {
+		rounds = 3
+	}
+	fmt.Fprintf(w, "# chorus bench %s: backend %s, %s session, %d workers, %s; medians of %d interleaved rounds\n", cfg.Bench, cfg.Backend, cfg.Session, cfg.Workers, how, rounds)
+	fmt.Fprintf(w, "#%12s %12s %9s %10s %10s %10s %10s %11s %11s %8s  %s\n", "size(B)", "count", "type", "mean(us)", "p50(us)", "p99(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algorithm")
 }
 
 func CollectiveRow(w io.Writer, r CollectiveResult) {
 	dt, _ := tensor.ParseDType(r.DType)
-	fmt.Fprintf(w, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.AlgBW, r.BusBW, r.Wrong)
+	fmt.Fprintf(w, " %12d %12d %9s %10.2f %10.2f %10.2f %10.2f %11.3f %11.3f %8d  %s\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.P50Us, r.P99Us, r.MaxUs, r.AlgBW, r.BusBW, r.Wrong, r.Backend)
 }
 
 // ParseSize reads 1K, 64M, 1G (powers of two) or plain bytes.

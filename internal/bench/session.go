@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/chorus-rt/chorus/session"
@@ -74,23 +73,9 @@ func Session(ctx context.Context, cfg SessionConfig) (SessionResult, error) {
 	if err := s.Shutdown(); err != nil {
 		return res, err
 	}
-	res.P50us, res.P99us, res.Meanus = summarize(lat)
+	st := summarize(lat, 1)
+	res.P50us, res.P99us, res.Meanus = st.p50, st.p99, st.mean
 	return res, nil
-}
-
-// summarize returns the median, 99th percentile and mean in microseconds.
-func summarize(lat []time.Duration) (p50, p99, mean float64) {
-	if len(lat) == 0 {
-		return 0, 0, 0
-	}
-	s := slices.Clone(lat)
-	slices.Sort(s)
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	return us(s[len(s)/2]), us(s[min(len(s)-1, len(s)*99/100)]), us(sum) / float64(len(s))
 }
 
 // WriteSessionTable prints results in the style of nccl-tests.
