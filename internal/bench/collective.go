@@ -41,7 +41,7 @@ type CollectiveConfig struct {
 	Strategies []string
 	// Rounds repeats the sweep (0: 3); each row reports the median over
 	// the rounds of each statistic.
-	Rounds int
+	Rounds   int
 	Session  string // threaded or process
 	Workers  int
 	DType    tensor.DType
@@ -62,12 +62,12 @@ type CollectiveConfig struct {
 
 // CollectiveResult is one row, in the JSON shape scripts expect.
 type CollectiveResult struct {
-	Bench   string  `json:"bench"`
-	Backend string  `json:"backend"`
-	Session string  `json:"session"`
-	Workers int     `json:"workers"`
-	DType   string  `json:"dtype"`
-	Bytes   int64   `json:"bytes"`
+	Bench   string `json:"bench"`
+	Backend string `json:"backend"`
+	Session string `json:"session"`
+	Workers int    `json:"workers"`
+	DType   string `json:"dtype"`
+	Bytes   int64  `json:"bytes"`
 	// TimeUs is the mean time per call; P50Us, P99Us and MaxUs the
 	// percentiles of the calls (or graph replays, divided by the calls
 	// they hold), each the median over Rounds rounds of the worst worker.
@@ -310,7 +310,6 @@ const (
 	ResultSamples
 	resultLen
 )
-
 
 // allAgree reports whether ok holds on every rank (an all-reduce of one
 // element with min, on the communicator's device).
