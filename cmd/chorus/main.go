@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,7 +41,8 @@ Commands:
                   (--pipeline NAME|SPEC, --print-after-all)
   bench session   latency of a no-op call + sync, per session kind
   bench allreduce|allgather|reducescatter|broadcast
-                  collective sweeps in the style of nccl-tests
+                  collective sweeps in the style of nccl-tests (mean, p50, p99, max)
+  bench peercopy  copy-engine transfers into a peer GPU's IPC memory (the link's bound)
   bench mlp       time per step and peak memory of the MLP on the VM
   funcs           list the functions workers can call
   plan show|run|build|verify
@@ -206,7 +208,7 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
+		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
 		if len(args) == 0 {
 			return usageError{"bench: which benchmark?"}
 		}
@@ -321,10 +323,15 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	var strategies []string
 	if *strategy != "" {
 		for _, st := range strings.Split(*strategy, ",") {
-			if _, err := ipc.ParseStrategy(strings.TrimSpace(st)); err != nil {
+			st = strings.TrimSpace(st)
+			if name == "peercopy" {
+				if !slices.Contains(bench.PeerCopyModes, st) {
+					return usageError{fmt.Sprintf("bench peercopy: --strategy %q: want %s", st, strings.Join(bench.PeerCopyModes, ","))}
+				}
+			} else if _, err := ipc.ParseStrategy(st); err != nil {
 				return usageError{"bench: --strategy: " + err.Error()}
 			}
-			strategies = append(strategies, strings.TrimSpace(st))
+			strategies = append(strategies, st)
 		}
 	}
 	if *kind != "process" && *kind != "threaded" {
@@ -332,6 +339,9 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	}
 	if _, err := ccl.Lookup(*backend); err != nil {
 		return usageError{"bench: " + err.Error()}
+	}
+	if name == "peercopy" && len(strategies) == 0 {
+		strategies = bench.PeerCopyModes
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Strategies: strategies, Rounds: *rounds, Session: *kind, Workers: *workers, DType: dt,
 		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs, Graph: *graph}

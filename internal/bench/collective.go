@@ -25,7 +25,14 @@ var collectives = map[string]func(n int) float64{
 	"allgather":     func(n int) float64 { return float64(n-1) / float64(n) },
 	"reducescatter": func(n int) float64 { return float64(n-1) / float64(n) },
 	"broadcast":     func(int) float64 { return 1 },
+	// peercopy is the link's bound: copy-engine transfers of size bytes
+	// into a peer's IPC memory, "uni" (rank 0 to rank 1 only) or "bidir"
+	// (every rank r to rank r+1 at once); bandwidth per direction.
+	"peercopy": func(int) float64 { return 1 },
 }
+
+// PeerCopyModes are the strategies of the peercopy benchmark.
+var PeerCopyModes = []string{"uni", "bidir"}
 
 // IsCollective reports whether name is a collective benchmark.
 func IsCollective(name string) bool { _, ok := collectives[name]; return ok }
@@ -119,18 +126,24 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	n, r := c.Size(), c.Rank()
 	// "allreduce:STRATEGY" is the custom all-reduce on IPC memory.
 	name, strategy, custom := strings.Cut(name, ":")
-	scope := ""
-	if custom {
-		if name != "allreduce" {
-			return nil, fmt.Errorf("%w: a strategy applies to allreduce only, not %q", registry.ErrBadArgs, name)
+	// "peercopy:uni|bidir" copies send into a peer's recv (IPC memory).
+	scope, recvScope := "", ""
+	switch {
+	case name == "peercopy":
+		if !slices.Contains(PeerCopyModes, strategy) || n < 2 {
+			return nil, fmt.Errorf("%w: peercopy needs a mode (%v) and 2 or more workers", registry.ErrBadArgs, PeerCopyModes)
 		}
+		recvScope = worker.ScopeIPC
+	case custom && name != "allreduce":
+		return nil, fmt.Errorf("%w: a strategy applies to allreduce only, not %q", registry.ErrBadArgs, name)
+	case custom:
 		scope = worker.ScopeIPC
 	}
 	es := int64(dt.Size())
 	count := bytes / es // elements of the buffer that "size" refers to
 	var sendN, recvN int64
 	switch name {
-	case "allreduce", "broadcast":
+	case "allreduce", "broadcast", "peercopy":
 		sendN, recvN = count, count
 	case "allgather": // size = output
 		count -= count % int64(n)
@@ -146,7 +159,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err != nil {
 		return nil, err
 	}
-	recv, err := env.Alloc(dt, tensor.Shape{recvN}, env.Device(), "")
+	recv, err := env.Alloc(dt, tensor.Shape{recvN}, env.Device(), recvScope)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +179,11 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	}
 	run := func() error {
 		switch name {
+		case "peercopy":
+			if strategy == "uni" && r != 0 {
+				return nil
+			}
+			return worker.PeerCopy(env, recv, send, (r+1)%n)
 		case "allreduce":
 			if custom {
 				return worker.CustomAllReduce(env, send, recv, "sum", strategy)
@@ -273,6 +291,11 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	for i, g := range got {
 		var want float64
 		switch name {
+		case "peercopy":
+			if strategy == "uni" && r != 1 {
+				continue // only rank 1 receives
+			}
+			want = benchValue((r+n-1)%n, i)
 		case "allreduce":
 			for q := range n {
 				want += benchValue(q, i)
