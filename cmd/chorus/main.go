@@ -208,7 +208,7 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
+		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
 		if len(args) == 0 {
 			return usageError{"bench: which benchmark?"}
 		}
@@ -219,6 +219,8 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return benchSession(ctx, args[1:], out, errOut)
 	case args[0] == "mlp":
 		return benchMLP(ctx, args[1:], out, errOut)
+	case args[0] == "hostpoll":
+		return benchHostPoll(args[1:], out)
 	case bench.IsCollective(args[0]) && benchPlanFlagged(args[1:]):
 		return benchPlan(ctx, args[0], args[1:], out, errOut)
 	case bench.IsCollective(args[0]):
@@ -353,6 +355,29 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 			_ = bench.WriteJSON(out, []bench.CollectiveResult{r})
 		} else {
 			bench.CollectiveRow(out, r)
+		}
+	})
+}
+
+func benchHostPoll(args []string, out io.Writer) error {
+	fs := newFlags("bench hostpoll", "chorus bench hostpoll [--device 0] [--loads 2000] [--json]", out)
+	dev := fs.Int("device", 0, "GPU id")
+	loads := fs.Int("loads", 2000, "dependent loads timed per memory kind")
+	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *loads < 1 || *loads > 1<<20 || *dev < 0 {
+		return usageError{"bench hostpoll: need --loads in 1..1048576 and --device >= 0"}
+	}
+	if !*asJSON {
+		fmt.Fprintf(out, "# chorus bench hostpoll: cuda:%d, one GPU thread's dependent loads (clock64 at the base clock), ns\n#%11s %9s %6s %10s %10s %10s\n", *dev, "memory", "host", "loads", "p50(ns)", "p99(ns)", "max(ns)")
+	}
+	return bench.HostPoll(*dev, *loads, func(r bench.HostPollResult) {
+		if *asJSON {
+			_ = bench.WriteJSON(out, []bench.HostPollResult{r})
+		} else {
+			bench.HostPollTable(out, r)
 		}
 	})
 }
