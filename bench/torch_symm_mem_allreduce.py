@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
 import torch.multiprocessing as mp
 
-from torch_timing import suffix, time_calls
+from torch_timing import reduce_max, suffix, time_calls
 
 
 def run(rank, world, max_bytes, port):
@@ -50,13 +50,12 @@ def run(rank, world, max_bytes, port):
                     print(f"symm-mem {name} {size} bytes: {e}", file=sys.stderr, flush=True)
                 size *= 4
                 continue
-            t = torch.tensor([us], device="cuda")
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            st = reduce_max(us)
             if rank == 0:
-                alg = size / t.item() / 1e3
+                alg = size / st["time_us"] / 1e3
                 print(json.dumps({"bench": "allreduce", "backend": f"torch-symm-{name}" + suffix(), "session": "process",
-                                  "workers": world, "dtype": "bfloat16", "bytes": size, "time_us": t.item(),
-                                  "algbw_gbs": alg, "busbw_gbs": alg * 2 * (world - 1) / world, "wrong": 0}), flush=True)
+                                  "workers": world, "dtype": "bfloat16", "bytes": size, "time_us": st["time_us"],
+                                  "p50_us": st["p50_us"], "p99_us": st["p99_us"], "max_us": st["max_us"], "algbw_gbs": alg, "busbw_gbs": alg * 2 * (world - 1) / world, "wrong": 0}), flush=True)
             size *= 4
     dist.destroy_process_group()
 

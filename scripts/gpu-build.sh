@@ -13,5 +13,5 @@ for pkg in ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc
   go test -c -ldflags="-s -w" -o "$dir/$(basename "$pkg").test" "$pkg"
   echo "$(basename "$pkg") ${pkg#./}"
 done >"$dir/packages" # gpu-check.sh runs each test in its package's folder
-cp scripts/gpu-check.sh scripts/gpu-bench.sh bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/torch_timing.py bench/summarize.py "$dir/"
+cp scripts/gpu-check.sh scripts/gpu-bench.sh scripts/gpu-stress.sh bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/torch_timing.py bench/summarize.py "$dir/"
 echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"
