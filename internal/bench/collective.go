@@ -210,7 +210,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		if err := worker.SyncDevice(env); err != nil {
 			return nil, err
 		}
-		done, err := allAgree(env, c, time.Since(warmStart) >= WarmupTime || batch >= 1000)
+		done, err := allAgree(env, c, strategy, time.Since(warmStart) >= WarmupTime || batch >= 1000)
 		if err != nil {
 			return nil, fmt.Errorf("bench %s: warm-up: %w", name, err)
 		}
@@ -334,9 +334,11 @@ const (
 	resultLen
 )
 
-// allAgree reports whether ok holds on every rank (an all-reduce of one
-// element with min, on the communicator's device).
-func allAgree(env registry.Env, c ccl.Comm, ok bool) (bool, error) {
+// allAgree reports whether ok holds on every rank: an all-reduce of one
+// element with min, on the communicator's device (with the custom
+// all-reduce when a strategy is benchmarked: the "ipc" backend has no
+// other all-reduce).
+func allAgree(env registry.Env, c ccl.Comm, strategy string, ok bool) (bool, error) {
 	v := 0.0
 	if ok {
 		v = 1
@@ -349,7 +351,12 @@ func allAgree(env registry.Env, c ccl.Comm, ok bool) (bool, error) {
 	if err := worker.FromHost(env, t, h); err != nil {
 		return false, err
 	}
-	if err := c.AllReduce(env.Context(), t, t, reduce.Min); err != nil {
+	if strategy != "" && env.Device().Kind == tensor.CUDA {
+		err = worker.CustomAllReduce(env, t, t, "min", "oneshot")
+	} else {
+		err = c.AllReduce(env.Context(), t, t, reduce.Min)
+	}
+	if err != nil {
 		return false, err
 	}
 	out, err := worker.ToHost(env, t)

@@ -54,6 +54,9 @@ func HostPoll(ordinal, loads int, emit func(HostPollResult)) error {
 	if err != nil {
 		return err
 	}
+	if err := d.Init(); err != nil {
+		return err
+	}
 	comp, err := nvrtc.Load()
 	if err != nil {
 		return err
