@@ -21,7 +21,7 @@ func TestValidateCatches(t *testing.T) {
 		{"threads", "", func(p *Plan) { p.NumThreadsPerBlock = 2048 }, "num_threads_per_block 2048 not in 1..1024"},
 		{"alignment", "", func(p *Plan) { p.BufferAlignment = 0 }, "buffer_alignment 0 not positive"},
 		{"message sizes", "", func(p *Plan) { p.MinMessageSize, p.MaxMessageSize = 10, 5 }, "min_message_size 10 > max_message_size 5"},
-		{"no chunks", "", func(p *Plan) { p.GPUs[1].InputChunks, p.GPUs[1].OutputChunks = 0, 0 }, "gpu 1: neither input nor output chunks"},
+		{"no chunks", "", func(p *Plan) { p.GPUs[1].InputChunks, p.GPUs[1].OutputChunks = 0, 0 }, "gpu 1 tb 0 op 3 (put) src_buff[0]: in[0:1] beyond rank 1's 0 in chunks"},
 		{"peer self", "", func(p *Plan) { p.GPUs[0].Channels[0].ConnectedTo[0] = 0 }, "gpu 0 channel 0: connected_to itself (rank 0)"},
 		{"peer range", "", func(p *Plan) { p.GPUs[1].Channels[0].ConnectedTo[0] = 7 }, "gpu 1 channel 0: connected_to rank 7 out of range 0..1"},
 		{"remote buffer self", "", func(p *Plan) { p.GPUs[0].RemoteBuffers[1].Rank = 0 }, "gpu 0 remote buffer 1: is rank 0's own buffer"},
