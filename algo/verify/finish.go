@@ -35,7 +35,11 @@ func (v *verifier) finish() *Error {
 			c := v.cell(r, plan.Output, i)
 			if c.w.at != nil && end[r][c.w.th] < c.w.ep {
 				a := plan.Access{Rank: r, Buffer: plan.Output}
-				return newErr(Race, c.w.at, "writes %s, but nothing orders the write before rank %d's kernel ends (rank %d waits for no signal sent after it); fix: after the write, signal rank %d (with a nop before the signal) and make rank %d wait for that signal", v.chunkName(a, i), r, r, r, r)
+				e := newErr(Race, c.w.at, "writes %s, but nothing orders the write before rank %d's kernel ends (rank %d waits for no signal sent after it); fix: after the write, signal rank %d (with a nop before the signal) and make rank %d wait for that signal", v.chunkName(a, i), r, r, r, r)
+				if w := c.w.at.loc.Rank; w != r && v.relaxedBetween(w, r) {
+					e.Msg += fmt.Sprintf("; rank %d does send rlxsignal to rank %d, but a relaxed signal does not order the store before it: use signal/wait", w, r)
+				}
+				return e
 			}
 		}
 	}
