@@ -325,6 +325,29 @@ func (c *compiler) switchOp(tb int, op *plan.Op, in inst) (inst, error) {
 	}
 	switch op.Name {
 	case plan.OpGroupLoadReduce, plan.OpGroupStore:
+		if op.GroupBuffer == plan.BufferNone && len(op.Src) == 1 && len(op.Dst) == 1 {
+			// Buffer form: gstore local src -> switch dst, glre switch
+			// src -> local dst.
+			loc, sw := op.Src[0], op.Dst[0]
+			if op.Name == plan.OpGroupLoadReduce {
+				loc, sw = op.Dst[0], op.Src[0]
+			}
+			if loc.Kind != plan.RefLocal || sw.Kind != plan.RefSwitch {
+				return fail(fmt.Errorf("%s wants a local and a switch reference", op.Name))
+			}
+			refs, err := groupRefs(sw.ID, plan.BufferNone, sw.Index, sw.Size)
+			if err != nil {
+				return fail(err)
+			}
+			in.group = len(refs)
+			l := []ref{{rank: c.rank, buf: loc.Type, index: loc.Index, size: loc.Size}}
+			if op.Name == plan.OpGroupLoadReduce {
+				in.srcs, in.dsts = refs, l
+			} else {
+				in.srcs, in.dsts = l, refs
+			}
+			return in, nil
+		}
 		if len(op.ChannelIDs) == 0 {
 			return fail(fmt.Errorf("no switch channel"))
 		}

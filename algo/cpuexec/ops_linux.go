@@ -344,11 +344,18 @@ func (t *tbRun) packetsReady(in *inst, it, unit int64) (bool, error) {
 
 // move runs copy, put, get (plain or packets): dst[i] = src[i].
 func (t *tbRun) move(in *inst, it, unit int64) error {
-	if len(in.srcs) != len(in.dsts) {
+	// One source to several destinations: rppkt forwards src_buff[0] to
+	// every destination.
+	one := len(in.srcs) == 1 && len(in.dsts) > 1
+	if len(in.srcs) != len(in.dsts) && !one {
 		return t.errf(in, "%d sources for %d destinations", len(in.srcs), len(in.dsts))
 	}
-	for i := range in.srcs {
-		s, err := t.span(in, in.srcs[i], it, unit)
+	for i := range in.dsts {
+		si := i
+		if one {
+			si = 0
+		}
+		s, err := t.span(in, in.srcs[si], it, unit)
 		if err != nil {
 			return err
 		}
@@ -356,7 +363,7 @@ func (t *tbRun) move(in *inst, it, unit int64) error {
 		if err != nil {
 			return err
 		}
-		sp, dp := in.srcs[i].packet, in.dsts[i].packet
+		sp, dp := in.srcs[si].packet, in.dsts[i].packet
 		switch {
 		case !sp && !dp:
 			if len(s) != len(d) {
@@ -373,11 +380,11 @@ func (t *tbRun) move(in *inst, it, unit int64) error {
 			}
 			t.x.seg.ring(in.dsts[i].rank)
 		case sp && !dp:
-			if err := t.readPackets(in, d, s, in.srcs[i].rank); err != nil {
+			if err := t.readPackets(in, d, s, in.srcs[si].rank); err != nil {
 				return err
 			}
 		default:
-			if err := t.forwardPackets(in, d, s, in.srcs[i].rank); err != nil {
+			if err := t.forwardPackets(in, d, s, in.srcs[si].rank); err != nil {
 				return err
 			}
 			t.x.seg.ring(in.dsts[i].rank)

@@ -52,7 +52,9 @@ func (p *Program) emit(lowered [][][]*op) *plan.Plan {
 			}
 		}
 		ge := &gpuEmitter{p: p, g: &g, rank: r, rb: map[rbKey]int{}}
-		g.ThreadBlocks = make([]plan.ThreadBlock, len(lowered[r])*I)
+		if len(lowered[r]) > 0 { // a rank without thread blocks keeps nil, as Parse gives
+			g.ThreadBlocks = make([]plan.ThreadBlock, len(lowered[r])*I)
+		}
 		for t, ops := range lowered[r] {
 			for i := range I {
 				g.ThreadBlocks[t*I+i] = ge.threadBlock(t*I+i, i, ops)

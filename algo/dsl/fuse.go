@@ -107,6 +107,17 @@ func (p *Program) fuse2(a, b *op) *op {
 		f.chans = append(f.chans, b.chans...)
 		return f
 
+	// rppkt+rppkt forwarding the same packets to other peers: one rppkt
+	// from one source to several destinations (MSCCL++'s executor reads
+	// src_buff[0] once and writes every dst_buff entry).
+	case a.name == plan.OpReadPutPackets && b.name == a.name && a.chType == b.chType && tbgEqual(a.tbg, b.tbg) &&
+		len(a.src) == 1 && len(b.src) == 1 && a.src[0].same(b.src[0]) && a.sync == SyncNone && b.sync == SyncNone &&
+		!conflicts(a.accesses(), b.accesses()):
+		f := a.clone()
+		f.dst = append(f.dst, b.dst...)
+		f.chans = append(f.chans, b.chans...)
+		return f
+
 	// port put then signal on the same channel: put_with_signal.
 	case a.name == plan.OpPut && a.chType == plan.ChannelPort && b.name == plan.OpSignal && b.chType == plan.ChannelPort &&
 		len(a.dst) == 1 && len(b.chans) == 1 && a.chans[0] == b.chans[0]:

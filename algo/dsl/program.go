@@ -115,6 +115,10 @@ type Config struct {
 	// InputChunks and OutputChunks override the sizes above (per rank,
 	// before instance replication); required for other collectives.
 	InputChunks, OutputChunks int
+	// NoBuffers: the ranks have neither input nor output chunks (MSCCL++'s
+	// TestCollective(n, 0, 0): programs that only synchronize or use
+	// scratch). InputChunks and OutputChunks must then be 0.
+	NoBuffers bool
 }
 
 // Program is a collective algorithm under construction. Build it with the
@@ -206,7 +210,12 @@ func NewProgram(cfg Config) *Program {
 	if cfg.OutputChunks > 0 {
 		out = cfg.OutputChunks
 	}
-	if in <= 0 && out <= 0 && cfg.Collective != "" {
+	if cfg.NoBuffers {
+		if cfg.InputChunks > 0 || cfg.OutputChunks > 0 {
+			bad("NoBuffers with %d input and %d output chunks", cfg.InputChunks, cfg.OutputChunks)
+		}
+		in, out = 0, 0
+	} else if in <= 0 && out <= 0 && cfg.Collective != "" {
 		bad("collective %q has no default buffer sizes: set InputChunks/OutputChunks", cfg.Collective)
 	}
 	p.switchID = make([]int, max(cfg.Ranks, 0))

@@ -232,7 +232,11 @@ func (p *Plan) Access(gpu, tb, op int) ([]Access, error) {
 //     switch channel's buffer on every rank of its group.
 //   - glre reads GroupBuffer[GroupOffset:+GroupSize] on every group rank and
 //     writes DstChunk; gstore reads SrcChunk and writes the group range on
-//     every group rank.
+//     every group rank. In the buffer form (GroupBuffer BufferNone) they
+//     use src_buff/dst_buff like any op: gstore local -> switch, glre
+//     switch -> local.
+//   - rppkt with one src_buff and several dst_buff entries reads the
+//     source once and writes every destination.
 //   - Packet format: cpkt writes packets, upkt reads packets, ppkt writes
 //     packets to the peer, rppkt reads and writes packets; the packet
 //     reduces (repkt, respkt, recpkt, recspkt) read src_buff[1:] as packets
@@ -311,7 +315,7 @@ func (p *Plan) OpAccess(gpu, tb int, op *Op) ([]Access, error) {
 	if op.Name == OpGroupStore && op.SrcChunk != nil {
 		add(AccessRead, gpu, op.SrcChunk.Type, op.SrcChunk.Index, op.SrcChunk.Size, false, ChannelNone)
 	}
-	if op.Name == OpGroupLoadReduce || op.Name == OpGroupStore {
+	if (op.Name == OpGroupLoadReduce || op.Name == OpGroupStore) && op.GroupBuffer != BufferNone {
 		if len(op.ChannelIDs) == 0 {
 			return nil, resolveErr("%s without a switch channel", op.Name)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // ErrFormat is wrapped by every decoding error of Read and Parse.
@@ -44,6 +45,9 @@ func strictUnmarshal(data []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return fmt.Errorf("unknown field %s (this version of chorus does not know it; it refuses the plan rather than drop what the field may change: docs/plan-format.md lists the fields)", f)
+		}
 		return err
 	}
 	if _, err := d.Token(); err != io.EOF {
@@ -170,6 +174,7 @@ type wOp struct {
 }
 
 type wBuf struct {
+	Rank            *int    `json:"rank,omitempty"`
 	Type            *string `json:"type,omitempty"`
 	BufferID        *int    `json:"buffer_id,omitempty"`
 	SwitchChannelID *int    `json:"switch_channel_id,omitempty"`
@@ -488,7 +493,8 @@ func decodeOp(raw json.RawMessage, where string, depth int) (Op, error) {
 		return op, formatErr(where, "pipeline fields on a %s op", name)
 	}
 	group := name == OpGroupLoadReduce || name == OpGroupStore
-	if group {
+	bufferForm := group && w.BufferType == "" && w.BufferOffset == nil && w.Size == nil && w.SrcChunk == nil && w.DstChunk == nil
+	if group && !bufferForm {
 		bt, err := need(nilIfBlank(w.BufferType), where, "buffer_type")
 		if err != nil {
 			return op, err
@@ -505,7 +511,7 @@ func decodeOp(raw json.RawMessage, where string, depth int) (Op, error) {
 	} else if w.BufferType != "" || w.BufferOffset != nil || w.Size != nil {
 		return op, formatErr(where, "switch group fields on a %s op", name)
 	}
-	if name == OpGroupStore {
+	if name == OpGroupStore && !bufferForm {
 		c, err := need(w.SrcChunk, where, "src_chunk")
 		if err != nil {
 			return op, err
@@ -516,7 +522,7 @@ func decodeOp(raw json.RawMessage, where string, depth int) (Op, error) {
 	} else if w.SrcChunk != nil {
 		return op, formatErr(where, "%q on a %s op", "src_chunk", name)
 	}
-	if name == OpGroupLoadReduce {
+	if name == OpGroupLoadReduce && !bufferForm {
 		c, err := need(w.DstChunk, where, "dst_chunk")
 		if err != nil {
 			return op, err
@@ -590,6 +596,12 @@ func decodeBufs(ws []wBuf, where, field string) ([]BufRef, error) {
 		}
 		if n != 1 {
 			return nil, formatErr(bw, "needs exactly one of %q, %q, %q", "type", "buffer_id", "switch_channel_id")
+		}
+		if w.Rank != nil {
+			if b.Kind != RefLocal {
+				return nil, formatErr(bw, "%q on a %s reference (only local references may name their rank)", "rank", kindName(b.Kind))
+			}
+			b.HasRank, b.Rank = true, *w.Rank
 		}
 		var err error
 		if b.Index, err = need(w.Index, bw, "index"); err != nil {
@@ -795,6 +807,9 @@ func encodeOp(op *Op, where string) (json.RawMessage, error) {
 			w.Ops = append(w.Ops, raw)
 		}
 	case OpGroupLoadReduce, OpGroupStore:
+		if op.GroupBuffer == BufferNone && op.SrcChunk == nil && op.DstChunk == nil {
+			break // buffer form: src_buff / dst_buff only
+		}
 		if w.BufferType, err = bufName(op.GroupBuffer, where); err != nil {
 			return nil, err
 		}
@@ -818,7 +833,7 @@ func encodeOp(op *Op, where string) (json.RawMessage, error) {
 		}
 	}
 	var v any = w
-	if op.Name == OpGroupLoadReduce || op.Name == OpGroupStore {
+	if (op.Name == OpGroupLoadReduce || op.Name == OpGroupStore) && w.BufferType != "" {
 		v = wGroupOp{
 			Name: w.Name, SrcChunk: w.SrcChunk, BufferType: w.BufferType, BufferOffset: w.BufferOffset, Size: w.Size,
 			DstChunk: w.DstChunk, SrcBuff: w.SrcBuff, DstBuff: w.DstBuff, ChannelIDs: w.ChannelIDs,
@@ -863,6 +878,12 @@ func encodeBufs(bs []BufRef, where string) ([]wBuf, error) {
 	var out []wBuf
 	for _, b := range bs {
 		w := wBuf{Index: ptr(b.Index), Size: ptr(b.Size)}
+		if b.HasRank {
+			if b.Kind != RefLocal {
+				return nil, encErr(where, "rank on a %s reference", kindName(b.Kind))
+			}
+			w.Rank = ptr(b.Rank)
+		}
 		switch b.Kind {
 		case RefLocal:
 			s, err := bufName(b.Type, where)

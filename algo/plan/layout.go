@@ -18,7 +18,9 @@ var ErrMessageSize = errors.New("plan: message size does not fit the plan")
 //   - All three buffers use one chunk size: input bytes / input_chunks, or,
 //     when the rank has no input chunks, output bytes / output_chunks; when
 //     both counts are non-zero the two quotients must be equal. The chunk
-//     size is therefore a multiple of the alignment.
+//     size is therefore a multiple of the alignment. A rank with no chunks
+//     in any buffer has chunk size 0 (chorus); one with scratch chunks but
+//     no input or output chunks has no layout.
 //   - Chunk i of any buffer starts at byte i*ChunkBytes; a range of size s
 //     spans s*ChunkBytes bytes. Scratch offsets count data bytes; with the LL
 //     protocol the packets there take twice as much space (ScratchBytes
@@ -67,8 +69,13 @@ func (p *Plan) Layout(gpu int, inputBytes, outputBytes int64) (Layout, error) {
 		chunk = inputBytes / int64(g.InputChunks)
 	case g.OutputChunks > 0:
 		chunk = outputBytes / int64(g.OutputChunks)
+	case g.ScratchChunks > 0:
+		// MSCCL++ sizes chunks from the input or output; without either
+		// the scratch size is undefined.
+		return Layout{}, fmt.Errorf("%w: gpu %d has %d scratch chunks but neither input nor output chunks to size them by", ErrMessageSize, gpu, g.ScratchChunks)
 	default:
-		return Layout{}, fmt.Errorf("%w: gpu %d has neither input nor output chunks", ErrMessageSize, gpu)
+		// No buffers at all (a synchronization-only rank): any sizes do,
+		// since no op of the plan may touch this rank's buffers.
 	}
 	msg := inputBytes
 	if p.Collective == AllGather {

@@ -135,11 +135,15 @@ type Op struct {
 	Iter *IterContext
 	Ops  []Op
 
-	// glre / gstore only (switch ops before fusion into glres): the
-	// multicast range is GroupBuffer[GroupOffset : GroupOffset+GroupSize] on
-	// every rank of the switch channel ChannelIDs[0]; "buffer_type",
-	// "buffer_offset", "size". SrcChunk ("src_chunk", gstore) and DstChunk
-	// ("dst_chunk", glre) are the local chunk.
+	// glre / gstore only (switch ops before fusion into glres), in the
+	// "chunk form": the multicast range is
+	// GroupBuffer[GroupOffset : GroupOffset+GroupSize] on every rank of the
+	// switch channel ChannelIDs[0]; "buffer_type", "buffer_offset", "size".
+	// SrcChunk ("src_chunk", gstore) and DstChunk ("dst_chunk", glre) are
+	// the local chunk. In the "buffer form" that newer MSCCL++ versions
+	// write, GroupBuffer is BufferNone and the op uses Src/Dst instead:
+	// gstore reads local Src[0] and writes switch Dst[0]; glre reads switch
+	// Src[0] and writes local Dst[0].
 	GroupBuffer BufferType
 	GroupOffset int
 	GroupSize   int
@@ -190,6 +194,12 @@ type BufRef struct {
 	ID    int
 	Index int // "index"
 	Size  int // "size"
+	// HasRank and Rank: the optional "rank" key some MSCCL++ DSL versions
+	// write on local references (the switch store's source). MSCCL++'s
+	// executor ignores it; chorus keeps it for the round trip and Validate
+	// checks that it names the executing rank.
+	HasRank bool
+	Rank    int
 }
 
 // Local returns a reference to chunks [index, index+size) of the executing

@@ -252,7 +252,7 @@ func TestParseErrors(t *testing.T) {
             },
             {
               "name": "nop"`, 1, `gpu 0 tb 0 op 1 (rlxwait): unknown channel type "nvlink"`},
-		{"unknown field", put, put + ` "colour": 1,`, 1, `gpu 0 tb 0 op 3: json: unknown field "colour"`},
+		{"unknown field", put, put + ` "colour": 1,`, 1, `gpu 0 tb 0 op 3: unknown field "colour" (this version of chorus does not know it`},
 		{"unknown top field", `"inplace": true,`, `"inplace": true, "extra": 0,`, 1, `unknown field "extra"`},
 		{"unknown buffer", `"type": "i",`, `"type": "x",`, 1, `gpu 0 tb 0 op 3 (put) src_buff[0]: unknown buffer type "x"`},
 		{"ref with two kinds", `"buffer_id": 0,`, `"buffer_id": 0, "type": "s",`, 1, `gpu 0 tb 0 op 3 (put) dst_buff[0]: needs exactly one of`},

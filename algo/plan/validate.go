@@ -107,9 +107,9 @@ func (c *checker) gpu(gi int) {
 	if g.InputChunks < 0 || g.OutputChunks < 0 || g.ScratchChunks < 0 {
 		c.bad(where, "negative chunk count (input %d, output %d, scratch %d)", g.InputChunks, g.OutputChunks, g.ScratchChunks)
 	}
-	if g.InputChunks <= 0 && g.OutputChunks <= 0 {
-		c.bad(where, "neither input nor output chunks")
-	}
+	// A rank with neither input nor output chunks is fine (MSCCL++'s DSL
+	// writes such ranks for synchronization-only programs); it has no
+	// buffers, so any chunk range it names is out of range below.
 	for ci, ch := range g.Channels {
 		cw := fmt.Sprintf("%s channel %d", where, ci)
 		switch ch.Type {
@@ -340,7 +340,8 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 	}
 	g := &c.p.GPUs[gi]
 	cl := spec.class
-	hasBufs := cl == classCopy || cl == classPut || cl == classGet || cl == classReduce || cl == classGroupLRS
+	bufferForm := cl == classGroupOne && op.GroupBuffer == BufferNone && op.SrcChunk == nil && op.DstChunk == nil
+	hasBufs := cl == classCopy || cl == classPut || cl == classGet || cl == classReduce || cl == classGroupLRS || bufferForm
 	isReduce := cl == classReduce || cl == classGroupLRS || op.Name == OpGroupLoadReduce
 
 	// Fields the kind does not use.
@@ -425,6 +426,9 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 		if b.Index < 0 || b.Size < 1 {
 			c.bad(rw, "chunk range index %d size %d (want index >= 0, size >= 1)", b.Index, b.Size)
 			return -1, false
+		}
+		if b.HasRank && (b.Kind != RefLocal || b.Rank != gi) {
+			c.bad(rw, "\"rank\": %d on a %s reference (only a local reference may carry it, naming the executing rank %d)", b.Rank, kindName(b.Kind), gi)
 		}
 		switch b.Kind {
 		case RefLocal:
@@ -543,7 +547,18 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 			}
 		}
 	case classPut:
-		if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
+		if op.Name == OpReadPutPackets {
+			// MSCCL++'s executor forwards src_buff[0] to every dst_buff
+			// entry (it reads no other source).
+			if len(op.Src) == 0 || len(op.Dst) == 0 {
+				c.bad(where, "rppkt needs src_buff and dst_buff entries (has %d, %d)", len(op.Src), len(op.Dst))
+			}
+			for i := 1; i < len(op.Src); i++ {
+				if op.Src[i] != op.Src[0] {
+					c.bad(fmt.Sprintf("%s src_buff[%d]", where, i), "rppkt forwards only src_buff[0] (MSCCL++'s executor reads no other source); use one rppkt per source")
+				}
+			}
+		} else if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
 			c.bad(where, "%s needs as many src_buff as dst_buff entries, at least one (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
 		}
 		wantKinds("src_buff", op.Src, RefLocal)
@@ -584,6 +599,24 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 			}
 		}
 	case classGroupOne:
+		if bufferForm {
+			// Newer MSCCL++ writes gstore as local src -> switch dst (and
+			// glre, symmetrically, switch src -> local dst).
+			if len(op.Src) != 1 || len(op.Dst) != 1 {
+				c.bad(where, "%s in buffer form needs one src_buff and one dst_buff entry (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
+				break
+			}
+			srcK, dstK := RefLocal, RefSwitch
+			if op.Name == OpGroupLoadReduce {
+				srcK, dstK = RefSwitch, RefLocal
+			}
+			wantKinds("src_buff", op.Src, srcK)
+			wantKinds("dst_buff", op.Dst, dstK)
+			if len(op.ChannelIDs) > 1 {
+				c.bad(where, "%s takes at most one channel_ids entry (has %d)", op.Name, len(op.ChannelIDs))
+			}
+			break
+		}
 		c.groupOne(gi, ti, where, op)
 	case classGroupLRS:
 		if len(op.Src) == 0 || len(op.Dst) == 0 {

@@ -21,7 +21,11 @@ func TestValidateCatches(t *testing.T) {
 		{"threads", "", func(p *Plan) { p.NumThreadsPerBlock = 2048 }, "num_threads_per_block 2048 not in 1..1024"},
 		{"alignment", "", func(p *Plan) { p.BufferAlignment = 0 }, "buffer_alignment 0 not positive"},
 		{"message sizes", "", func(p *Plan) { p.MinMessageSize, p.MaxMessageSize = 10, 5 }, "min_message_size 10 > max_message_size 5"},
-		{"no chunks", "", func(p *Plan) { p.GPUs[1].InputChunks, p.GPUs[1].OutputChunks = 0, 0 }, "gpu 1: neither input nor output chunks"},
+		{"no chunks", "", func(p *Plan) { p.GPUs[1].InputChunks, p.GPUs[1].OutputChunks = 0, 0 }, "gpu 1 tb 0 op 3 (put) src_buff[0]: in[0:1] beyond rank 1's 0 in chunks"},
+		{"rank on local ref", "", func(p *Plan) { r := &tb0(p, 0).Ops[3].Src[0]; r.HasRank, r.Rank = true, 1 },
+			"gpu 0 tb 0 op 3 (put) src_buff[0]: \"rank\": 1 on a local (type) reference"},
+		{"rank on remote ref", "", func(p *Plan) { r := &tb0(p, 0).Ops[3].Dst[0]; r.HasRank, r.Rank = true, 0 },
+			"gpu 0 tb 0 op 3 (put) dst_buff[0]: \"rank\": 0 on a remote (buffer_id) reference"},
 		{"peer self", "", func(p *Plan) { p.GPUs[0].Channels[0].ConnectedTo[0] = 0 }, "gpu 0 channel 0: connected_to itself (rank 0)"},
 		{"peer range", "", func(p *Plan) { p.GPUs[1].Channels[0].ConnectedTo[0] = 7 }, "gpu 1 channel 0: connected_to rank 7 out of range 0..1"},
 		{"remote buffer self", "", func(p *Plan) { p.GPUs[0].RemoteBuffers[1].Rank = 0 }, "gpu 0 remote buffer 1: is rank 0's own buffer"},
@@ -142,5 +146,32 @@ func TestValidateCapsErrors(t *testing.T) {
 	err := p.Validate()
 	if err == nil || !strings.Contains(err.Error(), "and 150 more problems") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// A "rank" on a local reference decodes, validates when it names the
+// executing rank and is written back; on a remote reference it is a format
+// error.
+func TestRankOnBufRef(t *testing.T) {
+	p := load(t, "allreduce_allpairs_2.json")
+	r := &p.GPUs[0].ThreadBlocks[0].Ops[3].Src[0]
+	r.HasRank, r.Rank = true, 0
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"rank": 0,`) {
+		t.Fatalf("rank not written")
+	}
+	q, err := Parse(raw)
+	if err != nil || !q.GPUs[0].ThreadBlocks[0].Ops[3].Src[0].HasRank {
+		t.Fatalf("rank lost: %v", err)
+	}
+	bad := strings.Replace(string(raw), `"buffer_id": 0,`, `"rank": 1, "buffer_id": 0,`, 1)
+	if _, err := Parse([]byte(bad)); err == nil || !strings.Contains(err.Error(), `"rank" on a remote`) {
+		t.Fatalf("rank on a remote ref: %v", err)
 	}
 }

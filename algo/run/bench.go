@@ -39,7 +39,15 @@ func Counts(p *plan.Plan, dt tensor.DType, bytes int64) (in, out int64) {
 			}
 			ib, ob = b, b/n
 		default:
+			// Other collectives: the chunk counts of rank 0 give the
+			// ratio of output to input (equal when either is zero).
 			ib, ob = b, b
+			if g := p.GPUs[0]; g.InputChunks > 0 && g.OutputChunks > 0 && g.InputChunks != g.OutputChunks {
+				if b*int64(g.OutputChunks)%int64(g.InputChunks) != 0 {
+					continue
+				}
+				ob = b * int64(g.OutputChunks) / int64(g.InputChunks)
+			}
 		}
 		if ib%es != 0 || ob%es != 0 {
 			continue
@@ -69,7 +77,11 @@ func benchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iter
 	}
 	p := x.Plan()
 	ctx := env.Context()
-	r, n := x.Rank(), x.Size()
+	r := x.Rank()
+	want, err := expectation(p, h.(*handle).movement, r, inN, outN, int64(dt.Size()))
+	if err != nil {
+		return nil, err
+	}
 	send, err := tensor.New(dt, tensor.Shape{inN})
 	if err != nil {
 		return nil, err
@@ -104,20 +116,7 @@ func benchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iter
 	}
 	var wrong int64
 	for i, g := range got {
-		var want float64
-		switch p.Collective {
-		case plan.AllGather:
-			want = benchValue(i/int(inN), i%int(inN))
-		case plan.ReduceScatter:
-			for q := range n {
-				want += benchValue(q, r*int(outN)+i)
-			}
-		default:
-			for q := range n {
-				want += benchValue(q, i)
-			}
-		}
-		if g != want {
+		if w, ok := want(int64(i)); ok && g != w {
 			wrong++
 		}
 	}

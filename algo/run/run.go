@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/chorus-rt/chorus/algo/cpuexec"
 	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/algo/verify"
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/registry"
@@ -32,6 +34,17 @@ var ErrBadHandle = errors.New("run: not a loaded plan (use the result of " + Fun
 // unreachable handle closes its executor.
 type handle struct {
 	x *cpuexec.Executor
+
+	mvOnce sync.Once
+	mv     *verify.Movement
+	mvErr  error
+}
+
+// movement is the plan's data movement, computed by the verifier on first
+// use (only collectives without a fixed result need it).
+func (h *handle) movement() (*verify.Movement, error) {
+	h.mvOnce.Do(func() { h.mv, h.mvErr = movementOf(h.x.Plan()) })
+	return h.mv, h.mvErr
 }
 
 func newHandle(x *cpuexec.Executor) *handle {

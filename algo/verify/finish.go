@@ -35,7 +35,11 @@ func (v *verifier) finish() *Error {
 			c := v.cell(r, plan.Output, i)
 			if c.w.at != nil && end[r][c.w.th] < c.w.ep {
 				a := plan.Access{Rank: r, Buffer: plan.Output}
-				return newErr(Race, c.w.at, "writes %s, but nothing orders the write before rank %d's kernel ends (rank %d waits for no signal sent after it)", v.chunkName(a, i), r, r)
+				e := newErr(Race, c.w.at, "writes %s, but nothing orders the write before rank %d's kernel ends (rank %d waits for no signal sent after it); fix: after the write, signal rank %d (with a nop before the signal) and make rank %d wait for that signal", v.chunkName(a, i), r, r, r, r)
+				if w := c.w.at.loc.Rank; w != r && v.relaxedBetween(w, r) {
+					e.Msg += fmt.Sprintf("; rank %d does send rlxsignal to rank %d, but a relaxed signal does not order the store before it: use signal/wait", w, r)
+				}
+				return e
 			}
 		}
 	}
@@ -73,7 +77,7 @@ func (v *verifier) why(a *agent) blocked {
 			}
 			what := fmt.Sprintf("waits for signal #%d from rank %d on %s channel %d between ranks %d and %d", n, k.src, k.t, k.k, k.src, k.dst)
 			if st.total < n {
-				return blocked{msg: fmt.Sprintf("%s, but rank %d sends only %d on it in the whole plan", what, k.src, st.total), starved: true}
+				return blocked{msg: fmt.Sprintf("%s, but rank %d sends only %d on it in the whole plan; fix: add the missing signal on rank %d's %s channel to rank %d, or drop this wait", what, k.src, st.total, k.src, k.t, k.dst), starved: true}
 			}
 			for id := range st.signalers {
 				sa := v.agents[id]
@@ -86,7 +90,7 @@ func (v *verifier) why(a *agent) blocked {
 	case plan.OpBarrier:
 		bs := v.bars[[2]int{a.rank, op.BarrierID}]
 		g := bs.gens[a.barN[op.BarrierID]]
-		return blocked{msg: fmt.Sprintf("barrier %d waits for %d thread blocks of rank %d, only %d arrive", op.BarrierID, bs.n, a.rank, g.arrived)}
+		return blocked{msg: fmt.Sprintf("barrier %d waits for %d thread blocks of rank %d, only %d arrive; fix: every thread block named by the barrier must reach it the same number of times", op.BarrierID, bs.n, a.rank, g.arrived)}
 	case plan.OpSemAcquire:
 		for _, id := range op.SemaphoreIDs {
 			st := v.sems[a.rank][id]
@@ -160,7 +164,7 @@ func (v *verifier) deadlockErr(a *agent, b blocked) *Error {
 		}
 		if cur != nil && seen[cur] {
 			chain = append(chain, cur.String())
-			msg += "; cyclic wait: " + strings.Join(chain, " -> ")
+			msg += "; cyclic wait: " + strings.Join(chain, " -> ") + "; fix: break the cycle by moving one rank's signal before its wait"
 		}
 	}
 	e := newErr(Deadlock, s, "%s", msg)
@@ -229,14 +233,38 @@ func (v *verifier) expected() (func(r, j, u int) []int32, *Error) {
 		}
 		return func(r, j, u int) []int32 { return []int32{id(j/k, r*k+j%k, u)} }, nil
 	}
-	return nil, &Error{Kind: Unsupported, Rank: -1, TB: -1, Op: -1, Body: -1, Iter: -1,
-		Msg: fmt.Sprintf("collective %q: the verifier checks allreduce, allgather, reducescatter and alltoall results (the plan has no deadlock, race or undefined read)", p.Collective)}
+	// Any other collective (broadcast, sendrecv, "test", custom names): the
+	// result is what the program computes; results() reports it as the
+	// Movement instead of judging it.
+	return nil, nil
 }
 
 func (v *verifier) results() *Error {
+	// Packet data left in an output is wrong whatever the collective.
+	for r := range v.p.GPUs {
+		for i := 0; i < v.p.GPUs[r].OutputChunks*v.U; i++ {
+			if c := v.cell(r, plan.Output, i); c.val != nil && c.pkt {
+				return newErr(WrongResult, c.w.at, "%s holds LL packets at the end, not plain data", v.chunkName(plan.Access{Rank: r, Buffer: plan.Output}, i))
+			}
+		}
+	}
+	v.rep.Movement = v.movement()
 	want, e := v.expected()
 	if e != nil {
 		return e
+	}
+	if want == nil {
+		for r := range v.p.GPUs {
+			g := &v.p.GPUs[r]
+			for i := 0; i < g.OutputChunks*v.U; i++ {
+				if c := v.cell(r, plan.Output, i); c.val != nil && c.val.mixed != nil {
+					return newErr(WrongResult, c.val.mixed, "combines values of different reduce ops: %s ends up as %s", v.chunkName(plan.Access{Rank: r, Buffer: plan.Output}, i), v.ctb.format(c.val, i%v.U))
+				}
+			}
+			v.rep.OutputChunks += g.OutputChunks
+		}
+		v.rep.Custom = true
+		return nil
 	}
 	// All reductions of the plan must use one reduce op (the executor
 	// ignores reduce_op and always sums, so mixing cannot be meant).

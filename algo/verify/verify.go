@@ -25,10 +25,21 @@ type Report struct {
 	Cells         int // symbolic cells tracked over all ranks and buffers
 	CellAccesses  int // cell reads and writes checked for races
 	SyncEdges     int // happens-before edges: signal/wait, barrier, semaphore, flush, packet
-	OutputChunks  int // output chunks compared with the collective's result
+	OutputChunks  int // output chunks compared with the collective's result (or, Custom, described)
+	// Custom: the collective has no fixed result (broadcast, sendrecv,
+	// "test", custom names); the plan is free of deadlocks, races and
+	// undefined reads and Movement is what it computes.
+	Custom bool
+	// Movement is the data movement the plan computes (set whenever the
+	// simulation got as far as the results, for every collective).
+	Movement *Movement
 }
 
 func (r *Report) String() string {
+	if r.Custom {
+		return fmt.Sprintf("%s: %d ranks, %d thread blocks, %d ops (%d steps, %d states), %d cells (%d per chunk), %d cell accesses, %d sync edges; no fixed result for this collective: %d output chunks described by the data movement",
+			r.Collective, r.Ranks, r.ThreadBlocks, r.Ops, r.Steps, r.States, r.Cells, r.CellsPerChunk, r.CellAccesses, r.SyncEdges, r.OutputChunks)
+	}
 	return fmt.Sprintf("%s: %d ranks, %d thread blocks, %d ops (%d steps, %d states), %d cells (%d per chunk), %d cell accesses, %d sync edges, %d output chunks checked",
 		r.Collective, r.Ranks, r.ThreadBlocks, r.Ops, r.Steps, r.States, r.Cells, r.CellsPerChunk, r.CellAccesses, r.SyncEdges, r.OutputChunks)
 }
@@ -896,7 +907,7 @@ func (v *verifier) data(t *agent, s *step) {
 }
 
 func (v *verifier) raceErr(s, other *step, what string) *Error {
-	e := newErr(Race, s, "%s, and nothing orders the two (a nop between ops of one thread block, signal/wait, flush, barrier or semaphore)", what)
+	e := newErr(Race, s, "%s, and nothing orders the two; fix: %s", what, v.raceFix(s, other))
 	l := other.loc
 	e.Other = &l
 	return e
@@ -906,4 +917,36 @@ func (v *verifier) unsupportedOnce(s *step, what string) {
 	if v.unsup == nil {
 		v.unsup = newErr(Unsupported, s, "%s", what)
 	}
+}
+
+// raceFix says how to order other (the earlier access) before s.
+func (v *verifier) raceFix(s, other *step) string {
+	a, b := other.loc, s.loc
+	portPut := other.op.ChannelType == plan.ChannelPort && isPutOp(other.op.Name)
+	switch {
+	case a.Rank == b.Rank && a.TB == b.TB:
+		return fmt.Sprintf("both are in one segment of rank %d tb %d (ops between two fences run concurrently on the block's threads): put a nop (__syncthreads; SyncAfter/SyncBefore in the DSL) between op %d and op %d", a.Rank, a.TB, a.Op, b.Op)
+	case portPut:
+		return fmt.Sprintf("%s is a port-channel put, done by the proxy: it is ordered only by a signal on that port channel (or pws/pwsf) paired with a wait, or by a flush followed by a nop on the issuing block", other)
+	case a.Rank == b.Rank:
+		return fmt.Sprintf("they run on two thread blocks of rank %d: a barrier over tbs %d and %d (or a semaphore released by tb %d after op %d and acquired by tb %d before op %d) between them", a.Rank, a.TB, b.TB, a.TB, a.Op, b.TB, b.Op)
+	}
+	fix := fmt.Sprintf("rank %d tb %d must signal rank %d after op %d with a nop before the signal (SyncBefore), and rank %d tb %d wait for it before op %d with a nop after the wait (SyncAfter)", a.Rank, a.TB, b.Rank, a.Op, b.Rank, b.TB, b.Op)
+	if v.relaxedBetween(a.Rank, b.Rank) {
+		fix += fmt.Sprintf("; note: rank %d's rlxsignal to rank %d orders no data (a relaxed signal does not make the writes before it visible): use signal/wait there", a.Rank, b.Rank)
+	}
+	return fix
+}
+
+// relaxedBetween reports whether rank src relaxed-signals rank dst anywhere.
+func (v *verifier) relaxedBetween(src, dst int) bool {
+	for _, k := range v.korder {
+		if k.src == src && k.dst == dst {
+			st := v.keys[k]
+			if st.firstSig != nil && st.firstSig.op.Name == plan.OpRelaxedSignal {
+				return true
+			}
+		}
+	}
+	return false
 }

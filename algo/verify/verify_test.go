@@ -218,9 +218,20 @@ func TestInvalidAndUnsupported(t *testing.T) {
 	if _, err := Verify(nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("nil plan: %v", err)
 	}
-	bc := mutate(t, alltoall(2), func(p *plan.Plan) { p.Collective = plan.Broadcast })
-	if _, err := Verify(bc); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("broadcast: %v", err)
+	// A collective without a fixed result verifies and reports what it
+	// computes: here the alltoall's movement under another name.
+	for _, name := range []plan.Collective{plan.Broadcast, plan.SendRecv, "test", "my_custom"} {
+		bc := mutate(t, alltoall(2), func(p *plan.Plan) { p.Collective = name })
+		rep, err := Verify(bc)
+		if err != nil || !rep.Custom || rep.Movement == nil {
+			t.Fatalf("%s: %v %+v", name, err, rep)
+		}
+		got := rep.Movement.String()
+		for _, want := range []string{"rank 0 out[0] = in(rank 0)[0]", "rank 0 out[1] = in(rank 1)[0]", "rank 1 out[0] = in(rank 0)[1]", "rank 1 out[1] = in(rank 1)[1]"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: movement lacks %q:\n%s", name, want, got)
+			}
+		}
 	}
 	// Two thread blocks signalling one channel: the pairing depends on the schedule.
 	shared := mutate(t, allreduceAllPairs(2), func(p *plan.Plan) {

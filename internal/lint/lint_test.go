@@ -40,6 +40,7 @@ var layers = map[string]int{
 	"algo/run":                7,
 	"algo/dsl":                2,
 	"algo/library":            3,
+	"algo/mscclpptests":       3,
 	"ccl":                     2,
 	"ccl/cpu":                 4,
 	"ccl/nccl":                4,

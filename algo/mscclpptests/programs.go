@@ -1,0 +1,724 @@
+package mscclpptests
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/chorus-rt/chorus/algo/dsl"
+	"github.com/chorus-rt/chorus/algo/plan"
+)
+
+// Verdict is the verifier's expected answer for a program: "ok" (verified;
+// for collectives without a fixed result that means no deadlock, race or
+// undefined read, with the data movement reported) or the kind of the
+// rejection.
+type Verdict string
+
+const (
+	OK            Verdict = "ok"
+	Race          Verdict = "race"
+	Deadlock      Verdict = "deadlock"
+	UndefinedRead Verdict = "undefined read"
+)
+
+// Program is one MSCCL++ test program's equivalent.
+type Program struct {
+	Name   string // MSCCL++'s file, relative to python/mscclpp/language/tests
+	Ranks  []int  // rank counts it is built and tested at
+	Build  func(n int) (*plan.Plan, error)
+	Expect Verdict
+	Why    string // the reason for the verdict (docs/verify.md lists it)
+}
+
+// Programs lists every program, in the order of docs/verify.md's table.
+func Programs() []Program { return slices.Clone(programs) }
+
+var programs = []Program{
+	{"single_node/allgather.py", []int{2, 4, 8}, allgather, OK, "memory-channel puts into every peer's output, signal/wait after"},
+	{"single_node/allgather_pkt.py", []int{2, 4, 8}, allgatherPkt, OK, "LL packets put into peers' scratch, unpacked locally; flags order the data"},
+	{"single_node/allgather_pkt_rppkt.py", []int{4, 8}, allgatherPktRppkt, OK, "one rppkt forwards the own packets to several peers (one source, many destinations)"},
+	{"single_node/allgather_ring.py", []int{2, 4, 8}, allgatherRing, OK, "ring forwarding with signal/wait per step"},
+	{"single_node/allgather_tbg.py", []int{2, 4}, allgatherTBG, OK, "puts split over a thread-block group, barrier before the signal"},
+	{"single_node/allgather_nvls_zero_copy.py", []int{2, 4, 8}, allgatherNVLS, Race, "the closing handshake uses rlxsignal: a relaxed signal does not order the multimem store before it, so the store into a peer's output is not ordered before that peer's kernel ends (fix: signal/wait)"},
+	{"single_node/allreduce.py", []int{2, 4, 8}, allreduceReadReduce, OK, "rre of the own chunk from every peer's input, then put of the result (rres)"},
+	{"single_node/allreduce_pkt.py", []int{2, 4, 8}, allreducePkt, OK, "packet reduce-scatter then packet all-gather (respkt/recspkt, upkt)"},
+	{"single_node/allreduce_nvls_zero_copy.py", []int{2, 4, 8}, allreduceNVLS, OK, "glre+gstore fused into glres on the input group, signal/wait before and after"},
+	{"single_node/allreduce_pipeline.py", []int{2, 4}, allreducePipeline, OK, "the read-reduce-send in a pipeline loop"},
+	{"single_node/alltoall.py", []int{2, 4, 8}, alltoall, OK, "puts of block q to peer q's output"},
+	{"multi_node/allgather.py", []int{4, 8}, allgatherPort, OK, "port-channel put_with_signal to every peer"},
+	{"multi_node/reducescatter.py", []int{2, 4}, reduceScatterPort, OK, "port puts into peers' scratch, local reduce"},
+	{"multi_node/send_recv.py", []int{2, 4, 8}, sendRecv, OK, "sendrecv: each group sends its input to the next group's output (reported as data movement)"},
+	{"unit_tests/barrier_test.py", []int{1}, barrierTest, OK, "barrier over tbs 0 and 1; nothing else (no buffers)"},
+	{"unit_tests/signal_wait/signal_wait_test.py", []int{2}, signalWaitTest, OK, "signal/wait pairs between the two ranks (no buffers)"},
+	{"unit_tests/signal_wait/relaxed_signal_wait_test.py", []int{2}, relaxedSignalWaitTest, OK, "rlxsignal/rlxwait pairs (no buffers)"},
+	{"unit_tests/flush/flush_test.py", []int{2}, flushTest, OK, "port-channel flush (no buffers)"},
+	{"unit_tests/semaphore.py", []int{2}, semaphoreTest, OK, "semaphore initial 1 acquired then released by one block"},
+	{"unit_tests/copy_test.py", []int{1}, copyTest, OK, "local copy input -> output"},
+	{"unit_tests/put/put_test.py", []int{2}, putTest, OK, "put then signal/wait"},
+	{"unit_tests/get/get_test.py", []int{2}, getTest, OK, "signal/wait then get"},
+	{"unit_tests/put/put_with_signal_test.py", []int{2}, pwsTest, OK, "port put_with_signal, peer waits"},
+	{"unit_tests/put/put_with_signal_and_flush_test.py", []int{2}, pwsfTest, OK, "port put_with_signal_and_flush, peer waits"},
+	{"unit_tests/put_packet_test.py", []int{2}, putPacketTest, OK, "ppkt into the peer's scratch, unpacked there"},
+	{"unit_tests/read_put_packet_test.py", []int{2}, readPutPacketTest, Deadlock, "rppkt polls packets in scratch[0] that no op ever writes"},
+	{"unit_tests/copy_packet_test.py", []int{1}, copyPacketTest, OK, "cpkt to scratch then upkt to the output"},
+	{"unit_tests/reduce/reduce_test.py", []int{1}, reduceTest, OK, "local reduce of two input chunks"},
+	{"unit_tests/read_reduce/read_reduce_test.py", []int{2}, readReduceTest, OK, "rre of the peer's input after a handshake"},
+	{"unit_tests/reduce_send_test.py", []int{2}, reduceSendTest, OK, "reduce then put of the result (res)"},
+	{"unit_tests/reduce_packet/reduce_packet_test.py", []int{2}, reducePacketTest, OK, "ppkt then repkt"},
+	{"unit_tests/switch_broadcast_test.py", []int{3}, switchBroadcastTest, UndefinedRead, "rank 0 broadcasts a scratch chunk nothing wrote (MSCCL++ marks the program as a shape demo)"},
+	{"unit_tests/switch_reduce_test.py", []int{2}, switchReduceTest, OK, "glre of the input group into the output, handshake first"},
+	{"unit_tests/pipeline_test.py", []int{1}, pipelineTest, OK, "a copy in a pipeline loop"},
+	{"unit_tests/tbg/tbg_copy_test.py", []int{1}, tbgCopyTest, OK, "copy split over a thread-block group"},
+}
+
+func newProgram(name string, coll plan.Collective, n int, proto plan.Protocol, mod func(*dsl.Config)) *dsl.Program {
+	cfg := dsl.Config{Name: name, Collective: coll, Ranks: n, Protocol: proto}
+	if mod != nil {
+		mod(&cfg)
+	}
+	return dsl.NewProgram(cfg)
+}
+
+func peersOf(r, n int) []int {
+	var out []int
+	for q := range n {
+		if q != r {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// mem returns ch[r][q], the memory channel on r towards q, for all pairs.
+func mem(p *dsl.Program, n int) [][]*dsl.MemoryChannel {
+	ch := make([][]*dsl.MemoryChannel, n)
+	for r := range n {
+		ch[r] = make([]*dsl.MemoryChannel, n)
+		for _, q := range peersOf(r, n) {
+			ch[r][q] = p.MemoryChannel(q, r)
+		}
+	}
+	return ch
+}
+
+// handshake: rank r signals every peer and waits for every peer on tb.
+func handshake(ch [][]*dsl.MemoryChannel, r, n, tb int, sig, wait dsl.SyncType) {
+	for _, q := range peersOf(r, n) {
+		ch[r][q].Signal(dsl.TB(tb), sig)
+	}
+	for _, q := range peersOf(r, n) {
+		ch[r][q].Wait(dsl.TB(tb), wait)
+	}
+}
+
+// ---- single node ----
+
+func allgather(n int) (*plan.Plan, error) {
+	p := newProgram("allgather", plan.AllGather, n, plan.Simple, func(c *dsl.Config) { c.InPlace = true })
+	ch := mem(p, n)
+	for r := range n {
+		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
+		out := p.Rank(r).Output()
+		for _, q := range peersOf(r, n) {
+			ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), out.Chunk(r, 1), dsl.TB(0))
+		}
+		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+func allgatherPkt(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_pkt", plan.AllGather, n, plan.LL, nil)
+	ch := mem(p, n)
+	scr := make([]dsl.Buffer, n)
+	for r := range n {
+		scr[r] = p.Rank(r).NewScratch(n)
+	}
+	for r := range n {
+		rk := p.Rank(r)
+		in, out := rk.Input(), rk.Output()
+		for _, q := range peersOf(r, n) {
+			ch[r][q].PutPackets(scr[q].Chunk(r, 1), in.Chunk(0, 1), dsl.TB(0))
+		}
+		rk.Copy(out.Chunk(r, 1), in.Chunk(0, 1), dsl.TB(0))
+		for _, q := range peersOf(r, n) {
+			rk.UnpackPackets(out.Chunk(q, 1), scr[r].Chunk(q, 1), dsl.TB(0))
+		}
+	}
+	return p.Lower()
+}
+
+// allgatherPktRppkt: every rank packs its input into its own scratch and
+// forwards those packets to all peers with one rppkt.
+func allgatherPktRppkt(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_pkt_rppkt", plan.AllGather, n, plan.LL, nil)
+	ch := mem(p, n)
+	scr := make([]dsl.Buffer, n)
+	for r := range n {
+		scr[r] = p.Rank(r).NewScratch(n)
+	}
+	for r := range n {
+		rk := p.Rank(r)
+		in, out := rk.Input(), rk.Output()
+		rk.CopyPackets(scr[r].Chunk(r, 1), in.Chunk(0, 1), dsl.TB(0))
+		for _, q := range peersOf(r, n) {
+			ch[r][q].ReadPutPackets(scr[q].Chunk(r, 1), scr[r].Chunk(r, 1), dsl.TB(0))
+		}
+		rk.Copy(out.Chunk(r, 1), in.Chunk(0, 1), dsl.TB(1))
+		for _, q := range peersOf(r, n) {
+			rk.UnpackPackets(out.Chunk(q, 1), scr[r].Chunk(q, 1), dsl.TB(1))
+		}
+	}
+	return p.Lower()
+}
+
+func allgatherRing(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_ring", plan.AllGather, n, plan.Simple, func(c *dsl.Config) { c.InPlace = true })
+	ch := mem(p, n)
+	for r := range n {
+		next, prev := (r+1)%n, (r+n-1)%n
+		ch[r][prev].Signal(dsl.TB(0), dsl.SyncNone)
+		ch[r][next].Wait(dsl.TB(0), dsl.SyncAfter)
+		for s := range n - 1 {
+			c := (r - s + n) % n // the chunk rank r forwards at step s
+			ch[r][next].Put(p.Rank(next).Output().Chunk(c, 1), p.Rank(r).Output().Chunk(c, 1), dsl.TB(0))
+			ch[r][next].Signal(dsl.TB(0), dsl.SyncBefore)
+			ch[r][prev].Wait(dsl.TB(0), dsl.SyncAfter)
+			if s < n-2 {
+				ch[r][prev].Signal(dsl.TB(0), dsl.SyncNone) // the next slot may be written
+				ch[r][next].Wait(dsl.TB(0), dsl.SyncNone)
+			}
+		}
+	}
+	return p.Lower()
+}
+
+func allgatherTBG(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_tbg", plan.AllGather, n, plan.Simple, func(c *dsl.Config) { c.InPlace = true })
+	ch := mem(p, n)
+	g := p.TBGroup(0, 1)
+	for r := range n {
+		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
+		p.Rank(r).Barrier(0, 1)
+		for _, q := range peersOf(r, n) {
+			ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), p.Rank(r).Output().Chunk(r, 1), g)
+		}
+		p.Rank(r).Barrier(0, 1)
+		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+func allgatherNVLS(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_nvls_zero_copy", plan.AllGather, n, plan.Simple, func(c *dsl.Config) { c.InPlace = true; c.ThreadsPerBlock = 256 })
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	sw := p.SwitchChannel(all, dsl.Output)
+	ch := mem(p, n)
+	for r := range n {
+		for _, q := range peersOf(r, n) {
+			ch[r][q].RelaxedSignal(dsl.TB(0), dsl.SyncNone)
+		}
+		for _, q := range peersOf(r, n) {
+			ch[r][q].RelaxedWait(dsl.TB(0), dsl.SyncAfter)
+		}
+		sw.At(r).Broadcast(p.Rank(r).Output().Chunk(r, 1), r, 1, dsl.TB(0))
+		for _, q := range peersOf(r, n) {
+			ch[r][q].RelaxedSignal(dsl.TB(0), dsl.SyncBefore)
+		}
+		for _, q := range peersOf(r, n) {
+			ch[r][q].RelaxedWait(dsl.TB(0), dsl.SyncNone)
+		}
+	}
+	pl, err := p.Lower()
+	if err != nil {
+		return nil, err
+	}
+	BufferForm(pl)
+	return pl, nil
+}
+
+func allreduceReadReduce(n int) (*plan.Plan, error) {
+	p := newProgram("allreduce", plan.AllReduce, n, plan.Simple, nil)
+	ch := mem(p, n)
+	for r := range n {
+		rk := p.Rank(r)
+		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
+		readReduce(p, ch, r, n)
+		for _, q := range peersOf(r, n) {
+			ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Output().Chunk(r, 1), dsl.TB(0))
+		}
+		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+// readReduce: out[r] = in[r] + every peer's in[r], one rre per peer that
+// the DSL fuses into one rre reading all peers.
+func readReduce(p *dsl.Program, ch [][]*dsl.MemoryChannel, r, n int) {
+	rk := p.Rank(r)
+	src := rk.Input().Chunk(r, 1)
+	for _, q := range peersOf(r, n) {
+		ch[r][q].Reduce(rk.Output().Chunk(r, 1), src, []dsl.Chunk{p.Rank(q).Input().Chunk(r, 1)}, dsl.Sum, dsl.TB(0))
+		src = rk.Output().Chunk(r, 1)
+	}
+}
+
+func allreducePkt(n int) (*plan.Plan, error) {
+	p := newProgram("allreduce_pkt", plan.AllReduce, n, plan.LL, nil)
+	ch := mem(p, n)
+	scr := make([]dsl.Buffer, n)
+	for r := range n {
+		scr[r] = p.Rank(r).NewScratch(2 * n) // [0,n): reduce-scatter slots, [n,2n): gather slots
+	}
+	for r := range n {
+		rk := p.Rank(r)
+		in, out := rk.Input(), rk.Output()
+		for _, q := range peersOf(r, n) {
+			ch[r][q].PutPackets(scr[q].Chunk(r, 1), in.Chunk(q, 1), dsl.TB(0))
+		}
+		var pk []dsl.Chunk
+		for _, q := range peersOf(r, n) {
+			pk = append(pk, scr[r].Chunk(q, 1))
+		}
+		rk.ReducePackets(out.Chunk(r, 1), in.Chunk(r, 1), pk, dsl.Sum, dsl.TB(0))
+		for _, q := range peersOf(r, n) {
+			ch[r][q].PutPackets(scr[q].Chunk(n+r, 1), out.Chunk(r, 1), dsl.TB(0))
+		}
+		for _, q := range peersOf(r, n) {
+			rk.UnpackPackets(out.Chunk(q, 1), scr[r].Chunk(n+q, 1), dsl.TB(0))
+		}
+	}
+	return p.Lower()
+}
+
+func allreduceNVLS(n int) (*plan.Plan, error) {
+	p := newProgram("allreduce_nvls_zero_copy", plan.AllReduce, n, plan.Simple, func(c *dsl.Config) { c.InPlace = true })
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	sw := p.SwitchChannel(all, dsl.Input)
+	ch := mem(p, n)
+	for r := range n {
+		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
+		scr := p.Rank(r).NewScratch(1)
+		sw.At(r).Reduce(scr.Chunk(0, 1), r, 1, dsl.Sum, dsl.TB(0))
+		sw.At(r).Broadcast(scr.Chunk(0, 1), r, 1, dsl.TB(0))
+		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+func allreducePipeline(n int) (*plan.Plan, error) {
+	p := newProgram("allreduce_pipeline", plan.AllReduce, n, plan.Simple, nil)
+	ch := mem(p, n)
+	for r := range n {
+		rk := p.Rank(r)
+		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
+		p.Pipeline(1<<20, 1, func() {
+			readReduce(p, ch, r, n)
+			for _, q := range peersOf(r, n) {
+				ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Output().Chunk(r, 1), dsl.TB(0))
+			}
+		})
+		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+func alltoall(n int) (*plan.Plan, error) {
+	p := newProgram("alltoall", plan.AllToAll, n, plan.Simple, nil)
+	ch := mem(p, n)
+	for r := range n {
+		rk := p.Rank(r)
+		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
+		rk.Copy(rk.Output().Chunk(r, 1), rk.Input().Chunk(r, 1), dsl.TB(0))
+		for _, q := range peersOf(r, n) {
+			ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Input().Chunk(q, 1), dsl.TB(0))
+		}
+		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+// ---- multi node (port channels) ----
+
+func allgatherPort(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_multi_node", plan.AllGather, n, plan.Simple, func(c *dsl.Config) { c.InPlace = true })
+	pc := make([][]*dsl.PortChannel, n)
+	for r := range n {
+		pc[r] = make([]*dsl.PortChannel, n)
+		for _, q := range peersOf(r, n) {
+			pc[r][q] = p.PortChannel(q, r)
+		}
+	}
+	for r := range n {
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Signal(dsl.TB(0), dsl.SyncNone)
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].PutWithSignal(p.Rank(q).Output().Chunk(r, 1), p.Rank(r).Output().Chunk(r, 1), dsl.TB(0))
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Wait(dsl.TB(0), dsl.SyncNone)
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Flush(dsl.TB(0), dsl.SyncNone)
+		}
+	}
+	return p.Lower()
+}
+
+func reduceScatterPort(n int) (*plan.Plan, error) {
+	p := newProgram("reducescatter_multi_node", plan.ReduceScatter, n, plan.Simple, nil)
+	pc := make([][]*dsl.PortChannel, n)
+	scr := make([]dsl.Buffer, n)
+	for r := range n {
+		pc[r] = make([]*dsl.PortChannel, n)
+		for _, q := range peersOf(r, n) {
+			pc[r][q] = p.PortChannel(q, r)
+		}
+		scr[r] = p.Rank(r).NewScratch(n)
+	}
+	for r := range n {
+		rk := p.Rank(r)
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Signal(dsl.TB(0), dsl.SyncNone)
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].PutWithSignal(scr[q].Chunk(r, 1), rk.Input().Chunk(q, 1), dsl.TB(0))
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+		}
+		srcs := []dsl.Chunk{rk.Input().Chunk(r, 1)}
+		for _, q := range peersOf(r, n) {
+			srcs = append(srcs, scr[r].Chunk(q, 1))
+		}
+		rk.Reduce(rk.Output().Chunk(0, 1), srcs, dsl.Sum, dsl.TB(0))
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Flush(dsl.TB(0), dsl.SyncNone)
+		}
+		// Nobody leaves (and reuses its scratch) before the peers read theirs.
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
+		}
+		for _, q := range peersOf(r, n) {
+			pc[r][q].Wait(dsl.TB(0), dsl.SyncNone)
+		}
+	}
+	return p.Lower()
+}
+
+// sendRecv: the ranks form two groups (MSCCL++'s split mask with group
+// size n/2); every rank sends its input to the output of the rank at the
+// same position in the other group, over port channels with
+// put_with_signal, after a ready handshake.
+func sendRecv(n int) (*plan.Plan, error) {
+	group := n / 2
+	if n < 2 || n%2 != 0 || group&(group-1) != 0 {
+		return nil, fmt.Errorf("send_recv: %d ranks do not split into two groups of a power of two", n)
+	}
+	p := newProgram("send_recv", plan.SendRecv, n, plan.Simple, nil)
+	ng := n / group
+	next := func(r int) int { return ((r/group+1)%ng)*group + r%group }
+	prev := func(r int) int { return ((r/group-1+ng)%ng)*group + r%group }
+	nextCh := make([]*dsl.PortChannel, n)
+	prevCh := make([]*dsl.PortChannel, n)
+	for r := range n {
+		if prev(r) == next(r) && r > prev(r) {
+			prevCh[r] = p.PortChannel(prev(r), r)
+			nextCh[r] = p.PortChannel(next(r), r)
+		} else {
+			nextCh[r] = p.PortChannel(next(r), r)
+			prevCh[r] = p.PortChannel(prev(r), r)
+		}
+	}
+	for r := range n {
+		prevCh[r].Signal(dsl.TB(0), dsl.SyncNone)
+		nextCh[r].Wait(dsl.TB(0), dsl.SyncAfter)
+		nextCh[r].PutWithSignal(p.Rank(next(r)).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
+		prevCh[r].Wait(dsl.TB(0), dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+// ---- unit programs ----
+
+func test(name string, n int, proto plan.Protocol, in, out int) *dsl.Program {
+	return newProgram(name, "test", n, proto, func(c *dsl.Config) {
+		c.InputChunks, c.OutputChunks = in, out
+		c.NoBuffers = in == 0 && out == 0
+	})
+}
+
+func barrierTest(n int) (*plan.Plan, error) {
+	p := test("barrier_test", n, plan.Simple, 0, 0)
+	p.Rank(0).Barrier(0, 1)
+	return p.Lower()
+}
+
+func signalWaitTest(n int) (*plan.Plan, error) {
+	p := test("signal_wait_test", n, plan.Simple, 0, 0)
+	ch := mem(p, n)
+	for r := range n {
+		for _, q := range peersOf(r, n) {
+			ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
+			ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+		}
+	}
+	return p.Lower()
+}
+
+func relaxedSignalWaitTest(n int) (*plan.Plan, error) {
+	p := test("relaxed_signal_wait_test", n, plan.Simple, 0, 0)
+	ch := mem(p, n)
+	for r := range n {
+		for _, q := range peersOf(r, n) {
+			ch[r][q].RelaxedSignal(dsl.TB(0), dsl.SyncBefore)
+			ch[r][q].RelaxedWait(dsl.TB(0), dsl.SyncAfter)
+		}
+	}
+	return p.Lower()
+}
+
+func flushTest(n int) (*plan.Plan, error) {
+	p := test("flush_test", n, plan.Simple, 0, 0)
+	for r := range n {
+		for _, q := range peersOf(r, n) {
+			p.PortChannel(q, r).Flush(dsl.TB(0), dsl.SyncBoth)
+		}
+	}
+	return p.Lower()
+}
+
+func semaphoreTest(n int) (*plan.Plan, error) {
+	p := test("semaphore_test", n, plan.Simple, 0, 0)
+	s := p.Rank(0).Semaphore(1)
+	s.Acquire(dsl.TB(0), dsl.SyncAfter)
+	s.Release(dsl.TB(0), dsl.SyncBefore)
+	return p.Lower()
+}
+
+func copyTest(n int) (*plan.Plan, error) {
+	p := test("copy_test", n, plan.Simple, 1, 1)
+	rk := p.Rank(0)
+	rk.Copy(rk.Output().Chunk(0, 1), rk.Input().Chunk(0, 1), dsl.TB(0))
+	return p.Lower()
+}
+
+func putTest(n int) (*plan.Plan, error) {
+	p := test("put_test", n, plan.Simple, 1, 1)
+	ch := mem(p, n)
+	for r := range n {
+		for _, q := range peersOf(r, n) {
+			ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
+			ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+			ch[r][q].Put(p.Rank(q).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
+			ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
+			ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
+		}
+	}
+	return p.Lower()
+}
+
+func getTest(n int) (*plan.Plan, error) {
+	p := test("get_test", n, plan.Simple, 1, 1)
+	ch := mem(p, n)
+	for r := range n {
+		for _, q := range peersOf(r, n) {
+			ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
+			ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+			ch[r][q].Get(p.Rank(r).Output().Chunk(0, 1), p.Rank(q).Input().Chunk(0, 1), dsl.TB(0))
+			ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
+			ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
+		}
+	}
+	return p.Lower()
+}
+
+func pwsTestGen(name string, flush bool) func(n int) (*plan.Plan, error) {
+	return func(n int) (*plan.Plan, error) {
+		p := test(name, n, plan.Simple, 1, 1)
+		for r := range n {
+			for _, q := range peersOf(r, n) {
+				c := p.PortChannel(q, r)
+				c.Signal(dsl.TB(0), dsl.SyncNone)
+				c.Wait(dsl.TB(0), dsl.SyncAfter)
+				if flush {
+					c.PutWithSignalAndFlush(p.Rank(q).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
+				} else {
+					c.PutWithSignal(p.Rank(q).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
+				}
+				c.Wait(dsl.TB(0), dsl.SyncNone)
+				if !flush {
+					c.Flush(dsl.TB(0), dsl.SyncNone)
+				}
+			}
+		}
+		return p.Lower()
+	}
+}
+
+var (
+	pwsTest  = pwsTestGen("put_with_signal_test", false)
+	pwsfTest = pwsTestGen("put_with_signal_and_flush_test", true)
+)
+
+func putPacketTest(n int) (*plan.Plan, error) {
+	p := test("put_packet_test", n, plan.LL, 1, 1)
+	ch := mem(p, n)
+	scr := []dsl.Buffer{p.Rank(0).NewScratch(1), p.Rank(1).NewScratch(1)}
+	for r := range n {
+		q := 1 - r
+		ch[r][q].PutPackets(scr[q].Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
+		p.Rank(r).UnpackPackets(p.Rank(r).Output().Chunk(0, 1), scr[r].Chunk(0, 1), dsl.TB(0))
+	}
+	return p.Lower()
+}
+
+// readPutPacketTest forwards packets from a scratch chunk nothing writes,
+// as MSCCL++'s unit program does (it demonstrates the op's shape only).
+func readPutPacketTest(n int) (*plan.Plan, error) {
+	p := test("read_put_packet_test", n, plan.LL, 0, 0)
+	scr := []dsl.Buffer{p.Rank(0).NewScratch(2), p.Rank(1).NewScratch(2)}
+	for r := range n {
+		q := 1 - r
+		p.MemoryChannel(q, r).ReadPutPackets(scr[q].Chunk(1, 1), scr[r].Chunk(0, 1), dsl.TB(0))
+	}
+	return p.Lower()
+}
+
+func copyPacketTest(n int) (*plan.Plan, error) {
+	p := test("copy_packet_test", n, plan.LL, 1, 1)
+	rk := p.Rank(0)
+	scr := rk.NewScratch(1)
+	rk.CopyPackets(scr.Chunk(0, 1), rk.Input().Chunk(0, 1), dsl.TB(0))
+	rk.UnpackPackets(rk.Output().Chunk(0, 1), scr.Chunk(0, 1), dsl.TB(0))
+	return p.Lower()
+}
+
+func reduceTest(n int) (*plan.Plan, error) {
+	p := test("reduce_test", n, plan.Simple, 2, 1)
+	rk := p.Rank(0)
+	rk.Reduce(rk.Output().Chunk(0, 1), []dsl.Chunk{rk.Input().Chunk(0, 1), rk.Input().Chunk(1, 1)}, dsl.Sum, dsl.TB(0))
+	return p.Lower()
+}
+
+func readReduceTest(n int) (*plan.Plan, error) {
+	p := test("read_reduce_test", n, plan.Simple, 1, 1)
+	ch := mem(p, n)
+	for r := range n {
+		q := 1 - r
+		ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
+		ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+		ch[r][q].Reduce(p.Rank(r).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), []dsl.Chunk{p.Rank(q).Input().Chunk(0, 1)}, dsl.Sum, dsl.TB(0))
+		ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
+		ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+func reduceSendTest(n int) (*plan.Plan, error) {
+	p := test("reduce_send_test", n, plan.Simple, 2, 2)
+	ch := mem(p, n)
+	for r := range n {
+		q := 1 - r
+		rk := p.Rank(r)
+		ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
+		ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+		rk.Reduce(rk.Output().Chunk(r, 1), []dsl.Chunk{rk.Input().Chunk(0, 1), rk.Input().Chunk(1, 1)}, dsl.Sum, dsl.TB(0))
+		ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Output().Chunk(r, 1), dsl.TB(0))
+		ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
+		ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+func reducePacketTest(n int) (*plan.Plan, error) {
+	p := test("reduce_packet_test", n, plan.LL, 1, 1)
+	ch := mem(p, n)
+	scr := []dsl.Buffer{p.Rank(0).NewScratch(1), p.Rank(1).NewScratch(1)}
+	for r := range n {
+		q := 1 - r
+		ch[r][q].PutPackets(scr[q].Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
+		p.Rank(r).ReducePackets(p.Rank(r).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), []dsl.Chunk{scr[r].Chunk(0, 1)}, dsl.Sum, dsl.TB(0))
+	}
+	return p.Lower()
+}
+
+// switchBroadcastTest: rank 0 stores a scratch chunk it never wrote into
+// the input of ranks 0 and 1 over the switch (MSCCL++'s shape demo).
+func switchBroadcastTest(n int) (*plan.Plan, error) {
+	p := test("group_store_test", n, plan.Simple, 1, 1)
+	scr := p.Rank(0).NewScratch(1)
+	sw := p.SwitchChannel([]int{0, 1}, dsl.Input)
+	sw.At(0).Broadcast(scr.Chunk(0, 1), 0, 1, dsl.TB(0))
+	pl, err := p.Lower()
+	if err != nil {
+		return nil, err
+	}
+	BufferForm(pl)
+	return pl, nil
+}
+
+func switchReduceTest(n int) (*plan.Plan, error) {
+	p := test("group_load_reduce_test", n, plan.Simple, 1, 1)
+	sw := p.SwitchChannel([]int{0, 1}, dsl.Input)
+	ch := mem(p, n)
+	for r := range n {
+		q := 1 - r
+		ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
+		ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
+		sw.At(r).Reduce(p.Rank(r).Output().Chunk(0, 1), 0, 1, dsl.Sum, dsl.TB(0))
+		ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
+		ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
+	}
+	return p.Lower()
+}
+
+func pipelineTest(n int) (*plan.Plan, error) {
+	p := test("pipeline_test", n, plan.Simple, 1, 1)
+	rk := p.Rank(0)
+	p.Pipeline(1<<16, 1, func() {
+		rk.Copy(rk.Output().Chunk(0, 1), rk.Input().Chunk(0, 1), dsl.TB(0))
+	})
+	return p.Lower()
+}
+
+func tbgCopyTest(n int) (*plan.Plan, error) {
+	p := test("tbg_copy_test", n, plan.Simple, 1, 1)
+	rk := p.Rank(0)
+	rk.Copy(rk.Output().Chunk(0, 1), rk.Input().Chunk(0, 1), p.TBGroup(0, 1))
+	return p.Lower()
+}
+
+// BufferForm rewrites every chunk-form gstore of pl into the buffer form
+// newer MSCCL++ writers emit: src_buff [the local chunk, with "rank"] and
+// dst_buff [the switch range]. Nothing else changes.
+func BufferForm(pl *plan.Plan) {
+	for g := range pl.GPUs {
+		for t := range pl.GPUs[g].ThreadBlocks {
+			ops := pl.GPUs[g].ThreadBlocks[t].Ops
+			for i := range ops {
+				op := &ops[i]
+				if op.Name != plan.OpGroupStore || op.SrcChunk == nil || len(op.ChannelIDs) != 1 {
+					continue
+				}
+				c := op.SrcChunk
+				op.Src = []plan.BufRef{{Kind: plan.RefLocal, Type: c.Type, Index: c.Index, Size: c.Size, HasRank: true, Rank: c.Rank}}
+				op.Dst = []plan.BufRef{plan.Switch(op.ChannelIDs[0], op.GroupOffset, op.GroupSize)}
+				op.SrcChunk, op.GroupBuffer, op.GroupOffset, op.GroupSize = nil, plan.BufferNone, 0, 0
+			}
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package mscclpptests_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/chorus-rt/chorus/algo/mscclpptests"
+	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/algo/run"
+	"github.com/chorus-rt/chorus/algo/verify"
+	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+var kinds = map[mscclpptests.Verdict]error{
+	mscclpptests.Race:          verify.ErrRace,
+	mscclpptests.Deadlock:      verify.ErrDeadlock,
+	mscclpptests.UndefinedRead: verify.ErrUndefinedRead,
+}
+
+// Every program at every rank count it supports: it loads (JSON round
+// trip), validates and gets its expected verdict.
+func TestVerdicts(t *testing.T) {
+	for _, pr := range mscclpptests.Programs() {
+		for _, n := range pr.Ranks {
+			t.Run(fmt.Sprintf("%s/n%d", pr.Name, n), func(t *testing.T) {
+				p := build(t, pr, n)
+				rep, err := verify.Verify(p)
+				if pr.Expect == mscclpptests.OK {
+					if err != nil {
+						t.Fatalf("want ok: %v", err)
+					}
+					if rep.Movement == nil {
+						t.Fatalf("no data movement reported")
+					}
+					return
+				}
+				if !errors.Is(err, kinds[pr.Expect]) {
+					t.Fatalf("want %s, got %v", pr.Expect, err)
+				}
+				var e *verify.Error
+				if !errors.As(err, &e) || e.Rank < 0 || e.TB < 0 {
+					t.Fatalf("verdict names no op: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func build(t *testing.T, pr mscclpptests.Program, n int) *plan.Plan {
+	t.Helper()
+	p, err := pr.Build(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := plan.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p, q) {
+		t.Fatalf("JSON round trip changed the plan")
+	}
+	raw2, err := q.Marshal()
+	if err != nil || string(raw2) != string(raw) {
+		t.Fatalf("JSON round trip changed the bytes (%v)", err)
+	}
+	return q
+}
+
+// Every program that verifies runs on the CPU executor with no wrong
+// element (checked against its collective, or against the data movement
+// the verifier computed for collectives without a fixed result), at its
+// smallest and largest supported rank count, at two message sizes.
+func TestCPUExecutor(t *testing.T) {
+	leaktest.Check(t)
+	byN := map[int][]mscclpptests.Program{}
+	for _, pr := range mscclpptests.Programs() {
+		if pr.Expect != mscclpptests.OK {
+			continue
+		}
+		for i, n := range pr.Ranks {
+			if i == 0 || i == len(pr.Ranks)-1 {
+				byN[n] = append(byN[n], pr)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for n, prs := range byN {
+		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
+			s, err := session.NewThreaded(session.Options{NumWorkers: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := s.Shutdown(); err != nil {
+					t.Error(err)
+				}
+			}()
+			for _, pr := range prs {
+				p := build(t, pr, n)
+				c, err := run.Load(ctx, s, p, 20*time.Second)
+				if err != nil {
+					t.Fatalf("%s: %v", pr.Name, err)
+				}
+				for _, bytes := range []int64{4 << 10, 96 << 10} {
+					inN, outN := run.Counts(p, tensor.Float32, bytes)
+					if inN == 0 && outN == 0 {
+						t.Fatalf("%s: no size fits %d bytes", pr.Name, bytes)
+					}
+					res, err := c.Bench(ctx, tensor.Float32, inN, outN, 2, 1)
+					if err != nil {
+						t.Fatalf("%s: %v", pr.Name, err)
+					}
+					if res.Wrong != 0 {
+						t.Errorf("%s n%d %d bytes: %d wrong elements", pr.Name, n, bytes, res.Wrong)
+					}
+				}
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
