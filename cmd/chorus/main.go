@@ -362,7 +362,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 func benchHostPoll(args []string, out io.Writer) error {
 	fs := newFlags("bench hostpoll", "chorus bench hostpoll [--device 0] [--loads 2000] [--json]", out)
 	dev := fs.Int("device", 0, "GPU id")
-	loads := fs.Int("loads", 2000, "dependent loads timed per memory kind")
+	loads := fs.Int("loads", 2000, "samples (chains of dependent loads) per memory kind")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -371,7 +371,7 @@ func benchHostPoll(args []string, out io.Writer) error {
 		return usageError{"bench hostpoll: need --loads in 1..1048576 and --device >= 0"}
 	}
 	if !*asJSON {
-		fmt.Fprintf(out, "# chorus bench hostpoll: cuda:%d, one GPU thread's dependent loads (clock64 at the base clock), ns\n#%11s %9s %6s %10s %10s %10s\n", *dev, "memory", "host", "loads", "p50(ns)", "p99(ns)", "max(ns)")
+		fmt.Fprintf(out, "# chorus bench hostpoll: cuda:%d, one GPU thread's chains of %d dependent loads (globaltimer), ns per load\n#%11s %9s %6s %10s %10s %10s\n", *dev, bench.HostPollChain, "memory", "host", "samples", "p50(ns)", "p99(ns)", "max(ns)")
 	}
 	return bench.HostPoll(*dev, *loads, func(r bench.HostPollResult) {
 		if *asJSON {

@@ -13,28 +13,41 @@ import (
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
 )
 
-// hostPollSource: one thread times n dependent loads, first of mapped
-// host memory, then of device memory, with clock64; the clock is read
-// with the loaded value as an operand, so it waits for the load. This is
-// what a barrier's poll of a host word costs (see ccl/ipc, "Stalls").
+// hostPollSource: one thread times samples of chain dependent loads (each
+// address depends on the value the previous load returned, so they cannot
+// overlap), first of mapped host memory, then of device memory, with the
+// GPU's nanosecond timer: what one poll of a host word costs a barrier
+// (see ccl/ipc, "Stalls"). The timer read after a chain may come before
+// its last load returns, so a sample can miss up to one load of chain.
 const hostPollSource = `
+#define CHAIN 16
+__device__ __forceinline__ unsigned long long now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 extern "C" __global__ void hostpoll(const unsigned* host, const unsigned* dev, long long* out, int n) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   unsigned v = 0;
   for (int k = 0; k < 2; k++) {
     const unsigned* p = k == 0 ? host : dev;
     for (int i = 0; i < n; i++) {
-      long long t0, t1;
-      asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0) : "r"(v));
-      asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p + (v & 1)) : "memory");
-      asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1) : "r"(v));
-      out[k * n + i] = t1 - t0;
+      unsigned long long t0 = now();
+      for (int j = 0; j < CHAIN; j++)
+        asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p + (v & 1)) : "memory");
+      unsigned long long t1 = now();
+      out[k * n + i] = (long long)(t1 - t0) + (v & 0x80000000u);  // v is 0: keeps the chain live
     }
   }
 }
 `
 
-// HostPollResult is the latency of one load, in nanoseconds.
+// HostPollChain is CHAIN of hostPollSource.
+const HostPollChain = 16
+
+// HostPollResult is the latency of one load, in nanoseconds (each
+// sample: a chain of dependent loads timed together, divided by its
+// length).
 type HostPollResult struct {
 	Bench  string  `json:"bench"`
 	Memory string  `json:"memory"` // "host-mapped" or "device"
@@ -73,7 +86,6 @@ func HostPoll(ordinal, loads int, emit func(HostPollResult)) error {
 		hostDev cuda.DevicePtr
 		devMem  cuda.DevicePtr
 		out     cuda.DevicePtr
-		khz     int
 	)
 	err = dev.Do(func(cuda.Stream) error {
 		cd, err := d.DeviceGet(ordinal)
@@ -86,9 +98,6 @@ func HostPoll(ordinal, loads int, emit func(HostPollResult)) error {
 		}
 		minor, err := d.DeviceAttribute(cd, cuda.AttrComputeCapabilityMinor)
 		if err != nil {
-			return err
-		}
-		if khz, err = d.DeviceAttribute(cd, cuda.AttrClockRate); err != nil {
 			return err
 		}
 		cubin, _, err := comp.CompileCached("chorus_hostpoll.cu", hostPollSource, fmt.Sprintf("sm_%d%d", major, minor))
@@ -147,17 +156,17 @@ func HostPoll(ordinal, loads int, emit func(HostPollResult)) error {
 		if mode == "sleeping" {
 			// Long enough for the kernel's loads (a few us each) to run
 			// while this process sleeps.
-			time.Sleep(time.Duration(loads) * 20 * time.Microsecond)
+			time.Sleep(time.Duration(loads) * HostPollChain * 5 * time.Microsecond)
 		}
 		raw := make([]byte, 16*loads)
 		if err := dev.CopyOut(raw, device.Wrap(uint64(out), int64(len(raw)), ordinal), 0); err != nil {
 			return err
 		}
-		cycles := unsafe.Slice((*int64)(unsafe.Pointer(&raw[0])), 2*loads)
+		samples := unsafe.Slice((*int64)(unsafe.Pointer(&raw[0])), 2*loads)
 		for k, mem := range []string{"host-mapped", "device"} {
 			ns := make([]float64, loads)
 			for i := range ns {
-				ns[i] = float64(cycles[k*loads+i]) * 1e6 / float64(khz)
+				ns[i] = float64(samples[k*loads+i]) / HostPollChain
 			}
 			slices.Sort(ns)
 			emit(HostPollResult{Bench: "hostpoll", Memory: mem, Host: mode, Loads: loads,
