@@ -311,7 +311,7 @@ func InPlaceOffsets(p *plan.Plan, r int, inBytes, outBytes int64) (in, out int64
 // barriers, semaphores, the FIFO head). The same size on every rank.
 type Control struct {
 	BarStart, BarEnd, Ctl, Tickets, Inbound, TBBar, Sems, FIFOHead, Total int64
-	Slots, NTickets, NBarriers, NSems                                    int
+	Slots, NTickets, NBarriers, NSems                                     int
 }
 
 // ControlLayout sizes the control allocation for p (the most any rank
