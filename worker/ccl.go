@@ -172,6 +172,9 @@ func (w *Worker) Abort(reason error) {
 	if w.ipc.ar != nil {
 		w.ipc.ar.Abort()
 	}
+	for _, h := range w.ipc.hooks {
+		h.Abort()
+	}
 }
 
 // optTensor accepts a tensor or nil (for arguments only the root reads).

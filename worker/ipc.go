@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/ipc"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
@@ -27,6 +28,10 @@ var ErrNoIPC = errors.New("ipc_memory needs GPU workers and InitCCL with a GPU b
 type ipcState struct {
 	alloc *ipc.Allocator
 	ar    *ipc.AllReducer
+	// hooks: device work of other packages on this IPC memory (GPU plan
+	// executors), by registration number; guarded by commMu.
+	hooks    map[int]DeviceHook
+	hookNext int
 }
 
 func (w *Worker) ensureIPC() (*ipc.Allocator, error) {
@@ -132,10 +137,20 @@ func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
 // checkIPC reports a custom all-reduce that gave up waiting for its peers
 // (after the device was synchronized).
 func (w *Worker) checkIPC() error {
-	if w.ipc.ar == nil {
-		return nil
+	var errs []error
+	if w.ipc.ar != nil {
+		errs = append(errs, w.ipc.ar.Check())
 	}
-	return w.ipc.ar.Check()
+	w.commMu.Lock()
+	hooks := make([]DeviceHook, 0, len(w.ipc.hooks))
+	for _, h := range w.ipc.hooks {
+		hooks = append(hooks, h)
+	}
+	w.commMu.Unlock()
+	for _, h := range hooks {
+		errs = append(errs, h.Check())
+	}
+	return errors.Join(errs...)
 }
 
 // ipcInUse refuses to replace the communicators while IPC tensors are
@@ -161,7 +176,12 @@ func (w *Worker) closeIPC() {
 	w.commMu.Lock() // Abort must not reach an all-reducer being closed
 	ar := w.ipc.ar
 	w.ipc.ar = nil
+	hooks := w.ipc.hooks
+	w.ipc.hooks = nil
 	w.commMu.Unlock()
+	for _, h := range hooks {
+		h.Close()
+	}
 	if ar != nil {
 		ar.Close()
 	}
@@ -219,4 +239,51 @@ func PeerCopy(env registry.Env, dst, src *tensor.Tensor, peer int) error {
 		return err
 	}
 	return cd.Do(func(s cuda.Stream) error { return drv.MemcpyDtoDAsync(to, from, src.NumBytes(), s) })
+}
+
+// DeviceHook is device work of another package that runs on the worker's
+// IPC memory (a GPU plan executor, package algo/gpuexec): Abort is called
+// when a peer is lost (with the custom all-reducer's), Check after the
+// device was synchronized (SyncDevice reports its error), Close before the
+// IPC memory is freed (InitCCL again, or the end of the worker).
+type DeviceHook interface {
+	Abort()
+	Check() error
+	Close() error
+}
+
+// IPC returns the worker's IPC allocator and its host control
+// communicator (made on first use after InitCCL with a GPU backend), for
+// packages that run their own kernels on IPC memory.
+func IPC(env registry.Env) (*ipc.Allocator, ccl.Comm, error) {
+	w, ok := env.(*Worker)
+	if !ok {
+		return nil, nil, fmt.Errorf("IPC memory needs a chorus worker, got %T", env)
+	}
+	a, err := w.ensureIPC()
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, w.comms.control, nil
+}
+
+// AddDeviceHook registers h until remove is called.
+func AddDeviceHook(env registry.Env, h DeviceHook) (remove func(), err error) {
+	w, ok := env.(*Worker)
+	if !ok {
+		return nil, fmt.Errorf("device hooks need a chorus worker, got %T", env)
+	}
+	w.commMu.Lock()
+	defer w.commMu.Unlock()
+	if w.ipc.hooks == nil {
+		w.ipc.hooks = map[int]DeviceHook{}
+	}
+	id := w.ipc.hookNext
+	w.ipc.hookNext++
+	w.ipc.hooks[id] = h
+	return func() {
+		w.commMu.Lock()
+		delete(w.ipc.hooks, id)
+		w.commMu.Unlock()
+	}, nil
 }

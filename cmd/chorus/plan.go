@@ -16,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/plan"
 	planrun "github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/algo/verify"
+	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
@@ -26,7 +27,8 @@ const planUsage = `Usage: chorus plan <command> [flags]
 Commands:
   show FILE               list a plan's ops, one per line
   run FILE --workers N    run a plan on the CPU executor over a sweep of sizes,
-                          check every result and time it (nccl-tests style)
+                          check every result and time it (nccl-tests style);
+                          --device cuda [--devices 0,1] [--graph] runs it on GPUs
   build ALGORITHM --ranks N [-o FILE]
                           build a plan from the algorithm library (or a
                           hand-built one: ` + "allpairs-*" + `); --list lists them
@@ -225,6 +227,12 @@ type sweep struct {
 	lo, hi, step  int64
 	iters, warmup int
 	json          bool
+	// device "cuda": the plan runs on the workers' GPUs (algo/gpuexec);
+	// devices are their ordinals (worker i on devices[i % len]).
+	device  string
+	devices []int
+	graph   bool
+	force   bool
 }
 
 func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
@@ -238,9 +246,27 @@ func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
 	iters := fs.Int("iters", 0, "timed iterations per size (0: by size)")
 	warmup := fs.Int("warmup", 0, "untimed iterations per size (0: iters/10)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
+	dev := fs.String("device", "cpu", "where the plan runs: cpu (CPU executor) or cuda (GPU executor)")
+	devs := fs.String("devices", "0", "with --device cuda: GPU ordinals, comma-separated (worker i on the (i mod len)-th; several workers may share one)")
+	graph := fs.Bool("graph", false, "with --device cuda: time replays of a CUDA graph of one call")
+	force := fs.Bool("force", false, "with --device cuda: run a plan the verifier rejects")
 	return func() (sweep, error) {
-		sw := sweep{kind: *kind, tr: *tr, workers: *workers, step: *step, iters: *iters, warmup: *warmup, json: *asJSON}
+		sw := sweep{kind: *kind, tr: *tr, workers: *workers, step: *step, iters: *iters, warmup: *warmup, json: *asJSON,
+			device: *dev, graph: *graph, force: *force}
 		var err error
+		if sw.device != "cpu" && sw.device != "cuda" {
+			return sw, usageError{fmt.Sprintf("--device %q: want cpu or cuda", sw.device)}
+		}
+		for _, f := range strings.Split(*devs, ",") {
+			var id int
+			if _, err := fmt.Sscan(strings.TrimSpace(f), &id); err != nil || id < 0 {
+				return sw, usageError{fmt.Sprintf("--devices %q: want GPU ordinals like 0,1", *devs)}
+			}
+			sw.devices = append(sw.devices, id)
+		}
+		if sw.device == "cuda" && sw.kind != "process" {
+			return sw, usageError{"--device cuda needs --session process (one process per rank; ranks may share a GPU)"}
+		}
 		if sw.dt, err = tensor.ParseDType(*dtype); err != nil || sw.dt == tensor.Bool {
 			return sw, usageError{fmt.Sprintf("--dtype %q: want a numeric dtype", *dtype)}
 		}
@@ -301,6 +327,9 @@ func planRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 // compare, the hand-written cpu backend runs the same collective at the
 // same sizes in the same session, row by row.
 func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, errOut io.Writer) error {
+	if sw.device == "cuda" {
+		return gpuSweep(ctx, p, sw, out, errOut)
+	}
 	s, err := sw.session(ctx)
 	if err != nil {
 		return err
@@ -463,4 +492,81 @@ func benchPlan(ctx context.Context, name string, args []string, out, errOut io.W
 		fmt.Fprintf(out, "# ratio = plan / cpu; %s\n", time.Since(start).Round(time.Second))
 	}
 	return err
+}
+
+// gpuSweep runs p on the workers' GPUs (algo/gpuexec) over the sizes:
+// one process per rank bound to --devices, the "ipc" backend (ranks may
+// share a GPU), every result checked exactly.
+func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer) error {
+	ids := make([]int, sw.workers)
+	for i := range ids {
+		ids[i] = sw.devices[i%len(sw.devices)]
+	}
+	po := processOptions(sw.tr)
+	po.NumWorkers, po.DeviceIDs = sw.workers, ids
+	s, err := session.NewProcess(ctx, po)
+	if err != nil {
+		return err
+	}
+	defer s.Shutdown()
+	if err := s.InitCCL(ctx, "ipc", 60*time.Second); err != nil {
+		return err
+	}
+	c, err := planrun.LoadGPU(ctx, s, p, planrun.GPUOptions{Force: sw.force})
+	if err != nil {
+		return err
+	}
+	mode := "eager"
+	if sw.graph {
+		mode = "CUDA graph replays"
+	}
+	if !sw.json {
+		fmt.Fprintf(out, "# chorus plan on GPUs: %s (%s, %s), GPU executor, %d workers on cuda %v, %s, timed inside the workers\n",
+			p.Name, p.Collective, p.Protocol, sw.workers, ids, mode)
+		fmt.Fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+	}
+	es := int64(sw.dt.Size())
+	var failed int64
+	for b := sw.lo; b <= sw.hi; b *= sw.step {
+		inN, outN := planrun.Counts(p, sw.dt, b)
+		if inN == 0 {
+			fmt.Fprintf(errOut, "plan %q: no message size up to %d bytes fits the plan; row skipped\n", p.Name, b)
+			continue
+		}
+		msg := inN * es
+		if p.Collective == plan.AllGather {
+			msg = outN * es
+		}
+		iters, warm := sw.itersWarm(msg)
+		r, err := c.Bench(ctx, sw.dt, inN, outN, iters, warm, reduce.Sum, sw.graph, b)
+		if err != nil {
+			return err
+		}
+		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: "process-cuda", Workers: sw.workers, DType: sw.dt.String(), Bytes: msg, TimeUs: r.TimeUs, Wrong: r.Wrong}
+		if sw.graph {
+			row.Session = "process-cuda-graph"
+		}
+		if row.TimeUs > 0 {
+			row.AlgBW = float64(msg) / row.TimeUs / 1e3
+			row.BusBW = row.AlgBW * busFactor(p.Collective, sw.workers)
+		}
+		failed += row.Wrong
+		if sw.json {
+			if err := json.NewEncoder(out).Encode(row); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong)
+		}
+	}
+	if err := c.Close(); err != nil {
+		return err
+	}
+	if err := s.Shutdown(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("plan %q: %d wrong elements", p.Name, failed)
+	}
+	return nil
 }

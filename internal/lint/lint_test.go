@@ -37,6 +37,7 @@ var layers = map[string]int{
 	"algo/verify":             2,
 	"algo/handplan":           2,
 	"algo/cpuexec":            4,
+	"algo/gpuexec":            5,
 	"algo/run":                7,
 	"algo/dsl":                2,
 	"algo/library":            3,

@@ -1,0 +1,315 @@
+package gpuexec
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/chorus-rt/chorus/algo/library"
+	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden kernels in testdata")
+
+func build(t *testing.T, name string, ranks int) *plan.Plan {
+	t.Helper()
+	p, err := library.Build(name, ranks, library.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func readPlan(t *testing.T, path string) *plan.Plan {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := plan.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// withoutSwitchOps drops the switch-channel ops (which the GPU executor
+// refuses), so the rest of a plan can be generated.
+func withoutSwitchOps(p *plan.Plan) *plan.Plan {
+	raw, _ := p.Marshal()
+	q, _ := plan.Parse(raw)
+	for gi := range q.GPUs {
+		for ti := range q.GPUs[gi].ThreadBlocks {
+			tb := &q.GPUs[gi].ThreadBlocks[ti]
+			var keep []plan.Op
+			for _, op := range tb.Ops {
+				switch op.Name {
+				case plan.OpGroupLoadReduce, plan.OpGroupStore, plan.OpGroupLoadReduceStore:
+					continue
+				}
+				keep = append(keep, op)
+			}
+			tb.Ops = keep
+		}
+	}
+	return q
+}
+
+// The generated sources of small plans are compared byte for byte with
+// testdata/*.cu (go test -run Golden -update rewrites them).
+func TestGoldenKernels(t *testing.T) {
+	every := withoutSwitchOps(readPlan(t, "../plan/testdata/every_op_kind.json"))
+	cases := []struct {
+		file string
+		p    *plan.Plan
+		rank int
+		dt   tensor.DType
+		op   reduce.Op
+	}{
+		{"allreduce_oneshot_2_r0_bf16_sum.cu", build(t, "allreduce_oneshot", 2), 0, tensor.BFloat16, reduce.Sum},
+		{"allreduce_packet_2_r1_f32_max.cu", build(t, "allreduce_packet", 2), 1, tensor.Float32, reduce.Max},
+		{"allreduce_port_2_r0_f16_sum.cu", build(t, "allreduce_port", 2), 0, tensor.Float16, reduce.Sum},
+		{"every_op_kind_noswitch_r0_f32_sum.cu", every, 0, tensor.Float32, reduce.Sum},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			k, err := Generate(c.p, c.rank, c.dt, c.op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The golden files hold the plan part only: the runtime and the
+			// half conversions are the same in every kernel.
+			got := planPart(k.Source)
+			path := filepath.Join("testdata", c.file)
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -run Golden -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from the generated kernel (go test -run Golden -update after checking the change):\n%s", path, firstDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// planPart is the generated header (#defines) and everything after the
+// runtime.
+func planPart(src string) string {
+	head, _, _ := strings.Cut(src, "\n\n")
+	_, tail, _ := strings.Cut(src, "// ---- the plan ----\n")
+	return head + "\n...\n" + tail
+}
+
+func firstDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range max(len(la), len(lb)) {
+		var x, y string
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n  want %q\n  got  %q", i+1, x, y)
+		}
+	}
+	return "(no difference)"
+}
+
+// allKernels generates every library algorithm at 2..4 ranks, every rank,
+// plus the every-op plan, for a few dtype/op pairs.
+func allKernels(t *testing.T) map[string]*Kernel {
+	t.Helper()
+	out := map[string]*Kernel{}
+	type dtop struct {
+		dt tensor.DType
+		op reduce.Op
+	}
+	combos := []dtop{{tensor.Float32, reduce.Sum}, {tensor.Float16, reduce.Min}, {tensor.BFloat16, reduce.Max}}
+	for _, name := range library.Names() {
+		for _, n := range []int{2, 3, 4} {
+			p := build(t, name, n)
+			for r := range n {
+				c := combos[(r+n)%len(combos)]
+				k, err := Generate(p, r, c.dt, c.op)
+				if err != nil {
+					t.Fatalf("%s on %d ranks, rank %d: %v", name, n, r, err)
+				}
+				out[fmt.Sprintf("%s_%d_r%d", name, n, r)] = k
+			}
+		}
+	}
+	every := withoutSwitchOps(readPlan(t, "../plan/testdata/every_op_kind.json"))
+	for r := range every.NumRanks() {
+		k, err := Generate(every, r, tensor.BFloat16, reduce.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprintf("every_op_kind_r%d", r)] = k
+	}
+	return out
+}
+
+var (
+	callRE = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)\s*(<[^<>;]*>)?\s*\(`)
+	defRE  = regexp.MustCompile(`\b([A-Za-z_][A-Za-z0-9_]*)\s*\([^;{}()]*\)\s*(const\s*)?\{`)
+)
+
+// keywords and NVRTC built-ins that generated code may call without
+// defining them.
+var builtins = map[string]bool{
+	"if": true, "else": true, "for": true, "while": true, "switch": true, "return": true, "sizeof": true, "asm": true, "volatile": true,
+	"__syncthreads": true, "clock64": true, "__uint_as_float": true, "__float_as_uint": true, "fminf": true, "fmaxf": true,
+	"make_uint2": true, "make_uint4": true, "__launch_bounds__": true, "defined": true,
+	// casts and declarations that look like calls
+	"u32": true, "u64": true, "u16": true, "int": true, "float": true, "i64": true,
+}
+
+// Every generated kernel is self-consistent: brackets balance outside
+// strings and comments, and every function it calls is defined in it
+// (or is an NVRTC built-in).
+func TestGeneratedSourceIsSelfConsistent(t *testing.T) {
+	for name, k := range allKernels(t) {
+		code := stripCommentsAndStrings(k.Source)
+		for _, pair := range []string{"{}", "()", "[]"} {
+			depth := 0
+			for i, c := range code {
+				switch c {
+				case rune(pair[0]):
+					depth++
+				case rune(pair[1]):
+					depth--
+				}
+				if depth < 0 {
+					t.Fatalf("%s: unbalanced %q at byte %d", name, pair[1], i)
+				}
+			}
+			if depth != 0 {
+				t.Errorf("%s: %d unclosed %q", name, depth, pair[0])
+			}
+		}
+		defined := map[string]bool{}
+		for _, m := range defRE.FindAllStringSubmatch(code, -1) {
+			defined[m[1]] = true
+		}
+		for _, m := range callRE.FindAllStringSubmatch(code, -1) {
+			id := m[1]
+			if !defined[id] && !builtins[id] && !strings.HasPrefix(id, "__") {
+				t.Errorf("%s: calls %s, which it does not define", name, id)
+			}
+		}
+		if !strings.Contains(k.Source, "extern \"C\" __global__ void __launch_bounds__(NTHREADS) "+KernelName+"(") {
+			t.Errorf("%s: no kernel %s", name, KernelName)
+		}
+	}
+}
+
+func stripCommentsAndStrings(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case strings.HasPrefix(s[i:], "//"):
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+			b.WriteByte('\n')
+		case s[i] == '"':
+			i++
+			for i < len(s) && s[i] != '"' {
+				if s[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			b.WriteString(`""`)
+		case s[i] == '#' && (i == 0 || s[i-1] == '\n'):
+			// preprocessor lines (macros are not calls)
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+			b.WriteByte('\n')
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// With a C++ compiler at hand (g++), every generated kernel must pass a
+// syntax check against testdata/nvcc_shim.h, which stands in for NVRTC's
+// built-ins: a compile error is found here, not on the GPU machine.
+func TestGeneratedSourceCompilesAsCXX(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++: syntax check of the generated kernels skipped")
+	}
+	shim, err := filepath.Abs("testdata/nvcc_shim.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ks := allKernels(t)
+	// One translation unit per kernel (each has its own #defines), checked
+	// in one g++ call each; a handful is enough to cover every op kind and
+	// rank count, so the test stays fast.
+	var names []string
+	for name := range ks {
+		if strings.HasSuffix(name, "_r0") || strings.HasPrefix(name, "every_op_kind") {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		f := filepath.Join(dir, name+".cpp")
+		if err := os.WriteFile(f, []byte("#include \""+shim+"\"\n"+ks[name].Source), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(cxx, "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas", f).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: g++ -fsyntax-only: %v\n%s", name, err, out)
+		}
+	}
+}
+
+func TestGenerateRefusals(t *testing.T) {
+	every := readPlan(t, "../plan/testdata/every_op_kind.json")
+	oneshot := build(t, "allreduce_oneshot", 2)
+	cases := []struct {
+		name string
+		p    *plan.Plan
+		dt   tensor.DType
+		op   reduce.Op
+		want string
+	}{
+		{"switch op", every, tensor.Float32, reduce.Sum, "switch channels (NVLink multicast)"},
+		{"dtype", oneshot, tensor.Int32, reduce.Sum, "dtype int32"},
+		{"op", oneshot, tensor.Float32, reduce.Prod, "reduce op prod"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Generate(c.p, 0, c.dt, c.op)
+			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want ErrUnsupported mentioning %q", err, c.want)
+			}
+		})
+	}
+	// The switch op is named with its place.
+	_, err := Generate(every, 0, tensor.Float32, reduce.Sum)
+	if !regexp.MustCompile(`rank 0 tb \d+ op \d+ \(gl(re|store|res)\)`).MatchString(err.Error()) {
+		t.Errorf("error does not name the op: %v", err)
+	}
+}

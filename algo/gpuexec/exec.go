@@ -1,0 +1,679 @@
+package gpuexec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/ipc"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// Config describes one rank of a GPU executor.
+type Config struct {
+	Rank, Size int
+	Ordinal    int // this rank's CUDA device
+	Driver     *cuda.Driver
+	// Exec runs fn on the thread that owns the rank's GPU, with its stream.
+	Exec func(fn func(stream uintptr) error) error
+	// Alloc is the rank's IPC allocator (ccl/ipc); its control
+	// communicator carries the executor's checks.
+	Alloc   *ipc.Allocator
+	Control ccl.Comm
+	Timeout time.Duration // a kernel's wait for a peer (0: 30 s)
+	// Force runs a plan the verifier rejects.
+	Force bool
+	// FIFOSize is the port-channel proxy's FIFO length (0: 1024).
+	FIFOSize int
+}
+
+// args mirrors struct Args of runtime.cuh.
+type args struct {
+	buf                              [MaxRanks][3]uint64
+	inbound, barStart, barEnd        [MaxRanks]uint64
+	chunk, align, scratchHalf        uint64
+	tickets, ctl, tbbar, sems        uint64
+	abort, err                       uint64
+	timeout                          int64
+	fifo, fifoHead, fifoTail, fifoDn uint64
+	fifoSize                         uint64
+}
+
+type loaded struct {
+	mod cuda.Module
+	fn  cuda.Function
+	k   *Kernel
+}
+
+// Executor runs one plan on this rank's GPU. Every rank of the
+// communicator makes one (New is collective) and makes the same calls.
+type Executor struct {
+	cfg  Config
+	p    *plan.Plan
+	hash [32]byte
+	bufs Buffers
+	ctl  Control
+
+	ctlBuf *ipc.Buffer
+	data   [3]*ipc.Buffer
+
+	comp    *nvrtc.Compiler
+	arch    string
+	tout    int64
+	kernels map[[2]int]*loaded
+
+	// host: mapped page-locked memory: [0] abort u32, [4..24) the error
+	// record (code, rank, tb, op, body), the FIFO from byte 64.
+	host    unsafe.Pointer
+	hostDev cuda.DevicePtr
+	fifo    *FIFO
+	proxy   *Proxy
+	engine  *cudaEngine
+
+	a      *args
+	params []unsafe.Pointer
+	desc   *tensor.Tensor
+	all    *tensor.Tensor
+	failed atomic.Bool
+}
+
+const hostHeader = 64
+
+// New checks p (CheckPlan: refused before anything is allocated), maps
+// the host words, exchanges every rank's status, allocates the control
+// memory (IPC, collective) and starts the port-channel proxy when this
+// rank uses port channels. Kernels are compiled at the first call of each
+// dtype and reduce op.
+func New(ctx context.Context, cfg Config, p *plan.Plan) (*Executor, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.FIFOSize <= 0 {
+		cfg.FIFOSize = 1024
+	}
+	if cfg.Alloc == nil || cfg.Driver == nil || cfg.Exec == nil || cfg.Control == nil {
+		return nil, fmt.Errorf("%w: gpuexec: the executor needs a driver, a device executor, an IPC allocator and a control communicator", ccl.ErrBadArgs)
+	}
+	me := cfg.Rank
+	if err := CheckPlan(p, cfg.Size, cfg.Force); err != nil {
+		return nil, fmt.Errorf("gpuexec: rank %d: %w", me, err)
+	}
+	x := &Executor{cfg: cfg, p: p, ctl: ControlLayout(p), kernels: map[[2]int]*loaded{}, a: new(args)}
+	x.params = []unsafe.Pointer{unsafe.Pointer(x.a)}
+	var err error
+	if x.hash, err = Hash(p); err != nil {
+		return nil, err
+	}
+	if x.bufs, err = PlanBuffers(p); err != nil {
+		return nil, err
+	}
+	if x.bufs.InputWritten {
+		x.bufs.IPC[0] = true // never write the caller's input
+	}
+	x.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
+	x.all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(descBytes * cfg.Size)})
+	lerr := x.setupLocal()
+	// Every rank learns whether every rank could set up, and that all
+	// loaded the same plan, before any allocates.
+	d := desc{plan: x.hash}
+	if lerr != nil {
+		d.bad = 1
+	}
+	if xerr := x.exchange(ctx, d); xerr != nil {
+		x.freeLocal()
+		return nil, fmt.Errorf("gpuexec: rank %d: set-up exchange: %w", me, xerr)
+	}
+	if lerr != nil {
+		x.freeLocal()
+		return nil, fmt.Errorf("gpuexec: rank %d: %w", me, lerr)
+	}
+	for q := range cfg.Size {
+		o := x.peerDesc(q)
+		if o.bad != 0 {
+			x.freeLocal()
+			return nil, fmt.Errorf("%w: gpuexec: rank %d: rank %d could not set up the GPU executor", ccl.ErrFailed, me, q)
+		}
+		if o.plan != x.hash {
+			x.freeLocal()
+			return nil, fmt.Errorf("%w: gpuexec: rank %d: rank %d loaded another plan than %q", ccl.ErrMismatch, me, q, p.Name)
+		}
+	}
+	if x.ctlBuf, err = cfg.Alloc.Alloc(ctx, x.ctl.Total); err != nil {
+		x.freeLocal()
+		return nil, fmt.Errorf("gpuexec: rank %d: control memory: %w", me, err)
+	}
+	if n := len(p.GPUs[me].Semaphores); n > 0 {
+		init := make([]byte, 4*n)
+		for i, s := range p.GPUs[me].Semaphores {
+			binary.LittleEndian.PutUint32(init[4*i:], uint32(int32(s.InitValue)))
+		}
+		err = cfg.Exec(func(uintptr) error {
+			return cfg.Driver.MemcpyHtoD(cuda.DevicePtr(x.ctlBuf.Data[me]+uint64(x.ctl.Sems)), init)
+		})
+		if err != nil {
+			x.Close()
+			return nil, fmt.Errorf("gpuexec: rank %d: semaphores: %w", me, err)
+		}
+	}
+	if usesPort(p, me) {
+		x.fifo = NewFIFO(unsafe.Add(x.host, hostHeader), cfg.FIFOSize)
+		x.engine = &cudaEngine{d: cfg.Driver, ordinal: cfg.Ordinal}
+		x.proxy = StartProxy(x.fifo, x.engine, x.engine.setup)
+	}
+	return x, nil
+}
+
+func usesPort(p *plan.Plan, r int) bool {
+	port := false
+	for ti := range p.GPUs[r].ThreadBlocks {
+		for oi := range p.GPUs[r].ThreadBlocks[ti].Ops {
+			o := &p.GPUs[r].ThreadBlocks[ti].Ops[oi]
+			port = port || o.ChannelType == plan.ChannelPort
+			for bi := range o.Ops {
+				port = port || o.Ops[bi].ChannelType == plan.ChannelPort
+			}
+		}
+	}
+	return port
+}
+
+func (x *Executor) setupLocal() error {
+	c, d := x.cfg, x.cfg.Driver
+	comp, err := nvrtc.Load()
+	if err != nil {
+		return err
+	}
+	x.comp = comp
+	return c.Exec(func(uintptr) error {
+		dev, err := d.DeviceGet(c.Ordinal)
+		if err != nil {
+			return err
+		}
+		major, err := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMajor)
+		if err != nil {
+			return err
+		}
+		minor, err := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMinor)
+		if err != nil {
+			return err
+		}
+		if major < 7 {
+			return fmt.Errorf("%w: the GPU executor needs compute capability 7.0 or newer, cuda:%d has %d.%d", ccl.ErrBadArgs, c.Ordinal, major, minor)
+		}
+		x.arch = fmt.Sprintf("sm_%d%d", major, minor)
+		khz, err := d.DeviceAttribute(dev, cuda.AttrClockRate)
+		if err != nil {
+			return err
+		}
+		x.tout = int64(khz) * int64(c.Timeout/time.Millisecond)
+		size := int64(hostHeader + FIFOBytes(c.FIFOSize))
+		if x.host, err = d.MemHostAlloc(size, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap); err != nil {
+			return err
+		}
+		clear(unsafe.Slice((*byte)(x.host), size))
+		x.hostDev, err = d.MemHostGetDevicePointer(x.host)
+		return err
+	})
+}
+
+func (x *Executor) freeLocal() {
+	if x.host != nil {
+		x.cfg.Exec(func(uintptr) error { return x.cfg.Driver.MemFreeHost(x.host) })
+		x.host = nil
+	}
+}
+
+// descriptor exchanged before every call (and at New).
+const descBytes = 64
+
+type desc struct {
+	bad       byte
+	dtype, op byte
+	inB, outB int64
+	plan      [32]byte
+}
+
+func (d desc) encode(b []byte) {
+	clear(b[:descBytes])
+	b[0], b[1], b[2] = d.bad, d.dtype, d.op
+	binary.LittleEndian.PutUint64(b[8:], uint64(d.inB))
+	binary.LittleEndian.PutUint64(b[16:], uint64(d.outB))
+	copy(b[24:56], d.plan[:])
+}
+
+func decodeDesc(b []byte) desc {
+	d := desc{bad: b[0], dtype: b[1], op: b[2], inB: int64(binary.LittleEndian.Uint64(b[8:])), outB: int64(binary.LittleEndian.Uint64(b[16:]))}
+	copy(d.plan[:], b[24:56])
+	return d
+}
+
+func (x *Executor) exchange(ctx context.Context, d desc) error {
+	d.encode(x.desc.Bytes())
+	return x.cfg.Control.AllGather(ctx, x.desc, x.all)
+}
+
+func (x *Executor) peerDesc(q int) desc { return decodeDesc(x.all.Bytes()[q*descBytes:]) }
+
+// Plan is the executor's plan.
+func (x *Executor) Plan() *plan.Plan { return x.p }
+
+// Rank and Size are this rank and the rank count.
+func (x *Executor) Rank() int { return x.cfg.Rank }
+func (x *Executor) Size() int { return x.cfg.Size }
+
+func (x *Executor) devPtr(name string, t *tensor.Tensor) (uint64, error) {
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s is nil", ccl.ErrBadArgs, name)
+	}
+	if t.Device() != tensor.CUDADevice(x.cfg.Ordinal) || t.Storage().Buffer() == nil {
+		return 0, fmt.Errorf("%w: %s is on %v, this rank's GPU is cuda:%d", ccl.ErrBadArgs, name, t.Device(), x.cfg.Ordinal)
+	}
+	return uint64(t.Storage().Buffer().Ptr()) + uint64(t.Offset()), nil
+}
+
+// kernel compiles (NVRTC, cached on disk) and loads the kernel for dt and
+// op, once.
+func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
+	dc, err := DTypeCode(dt)
+	if err != nil {
+		return nil, err
+	}
+	oc, err := OpCode(op)
+	if err != nil {
+		return nil, err
+	}
+	if l := x.kernels[[2]int{dc, oc}]; l != nil {
+		return l, nil
+	}
+	k, err := Generate(x.p, x.cfg.Rank, dt, op)
+	if err != nil {
+		return nil, err
+	}
+	cubin, _, err := x.comp.CompileCached(fmt.Sprintf("chorus_plan_%s_r%d.cu", x.p.Name, x.cfg.Rank), k.Source, x.arch)
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{k: k}
+	err = x.cfg.Exec(func(uintptr) error {
+		var err error
+		if l.mod, err = x.cfg.Driver.ModuleLoadData(cubin); err != nil {
+			return err
+		}
+		l.fn, err = x.cfg.Driver.ModuleGetFunction(l.mod, KernelName)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	x.kernels[[2]int{dc, oc}] = l
+	return l, nil
+}
+
+// Run runs the plan with send and recv (this rank's GPU tensors): the
+// sizes and dtype must fit the plan on every rank, and every rank must
+// make the same call; otherwise every rank fails before launch
+// (ccl.ErrBadArgs, ccl.ErrMismatch). The call is queued on the rank's
+// stream; a wait that gave up is reported by Check after the stream was
+// synchronized. Run works under CUDA graph capture once the buffers have
+// grown to the call's sizes (make one call of the size before capturing).
+func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
+	me := x.cfg.Rank
+	if x.failed.Load() {
+		return fmt.Errorf("%w: gpuexec: rank %d: the executor of plan %q failed or was aborted; load the plan again", ccl.ErrFailed, me, x.p.Name)
+	}
+	sp, err := x.devPtr("send", send)
+	var rp uint64
+	if err == nil {
+		rp, err = x.devPtr("recv", recv)
+	}
+	if err == nil && send.DType() != recv.DType() {
+		err = fmt.Errorf("%w: send is %s, recv %s", ccl.ErrBadArgs, send.DType(), recv.DType())
+	}
+	var call *Call
+	var l *loaded
+	d := desc{plan: x.hash}
+	if err == nil {
+		d.dtype, d.op, d.inB, d.outB = byte(send.DType()), byte(op), send.NumBytes(), recv.NumBytes()
+		call, err = CheckCall(x.p, send.DType(), op, send.NumBytes(), recv.NumBytes())
+	}
+	if err == nil {
+		l, err = x.kernel(send.DType(), op)
+	}
+	if err != nil {
+		d.bad = 1
+	}
+	if xerr := x.exchange(ctx, d); xerr != nil {
+		return fmt.Errorf("gpuexec: rank %d: call exchange: %w", me, xerr)
+	}
+	if err != nil {
+		return fmt.Errorf("gpuexec: rank %d: plan %q: %w", me, x.p.Name, err)
+	}
+	for q := range x.cfg.Size {
+		o := x.peerDesc(q)
+		if o.bad != 0 {
+			return fmt.Errorf("%w: gpuexec: rank %d: rank %d's call of plan %q is invalid (it says why)", ccl.ErrBadArgs, me, q, x.p.Name)
+		}
+		if o != d {
+			return fmt.Errorf("%w: gpuexec: rank %d: plan %q called with %s %s, %d -> %d bytes here, %s %s, %d -> %d bytes on rank %d",
+				ccl.ErrMismatch, me, x.p.Name, tensor.DType(d.dtype), reduce.Op(d.op), d.inB, d.outB, tensor.DType(o.dtype), reduce.Op(o.op), o.inB, o.outB, q)
+		}
+	}
+	sizes := CallSizes(x.p, x.bufs, call)
+	if err := x.grow(ctx, sizes); err != nil {
+		return err
+	}
+	x.fill(call, sizes, sp, rp)
+	return x.launch(l, call, sp, rp)
+}
+
+// grow makes the IPC data buffers large enough (collective: every rank
+// checked the same sizes). Refused under graph capture.
+func (x *Executor) grow(ctx context.Context, s Sizes) error {
+	for b := range 3 {
+		need := s.Bytes[b]
+		if need == 0 || (x.data[b] != nil && x.data[b].Size >= need) {
+			continue
+		}
+		var st int
+		err := x.cfg.Exec(func(str uintptr) (err error) {
+			st, err = x.cfg.Driver.StreamIsCapturing(cuda.Stream(str))
+			return err
+		})
+		if err == nil && st != cuda.CaptureNone {
+			err = fmt.Errorf("%w (the call needs larger buffers: make one call of this size before capturing)", device.ErrCapturing)
+		}
+		if err != nil {
+			return fmt.Errorf("gpuexec: rank %d: %w", x.cfg.Rank, err)
+		}
+		size := int64(4096)
+		for size < need {
+			size *= 2
+		}
+		if x.data[b] != nil {
+			x.cfg.Alloc.Free(x.data[b])
+			x.data[b] = nil
+		}
+		buf, err := x.cfg.Alloc.Alloc(ctx, size)
+		if err != nil {
+			return fmt.Errorf("gpuexec: rank %d: %w", x.cfg.Rank, err)
+		}
+		x.data[b] = buf
+	}
+	return nil
+}
+
+// fill writes the kernel arguments of this call.
+func (x *Executor) fill(c *Call, s Sizes, sp, rp uint64) {
+	me := x.cfg.Rank
+	a := x.a
+	*a = args{}
+	for q := range x.cfg.Size {
+		if x.p.InPlace {
+			io, oo := InPlaceOffsets(x.p, q, c.InBytes, c.OutBytes)
+			a.buf[q][0] = x.data[0].Data[q] + uint64(io)
+			a.buf[q][1] = x.data[0].Data[q] + uint64(oo)
+		} else {
+			for b := range 2 {
+				if x.bufs.IPC[b] {
+					a.buf[q][b] = x.data[b].Data[q]
+				}
+			}
+		}
+		if x.data[2] != nil {
+			a.buf[q][2] = x.data[2].Data[q]
+		}
+		a.inbound[q] = x.ctlBuf.Data[q] + uint64(x.ctl.Inbound)
+		a.barStart[q] = x.ctlBuf.Data[q] + uint64(x.ctl.BarStart)
+		a.barEnd[q] = x.ctlBuf.Data[q] + uint64(x.ctl.BarEnd)
+	}
+	if !x.p.InPlace {
+		if !x.bufs.IPC[0] {
+			a.buf[me][0] = sp
+		}
+		if !x.bufs.IPC[1] {
+			a.buf[me][1] = rp
+		}
+	}
+	lay := c.Layouts[me]
+	base := x.ctlBuf.Data[me]
+	a.chunk, a.align, a.scratchHalf = uint64(lay.ChunkBytes), uint64(lay.Alignment), uint64(s.ScratchHalf[me])
+	a.tickets, a.ctl, a.tbbar, a.sems = base+uint64(x.ctl.Tickets), base+uint64(x.ctl.Ctl), base+uint64(x.ctl.TBBar), base+uint64(x.ctl.Sems)
+	a.abort, a.err = uint64(x.hostDev), uint64(x.hostDev)+4
+	a.timeout = x.tout
+	a.fifoHead = base + uint64(x.ctl.FIFOHead)
+	if x.fifo != nil {
+		a.fifo = uint64(x.hostDev) + hostHeader + 64
+		a.fifoTail = uint64(x.hostDev) + hostHeader
+		a.fifoDn = uint64(x.hostDev) + hostHeader + 8
+		a.fifoSize = uint64(x.fifo.Size())
+	}
+}
+
+func (x *Executor) launch(l *loaded, c *Call, sp, rp uint64) error {
+	me := x.cfg.Rank
+	d := x.cfg.Driver
+	a := x.a
+	inB, outB := c.InBytes, c.OutBytes
+	return x.cfg.Exec(func(st uintptr) error {
+		s := cuda.Stream(st)
+		cp := func(dst, src uint64, n int64) error {
+			if n == 0 || dst == src {
+				return nil
+			}
+			return d.MemcpyDtoDAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, s)
+		}
+		stagedOut := x.p.InPlace || x.bufs.IPC[1]
+		if x.p.InPlace || x.bufs.IPC[0] {
+			if err := cp(a.buf[me][0], sp, inB); err != nil {
+				return err
+			}
+		}
+		if stagedOut && !x.bufs.OutputCovered[me] && !x.p.InPlace {
+			if err := cp(a.buf[me][1], rp, outB); err != nil {
+				return err
+			}
+		}
+		if err := d.LaunchKernel(l.fn, [3]uint32{uint32(l.k.Blocks), 1, 1}, [3]uint32{uint32(l.k.Threads), 1, 1}, 0, s, x.params); err != nil {
+			return err
+		}
+		if stagedOut {
+			return cp(rp, a.buf[me][1], outB)
+		}
+		return nil
+	})
+}
+
+// WaitError is a wait of the kernel that gave up: the rank, thread block
+// and op (Op -1: the call's start barrier, -2: its end barrier; Body > 0:
+// op Body-1 of a pipeline). errors.Is(err, ccl.ErrTimeout) for a timeout,
+// ccl.ErrFailed for an abort.
+type WaitError struct {
+	Plan         string
+	Rank, TB, Op int
+	Body         int
+	Aborted      bool
+	Timeout      time.Duration
+}
+
+func (e *WaitError) Error() string {
+	where := fmt.Sprintf("tb %d op %d", e.TB, e.Op)
+	switch {
+	case e.Op == -1:
+		where = fmt.Sprintf("tb %d at the start barrier", e.TB)
+	case e.Op == -2:
+		where = fmt.Sprintf("tb %d at the end barrier", e.TB)
+	case e.Body > 0:
+		where += fmt.Sprintf(" (pipeline body op %d)", e.Body-1)
+	}
+	if e.Aborted {
+		return fmt.Sprintf("%v: gpuexec: plan %q rank %d %s: aborted while waiting (a peer was lost); the call's result is wrong", ccl.ErrFailed, e.Plan, e.Rank, where)
+	}
+	return fmt.Sprintf("%v: gpuexec: plan %q rank %d %s: waited more than %v and gave up; the call's result is wrong", ccl.ErrTimeout, e.Plan, e.Rank, where, e.Timeout)
+}
+
+func (e *WaitError) Is(target error) bool {
+	if e.Aborted {
+		return target == ccl.ErrFailed
+	}
+	return target == ccl.ErrTimeout || target == ccl.ErrFailed
+}
+
+// Check reports a wait that gave up since the executor started (read
+// from mapped host memory; call it after the stream was synchronized),
+// and a failure of the port-channel proxy. Once it reports, the executor
+// refuses every later call.
+func (x *Executor) Check() error {
+	if x.host == nil {
+		return nil
+	}
+	rec := unsafe.Slice((*uint32)(unsafe.Add(x.host, 4)), 5)
+	code := atomic.LoadUint32(&rec[0])
+	if code != 0 {
+		x.failed.Store(true)
+		return &WaitError{Plan: x.p.Name, Rank: int(atomic.LoadUint32(&rec[1])), TB: int(int32(atomic.LoadUint32(&rec[2]))),
+			Op: int(int32(atomic.LoadUint32(&rec[3]))), Body: int(atomic.LoadUint32(&rec[4])), Aborted: code == 2, Timeout: x.cfg.Timeout}
+	}
+	if x.proxy != nil {
+		if err := x.proxy.Err(); err != nil {
+			x.failed.Store(true)
+			return fmt.Errorf("%w: gpuexec: rank %d: %w", ccl.ErrFailed, x.cfg.Rank, err)
+		}
+	}
+	return nil
+}
+
+// Abort makes every queued or running kernel of this executor stop
+// waiting (within a few hundred polls) and every later call fail: a peer
+// was lost. It only stores to host memory: safe from any goroutine.
+func (x *Executor) Abort() {
+	x.failed.Store(true)
+	if x.host != nil {
+		atomic.StoreUint32((*uint32)(x.host), 1)
+	}
+}
+
+// Close stops the proxy and frees the executor's memory and kernels.
+// Every rank should close after its last call (peers may still read this
+// rank's IPC memory until their calls ended).
+func (x *Executor) Close() error {
+	var errs []error
+	if x.proxy != nil {
+		if err := x.proxy.Close(); err != nil && !errors.Is(err, ErrProxy) {
+			errs = append(errs, err)
+		}
+		x.proxy = nil
+	}
+	errs = append(errs, x.cfg.Exec(func(st uintptr) error {
+		var errs []error
+		d := x.cfg.Driver
+		errs = append(errs, d.StreamSynchronize(cuda.Stream(st)))
+		if x.engine != nil {
+			errs = append(errs, x.engine.close())
+		}
+		for k, l := range x.kernels {
+			errs = append(errs, d.ModuleUnload(l.mod))
+			delete(x.kernels, k)
+		}
+		if x.host != nil {
+			errs = append(errs, d.MemFreeHost(x.host))
+			x.host = nil
+		}
+		return errors.Join(errs...)
+	}))
+	for b := range x.data {
+		if x.data[b] != nil {
+			x.cfg.Alloc.Free(x.data[b])
+			x.data[b] = nil
+		}
+	}
+	if x.ctlBuf != nil {
+		x.cfg.Alloc.Free(x.ctlBuf)
+		x.ctlBuf = nil
+	}
+	x.failed.Store(true)
+	return errors.Join(errs...)
+}
+
+// cudaEngine is the proxy's Engine on CUDA: copies and signal stores on a
+// stream of its own (the copy engine), created on the proxy's thread.
+type cudaEngine struct {
+	d        *cuda.Driver
+	ordinal  int
+	dev      cuda.Device
+	retained bool
+	s        cuda.Stream
+	stage    unsafe.Pointer // page-locked: one u64 per queued signal
+	next     int
+	pending  int
+}
+
+const stageWords = 1024
+
+func (e *cudaEngine) setup() error {
+	dev, err := e.d.DeviceGet(e.ordinal)
+	if err != nil {
+		return err
+	}
+	ctx, err := e.d.PrimaryCtxRetain(dev)
+	if err != nil {
+		return err
+	}
+	e.dev, e.retained = dev, true
+	if err := e.d.SetCurrent(ctx); err != nil {
+		return err
+	}
+	if e.s, err = e.d.StreamCreate(1); err != nil { // CU_STREAM_NON_BLOCKING
+		return err
+	}
+	e.stage, err = e.d.MemHostAlloc(8*stageWords, cuda.MemHostAllocPortable)
+	return err
+}
+
+func (e *cudaEngine) Copy(dst, src, n uint64) error {
+	return e.d.MemcpyDtoDAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), int64(n), e.s)
+}
+
+// Signal stores v from a staging word of its own: a word is reused only
+// after a flush or a synchronization, so a queued store never reads a
+// later value.
+func (e *cudaEngine) Signal(dst, v uint64) error {
+	if e.pending == stageWords {
+		if err := e.Flush(); err != nil {
+			return err
+		}
+	}
+	w := unsafe.Slice((*byte)(unsafe.Add(e.stage, 8*e.next)), 8)
+	binary.LittleEndian.PutUint64(w, v)
+	e.next = (e.next + 1) % stageWords
+	e.pending++
+	return e.d.MemcpyHtoDAsync(cuda.DevicePtr(dst), w, e.s)
+}
+
+func (e *cudaEngine) Flush() error {
+	e.pending = 0
+	return e.d.StreamSynchronize(e.s)
+}
+
+func (e *cudaEngine) close() error {
+	var errs []error
+	if e.s != 0 {
+		errs = append(errs, e.d.StreamSynchronize(e.s), e.d.StreamDestroy(e.s))
+	}
+	if e.stage != nil {
+		errs = append(errs, e.d.MemFreeHost(e.stage))
+	}
+	if e.retained {
+		errs = append(errs, e.d.PrimaryCtxRelease(e.dev))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,194 @@
+package gpuexec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/algo/verify"
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// racy drops every wait of a plan: the verifier rejects what is left.
+func racy(t *testing.T, p *plan.Plan) *plan.Plan {
+	raw, _ := p.Marshal()
+	q, _ := plan.Parse(raw)
+	for gi := range q.GPUs {
+		for ti := range q.GPUs[gi].ThreadBlocks {
+			tb := &q.GPUs[gi].ThreadBlocks[ti]
+			var keep []plan.Op
+			for _, op := range tb.Ops {
+				if op.Name != plan.OpWait {
+					keep = append(keep, op)
+				}
+			}
+			tb.Ops = keep
+		}
+	}
+	return q
+}
+
+func TestCheckPlanRefusals(t *testing.T) {
+	oneshot := build(t, "allreduce_oneshot", 2)
+	bad := racy(t, build(t, "allreduce_twoshot", 2))
+	every := readPlan(t, "../plan/testdata/every_op_kind.json")
+	cases := []struct {
+		name  string
+		p     *plan.Plan
+		n     int
+		force bool
+		is    error
+		msg   string
+	}{
+		{"ok", oneshot, 2, false, nil, ""},
+		{"rank count", oneshot, 3, false, ccl.ErrBadArgs, "has 2 ranks, the communicator 3"},
+		{"switch channel", every, every.NumRanks(), true, ErrUnsupported, "switch channel"},
+		{"verifier", bad, 2, false, ErrRejected, "verifier rejects"},
+		{"verifier forced", bad, 2, true, nil, ""},
+		{"port ok", build(t, "allreduce_port", 3), 3, false, nil, ""},
+		{"packets ok", build(t, "allreduce_packet", 4), 4, false, nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckPlan(c.p, c.n, c.force)
+			if c.is == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("got %v, want %v with %q", err, c.is, c.msg)
+			}
+		})
+	}
+	// The verifier's own error stays reachable.
+	var ve *verify.Error
+	if err := CheckPlan(bad, 2, false); !errors.As(err, &ve) {
+		t.Errorf("no *verify.Error in %v", err)
+	}
+}
+
+func TestCheckCall(t *testing.T) {
+	oneshot := build(t, "allreduce_oneshot", 2)
+	packet := build(t, "allreduce_packet", 2) // explicit reduce_op sum
+	cases := []struct {
+		name    string
+		p       *plan.Plan
+		dt      tensor.DType
+		op      reduce.Op
+		in, out int64
+		is      error
+		msg     string
+	}{
+		{"ok", oneshot, tensor.Float32, reduce.Sum, 4096, 4096, nil, ""},
+		{"dtype", oneshot, tensor.Int32, reduce.Sum, 4096, 4096, ErrUnsupported, "dtype int32"},
+		{"op", oneshot, tensor.Float32, reduce.Avg, 4096, 4096, ErrUnsupported, "reduce op avg"},
+		{"size", oneshot, tensor.Float32, reduce.Sum, 4100, 4100, ccl.ErrBadArgs, "rank 0"},
+		{"explicit op", packet, tensor.Float32, reduce.Max, 4096, 4096, ccl.ErrBadArgs, "reduces with sum, the call with max"},
+		{"explicit op agrees", packet, tensor.BFloat16, reduce.Sum, 64, 64, nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			call, err := CheckCall(c.p, c.dt, c.op, c.in, c.out)
+			if c.is == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(call.Layouts) != c.p.NumRanks() {
+					t.Fatalf("%d layouts", len(call.Layouts))
+				}
+				return
+			}
+			if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("got %v, want %v with %q", err, c.is, c.msg)
+			}
+		})
+	}
+}
+
+func TestPlanBuffersAndSizes(t *testing.T) {
+	cases := []struct {
+		algo      string
+		ranks     int
+		ipc       [3]bool
+		in, out   int64
+		want      [3]int64
+		inWritten bool
+	}{
+		// one-shot: peers read the input; the output is private.
+		{"allreduce_oneshot", 2, [3]bool{true, false, false}, 1024, 1024, [3]int64{1024, 0, 0}, false},
+		// mesh all-gather: peers put into the output.
+		{"allgather_mesh", 4, [3]bool{false, true, false}, 256, 1024, [3]int64{0, 1024, 0}, false},
+		// packets: scratch holds packets, twice the data.
+		{"allreduce_packet", 2, [3]bool{false, false, true}, 1024, 1024, [3]int64{0, 0, 2048}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.algo, func(t *testing.T) {
+			p := build(t, c.algo, c.ranks)
+			b, err := PlanBuffers(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.IPC != c.ipc || b.InputWritten != c.inWritten {
+				t.Fatalf("IPC %v input written %v, want %v %v", b.IPC, b.InputWritten, c.ipc, c.inWritten)
+			}
+			for r, cov := range b.OutputCovered {
+				if !cov {
+					t.Errorf("rank %d: output not covered", r)
+				}
+			}
+			call, err := CheckCall(p, tensor.Float32, reduce.Sum, c.in, c.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := CallSizes(p, b, call); s.Bytes != c.want {
+				t.Errorf("sizes %v, want %v", s.Bytes, c.want)
+			}
+		})
+	}
+}
+
+// A plan that leaves part of the output alone keeps the caller's values
+// there: the staged output is preloaded.
+func TestOutputCoverage(t *testing.T) {
+	p := build(t, "allgather_mesh", 2)
+	raw, _ := p.Marshal()
+	q, _ := plan.Parse(raw)
+	// Drop rank 1's put into rank 0's output.
+	tb := &q.GPUs[1].ThreadBlocks[0]
+	var keep []plan.Op
+	for _, op := range tb.Ops {
+		if op.Name != plan.OpPut {
+			keep = append(keep, op)
+		}
+	}
+	tb.Ops = keep
+	b, err := PlanBuffers(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.OutputCovered[0] || !b.OutputCovered[1] {
+		t.Errorf("coverage %v, want [false true]", b.OutputCovered)
+	}
+}
+
+func TestControlLayout(t *testing.T) {
+	p := build(t, "allreduce_port", 3)
+	c := ControlLayout(p)
+	if c.Slots == 0 || c.NTickets != 2 {
+		t.Fatalf("slots %d tickets %d", c.Slots, c.NTickets)
+	}
+	regions := []int64{c.BarStart, c.BarEnd, c.Ctl, c.FIFOHead, c.Tickets, c.Inbound, c.TBBar, c.Sems, c.Total}
+	for i := 1; i < len(regions); i++ {
+		if regions[i] < regions[i-1] || regions[i]%64 != 0 {
+			t.Fatalf("regions %v not ascending 64-byte aligned", regions)
+		}
+	}
+	if c.Inbound+int64(c.Slots)*8 > c.TBBar {
+		t.Errorf("inbound counters overlap the barriers: %+v", c)
+	}
+}

@@ -1,0 +1,670 @@
+// chorus GPU executor runtime (package algo/gpuexec): the helpers every
+// generated plan kernel calls. Compiled by NVRTC without headers: the
+// generator prepends the #defines RANK, NRANKS, DT, OP, LL, NTHREADS and
+// gpu/cudasrc's half.cuh (u16, h2f, f2h, b2f, f2b).
+//
+// Memory ordering (docs/gpu-executor.md): signal = one system-scope
+// release add on the peer's inbound counter after __syncthreads; wait =
+// system-scope acquire loads of the own inbound counter, then
+// __syncthreads; the relaxed forms use relaxed system-scope accesses and
+// no fence. LL packets carry their flag in the same 8-byte word as their
+// data (16-byte accesses move two packets at once: LL16), so a reader
+// that sees the flag sees the data.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+#define MAX_RANKS 8
+
+// Args mirrors gpuexec.args (all 8-byte fields, no padding).
+struct Args {
+  u64 buf[MAX_RANKS][3];    // rank q's input, output, scratch as addressed from this GPU
+  u64 inbound[MAX_RANKS];   // rank q's inbound signal counters (u64 per channel slot)
+  u64 bar_start[MAX_RANKS]; // rank q's start-barrier slots (u32 per rank)
+  u64 bar_end[MAX_RANKS];   // rank q's end-barrier slots
+  u64 chunk;                // chunk bytes C of this call
+  u64 align;                // buffer alignment A
+  u64 scratch_half;         // bytes of one scratch half (double scratch), else 0
+  u64 tickets;              // this rank's wait tickets (u64 per channel)
+  u64 ctl;                  // this rank's control words (u32): [0] call, [1] arrivals, [2] gave up
+  u64 tbbar;                // intra-rank barriers: u32 count, u32 generation per id
+  u64 sems;                 // semaphores (int)
+  u64 abort;                // mapped host u32: non-zero when the host aborts
+  u64 err;                  // mapped host error record (u32): code, rank, tb, op, body
+  i64 timeout;              // wait timeout in GPU clock cycles
+  u64 fifo;                 // port channels: mapped host FIFO, 8 u64 per entry
+  u64 fifo_head;            // device u64: the last sequence number reserved
+  u64 fifo_tail;            // mapped host u64: entries the proxy consumed
+  u64 fifo_done;            // mapped host u64: the last flush entry completed
+  u64 fifo_size;            // entries in the FIFO
+};
+
+// ---- memory-model primitives (PTX) ----
+
+__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+
+__device__ __forceinline__ u32 ld_acquire_sys_u32(const u32* p) {
+  u32 v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys_u32(u32* p, u32 v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_sys_u32(u32* p, u32 v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_acquire_sys_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ u64 ld_relaxed_sys_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_sys_u64(u64* p, u64 v) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void red_relaxed_sys_u64(u64* p, u64 v) {
+  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_acquire_gpu_u32(const u32* p) {
+  u32 v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu_u32(u32* p, u32 v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_gpu_u32(u32* p, u32 v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 atom_add_acq_rel_gpu_u32(u32* p, u32 v) {
+  u32 old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ u64 atom_add_relaxed_gpu_u64(u64* p, u64 v) {
+  u64 old;
+  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ u32 atom_cas_relaxed_gpu_u32(u32* p, u32 cmp, u32 v) {
+  u32 old;
+  asm volatile("atom.relaxed.gpu.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(cmp), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ int ld_acquire_gpu_s32(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ int atom_cas_acq_rel_gpu_s32(int* p, int cmp, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(cmp), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ void red_release_gpu_s32(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// LL packets: 8 bytes = data u32 + flag u32; two of them = LL16.
+__device__ __forceinline__ void st_pkt16(char* p, u32 d0, u32 d1, u32 flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(flag), "r"(d1), "r"(flag) : "memory");
+}
+__device__ __forceinline__ void st_pkt8(char* p, u32 d, u32 flag) {
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(d), "r"(flag) : "memory");
+}
+__device__ __forceinline__ void ld_pkt16(const char* p, u32* d0, u32* f0, u32* d1, u32* f1) {
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(*d0), "=r"(*f0), "=r"(*d1), "=r"(*f1) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void ld_pkt8(const char* p, u32* d, u32* f) {
+  asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];" : "=r"(*d), "=r"(*f) : "l"(p) : "memory");
+}
+
+// ---- failure: timeouts and aborts ----
+
+__device__ __forceinline__ bool gave_up(const Args& a) { return *(volatile u32*)((u32*)a.ctl + 2) != 0; }
+
+// fail records the first wait of this rank that gave up (code 1 timeout,
+// 2 aborted) in the mapped host error record; later waits give up at once.
+__device__ __noinline__ void fail(const Args& a, u32 code, int tb, int op, int body) {
+  if (atom_cas_relaxed_gpu_u32((u32*)a.ctl + 2, 0u, code) == 0u) {
+    volatile u32* e = (volatile u32*)a.err;
+    e[1] = (u32)RANK;
+    e[2] = (u32)tb;
+    e[3] = (u32)op;
+    e[4] = (u32)body;
+    fence_sc_sys();
+    e[0] = code;
+  }
+}
+
+struct Waiter {
+  i64 start;
+  u32 spins;
+  i64 limit;
+};
+
+__device__ __forceinline__ Waiter waiter(const Args& a, int scale) {
+  Waiter w;
+  w.start = clock64();
+  w.spins = 0;
+  w.limit = a.timeout * scale;
+  return w;
+}
+
+// keep_waiting is called once per poll; every 256 polls (never on the
+// fast path) it checks the abort word, an earlier failure and the clock.
+__device__ __forceinline__ bool keep_waiting(const Args& a, Waiter& w, int tb, int op, int body) {
+  if ((++w.spins & 255u) != 0u) return true;
+  if (gave_up(a)) return false;
+  if (*(volatile u32*)a.abort != 0u) {
+    fail(a, 2u, tb, op, body);
+    return false;
+  }
+  if (clock64() - w.start > w.limit) {
+    fail(a, 1u, tb, op, body);
+    return false;
+  }
+  return true;
+}
+
+// ---- byte ranges ----
+
+struct Rg {
+  u64 off, n;
+};
+
+__device__ __forceinline__ u64 unit_start(u64 units, u64 i, u64 parts) {
+  u64 q = units / parts, r = units % parts;
+  return i * q + (i < r ? i : r);
+}
+
+// rg: chunks [idx, idx+size), cut to thread-block-group part `part` of
+// `parts` (whole alignment units), then to pipeline iteration `it` of
+// `unit` bytes (unit 0: no pipeline). As plan.Layout and the CPU executor.
+__device__ __forceinline__ Rg rg(const Args& a, u64 idx, u64 size, u64 part, u64 parts, u64 it, u64 unit) {
+  Rg r;
+  r.off = idx * a.chunk;
+  r.n = size * a.chunk;
+  if (parts > 1) {
+    u64 units = r.n / a.align;
+    u64 s = unit_start(units, part, parts), e = unit_start(units, part + 1, parts);
+    r.off += s * a.align;
+    r.n = (e - s) * a.align;
+  }
+  if (unit != 0) {
+    u64 lo = it * unit;
+    if (lo >= r.n) {
+      r.n = 0;
+    } else {
+      r.off += lo;
+      r.n = (r.n - lo < unit) ? r.n - lo : unit;
+    }
+  }
+  return r;
+}
+
+// at: the address of data byte `off` of buffer b (0 input, 1 output, 2
+// scratch) of rank q. In LL plans scratch chunk c occupies bytes
+// [2cC, 2(c+1)C): plain data the first half, packets all of it. Double
+// scratch alternates halves by call parity.
+__device__ __forceinline__ char* at(const Args& a, u32 flag, int q, int b, u64 off) {
+  char* base = (char*)a.buf[q][b];
+  if (b == 2) {
+    if (LL) off *= 2;
+    base += (u64)(flag & 1u) * a.scratch_half;
+  }
+  return base + off;
+}
+
+// ---- element types: DT 0 float32, 1 float16, 2 bfloat16; OP 0 sum, 1 min, 2 max ----
+
+#define ES (DT == 0 ? 4 : 2)
+
+__device__ __forceinline__ float combine(float x, float y) {
+  if (OP == 0) return x + y;
+  if (OP == 1) return fminf(x, y);
+  return fmaxf(x, y);
+}
+__device__ __forceinline__ float h_to_f(u16 h) { return DT == 1 ? h2f(h) : b2f(h); }
+__device__ __forceinline__ u16 f_to_h(float f) { return DT == 1 ? f2h(f) : f2b(f); }
+
+// A u32 word holds 1 (float32) or 2 (16-bit) elements.
+__device__ __forceinline__ void word_to_f(u32 w, float* f) {
+  if (DT == 0) {
+    f[0] = __uint_as_float(w);
+  } else {
+    f[0] = h_to_f((u16)(w & 0xffffu));
+    f[1] = h_to_f((u16)(w >> 16));
+  }
+}
+__device__ __forceinline__ u32 f_to_word(const float* f) {
+  if (DT == 0) return __float_as_uint(f[0]);
+  return (u32)f_to_h(f[0]) | ((u32)f_to_h(f[1]) << 16);
+}
+
+// red_words reduces K words (in order) elementwise, accumulating in float.
+template <int K>
+__device__ __forceinline__ u32 red_words(const u32* w) {
+  float acc[2], f[2];
+  word_to_f(w[0], acc);
+#pragma unroll
+  for (int k = 1; k < K; k++) {
+    word_to_f(w[k], f);
+    acc[0] = combine(acc[0], f[0]);
+    acc[1] = combine(acc[1], f[1]);
+  }
+  return f_to_word(acc);
+}
+
+__device__ __forceinline__ float load_elem(const char* p) {
+  if (DT == 0) return *(const float*)p;
+  return h_to_f(*(const u16*)p);
+}
+__device__ __forceinline__ void store_elem(char* p, float f) {
+  if (DT == 0)
+    *(float*)p = f;
+  else
+    *(u16*)p = f_to_h(f);
+}
+
+// ---- data movement (every thread of the block calls these) ----
+
+__device__ __forceinline__ void copy_bytes(char* d, const char* s, u64 n) {
+  if (d == s || n == 0) return;
+  const u64 t = threadIdx.x, T = blockDim.x;
+  u64 done = 0;
+  if ((((u64)d | (u64)s) & 15u) == 0u) {
+    const u64 nv = n >> 4;
+    for (u64 i = t; i < nv; i += T) ((uint4*)d)[i] = ((const uint4*)s)[i];
+    done = nv << 4;
+  } else if ((((u64)d | (u64)s) & 3u) == 0u) {
+    const u64 nw = n >> 2;
+    for (u64 i = t; i < nw; i += T) ((u32*)d)[i] = ((const u32*)s)[i];
+    done = nw << 2;
+  }
+  for (u64 i = done + t; i < n; i += T) d[i] = s[i];
+}
+
+// reduce_plain: dst[0..D) = reduce(src[0..K)) over n bytes (re, rre, res,
+// rres). Vectors of 16 bytes when every address allows, else u32 words,
+// else single elements.
+template <int K, int D>
+__device__ __forceinline__ void reduce_plain(char* const* dst, const char* const* src, u64 n) {
+  const u64 t = threadIdx.x, T = blockDim.x;
+  u64 all = n;
+#pragma unroll
+  for (int k = 0; k < K; k++) all |= (u64)src[k];
+#pragma unroll
+  for (int d = 0; d < D; d++) all |= (u64)dst[d];
+  u64 done = 0;
+  if ((all & 15u) == 0u) {
+    const u64 nv = n >> 4;
+    for (u64 i = t; i < nv; i += T) {
+      uint4 v[K];
+#pragma unroll
+      for (int k = 0; k < K; k++) v[k] = ((const uint4*)src[k])[i];
+      u32 w[K];
+      uint4 r;
+#pragma unroll
+      for (int k = 0; k < K; k++) w[k] = v[k].x;
+      r.x = red_words<K>(w);
+#pragma unroll
+      for (int k = 0; k < K; k++) w[k] = v[k].y;
+      r.y = red_words<K>(w);
+#pragma unroll
+      for (int k = 0; k < K; k++) w[k] = v[k].z;
+      r.z = red_words<K>(w);
+#pragma unroll
+      for (int k = 0; k < K; k++) w[k] = v[k].w;
+      r.w = red_words<K>(w);
+#pragma unroll
+      for (int d = 0; d < D; d++) ((uint4*)dst[d])[i] = r;
+    }
+    done = nv << 4;
+  } else if ((all & 3u) == 0u) {
+    const u64 nw = n >> 2;
+    for (u64 i = t; i < nw; i += T) {
+      u32 w[K];
+#pragma unroll
+      for (int k = 0; k < K; k++) w[k] = ((const u32*)src[k])[i];
+      u32 r = red_words<K>(w);
+#pragma unroll
+      for (int d = 0; d < D; d++) ((u32*)dst[d])[i] = r;
+    }
+    done = nw << 2;
+  }
+  for (u64 i = done + t * ES; i < n; i += T * ES) {
+    float acc = load_elem(src[0] + i);
+#pragma unroll
+    for (int k = 1; k < K; k++) acc = combine(acc, load_elem(src[k] + i));
+#pragma unroll
+    for (int d = 0; d < D; d++) store_elem(dst[d] + i, acc);
+  }
+}
+
+// write_packets: n data bytes at s become packets at pk (cpkt, ppkt).
+__device__ __forceinline__ void write_packets(char* pk, const char* s, u64 n, u32 flag) {
+  const u64 t = threadIdx.x, T = blockDim.x;
+  if ((((u64)pk & 15u) | ((u64)s & 7u) | (n & 7u)) == 0u) {
+    for (u64 i = t; i < (n >> 3); i += T) {
+      uint2 v = ((const uint2*)s)[i];
+      st_pkt16(pk + 16 * i, v.x, v.y, flag);
+    }
+  } else {
+    for (u64 i = t; i < (n >> 2); i += T) st_pkt8(pk + 8 * i, ((const u32*)s)[i], flag);
+  }
+}
+
+// get_pkt16/get_pkt8 wait for this call's flag in a packet; false: gave up.
+__device__ __forceinline__ bool get_pkt16(const Args& a, const char* p, u32 flag, u32* d0, u32* d1, int tb, int op, int body) {
+  u32 f0, f1;
+  ld_pkt16(p, d0, &f0, d1, &f1);
+  if (f0 == flag && f1 == flag) return true;
+  Waiter w = waiter(a, 1);
+  do {
+    if (!keep_waiting(a, w, tb, op, body)) return false;
+    ld_pkt16(p, d0, &f0, d1, &f1);
+  } while (f0 != flag || f1 != flag);
+  return true;
+}
+__device__ __forceinline__ bool get_pkt8(const Args& a, const char* p, u32 flag, u32* d, int tb, int op, int body) {
+  u32 f;
+  ld_pkt8(p, d, &f);
+  if (f == flag) return true;
+  Waiter w = waiter(a, 1);
+  do {
+    if (!keep_waiting(a, w, tb, op, body)) return false;
+    ld_pkt8(p, d, &f);
+  } while (f != flag);
+  return true;
+}
+
+// read_packets: packets at pk (waiting for their flags) become n data
+// bytes at d (upkt).
+__device__ __forceinline__ void read_packets(const Args& a, char* d, const char* pk, u64 n, u32 flag, int tb, int op, int body) {
+  const u64 t = threadIdx.x, T = blockDim.x;
+  if ((((u64)pk & 15u) | ((u64)d & 7u) | (n & 7u)) == 0u) {
+    for (u64 i = t; i < (n >> 3); i += T) {
+      uint2 v;
+      if (!get_pkt16(a, pk + 16 * i, flag, &v.x, &v.y, tb, op, body)) return;
+      ((uint2*)d)[i] = v;
+    }
+  } else {
+    for (u64 i = t; i < (n >> 2); i += T) {
+      u32 v;
+      if (!get_pkt8(a, pk + 8 * i, flag, &v, tb, op, body)) return;
+      ((u32*)d)[i] = v;
+    }
+  }
+}
+
+// forward_packets: packets of n data bytes at s (waited for) are stored
+// unchanged at pk (rppkt).
+__device__ __forceinline__ void forward_packets(const Args& a, char* pk, const char* s, u64 n, u32 flag, int tb, int op, int body) {
+  const u64 t = threadIdx.x, T = blockDim.x;
+  if ((((u64)pk | (u64)s) & 15u) == 0u && (n & 7u) == 0u) {
+    for (u64 i = t; i < (n >> 3); i += T) {
+      u32 d0, d1;
+      if (!get_pkt16(a, s + 16 * i, flag, &d0, &d1, tb, op, body)) return;
+      st_pkt16(pk + 16 * i, d0, d1, flag);
+    }
+  } else {
+    for (u64 i = t; i < (n >> 2); i += T) {
+      u32 d;
+      if (!get_pkt8(a, s + 8 * i, flag, &d, tb, op, body)) return;
+      st_pkt8(pk + 8 * i, d, flag);
+    }
+  }
+}
+
+// reduce_packets: src[0] plain, src[1..K) packets; the result goes to
+// dst[0..D), as packets where bit d of PK is set (repkt, respkt, recpkt,
+// recspkt). LL16 when every address allows, else LL8.
+template <int K, int D, int PK>
+__device__ __forceinline__ void reduce_packets(const Args& a, char* const* dst, const char* const* src, u64 n, u32 flag, int tb, int op, int body) {
+  const u64 t = threadIdx.x, T = blockDim.x;
+  u64 al = n | (u64)src[0];
+#pragma unroll
+  for (int k = 1; k < K; k++) al |= (u64)src[k] >> 1;  // packet offsets are twice the data offsets
+#pragma unroll
+  for (int d = 0; d < D; d++) al |= ((PK >> d) & 1) ? ((u64)dst[d] >> 1) : (u64)dst[d];
+  if ((al & 7u) == 0u) {
+    for (u64 i = t; i < (n >> 3); i += T) {
+      u32 w0[K], w1[K];
+      uint2 v = ((const uint2*)src[0])[i];
+      w0[0] = v.x;
+      w1[0] = v.y;
+#pragma unroll
+      for (int k = 1; k < K; k++)
+        if (!get_pkt16(a, src[k] + 16 * i, flag, &w0[k], &w1[k], tb, op, body)) return;
+      u32 r0 = red_words<K>(w0), r1 = red_words<K>(w1);
+#pragma unroll
+      for (int d = 0; d < D; d++) {
+        if ((PK >> d) & 1)
+          st_pkt16(dst[d] + 16 * i, r0, r1, flag);
+        else
+          ((uint2*)dst[d])[i] = make_uint2(r0, r1);
+      }
+    }
+  } else {
+    for (u64 i = t; i < (n >> 2); i += T) {
+      u32 w[K];
+      w[0] = ((const u32*)src[0])[i];
+#pragma unroll
+      for (int k = 1; k < K; k++)
+        if (!get_pkt8(a, src[k] + 8 * i, flag, &w[k], tb, op, body)) return;
+      u32 r = red_words<K>(w);
+#pragma unroll
+      for (int d = 0; d < D; d++) {
+        if ((PK >> d) & 1)
+          st_pkt8(dst[d] + 8 * i, r, flag);
+        else
+          ((u32*)dst[d])[i] = r;
+      }
+    }
+  }
+}
+
+// ---- synchronization (every thread of the block calls these) ----
+
+// signal_mem: for each channel i, one add on rank peer[i]'s inbound
+// counter slot[i]: a system-scope release (after __syncthreads, so it
+// covers the whole block's earlier writes), or relaxed.
+__device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const int* slot, int n, bool relaxed) {
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < n) {
+    u64* p = (u64*)a.inbound[peer[t]] + slot[t];
+    if (relaxed)
+      red_relaxed_sys_u64(p, 1ull);
+    else
+      red_release_sys_u64(p, 1ull);
+  }
+}
+
+// wait_chan: for each channel i, take this rank's next wait number on
+// the channel (ticket[i]) and wait until inbound counter slot[i] reached
+// it: acquire loads (or relaxed), then __syncthreads.
+__device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, int tb, int op, int body) {
+  const int t = threadIdx.x;
+  if (t < n && !gave_up(a)) {
+    const u64 target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[t], 1ull) + 1ull;
+    const u64* p = (const u64*)a.inbound[RANK] + slot[t];
+    Waiter w = waiter(a, 1);
+    while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
+      if (!keep_waiting(a, w, tb, op, body)) break;
+  }
+  __syncthreads();
+}
+
+// tb_barrier: the `count` blocks of this rank that use barrier `id` meet.
+__device__ __forceinline__ void tb_barrier(const Args& a, int id, u32 count, int tb, int op, int body) {
+  __syncthreads();
+  if (threadIdx.x == 0 && !gave_up(a)) {
+    u32* b = (u32*)a.tbbar + 2 * id;
+    const u32 gen = ld_acquire_gpu_u32(b + 1);
+    if (atom_add_acq_rel_gpu_u32(b, 1u) == count - 1u) {
+      st_relaxed_gpu_u32(b, 0u);
+      st_release_gpu_u32(b + 1, gen + 1u);
+    } else {
+      Waiter w = waiter(a, 1);
+      while (ld_acquire_gpu_u32(b + 1) == gen)
+        if (!keep_waiting(a, w, tb, op, body)) break;
+    }
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void sem_release(const Args& a, const int* ids, int n) {
+  __syncthreads();
+  if ((int)threadIdx.x < n) red_release_gpu_s32((int*)a.sems + ids[threadIdx.x], 1);
+}
+
+__device__ __forceinline__ void sem_acquire(const Args& a, const int* ids, int n, int tb, int op, int body) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < n && !gave_up(a); i++) {
+      int* s = (int*)a.sems + ids[i];
+      Waiter w = waiter(a, 1);
+      for (;;) {
+        int v = ld_acquire_gpu_s32(s);
+        if (v > 0 && atom_cas_acq_rel_gpu_s32(s, v, v - 1) == v) break;
+        if (!keep_waiting(a, w, tb, op, body)) break;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// ---- port channels: the host proxy's FIFO (docs/gpu-executor.md) ----
+// Entry (8 u64 in mapped host memory): [0] seq<<8 | kind, [1] src,
+// [2] dst, [3] bytes, [4] signal counter address. The header is written
+// last, after a system fence, so the proxy that sees it sees the entry.
+
+#define FIFO_PUT 1
+#define FIFO_SIGNAL 2
+#define FIFO_FLUSH 3
+
+__device__ __noinline__ u64 fifo_push(const Args& a, u64 kind, u64 src, u64 dst, u64 bytes, u64 sig, int tb, int op, int body) {
+  const u64 seq = atom_add_relaxed_gpu_u64((u64*)a.fifo_head, 1ull) + 1ull;
+  volatile u64* tail = (volatile u64*)a.fifo_tail;
+  Waiter w = waiter(a, 1);
+  while (seq > *tail + a.fifo_size)
+    if (!keep_waiting(a, w, tb, op, body)) return 0;
+  volatile u64* e = (volatile u64*)a.fifo + ((seq - 1ull) % a.fifo_size) * 8ull;
+  e[1] = src;
+  e[2] = dst;
+  e[3] = bytes;
+  e[4] = sig;
+  fence_sc_sys();
+  e[0] = (seq << 8) | kind;
+  return seq;
+}
+
+// port_put: the proxy copies n bytes from s to d (copy engine).
+__device__ __forceinline__ void port_put(const Args& a, char* d, const char* s, u64 n, int tb, int op, int body) {
+  __syncthreads();
+  if (threadIdx.x == 0 && n != 0 && !gave_up(a)) {
+    fence_sc_sys();  // the block's writes to s reach memory before the copy engine reads
+    fifo_push(a, FIFO_PUT, (u64)s, (u64)d, n, 0ull, tb, op, body);
+  }
+}
+
+// port_signal: the proxy increments rank peer[i]'s inbound counter
+// slot[i] after every copy it was given before.
+__device__ __forceinline__ void port_signal(const Args& a, const int* peer, const int* slot, int n, int tb, int op, int body) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    fence_sc_sys();
+    for (int i = 0; i < n && !gave_up(a); i++)
+      fifo_push(a, FIFO_SIGNAL, 0ull, 0ull, 0ull, (u64)((u64*)a.inbound[peer[i]] + slot[i]), tb, op, body);
+  }
+}
+
+// port_flush: waits until the proxy completed every entry before it.
+__device__ __forceinline__ void port_flush(const Args& a, int tb, int op, int body) {
+  __syncthreads();
+  if (threadIdx.x == 0 && !gave_up(a)) {
+    const u64 seq = fifo_push(a, FIFO_FLUSH, 0ull, 0ull, 0ull, 0ull, tb, op, body);
+    if (seq != 0ull) {
+      volatile u64* done = (volatile u64*)a.fifo_done;
+      Waiter w = waiter(a, 1);
+      while (*done < seq)
+        if (!keep_waiting(a, w, tb, op, body)) break;
+      fence_acq_rel_sys();
+    }
+  }
+  __syncthreads();
+}
+
+// reset_semaphores: every semaphore back to its init_value (the
+// generator defines NSEMS and SEM_INIT).
+__device__ __forceinline__ void reset_semaphores(const Args& a) {
+#if NSEMS > 0
+  const int init[NSEMS] = SEM_INIT;
+  for (int i = 0; i < NSEMS; i++) ((volatile int*)a.sems)[i] = init[i];
+#endif
+}
+
+// ---- call start and end (cross-rank barriers; docs/gpu-executor.md) ----
+
+// start_barrier: no block touches a peer's memory before every peer has
+// started this call (so it finished the previous one, copies included).
+__device__ __forceinline__ void start_barrier(const Args& a, u32 flag) {
+  const int t = threadIdx.x;
+  if (NRANKS > 1 && t < NRANKS && t != RANK) {
+    if (blockIdx.x == 0) st_relaxed_sys_u32((u32*)a.bar_start[t] + RANK, flag);
+    const u32* mine = (const u32*)a.bar_start[RANK] + t;
+    Waiter w = waiter(a, 2);
+    while ((int)(ld_acquire_sys_u32(mine) - flag) < 0)
+      if (!keep_waiting(a, w, blockIdx.x, -1, 0)) break;
+  }
+  __syncthreads();
+}
+
+// end_barrier: the last block of this rank to finish tells every peer
+// (release) and waits for every peer's word (acquire), so when the kernel
+// ends no peer touches this rank's memory any more and every peer write
+// to it is visible. It then resets the semaphores and bumps the call
+// counter.
+__device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32* ctl = (u32*)a.ctl;
+    fence_acq_rel_sys();
+    if (atom_add_acq_rel_gpu_u32(ctl + 1, 1u) == gridDim.x - 1u) {
+      st_relaxed_gpu_u32(ctl + 1, 0u);
+      reset_semaphores(a);
+      fence_acq_rel_sys();
+      if (NRANKS > 1) {
+        for (int q = 0; q < NRANKS; q++)
+          if (q != RANK) st_release_sys_u32((u32*)a.bar_end[q] + RANK, flag);
+        for (int q = 0; q < NRANKS; q++) {
+          if (q == RANK) continue;
+          const u32* mine = (const u32*)a.bar_end[RANK] + q;
+          Waiter w = waiter(a, 2);
+          while ((int)(ld_acquire_sys_u32(mine) - flag) < 0)
+            if (!keep_waiting(a, w, blockIdx.x, -2, 0)) break;
+        }
+      }
+      *(volatile u32*)ctl = flag;
+    }
+  }
+}
+
+__device__ __forceinline__ u32 call_flag(const Args& a) {
+  __shared__ u32 s_flag;
+  if (threadIdx.x == 0) {
+    u32 f = *(volatile u32*)a.ctl + 1u;
+    s_flag = f == 0u ? 1u : f;  // 0 is the flag of never-written packets
+  }
+  __syncthreads();
+  return s_flag;
+}

@@ -1,0 +1,359 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/chorus-rt/chorus/algo/gpuexec"
+	"github.com/chorus-rt/chorus/algo/plan"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/worker"
+)
+
+// Worker functions of plans on GPUs (package algo/gpuexec).
+const (
+	FuncGPULoad  = "chorus.plan.gpu_load"  // (plan_json []byte, timeout_ms int, force bool) -> handle
+	FuncGPURun   = "chorus.plan.gpu_run"   // (handle, send, recv *tensor.Tensor (GPU), op string)
+	FuncGPUClose = "chorus.plan.gpu_close" // (handle)
+	// (handle, dtype, in_count, out_count, iters, warmup, op, graph, seed) -> float64 [time_us, wrong]
+	FuncGPUBench = "chorus.plan.gpu_bench"
+)
+
+type gpuHandle struct {
+	x      *gpuexec.Executor
+	remove func()
+}
+
+func (h *gpuHandle) close() error {
+	if h.x == nil {
+		return nil
+	}
+	h.remove()
+	err := h.x.Close()
+	h.x = nil
+	return err
+}
+
+func gpuExecutor(v any) (*gpuexec.Executor, error) {
+	h, ok := v.(*gpuHandle)
+	if !ok || h == nil {
+		return nil, fmt.Errorf("%w: got %T", ErrBadHandle, v)
+	}
+	if h.x == nil {
+		return nil, fmt.Errorf("%w: the plan was closed", ErrBadHandle)
+	}
+	return h.x, nil
+}
+
+func gpuLoad(env registry.Env, planJSON []byte, timeoutMs int64, force bool) (any, error) {
+	p, err := plan.Parse(planJSON)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
+	}
+	cd, ok := worker.CUDADevice(env)
+	if !ok {
+		return nil, fmt.Errorf("worker %d: %w: plans on GPUs need workers bound to GPUs (session DeviceIDs)", env.WorkerID(), worker.ErrNoDevice)
+	}
+	alloc, control, err := worker.IPC(env)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := cuda.Load()
+	if err != nil {
+		return nil, err
+	}
+	cfg := gpuexec.Config{Rank: env.WorkerID(), Size: env.NumWorkers(), Ordinal: cd.Ordinal(), Driver: drv,
+		Exec:  func(fn func(uintptr) error) error { return cd.Do(func(s cuda.Stream) error { return fn(uintptr(s)) }) },
+		Alloc: alloc, Control: control, Timeout: time.Duration(timeoutMs) * time.Millisecond, Force: force}
+	x, err := gpuexec.New(env.Context(), cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	remove, err := worker.AddDeviceHook(env, x)
+	if err != nil {
+		x.Close()
+		return nil, err
+	}
+	h := &gpuHandle{x: x, remove: remove}
+	runtime.AddCleanup(h, func(x *gpuexec.Executor) { x.Abort() }, x)
+	return h, nil
+}
+
+func init() {
+	registry.MustRegisterTyped(FuncGPULoad, gpuLoad)
+	registry.MustRegisterTyped(FuncGPURun, func(env registry.Env, h any, send, recv *tensor.Tensor, op string) error {
+		x, err := gpuExecutor(h)
+		if err != nil {
+			return err
+		}
+		o, err := reduce.ParseOp(op)
+		if err != nil {
+			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
+		}
+		return x.Run(env.Context(), send, recv, o)
+	})
+	registry.MustRegisterTyped(FuncGPUClose, func(env registry.Env, h any) error {
+		hd, ok := h.(*gpuHandle)
+		if !ok || hd == nil {
+			return fmt.Errorf("%w: got %T", ErrBadHandle, h)
+		}
+		if err := worker.SyncDevice(env); err != nil {
+			hd.close()
+			return err
+		}
+		return hd.close()
+	})
+	registry.MustRegisterTyped(FuncGPUBench, gpuBenchWorker)
+}
+
+// GPUOptions tune LoadGPU.
+type GPUOptions struct {
+	Timeout time.Duration // a kernel's wait for a peer (0: 30 s)
+	Force   bool          // run a plan the verifier rejects
+}
+
+// GPUCollective is a plan loaded on every GPU worker of a session.
+type GPUCollective struct {
+	s      *session.Session
+	p      *plan.Plan
+	h      *session.DRef
+	run    *session.DRef
+	close  *session.DRef
+	closed bool
+}
+
+// LoadGPU makes p a collective of s on the workers' GPUs (package
+// algo/gpuexec): the session must have GPU workers and InitCCL with a GPU
+// backend ("ipc" lets several worker processes share a GPU; "nccl" one
+// GPU per worker). A plan that does not fit (rank count, switch channels)
+// or that the verifier rejects (unless opts.Force) fails on every worker
+// before anything is allocated.
+func LoadGPU(ctx context.Context, s *session.Session, p *plan.Plan, opts GPUOptions) (*GPUCollective, error) {
+	if p == nil {
+		return nil, fmt.Errorf("run: LoadGPU: nil plan")
+	}
+	if err := gpuexec.CheckPlan(p, s.NumWorkers(), opts.Force); err != nil {
+		return nil, fmt.Errorf("run: LoadGPU: %w", err)
+	}
+	raw, err := p.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	c := &GPUCollective{s: s, p: p}
+	var load *session.DRef
+	for _, f := range []struct {
+		name string
+		ref  **session.DRef
+	}{{FuncGPULoad, &load}, {FuncGPURun, &c.run}, {FuncGPUClose, &c.close}} {
+		if *f.ref, err = s.GetGlobalFunc(ctx, f.name); err != nil {
+			c.release()
+			return nil, fmt.Errorf("run: LoadGPU: %w", err)
+		}
+	}
+	defer load.Release()
+	if c.h, err = s.CallPacked(load, raw, opts.Timeout.Milliseconds(), opts.Force); err != nil {
+		c.release()
+		return nil, fmt.Errorf("run: LoadGPU: %w", err)
+	}
+	if err := s.Sync(ctx); err != nil {
+		c.release()
+		return nil, fmt.Errorf("run: LoadGPU plan %q: %w", p.Name, err)
+	}
+	return c, nil
+}
+
+func (c *GPUCollective) release() {
+	for _, d := range []*session.DRef{c.h, c.run, c.close} {
+		if d != nil {
+			d.Release()
+		}
+	}
+}
+
+// Plan is the loaded plan; Handle the register of the workers' executors.
+func (c *GPUCollective) Plan() *plan.Plan      { return c.p }
+func (c *GPUCollective) Handle() *session.DRef { return c.h }
+
+// Run queues the plan on every worker with send and recv (GPU tensors in
+// registers); asynchronous like CallPacked: failures surface at the next
+// Sync, and a kernel that gave up at the next SyncWorker / SyncDevice.
+func (c *GPUCollective) Run(ctx context.Context, send, recv *session.DRef, op reduce.Op) error {
+	if c.closed {
+		return fmt.Errorf("run: plan %q: Run after Close", c.p.Name)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.s.CallPackedDiscard(c.run, c.h, send, recv, op.String())
+}
+
+// Close synchronizes every worker's GPU and frees its executor.
+func (c *GPUCollective) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	err := c.s.CallPackedDiscard(c.close, c.h)
+	c.release()
+	return err
+}
+
+// GPUBenchResult is one timed size on GPUs.
+type GPUBenchResult struct {
+	TimeUs float64 // slowest worker's mean time per call
+	Wrong  int64   // wrong elements, summed over workers
+}
+
+// Bench runs iters calls (after warmup) of the plan with in/out element
+// counts of dt and op inside every worker, eager or replayed from a CUDA
+// graph of one call, checks the last result exactly and returns the
+// slowest worker's time per call.
+func (c *GPUCollective) Bench(ctx context.Context, dt tensor.DType, inN, outN int64, iters, warmup int, op reduce.Op, graph bool, seed int64) (GPUBenchResult, error) {
+	var res GPUBenchResult
+	f, err := c.s.GetGlobalFunc(ctx, FuncGPUBench)
+	if err != nil {
+		return res, err
+	}
+	defer f.Release()
+	out, err := c.s.CallPacked(f, c.h, dt, inN, outN, iters, warmup, op.String(), graph, seed)
+	if err != nil {
+		return res, err
+	}
+	defer out.Release()
+	for w := range c.s.NumWorkers() {
+		v, err := c.s.DebugGetFromRemote(ctx, out, w)
+		if err != nil {
+			return res, fmt.Errorf("run: bench plan %q on GPUs: %w", c.p.Name, err)
+		}
+		d, err := tensor.Data[float64](v.(*tensor.Tensor))
+		if err != nil {
+			return res, err
+		}
+		res.TimeUs = max(res.TimeUs, d[0])
+		res.Wrong += int64(d[1])
+	}
+	return res, nil
+}
+
+// gpuValue is element i of rank r's input for a seed: small integers,
+// exact in every dtype and in sums over 8 ranks, varied by the seed so
+// that stale results from an earlier call never pass.
+func gpuValue(r, i int, seed int64) float64 {
+	return float64((r*7+i*3+int(seed%11))%9) - 3
+}
+
+func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iters, warmup int, opName string, graph bool, seed int64) (*tensor.Tensor, error) {
+	x, err := gpuExecutor(h)
+	if err != nil {
+		return nil, err
+	}
+	op, err := reduce.ParseOp(opName)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
+	}
+	p := x.Plan()
+	ctx := env.Context()
+	r, n := x.Rank(), x.Size()
+	send, err := env.Alloc(dt, tensor.Shape{inN}, env.Device(), tensor.ScopeGlobal)
+	if err != nil {
+		return nil, err
+	}
+	recv, err := env.Alloc(dt, tensor.Shape{outN}, env.Device(), tensor.ScopeGlobal)
+	if err != nil {
+		return nil, err
+	}
+	host, err := tensor.New(dt, tensor.Shape{inN})
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]float64, inN)
+	for i := range vals {
+		vals[i] = gpuValue(r, i, seed)
+	}
+	if err := tensor.SetFromFloat64(host, vals); err != nil {
+		return nil, err
+	}
+	if err := worker.FromHost(env, send, host); err != nil {
+		return nil, err
+	}
+	for range warmup + 1 {
+		if err := x.Run(ctx, send, recv, op); err != nil {
+			return nil, err
+		}
+	}
+	if err := worker.SyncDevice(env); err != nil {
+		return nil, err
+	}
+	poison, err := tensor.New(dt, tensor.Shape{outN})
+	if err != nil {
+		return nil, err
+	}
+	tensor.Poison(poison)
+	if err := worker.FromHost(env, recv, poison); err != nil {
+		return nil, err
+	}
+	call := func() error { return x.Run(ctx, send, recv, op) }
+	if graph {
+		g, err := worker.Capture(env, call)
+		if err != nil {
+			return nil, err
+		}
+		defer g.Close()
+		call = g.Launch
+	}
+	t0 := time.Now()
+	for range max(iters, 1) {
+		if err := call(); err != nil {
+			return nil, err
+		}
+	}
+	if err := worker.SyncDevice(env); err != nil {
+		return nil, err
+	}
+	el := time.Since(t0)
+	got, err := worker.ToHost(env, recv)
+	if err != nil {
+		return nil, err
+	}
+	gv, err := tensor.ToFloat64(got)
+	if err != nil {
+		return nil, err
+	}
+	fold := func(acc, v float64, first bool) float64 {
+		switch {
+		case first:
+			return v
+		case op == reduce.Min:
+			return min(acc, v)
+		case op == reduce.Max:
+			return max(acc, v)
+		}
+		return acc + v
+	}
+	var wrong int64
+	for i, g := range gv {
+		var want float64
+		switch p.Collective {
+		case plan.AllGather:
+			want = gpuValue(i/int(inN), i%int(inN), seed)
+		case plan.ReduceScatter:
+			for q := range n {
+				want = fold(want, gpuValue(q, r*int(outN)+i, seed), q == 0)
+			}
+		default:
+			for q := range n {
+				want = fold(want, gpuValue(q, i, seed), q == 0)
+			}
+		}
+		if g != want {
+			wrong++
+		}
+	}
+	return tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(max(iters, 1)), float64(wrong)}), nil
+}
