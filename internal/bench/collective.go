@@ -51,6 +51,9 @@ type CollectiveConfig struct {
 	// DeviceIDs binds worker i to cuda:DeviceIDs[i] (GPU backends).
 	DeviceIDs []int
 	Process   session.ProcessOptions
+	// MemBWGBs is the host's memory bandwidth (MemBW's Bound); when set,
+	// each row says which fraction of the bound it implies it reached.
+	MemBWGBs float64
 }
 
 // CollectiveResult is one row, in the JSON shape scripts expect.
@@ -66,6 +69,11 @@ type CollectiveResult struct {
 	BusBW   float64 `json:"busbw_gbs"`
 	Wrong   int64   `json:"wrong"`
 	Graph   bool    `json:"graph,omitempty"` // timed as CUDA graph replays
+	// BoundFrac is BoundFrac's fraction of the memory-bandwidth bound.
+	BoundFrac float64 `json:"mem_bound_frac,omitempty"`
+	// Path is how the cpu backend moved a large allreduce (direct, cma,
+	// staged: why).
+	Path string `json:"path,omitempty"`
 }
 
 // MaxGraphCalls bounds the calls captured in one benchmark graph (a
@@ -237,8 +245,26 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			wrong++
 		}
 	}
-	out := tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(max(iters, 1)), float64(wrong)})
+	path := 0.0
+	if p, ok := c.(interface {
+		PathFor(ccl.Kind, int) string
+	}); ok && name == "allreduce" && !custom {
+		path = float64(pathCode(p.PathFor(ccl.KindAllReduce, int(sendN*es))))
+	}
+	out := tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(max(iters, 1)), float64(wrong), path})
 	return out, nil
+}
+
+// Paths of the cpu backend, as the worker reports them in a float.
+var paths = []string{"", "direct", "cma", "staged"}
+
+func pathCode(p string) int {
+	for i, q := range paths[1:] {
+		if strings.HasPrefix(p, q) {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // wraps accepts integer results that equal want modulo the dtype's range.
@@ -322,6 +348,9 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 			}
 			row.TimeUs = max(row.TimeUs, d[0])
 			row.Wrong += int64(d[1])
+			if len(d) > 2 && int(d[2]) < len(paths) {
+				row.Path = paths[int(d[2])]
+			}
 		}
 		if err := res.Release(); err != nil {
 			return err
@@ -329,6 +358,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 		if row.TimeUs > 0 {
 			row.AlgBW = float64(b) / row.TimeUs / 1e3
 			row.BusBW = row.AlgBW * factor(cfg.Workers)
+			row.BoundFrac = BoundFrac(cfg.Bench, cfg.Workers, b, row.TimeUs, cfg.MemBWGBs)
 		}
 		emit(row)
 	}
@@ -342,12 +372,16 @@ func CollectiveHeader(w io.Writer, cfg CollectiveConfig) {
 		how += fmt.Sprintf(", as CUDA graph replays (up to %d calls per graph)", MaxGraphCalls)
 	}
 	fmt.Fprintf(w, "# chorus bench %s: backend %s, %s session, %d workers, %s\n", cfg.Bench, cfg.Backend, cfg.Session, cfg.Workers, how)
-	fmt.Fprintf(w, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+	fmt.Fprintf(w, "#%12s %12s %9s %11s %11s %11s %8s %7s %s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "bound", "path")
 }
 
 func CollectiveRow(w io.Writer, r CollectiveResult) {
 	dt, _ := tensor.ParseDType(r.DType)
-	fmt.Fprintf(w, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.AlgBW, r.BusBW, r.Wrong)
+	bound := "-"
+	if r.BoundFrac > 0 {
+		bound = fmt.Sprintf("%.2f", r.BoundFrac)
+	}
+	fmt.Fprintf(w, " %12d %12d %9s %11.2f %11.3f %11.3f %8d %7s %s\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.AlgBW, r.BusBW, r.Wrong, bound, r.Path)
 }
 
 // ParseSize reads 1K, 64M, 1G (powers of two) or plain bytes.
