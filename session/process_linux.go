@@ -35,7 +35,7 @@ type process struct {
 	lifeline *os.File // write end; closing it tells workers to exit
 	lostErr  atomic.Pointer[LostError]
 	stopping atomic.Bool
-	frame    []byte // encode buffer, used under the session lock
+	frame    []byte      // encode buffer, used under the session lock
 	shmConns []*shm.Conn // every connection, when all are shared memory
 	watchers sync.WaitGroup
 	lifeOnce sync.Once
