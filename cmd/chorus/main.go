@@ -344,15 +344,13 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Strategy: *strategy, Session: *kind, Workers: *workers, DType: dt,
 		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs, Graph: *graph}
 	if *backend == "cpu" && *membw >= 0 {
+		// JSON rows carry the bandwidth (membw_gbs) themselves, so that
+		// every line stays a row for the scripts that read them.
 		cfg.MemBWGBs = *membw
 		if *membw == 0 {
 			m := bench.MemBW(0, 0)
 			cfg.MemBWGBs = m.Bound()
-			if *asJSON {
-				if err := bench.WriteJSON(out, []bench.MemBWResult{m}); err != nil {
-					return err
-				}
-			} else {
+			if !*asJSON {
 				bench.WriteMemBW(out, m)
 			}
 		}

@@ -71,6 +71,8 @@ type CollectiveResult struct {
 	Graph   bool    `json:"graph,omitempty"` // timed as CUDA graph replays
 	// BoundFrac is BoundFrac's fraction of the memory-bandwidth bound.
 	BoundFrac float64 `json:"mem_bound_frac,omitempty"`
+	// MemBWGBs is the bandwidth B the fraction was computed with.
+	MemBWGBs float64 `json:"membw_gbs,omitempty"`
 	// Path is how the cpu backend moved a large allreduce (direct, cma,
 	// staged: why).
 	Path string `json:"path,omitempty"`
@@ -359,6 +361,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 			row.AlgBW = float64(b) / row.TimeUs / 1e3
 			row.BusBW = row.AlgBW * factor(cfg.Workers)
 			row.BoundFrac = BoundFrac(cfg.Bench, cfg.Workers, b, row.TimeUs, cfg.MemBWGBs)
+			row.MemBWGBs = cfg.MemBWGBs
 		}
 		emit(row)
 	}
