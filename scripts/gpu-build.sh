@@ -13,5 +13,9 @@ for pkg in ./algo/run ./algo/gpuexec ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/dev
   go test -c -ldflags="-s -w" -o "$dir/$(basename "$pkg").test" "$pkg"
   echo "$(basename "$pkg") ${pkg#./}"
 done >"$dir/packages" # gpu-check.sh runs each test in its package's folder
+# bench/host.sh runs from these on the GPU machine's host; it compiles the
+# MPI anchor there only if that host has mpicc (an mpi_allreduce built here
+# would need this machine's libmpi there).
+cp bench/host.sh bench/host_summary.py bench/anchors/mpi_allreduce.c bench/anchors/gloo_allreduce.py "$dir/"
 cp scripts/gpu-check.sh scripts/gpu-bench.sh scripts/gpu-stress.sh bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/torch_timing.py bench/summarize.py "$dir/"
 echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"

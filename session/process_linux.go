@@ -35,7 +35,8 @@ type process struct {
 	lifeline *os.File // write end; closing it tells workers to exit
 	lostErr  atomic.Pointer[LostError]
 	stopping atomic.Bool
-	frame    []byte // encode buffer, used under the session lock
+	frame    []byte      // encode buffer, used under the session lock
+	shmConns []*shm.Conn // every connection, when all are shared memory
 	watchers sync.WaitGroup
 	lifeOnce sync.Once
 }
@@ -84,6 +85,11 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 			break
 		}
 		p.ws = append(p.ws, pw)
+	}
+	if opts.Transport == "shm" && startErr == nil {
+		for _, pw := range p.ws {
+			p.shmConns = append(p.shmConns, pw.conn.(*shm.Conn))
+		}
 	}
 	// Watchers start only once p.ws is final: they read it.
 	for _, pw := range p.ws {
@@ -245,6 +251,13 @@ func (p *process) send(c *wire.Command) error {
 		if err := p.sendTo(i, false); err != nil {
 			return err
 		}
+	}
+	if p.shmConns != nil {
+		// One publication for all rings (see shm.FlushAll).
+		if i, err := shm.FlushAll(p.shmConns); err != nil {
+			return p.ioErr(i, err)
+		}
+		return nil
 	}
 	for i, w := range p.ws {
 		if err := w.conn.Flush(); err != nil {

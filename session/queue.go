@@ -3,122 +3,197 @@ package session
 import (
 	"context"
 	"runtime"
-	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/chorus-rt/chorus/internal/shmem"
 )
 
-// Spin budgets, in polls separated by a yield. Parking a goroutine and
-// waking it costs microseconds when the OS thread under it must be woken
-// too; an answer usually arrives within a few yields. Workers spin less
-// because several of them share the processors with the controller.
-const (
-	controllerSpin = 64
-	workerSpin     = 8
-)
+// cacheLine separates words written by different goroutines (two lines:
+// adjacent-line prefetchers pull pairs).
+const cacheLine = 128
 
-// queue is an unbounded multi-producer, single-consumer batch queue whose
-// consumer spins briefly, then parks.
-type queue[T any] struct {
-	mu     sync.Mutex
-	items  []T
-	n      atomic.Int32 // len(items), readable without the lock
-	parked bool
-	wake   chan struct{} // capacity 1
+// logBlockLen is the number of entries per block of a log.
+const logBlockLen = 32
+
+// logEntry fills a cache line of its own: the readers' releases of one
+// entry (N atomic decrements for a broadcast) must not contend with the
+// producer writing the next one.
+type logEntry[T any] struct {
+	v    atomic.Pointer[T]
+	left atomic.Int32 // readers that have not released the entry yet
+	_    [cacheLine - 12]byte
 }
 
-func newQueue[T any]() *queue[T] { return &queue[T]{wake: make(chan struct{}, 1)} }
+type logBlock[T any] struct {
+	e    [logBlockLen]logEntry[T]
+	next atomic.Pointer[logBlock[T]] // linked before the block's first entry is published
+}
 
-// put appends v and wakes the consumer if it is parked.
-func (q *queue[T]) put(v T) {
-	q.mu.Lock()
-	q.items = append(q.items, v)
-	q.n.Store(int32(len(q.items)))
-	wake := q.parked
-	q.parked = false
-	q.mu.Unlock()
-	if wake {
-		select {
-		case q.wake <- struct{}{}:
-		default:
+// cursor is one consumer's position in a log and its parking state; it is
+// owned by the consumer goroutine except for parked and wake.
+type cursor[T any] struct {
+	blk    *logBlock[T]
+	idx    int
+	seq    uint64        // entries consumed
+	budget time.Duration // busy-poll budget (adapts)
+	_      [cacheLine]byte
+	parked atomic.Int32 // 1 while the consumer may be asleep on wake
+	wake   chan struct{}
+	_      [cacheLine]byte
+}
+
+// mlog is an unbounded, append-only log with one producer at a time and a
+// fixed set of consumers, each reading every entry in order.
+//
+// The threaded session uses one log for all commands (a broadcast is one
+// append that every worker reads, instead of one queue operation per
+// worker: with workers polling on other cores, each of those cost a cache
+// line hand-off) and one log per worker for its replies. An entry is
+// cleared once its last reader released it, so a log never keeps a value
+// (a tensor argument) alive after it was handled; blocks are freed by the
+// garbage collector once every consumer moved past them.
+type mlog[T any] struct {
+	// Producer state.
+	tail *logBlock[T]
+	idx  int
+	seq  uint64
+	_    [cacheLine]byte
+	pub  atomic.Uint64 // entries published
+	_    [cacheLine]byte
+	// sleepers counts consumers that may be parked, so that the producer
+	// looks at their flags only when one might be.
+	sleepers atomic.Int32
+	_        [cacheLine]byte
+	cons     []*cursor[T]
+}
+
+func newLog[T any](consumers int, p waitPolicy) *mlog[T] {
+	b := new(logBlock[T])
+	l := &mlog[T]{tail: b}
+	for range consumers {
+		l.cons = append(l.cons, &cursor[T]{blk: b, budget: p.maxSpin, wake: make(chan struct{}, 1)})
+	}
+	return l
+}
+
+// put publishes v for readers consumers (each must release it once) and
+// wakes the consumers that are parked. One producer at a time.
+func (l *mlog[T]) put(v *T, readers int) {
+	e := &l.tail.e[l.idx]
+	e.left.Store(int32(readers))
+	e.v.Store(v)
+	if l.idx++; l.idx == logBlockLen {
+		nb := new(logBlock[T])
+		l.tail.next.Store(nb)
+		l.tail, l.idx = nb, 0
+	}
+	l.seq++
+	// Sequentially consistent store then load: a consumer that is about
+	// to park set its flag and counted itself before its last check of
+	// pub, so either it sees this entry or we see it.
+	l.pub.Store(l.seq)
+	if l.sleepers.Load() != 0 {
+		for _, c := range l.cons {
+			if c.parked.CompareAndSwap(1, 0) {
+				select {
+				case c.wake <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}
 }
 
-// take appends every queued item to buf, waiting for at least one. It
-// returns false when done is closed first.
-func (q *queue[T]) take(buf []T, spin int, done <-chan struct{}) ([]T, bool) {
-	for {
-		for i := 0; q.n.Load() == 0 && i < spin; i++ {
+// ready reports whether consumer c has an entry to read.
+func (l *mlog[T]) ready(c *cursor[T]) bool { return l.pub.Load() > c.seq }
+
+// pop returns consumer c's next entry; ready(c) must be true. The value is
+// nil if the entry's readers already released it (an entry addressed to
+// another consumer).
+func (l *mlog[T]) pop(c *cursor[T]) (*T, *logEntry[T]) {
+	e := &c.blk.e[c.idx]
+	v := e.v.Load()
+	c.seq++
+	if c.idx++; c.idx == logBlockLen {
+		c.blk, c.idx = c.blk.next.Load(), 0
+	}
+	return v, e
+}
+
+// release records that one reader is done with e; the last one clears it.
+func release[T any](e *logEntry[T]) {
+	if e.left.Add(-1) == 0 {
+		e.v.Store(nil)
+	}
+}
+
+// wait returns once consumer c has an entry to read (nil), or with the
+// error of the first of done (ErrShutdown) and ctx (ctx.Err()) to end.
+// yields is the yield-mode poll count of this consumer.
+func (l *mlog[T]) wait(c *cursor[T], p waitPolicy, yields int, ctx context.Context, done <-chan struct{}) error {
+	if l.ready(c) {
+		return nil
+	}
+	switch {
+	case p.busy:
+		for range busyFastPolls {
+			shmem.Pause(pauseCycles)
+			if l.ready(c) {
+				return nil
+			}
+		}
+		start := time.Now()
+		for {
+			for range busyFastPolls {
+				shmem.Pause(pauseCycles)
+				if l.ready(c) {
+					c.budget = min(p.maxSpin, 2*c.budget)
+					return nil
+				}
+			}
+			if time.Since(start) >= c.budget {
+				break
+			}
+		}
+		c.budget = max(p.minSpin, c.budget/2)
+	default:
+		for range yields {
 			runtime.Gosched()
-		}
-		q.mu.Lock()
-		if len(q.items) > 0 {
-			buf = append(buf, q.items...)
-			clear(q.items)
-			q.items = q.items[:0]
-			q.n.Store(0)
-			q.mu.Unlock()
-			return buf, true
-		}
-		q.parked = true
-		q.mu.Unlock()
-		select {
-		case <-q.wake:
-		case <-done:
-			return buf, false
+			if l.ready(c) {
+				return nil
+			}
 		}
 	}
-}
-
-// tryOne removes the oldest item if there is one.
-func (q *queue[T]) tryOne() (T, bool) {
-	var zero T
-	if q.n.Load() == 0 {
-		return zero, false
+	var ctxDone <-chan struct{}
+	if ctx != nil {
+		ctxDone = ctx.Done()
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.items) == 0 {
-		return zero, false
-	}
-	v := q.items[0]
-	q.items[0] = zero
-	q.items = q.items[1:]
-	q.n.Store(int32(len(q.items)))
-	return v, true
-}
-
-// takeOne waits for the oldest item, honouring ctx and done.
-func (q *queue[T]) takeOne(ctx context.Context, spin int, done <-chan struct{}) (T, error) {
-	var zero T
 	for {
-		for i := 0; q.n.Load() == 0 && i < spin; i++ {
-			runtime.Gosched()
+		l.sleepers.Add(1)
+		c.parked.Store(1)
+		if l.ready(c) {
+			// If the producer took the flag meanwhile, its token stays
+			// in the channel and makes a later park return early: harmless.
+			c.parked.Store(0)
+			l.sleepers.Add(-1)
+			return nil
 		}
-		if v, ok := q.tryOne(); ok {
-			return v, nil
-		}
-		q.mu.Lock()
-		if len(q.items) > 0 {
-			q.mu.Unlock()
-			continue
-		}
-		q.parked = true
-		q.mu.Unlock()
+		var err error
 		select {
-		case <-q.wake:
-		case <-ctx.Done():
-			q.unpark()
-			return zero, ctx.Err()
+		case <-c.wake:
 		case <-done:
-			q.unpark()
-			return zero, ErrShutdown
+			err = ErrShutdown
+		case <-ctxDone:
+			err = ctx.Err()
+		}
+		c.parked.Store(0)
+		l.sleepers.Add(-1)
+		if l.ready(c) {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 	}
-}
-
-func (q *queue[T]) unpark() {
-	q.mu.Lock()
-	q.parked = false
-	q.mu.Unlock()
 }

@@ -59,14 +59,16 @@ func (o Options) grace() time.Duration {
 }
 
 // threaded runs each worker as a goroutine. Commands travel as Go values
-// through a queue per worker, replies through one queue per worker. The
-// queues are batch queues: a worker drains everything queued at once, and
-// a producer wakes a consumer only when it is parked, so a burst of
-// commands costs one wake-up, not one per command.
+// through one log that every worker reads (a broadcast is one append),
+// replies through one log per worker. A worker drains everything
+// published before it waits again, and a producer wakes a consumer only
+// when it is parked, so a burst of commands costs at most one wake-up.
+// How consumers wait (poll, then park) is the session's waitPolicy.
 type threaded struct {
 	n       int
-	cmds    []*queue[*wire.Command]
-	replies []*queue[*wire.Reply]
+	pol     waitPolicy
+	cmds    *mlog[wire.Command]
+	replies []*mlog[wire.Reply]
 	done    chan struct{} // closed by stop: unblocks everyone
 	exited  []chan struct{}
 	ws      []*worker.Worker // for Abort from stop; otherwise owned by run
@@ -83,7 +85,11 @@ func NewThreaded(opts Options) (*Session, error) {
 		return nil, err
 	}
 	n := opts.NumWorkers
-	t := &threaded{n: n, done: make(chan struct{})}
+	pol, err := sessionWaitPolicy(n)
+	if err != nil {
+		return nil, err
+	}
+	t := &threaded{n: n, pol: pol, cmds: newLog[wire.Command](n, pol), done: make(chan struct{})}
 	ws := make([]*worker.Worker, n)
 	for i := range n {
 		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: opts.deviceOf(i), Registry: opts.Registry, OpenDevice: opts.OpenDevice})
@@ -94,8 +100,7 @@ func NewThreaded(opts Options) (*Session, error) {
 			return nil, err
 		}
 		ws[i] = w
-		t.cmds = append(t.cmds, newQueue[*wire.Command]())
-		t.replies = append(t.replies, newQueue[*wire.Reply]())
+		t.replies = append(t.replies, newLog[wire.Reply](1, pol))
 		t.exited = append(t.exited, make(chan struct{}))
 	}
 	t.ws = ws
@@ -111,29 +116,31 @@ func (t *threaded) run(i int, w *worker.Worker) {
 	defer t.wg.Done()
 	defer close(t.exited[i])
 	defer w.Close()
-	var batch []*wire.Command
+	cur := t.cmds.cons[i]
 	for {
-		var ok bool
-		batch, ok = t.cmds[i].take(batch[:0], workerSpin, t.done)
-		if !ok {
+		if err := t.cmds.wait(cur, t.pol, t.pol.workerYields, nil, t.done); err != nil {
 			return
 		}
-		for _, c := range batch {
-			if c.Worker != wire.AllWorkers && int(c.Worker) != i {
+		for t.cmds.ready(cur) {
+			c, e := t.cmds.pop(cur)
+			// Entries addressed to other workers may already be cleared.
+			if c == nil || c.Worker != wire.AllWorkers && int(c.Worker) != i {
 				continue
 			}
 			reply, notice, stop := w.Handle(c)
 			if notice != nil {
-				t.replies[i].put(notice)
+				t.replies[i].put(notice, 1)
 			}
 			if reply != nil {
-				t.replies[i].put(reply)
+				t.replies[i].put(reply, 1)
 			}
+			// Released after replying: for a broadcast the N workers'
+			// releases touch one cache line, which must not delay a reply.
+			release(e)
 			if stop {
 				return
 			}
 		}
-		clear(batch)
 	}
 }
 
@@ -143,22 +150,33 @@ func (t *threaded) send(c *wire.Command) error {
 		return ErrShutdown
 	default:
 	}
-	if c.Worker != wire.AllWorkers {
-		t.cmds[c.Worker].put(c)
-		return nil
+	readers := 1
+	if c.Worker == wire.AllWorkers {
+		readers = t.n
 	}
-	for _, q := range t.cmds {
-		q.put(c)
-	}
+	t.cmds.put(c, readers)
 	return nil
 }
 
 func (t *threaded) recv(ctx context.Context, w int) (*wire.Reply, error) {
-	return t.replies[w].takeOne(ctx, controllerSpin, t.done)
+	l := t.replies[w]
+	cur := l.cons[0]
+	if err := l.wait(cur, t.pol, t.pol.controllerYields, ctx, t.done); err != nil {
+		return nil, err
+	}
+	r, e := l.pop(cur)
+	release(e)
+	return r, nil
 }
 
 func (t *threaded) poll(w int) (*wire.Reply, error) {
-	r, _ := t.replies[w].tryOne()
+	l := t.replies[w]
+	cur := l.cons[0]
+	if !l.ready(cur) {
+		return nil, nil
+	}
+	r, e := l.pop(cur)
+	release(e)
 	return r, nil
 }
 

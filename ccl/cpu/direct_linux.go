@@ -88,22 +88,37 @@ func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op 
 	es := max(1, a.DType.Size())
 	parts := partitionInto(c.parts, len(a.Send), c.n, es)
 	pl, ph := parts[c.rank], parts[c.rank+1]
-	ins := c.ins
-	for r := range c.n {
-		ins[r] = c.peers[r].pub.Load().send[pl:ph]
-	}
-	// In place (send == recv) only this rank touches its own part.
-	if err := reduceInto(op, a.DType, a.Recv[pl:ph], ins, c.n); err != nil {
+	// Each rank's share of the host's cores works on its part (threads).
+	err := parallel(c.threads(ph-pl), ph-pl, es, func(_, lo, hi int) error {
+		ins := make([][]byte, c.n)
+		for r := range c.n {
+			ins[r] = c.peers[r].pub.Load().send[pl+lo : pl+hi]
+		}
+		// In place (send == recv) only this rank touches its own part.
+		return reduceInto(op, a.DType, a.Recv[pl+lo:pl+hi], ins, c.n)
+	})
+	if err != nil {
 		return err
 	}
 	if err := c.directBarrier(ctx); err != nil {
 		return err
 	}
-	for r := range c.n {
-		if r != c.rank {
-			copy(a.Recv[parts[r]:parts[r+1]], c.peers[r].pub.Load().recv[parts[r]:parts[r+1]])
+	total := len(a.Send) - (ph - pl)
+	_ = parallel(c.threads(total), total, es, func(_, lo, hi int) error {
+		pos := 0 // [lo, hi) counts bytes of the other parts laid end to end
+		for r := range c.n {
+			if r == c.rank {
+				continue
+			}
+			ql, qh := parts[r], parts[r+1]
+			if s, e := max(lo, pos), min(hi, pos+qh-ql); s < e {
+				off := ql + s - pos
+				copy(a.Recv[off:off+e-s], c.peers[r].pub.Load().recv[off:off+e-s])
+			}
+			pos += qh - ql
 		}
-	}
+		return nil
+	})
 	return c.directBarrier(ctx)
 }
 

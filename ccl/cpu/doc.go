@@ -19,6 +19,11 @@
 //     rank r reduces part r of every slot into its own slot, a barrier,
 //     every rank copies all parts out (less memory traffic per rank when
 //     there are more than two ranks);
+//   - allreduce above OneShotMax without staging: ranks of one process read
+//     each other's buffers directly; ranks in different processes read
+//     them with process_vm_readv (single copy; probed at Join, all ranks
+//     or none; Comm.Path says which and why not), each rank splitting its
+//     work over its share of the host's cores (threadsFor);
 //   - reduce-scatter: each rank stages the n blocks, one barrier, rank r
 //     reduces block r of every slot into its output;
 //   - allgather, broadcast, scatter, gather: stage, barrier, copy out;

@@ -376,16 +376,28 @@ func pickN(rng *rand.Rand, i int, min2 bool) int {
 
 // smallStaged is smallOpts without direct reads of other ranks' buffers,
 // so that the staging paths (what process sessions use) run here too.
-var smallStaged = cpu.Options{SlotBytes: 4096, MailboxBytes: 1024, OneShotMax: 1024, NoDirect: true}
+var smallStaged = cpu.Options{SlotBytes: 4096, MailboxBytes: 1024, OneShotMax: 1024, NoDirect: true, NoCMA: true}
 
-// pickOpts returns small options (direct or staged), or the defaults for
-// about one case in 8.
+// smallCMA sends large allreduces of goroutine ranks through the
+// single-copy path of process sessions (process_vm_readv on this very
+// process), three threads per rank, in 1 KiB chunks.
+var smallCMA = cpu.Options{SlotBytes: 4096, MailboxBytes: 1024, OneShotMax: 1024, NoDirect: true, Threads: 3, ThreadMinBytes: 1}
+
+// smallThreads is smallOpts with three threads per rank on direct reads.
+var smallThreads = cpu.Options{SlotBytes: 4096, MailboxBytes: 1024, OneShotMax: 1024, Threads: 3, ThreadMinBytes: 1}
+
+// pickOpts returns small options (direct, staged, single-copy, threaded),
+// or the defaults for about one case in 10.
 func pickOpts(rng *rand.Rand) (cpu.Options, string) {
-	switch rng.IntN(8) {
+	switch rng.IntN(10) {
 	case 0:
 		return cpu.Options{}, "default"
 	case 1, 2, 3:
 		return smallStaged, "staged"
+	case 4, 5:
+		return smallCMA, "cma"
+	case 6:
+		return smallThreads, "threads"
 	}
 	return smallOpts, "small"
 }
@@ -978,6 +990,35 @@ func TestAllReduceDefaultOptionsLarge(t *testing.T) {
 		allReduceCase(tensor.Float32, reduce.Sum, false, 300_000, 3, cpu.Options{}, "default", true, false, 77),
 		allReduceCase(tensor.BFloat16, reduce.Avg, false, 600_000, 4, cpu.Options{}, "default", false, false, 78),
 		allReduceCase(tensor.Int32, reduce.Max, false, 300_000, 2, cpu.Options{}, "default", false, false, 79),
-		allReduceCase(tensor.Float16, reduce.Sum, true, 300_000, 5, cpu.Options{NoDirect: true}, "staged", false, false, 80),
+		allReduceCase(tensor.Float16, reduce.Sum, true, 300_000, 5, cpu.Options{NoDirect: true, NoCMA: true}, "staged", false, false, 80),
+		allReduceCase(tensor.Float32, reduce.Sum, false, 700_001, 2, cpu.Options{NoDirect: true}, "cma", true, true, 81),
+		allReduceCase(tensor.Float64, reduce.Min, false, 300_007, 3, cpu.Options{NoDirect: true}, "cma", false, false, 82),
 	})
+}
+
+// The communicator says which path large allreduces take, and why.
+func TestPath(t *testing.T) {
+	for _, tc := range []struct {
+		opts cpu.Options
+		want string
+	}{
+		{cpu.Options{}, "direct"},
+		{cpu.Options{NoDirect: true}, "cma"},
+		{cpu.Options{NoDirect: true, NoCMA: true}, "staged: disabled (Options.NoCMA or CHORUS_CCL_CMA=0)"},
+	} {
+		errs := runRanks(t, tc.opts, 2, 0, func(ctx context.Context, c ccl.Comm) error {
+			cc := c.(*cpu.Comm)
+			if got := cc.Path(); got != tc.want {
+				return fmt.Errorf("Path() = %q, want %q", got, tc.want)
+			}
+			if got := cc.PathFor(ccl.KindAllReduce, 1<<30); got != tc.want {
+				return fmt.Errorf("PathFor(allreduce, 1 GiB) = %q, want %q", got, tc.want)
+			}
+			if got := cc.PathFor(ccl.KindAllReduce, 1024); got != "staged" {
+				return fmt.Errorf("PathFor(allreduce, 1 KiB) = %q, want staged", got)
+			}
+			return nil
+		})
+		noErrors(t, errs)
+	}
 }

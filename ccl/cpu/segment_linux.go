@@ -44,6 +44,14 @@ const (
 	// arrival counter: a peer that sees the counter move has the
 	// descriptors in the same (or the adjacent, prefetched) cache line.
 	ctlDesc = 8
+	// Single-copy (process_vm_readv) rendezvous, written once at Join on
+	// a line of their own: pid, address of a probe word, probe verdict.
+	ctlPid   = 128 // u64
+	ctlProbe = 136 // u64
+	ctlCMA   = 144 // u32: 1 this rank read every peer's probe, 2 it could not
+	// Buffers published for a single-copy collective (u64 addresses).
+	ctlSendAddr = 256
+	ctlRecvAddr = 264
 
 	// per-pair mailbox fields (written by the receiver unless noted)
 	mbPosted   = 0   // u64: messages the receiver has posted

@@ -40,6 +40,7 @@ Commands:
   compile FILE    run a compiler pipeline on a text IR file and print the IR
                   (--pipeline NAME|SPEC, --print-after-all)
   bench session   latency of a no-op call + sync, per session kind
+  bench membw     the host's memory bandwidth (STREAM-like copy and triad)
   bench allreduce|allgather|reducescatter|broadcast
                   collective sweeps in the style of nccl-tests (mean, p50, p99, max)
   bench peercopy  copy-engine transfers into a peer GPU's IPC memory (the link's bound)
@@ -208,13 +209,15 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
+		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  membw           host memory bandwidth (STREAM-like copy, triad)\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
 		if len(args) == 0 {
 			return usageError{"bench: which benchmark?"}
 		}
 		return nil
 	}
 	switch {
+	case args[0] == "membw":
+		return benchMemBW(args[1:], out)
 	case args[0] == "session":
 		return benchSession(ctx, args[1:], out, errOut)
 	case args[0] == "mlp":
@@ -277,6 +280,21 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	return nil
 }
 
+func benchMemBW(args []string, out io.Writer) error {
+	fs := newFlags("bench membw", "chorus bench membw [--threads N] [--json]", out)
+	threads := fs.Int("threads", 0, "threads (0: one per CPU)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of a line of text")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	m := bench.MemBW(*threads, 0)
+	if *asJSON {
+		return bench.WriteJSON(out, []bench.MemBWResult{m})
+	}
+	bench.WriteMemBW(out, m)
+	return nil
+}
+
 func benchCollective(ctx context.Context, name string, args []string, out io.Writer) error {
 	fs := newFlags("bench "+name, "chorus bench "+name+" [--backend cpu] [--workers N] [--session threaded|process] [--dtype float32] [--min 1K] [--max 64M] [--step 4] [--json]", out)
 	backend := fs.String("backend", "cpu", "collective backend")
@@ -294,6 +312,7 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	strategy := fs.String("strategy", "", "allreduce only: run the custom IPC all-reduce with these strategies, comma-separated, interleaved (oneshot, twoshot, auto, nccl; needs GPUs)")
 	rounds := fs.Int("rounds", 3, "interleaved rounds; each row reports the medians")
 	graph := fs.Bool("graph", false, "GPU workers: capture each size's timed calls in a CUDA graph and time its replays (like nccl-tests -G)")
+	membw := fs.Float64("membw", 0, "cpu backend: host memory bandwidth in GB/s for the bound column (0: measure it in this run, <0: no bound)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -347,6 +366,18 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: *backend, Strategies: strategies, Rounds: *rounds, Session: *kind, Workers: *workers, DType: dt,
 		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Warmup: *warmup, Process: processOptions(*tr), DeviceIDs: deviceIDs, Graph: *graph}
+	if *backend == "cpu" && *membw >= 0 {
+		// JSON rows carry the bandwidth (membw_gbs) themselves, so that
+		// every line stays a row for the scripts that read them.
+		cfg.MemBWGBs = *membw
+		if *membw == 0 {
+			m := bench.MemBW(0, 0)
+			cfg.MemBWGBs = m.Bound()
+			if !*asJSON {
+				bench.WriteMemBW(out, m)
+			}
+		}
+	}
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,9 +130,9 @@ func TestBenchSessionJSON(t *testing.T) {
 func TestBenchCollectives(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "allreduce", "--workers", "2", "--min", "1K", "--max", "16K", "--iters", "20", "--json"},
-		{"bench", "allgather", "--workers", "3", "--session", "threaded", "--dtype", "bfloat16", "--min", "4K", "--max", "4K", "--iters", "5", "--json"},
-		{"bench", "reducescatter", "--workers", "2", "--dtype", "int32", "--min", "1K", "--max", "1K", "--iters", "5", "--json"},
-		{"bench", "broadcast", "--workers", "2", "--dtype", "float16", "--min", "2K", "--max", "2K", "--iters", "5", "--json"},
+		{"bench", "allgather", "--workers", "3", "--session", "threaded", "--dtype", "bfloat16", "--min", "4K", "--max", "4K", "--iters", "5", "--json", "--membw", "-1"},
+		{"bench", "reducescatter", "--workers", "2", "--dtype", "int32", "--min", "1K", "--max", "1K", "--iters", "5", "--json", "--membw", "-1"},
+		{"bench", "broadcast", "--workers", "2", "--dtype", "float16", "--min", "2K", "--max", "2K", "--iters", "5", "--json", "--membw", "10"},
 	} {
 		code, out, errOut := runCLI(t, args...)
 		if code != 0 {
@@ -149,6 +150,15 @@ func TestBenchCollectives(t *testing.T) {
 			}
 			if m["wrong"] != float64(0) || m["bench"] != args[1] {
 				t.Errorf("bad row %q", l)
+			}
+			// The bound: measured (no --membw), given (10), or none (-1).
+			_, hasBW := m["membw_gbs"]
+			_, hasFrac := m["mem_bound_frac"]
+			if want := !slices.Contains(args, "-1"); hasBW != want || hasFrac != want {
+				t.Errorf("%q: membw_gbs %v, mem_bound_frac %v, want %v", l, hasBW, hasFrac, want)
+			}
+			if slices.Contains(args, "10") && m["membw_gbs"] != float64(10) {
+				t.Errorf("%q: membw_gbs is not the --membw given", l)
 			}
 		}
 	}

@@ -65,6 +65,9 @@ type CollectiveConfig struct {
 	// DeviceIDs binds worker i to cuda:DeviceIDs[i] (GPU backends).
 	DeviceIDs []int
 	Process   session.ProcessOptions
+	// MemBWGBs is the host's memory bandwidth (MemBW's Bound); when set,
+	// each row says which fraction of the bound it implies it reached.
+	MemBWGBs float64
 }
 
 // CollectiveResult is one row, in the JSON shape scripts expect.
@@ -88,6 +91,13 @@ type CollectiveResult struct {
 	Graph   bool    `json:"graph,omitempty"` // timed as CUDA graph replays
 	Rounds  int     `json:"rounds"`
 	Samples int     `json:"samples"` // timed calls (or replays) per round and worker
+	// BoundFrac is BoundFrac's fraction of the memory-bandwidth bound.
+	BoundFrac float64 `json:"mem_bound_frac,omitempty"`
+	// MemBWGBs is the bandwidth B the fraction was computed with.
+	MemBWGBs float64 `json:"membw_gbs,omitempty"`
+	// Path is how the cpu backend moved a large allreduce (direct, cma,
+	// staged: why).
+	Path string `json:"path,omitempty"`
 }
 
 // MaxGraphCalls bounds the calls captured in one benchmark graph; each
@@ -319,6 +329,11 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	out := make([]float64, resultLen)
 	out[ResultMean], out[ResultP50], out[ResultP99], out[ResultMax] = st.mean, st.p50, st.p99, st.max
 	out[ResultWrong], out[ResultSamples] = float64(wrong), float64(len(laps))
+	if p, ok := c.(interface {
+		PathFor(ccl.Kind, int) string
+	}); ok && name == "allreduce" && !custom {
+		out[ResultPath] = float64(pathCode(p.PathFor(ccl.KindAllReduce, int(sendN*es))))
+	}
 	return tensor.FromSlice(out), nil
 }
 
@@ -331,6 +346,7 @@ const (
 	ResultMax
 	ResultWrong
 	ResultSamples
+	ResultPath // the cpu backend's path (paths), 0 when none
 	resultLen
 )
 
@@ -404,6 +420,18 @@ func median(xs []float64) float64 {
 		return xs[n/2]
 	}
 	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// Paths of the cpu backend, as the worker reports them in a float.
+var paths = []string{"", "direct", "cma", "staged"}
+
+func pathCode(p string) int {
+	for i, q := range paths[1:] {
+		if strings.HasPrefix(p, q) {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // wraps accepts integer results that equal want modulo the dtype's range.
@@ -482,7 +510,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 			}
 			if round == rounds-1 {
 				for j := range strategies {
-					emit(medianRow(runs[i][j], factor(cfg.Workers)))
+					emit(medianRow(runs[i][j], cfg, factor(cfg.Workers)))
 				}
 			}
 		}
@@ -528,22 +556,31 @@ func collectiveOnce(ctx context.Context, s *session.Session, f *session.DRef, cf
 		row.MaxUs = max(row.MaxUs, d[ResultMax])
 		row.Wrong += int64(d[ResultWrong])
 		row.Samples = int(d[ResultSamples])
+		if p := int(d[ResultPath]); p > 0 && p < len(paths) {
+			row.Path = paths[p]
+		}
 	}
-	row.setBandwidth(factor(cfg.Workers))
+	row.setBandwidth(cfg, factor(cfg.Workers))
 	return row, nil
 }
 
-func (r *CollectiveResult) setBandwidth(factor float64) {
-	r.AlgBW, r.BusBW = 0, 0
+// setBandwidth derives the bandwidths, and the fraction of the host's
+// memory-bandwidth bound when cfg has one, from the mean time.
+func (r *CollectiveResult) setBandwidth(cfg CollectiveConfig, factor float64) {
+	r.AlgBW, r.BusBW, r.BoundFrac, r.MemBWGBs = 0, 0, 0, 0
 	if r.TimeUs > 0 {
 		r.AlgBW = float64(r.Bytes) / r.TimeUs / 1e3
 		r.BusBW = r.AlgBW * factor
+		if cfg.MemBWGBs > 0 {
+			r.BoundFrac = BoundFrac(cfg.Bench, cfg.Workers, r.Bytes, r.TimeUs, cfg.MemBWGBs)
+			r.MemBWGBs = cfg.MemBWGBs
+		}
 	}
 }
 
 // medianRow combines the rounds of one size and strategy: the median of
 // each statistic, the sum of wrong elements.
-func medianRow(rows []CollectiveResult, factor float64) CollectiveResult {
+func medianRow(rows []CollectiveResult, cfg CollectiveConfig, factor float64) CollectiveResult {
 	out := rows[0]
 	pick := func(get func(CollectiveResult) float64) float64 {
 		xs := make([]float64, len(rows))
@@ -561,7 +598,7 @@ func medianRow(rows []CollectiveResult, factor float64) CollectiveResult {
 		out.Wrong += r.Wrong
 	}
 	out.Rounds = len(rows)
-	out.setBandwidth(factor)
+	out.setBandwidth(cfg, factor)
 	return out
 }
 
@@ -576,12 +613,20 @@ func CollectiveHeader(w io.Writer, cfg CollectiveConfig) {
 		rounds = 3
 	}
 	fmt.Fprintf(w, "# chorus bench %s: backend %s, %s session, %d workers, %s; medians of %d interleaved rounds\n", cfg.Bench, cfg.Backend, cfg.Session, cfg.Workers, how, rounds)
-	fmt.Fprintf(w, "#%12s %12s %9s %10s %10s %10s %10s %11s %11s %8s  %s\n", "size(B)", "count", "type", "mean(us)", "p50(us)", "p99(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algorithm")
+	fmt.Fprintf(w, "#%12s %12s %9s %10s %10s %10s %10s %11s %11s %8s %6s  %s\n", "size(B)", "count", "type", "mean(us)", "p50(us)", "p99(us)", "max(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "bound", "algorithm")
 }
 
 func CollectiveRow(w io.Writer, r CollectiveResult) {
 	dt, _ := tensor.ParseDType(r.DType)
-	fmt.Fprintf(w, " %12d %12d %9s %10.2f %10.2f %10.2f %10.2f %11.3f %11.3f %8d  %s\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.P50Us, r.P99Us, r.MaxUs, r.AlgBW, r.BusBW, r.Wrong, r.Backend)
+	bound := "-"
+	if r.BoundFrac > 0 {
+		bound = fmt.Sprintf("%.2f", r.BoundFrac)
+	}
+	alg := r.Backend
+	if r.Path != "" {
+		alg += " (" + r.Path + ")"
+	}
+	fmt.Fprintf(w, " %12d %12d %9s %10.2f %10.2f %10.2f %10.2f %11.3f %11.3f %8d %6s  %s\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.P50Us, r.P99Us, r.MaxUs, r.AlgBW, r.BusBW, r.Wrong, bound, alg)
 }
 
 // ParseSize reads 1K, 64M, 1G (powers of two) or plain bytes.

@@ -46,7 +46,7 @@ func TestMedianRow(t *testing.T) {
 		{Bytes: 1000, TimeUs: 50, P50Us: 8, P99Us: 12, MaxUs: 20},
 		{Bytes: 1000, TimeUs: 11, P50Us: 10, P99Us: 13, MaxUs: 25, Wrong: 2},
 	}
-	got := medianRow(rows, 1)
+	got := medianRow(rows, CollectiveConfig{}, 1)
 	want := CollectiveResult{Bytes: 1000, TimeUs: 11, P50Us: 9, P99Us: 13, MaxUs: 25, Wrong: 3, Rounds: 3, AlgBW: 1000 / 11.0 / 1e3, BusBW: 1000 / 11.0 / 1e3}
 	if got != want {
 		t.Fatalf("medianRow = %+v\nwant %+v", got, want)

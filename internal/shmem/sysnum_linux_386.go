@@ -1,3 +1,4 @@
 package shmem
 
 const sysMemfdCreate = 356
+const sysProcessVMReadv = 347

@@ -1,3 +1,4 @@
 package shmem
 
 const sysMemfdCreate = 319
+const sysProcessVMReadv = 310

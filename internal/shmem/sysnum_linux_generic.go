@@ -5,3 +5,4 @@ package shmem
 import "syscall"
 
 const sysMemfdCreate = syscall.SYS_MEMFD_CREATE
+const sysProcessVMReadv = syscall.SYS_PROCESS_VM_READV

@@ -625,3 +625,65 @@ func TestHappensBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FlushAll publishes what was sent on every connection, wakes receivers
+// already asleep, and reports the first connection it cannot flush.
+func TestFlushAll(t *testing.T) {
+	const n = 4
+	var ctl, wk []*Conn
+	for range n {
+		c, w := newPair(t, Options{RingSize: 4096, SpinDuration: -1}) // receivers sleep at once
+		ctl, wk = append(ctl, c), append(wk, w)
+	}
+	for round := range 3 {
+		got := make(chan string, n)
+		for i, w := range wk {
+			go func() {
+				f, err := w.Recv(context.Background())
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				got <- fmt.Sprintf("%d:%s", i, f)
+			}()
+		}
+		time.Sleep(time.Millisecond) // let them sleep (no assertion on it)
+		for i, c := range ctl {
+			if err := c.Send([]byte(fmt.Sprintf("r%d", round))); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 && round == 2 {
+				// One flushed already: FlushAll leaves it alone.
+				if err := c.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if i, err := FlushAll(ctl); err != nil || i != n {
+			t.Fatalf("FlushAll = %d, %v", i, err)
+		}
+		seen := map[string]bool{}
+		for range n {
+			select {
+			case s := <-got:
+				seen[s] = true
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: a receiver got nothing: %v", round, seen)
+			}
+		}
+		for i := range n {
+			if want := fmt.Sprintf("%d:r%d", i, round); !seen[want] {
+				t.Fatalf("round %d: missing %q in %v", round, want, seen)
+			}
+		}
+	}
+	wk[2].Close()
+	ctl[2].Abort(errors.New("gone"))
+	if i, err := FlushAll(ctl); i != 2 || !errors.Is(err, transport.ErrPeerGone) {
+		t.Fatalf("FlushAll with connection 2 aborted = %d, %v", i, err)
+	}
+	ctl[1].Close()
+	if i, err := FlushAll(ctl); i != 1 || !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("FlushAll with connection 1 closed = %d, %v", i, err)
+	}
+}

@@ -1,0 +1,210 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWaitPolicyFor(t *testing.T) {
+	busy := waitPolicy{busy: true, minSpin: minBusySpin, maxSpin: maxBusySpin}
+	yield := waitPolicy{workerYields: 8, controllerYields: 64}
+	for _, tc := range []struct {
+		name           string
+		workers, procs int
+		mode           string
+		want           waitPolicy
+		bad            bool
+	}{
+		{"one worker, two Ps", 1, 2, "", busy, false},
+		{"two workers, two Ps: controller has no P", 2, 2, "", yield, false},
+		{"8 workers, 2 Ps", 8, 2, "auto", yield, false},
+		{"8 workers, 16 Ps", 8, 16, "", busy, false},
+		{"15 workers, 16 Ps", 15, 16, "", busy, false},
+		{"16 workers, 16 Ps", 16, 16, "", yield, false},
+		{"200 workers, 192 Ps", 200, 192, "", yield, false},
+		{"forced busy when oversubscribed", 8, 2, "busy", busy, false},
+		{"forced yield with spare Ps", 1, 64, "yield", yield, false},
+		{"park", 4, 64, "park", waitPolicy{}, false},
+		{"unknown mode", 4, 64, "spin", waitPolicy{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := waitPolicyFor(tc.workers, tc.procs, tc.mode)
+			if (err != nil) != tc.bad {
+				t.Fatalf("err = %v, want error: %v", err, tc.bad)
+			}
+			if got != tc.want {
+				t.Fatalf("policy = %+v (%v), want %+v (%v)", got, got, tc.want, tc.want)
+			}
+		})
+	}
+}
+
+func policies(t *testing.T) map[string]waitPolicy {
+	out := map[string]waitPolicy{}
+	for _, m := range []string{"busy", "yield", "park"} {
+		p, err := waitPolicyFor(1, 1, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[m] = p
+	}
+	return out
+}
+
+// Every consumer reads every entry in order, across block boundaries, and
+// an entry is cleared exactly when its last reader releases it.
+func TestLogOrderAndRelease(t *testing.T) {
+	for name, p := range policies(t) {
+		t.Run(name, func(t *testing.T) {
+			const consumers, n = 3, 3*logBlockLen + 5
+			l := newLog[int](consumers, p)
+			vals := make([]int, n)
+			for i := range vals {
+				vals[i] = i
+				readers := consumers
+				if i%4 == 1 {
+					readers = 1 // addressed to consumer i%consumers only
+				}
+				l.put(&vals[i], readers)
+			}
+			for ci, c := range l.cons {
+				for i := range n {
+					if err := l.wait(c, p, 1, nil, nil); err != nil {
+						t.Fatal(err)
+					}
+					v, e := l.pop(c)
+					mine := i%4 != 1 || i%consumers == ci
+					if !mine {
+						continue
+					}
+					if v == nil || *v != i {
+						t.Fatalf("consumer %d entry %d: got %v", ci, i, v)
+					}
+					release(e)
+					last := i%4 == 1 || ci == consumers-1
+					if cleared := e.v.Load() == nil; cleared != last {
+						t.Fatalf("consumer %d entry %d: cleared=%v after release, want %v", ci, i, cleared, last)
+					}
+				}
+				if l.ready(c) {
+					t.Fatalf("consumer %d: ready after reading everything", ci)
+				}
+			}
+		})
+	}
+}
+
+// Consumers parked in wait are woken by put, under every policy; a
+// producer racing with consumers that park and wake never loses an entry.
+func TestLogWakesParkedConsumers(t *testing.T) {
+	for name, p := range policies(t) {
+		t.Run(name, func(t *testing.T) {
+			const consumers, n = 4, 2000
+			l := newLog[int](consumers, p)
+			vals := make([]int, n)
+			var wg sync.WaitGroup
+			errs := make(chan error, consumers)
+			for ci := range consumers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := l.cons[ci]
+					for i := range n {
+						if err := l.wait(c, p, 2, nil, nil); err != nil {
+							errs <- err
+							return
+						}
+						v, e := l.pop(c)
+						if v == nil || *v != i {
+							errs <- errors.New("out of order or lost entry")
+							return
+						}
+						release(e)
+					}
+				}()
+			}
+			for i := range n {
+				vals[i] = i
+				l.put(&vals[i], consumers)
+				if i%97 == 0 {
+					time.Sleep(50 * time.Microsecond) // let consumers park
+				}
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestLogWaitEnds(t *testing.T) {
+	for name, p := range policies(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLog[int](1, p)
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { time.Sleep(time.Millisecond); cancel() }()
+			if err := l.wait(l.cons[0], p, 1, ctx, nil); !errors.Is(err, context.Canceled) {
+				t.Fatalf("wait with a cancelled ctx: %v", err)
+			}
+			done := make(chan struct{})
+			go func() { time.Sleep(time.Millisecond); close(done) }()
+			if err := l.wait(l.cons[0], p, 1, context.Background(), done); !errors.Is(err, ErrShutdown) {
+				t.Fatalf("wait after done: %v", err)
+			}
+			// An entry published before the end is still delivered.
+			v := 7
+			l.put(&v, 1)
+			if err := l.wait(l.cons[0], p, 1, ctx, done); err != nil {
+				t.Fatalf("wait with an entry ready: %v", err)
+			}
+		})
+	}
+}
+
+// A threaded session works under every policy, also with more workers
+// than Ps, mixing broadcasts and commands addressed to one worker; a bad
+// policy name is an error, not a silent default.
+func TestThreadedUnderEveryPolicy(t *testing.T) {
+	for _, mode := range []string{"auto", "busy", "yield", "park"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv(EnvSessionWait, mode)
+			s, err := NewThreaded(Options{NumWorkers: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown()
+			ctx := context.Background()
+			f, err := s.GetGlobalFunc(ctx, "chorus.noop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 300 {
+				if err := s.CallPackedDiscard(f); err != nil {
+					t.Fatal(err)
+				}
+				if i%3 == 0 {
+					if err := s.SyncWorker(ctx, i%5); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if err := s.Sync(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Shutdown(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Setenv(EnvSessionWait, "fast")
+	if s, err := NewThreaded(Options{NumWorkers: 2}); err == nil {
+		s.Shutdown()
+		t.Fatal("NewThreaded accepted CHORUS_SESSION_WAIT=fast")
+	}
+}
