@@ -16,6 +16,7 @@
 #   script and the anchors' sources in .carry/gpu); without it, chorus is
 #   built here with Go. OUTDIR defaults to a new mktemp -d.
 # Env: HOST_MAX_WORKERS  most workers (default min(16, CPUs))
+#      HOST_ROUNDS       interleaved rounds of each chorus allreduce sweep (default 1)
 #      HOST_INSTALL      1: apt-get install openmpi-bin libopenmpi-dev
 #                        python3-torch when missing (default 1 if root and
 #                        apt-get exists; installing needs the network)
@@ -129,7 +130,7 @@ wl=$(IFS=,; echo "${ws[*]}")
 for n in "${cws[@]}"; do
   for s in process threaded; do
     log "chorus allreduce, $s session, $n workers"
-    "$chorus" bench allreduce --backend cpu --session "$s" --workers "$n" --dtype float32 --min 1K --max 64M --membw "${bw:-0}" --json |
+    "$chorus" bench allreduce --backend cpu --session "$s" --workers "$n" --dtype float32 --min 1K --max 64M --rounds "${HOST_ROUNDS:-1}" --membw "${bw:-0}" --json |
       tee -a "$jsonl" >&2 || note "chorus allreduce $s $n failed"
   done
   if [ -n "$mpi" ]; then
