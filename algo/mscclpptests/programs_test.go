@@ -21,6 +21,7 @@ var kinds = map[mscclpptests.Verdict]error{
 	mscclpptests.Race:          verify.ErrRace,
 	mscclpptests.Deadlock:      verify.ErrDeadlock,
 	mscclpptests.UndefinedRead: verify.ErrUndefinedRead,
+	mscclpptests.Unmatched:     verify.ErrUnmatched,
 }
 
 // Every program at every rank count it supports: it loads (JSON round
