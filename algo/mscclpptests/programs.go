@@ -43,12 +43,18 @@ var programs = []Program{
 	{"single_node/allgather_nvls_zero_copy.py", []int{2, 4, 8}, allgatherNVLS, Race, "the closing handshake uses rlxsignal: a relaxed signal does not order the multimem store before it, so the store into a peer's output is not ordered before that peer's kernel ends (fix: signal/wait)"},
 	{"single_node/allreduce.py", []int{2, 4, 8}, allreduceReadReduce, OK, "rre of the own chunk from every peer's input, then put of the result (rres)"},
 	{"single_node/allreduce_pkt.py", []int{2, 4, 8}, allreducePkt, OK, "packet reduce-scatter then packet all-gather (respkt/recspkt, upkt)"},
+	{"single_node/allreduce_naivy.py", []int{2, 4, 8}, allreduceNaivy, OK, "in place, LL: ppkt of chunk q to rank q, repkt + ppkt of the result (respkt), upkt"},
 	{"single_node/allreduce_nvls_zero_copy.py", []int{2, 4, 8}, allreduceNVLS, OK, "glre+gstore fused into glres on the input group, signal/wait before and after"},
 	{"single_node/allreduce_pipeline.py", []int{2, 4}, allreducePipeline, OK, "the read-reduce-send in a pipeline loop"},
-	{"single_node/alltoall.py", []int{2, 4, 8}, alltoall, OK, "puts of block q to peer q's output"},
+	{"single_node/alltoall/alltoall.py", []int{2, 4, 8}, alltoallScratch, OK, "in place: relaxed handshake, put into the peer's scratch slot + signal, wait + copy out, one block per peer"},
+	{"single_node/alltoall/alltoall_zero_copy.py", []int{2, 4, 8}, alltoallZeroCopy, OK, "the same ops as alltoall.py with reuse_resources"},
+	{"single_node/alltoall/alltoall_ring.py", []int{2, 4, 8}, alltoallRing, OK, "puts in ring order on tb 0 releasing a semaphore per peer; tb 1 acquires, waits, copies out of scratch"},
 	{"multi_node/allgather.py", []int{4, 8}, allgatherPort, OK, "port-channel put_with_signal to every peer"},
 	{"multi_node/reducescatter.py", []int{2, 4}, reduceScatterPort, OK, "port puts into peers' scratch, local reduce"},
 	{"multi_node/send_recv.py", []int{2, 4, 8}, sendRecv, OK, "sendrecv: each group sends its input to the next group's output (reported as data movement)"},
+	{"multi_node/allgather_pkt.py", []int{2, 4, 8}, allgatherPkt2, OK, "two nodes: cpkt into the own slot, rppkt to node peers (memory) and the counterpart (port), the counterpart's chunk forwarded to node peers, upkt of every slot"},
+	{"multi_node/reducescatter_pkt.py", []int{2, 4, 8}, reduceScatterPkt2, OK, "two nodes, in place: ppkt to node peers, packet reduce for the counterpart, cpkt + port rppkt, final packet reduce"},
+	{"multi_node/allreduce_pkt.py", []int{2, 4, 8}, allreducePkt2, OK, "two nodes, in place, on a group of 2 blocks: packet reduce-scatter in the node, partial sums exchanged by port rppkt, packet all-gather in the node"},
 	{"unit_tests/barrier_test.py", []int{1}, barrierTest, OK, "barrier over tbs 0 and 1; nothing else (no buffers)"},
 	{"unit_tests/copy_test.py", []int{1}, copyTest, OK, "local copy input -> output"},
 	{"unit_tests/copy_packet_test.py", []int{1}, copyPacketTest, OK, "cpkt of the input into scratch; the output is not written"},
@@ -345,21 +351,6 @@ func allreducePipeline(n int) (*plan.Plan, error) {
 				ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Output().Chunk(r, 1), dsl.TB(0))
 			}
 		})
-		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
-	}
-	return p.Lower()
-}
-
-func alltoall(n int) (*plan.Plan, error) {
-	p := newProgram("alltoall", plan.AllToAll, n, plan.Simple, nil)
-	ch := mem(p, n)
-	for r := range n {
-		rk := p.Rank(r)
-		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
-		rk.Copy(rk.Output().Chunk(r, 1), rk.Input().Chunk(r, 1), dsl.TB(0))
-		for _, q := range peersOf(r, n) {
-			ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Input().Chunk(q, 1), dsl.TB(0))
-		}
 		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
 	}
 	return p.Lower()
