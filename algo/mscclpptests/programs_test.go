@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,5 +135,39 @@ func TestCPUExecutor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// What the programs chorus does not cover get instead: the packet switch
+// store of allgather_nvls_zero_copy_pkt is an op this version does not know,
+// and alltoallv_dynamic's template keys are fields it does not know; both
+// are refused with an error naming them and where they are.
+func TestUncoveredShapesRefused(t *testing.T) {
+	var base *plan.Plan
+	for _, pr := range mscclpptests.Programs() {
+		if pr.Name == "single_node/allgather_nvls_zero_copy.py" {
+			base = build(t, pr, 2)
+		}
+	}
+	if base == nil {
+		t.Fatal("no allgather_nvls_zero_copy program")
+	}
+	raw, err := base.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ old, new, want string }{
+		{`"gstore"`, `"gstorepkt"`, `gpu 0 tb 0 op 3: unknown op name "gstorepkt"`},
+		{`"inplace"`, `"dynamic": true, "inplace"`, `unknown field "dynamic"`},
+		{`"size": 1`, `"size": 1, "dynamic_index": "${src_chunk_index}"`, `unknown field "dynamic_index"`},
+	} {
+		s := strings.Replace(string(raw), tc.old, tc.new, 1)
+		if s == string(raw) {
+			t.Fatalf("%s not in the plan", tc.old)
+		}
+		_, err := plan.Parse([]byte(s))
+		if !errors.Is(err, plan.ErrFormat) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a format error containing %q", tc.new, err, tc.want)
+		}
 	}
 }
