@@ -426,7 +426,9 @@ func (v SwitchView) groupOp(name plan.OpName, label string, c Chunk, offset, siz
 		return
 	}
 	p := v.s.p
-	tbs, _, ok := p.blocks(v.rank, label, tb, true)
+	// A thread-block group splits the range: block i of n does part i (as
+	// MSCCL++'s DSL emits with tbg_info on switch ops).
+	tbs, g, ok := p.blocks(v.rank, label, tb, false)
 	if !ok {
 		return
 	}
@@ -449,7 +451,7 @@ func (v SwitchView) groupOp(name plan.OpName, label string, c Chunk, offset, siz
 	if !v.groupRange(t, label, offset, size) {
 		return
 	}
-	p.add(&op{name: name, rank: v.rank, chType: plan.ChannelSwitch, reduce: rop, sw: v.s, goff: offset, gsize: size, gchunk: chunkRef(c), hasGChunk: true}, tbs, nil)
+	p.add(&op{name: name, rank: v.rank, chType: plan.ChannelSwitch, reduce: rop, sw: v.s, goff: offset, gsize: size, gchunk: chunkRef(c), hasGChunk: true}, tbs, g)
 }
 
 // Reduce loads [offset, offset+size) of the switch buffer from every rank

@@ -116,9 +116,9 @@ func TestArgumentChecks(t *testing.T) {
 			"switch broadcast: in range [2:3) beyond rank 0's 2 in chunks"},
 		{"switch chunk rank", nil, func(p *Program) { p.SwitchChannel([]int{0, 1}, Input).At(0).Reduce(out(p, 1, 0), 0, 1, Sum, TB(0)) },
 			"switch reduce: destination chunk rank 1 is not the executing rank 0"},
-		{"switch on group", nil, func(p *Program) {
-			p.SwitchChannel([]int{0, 1}, Input).At(0).Reduce(out(p, 0, 0), 0, 1, Sum, p.TBGroup(0, 1))
-		}, "switch reduce: runs on a single thread block"},
+		{"switch on bad group", nil, func(p *Program) {
+			p.SwitchChannel([]int{0, 1}, Input).At(0).Reduce(out(p, 0, 0), 0, 1, Sum, p.TBGroup(0, 0))
+		}, "TBGroup"},
 		{"nested pipeline", nil, func(p *Program) { p.Pipeline(16, 1, func() { p.Pipeline(16, 1, func() {}) }) },
 			"Pipeline: nested pipeline"},
 		{"pipeline unit", nil, func(p *Program) { p.Pipeline(0, 1, func() {}) }, "Pipeline: unit size 0, 1 chunks"},

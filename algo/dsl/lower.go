@@ -73,6 +73,9 @@ func (p *Program) visitOps(f func(o *op)) {
 
 // checkPairs implements step 1 of Lower.
 func (p *Program) checkPairs() {
+	if p.cfg.UncheckedPairs {
+		return
+	}
 	sig := map[*channel]int{}
 	wt := map[*channel]int{}
 	p.visitOps(func(o *op) {

@@ -105,6 +105,51 @@ func TestSignalWaitPairing(t *testing.T) {
 	}
 }
 
+// UncheckedPairs emits what the pairing check would refuse (as MSCCL++'s
+// DSL does), and only that check is skipped.
+func TestUncheckedPairs(t *testing.T) {
+	p := NewProgram(Config{Name: "x", Collective: "test", Ranks: 2, NoBuffers: true, UncheckedPairs: true})
+	p.MemoryChannel(1, 0).Signal(TB(0), SyncNone)
+	p.MemoryChannel(1, 0).Signal(TB(0), SyncNone)
+	p.MemoryChannel(0, 1).Wait(TB(0), SyncNone)
+	pl, err := p.Lower()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pl.GPUs[0].ThreadBlocks[0].Ops[0]; got.Name != plan.OpSignal || len(got.ChannelIDs) != 2 {
+		t.Fatalf("rank 0 op 0: %+v, want one signal on two channels", got)
+	}
+	q := NewProgram(Config{Name: "x", Collective: "test", Ranks: 2, NoBuffers: true, UncheckedPairs: true})
+	q.MemoryChannel(1, 0).Signal(TB(0), SyncNone)
+	q.MemoryChannel(0, 1).Put(q.Rank(0).Input().Chunk(0, 1), q.Rank(1).Input().Chunk(0, 1), TB(0))
+	if _, err := q.Lower(); err == nil || strings.Contains(err.Error(), "signals rank") {
+		t.Fatalf("other checks must stay: %v", err)
+	}
+}
+
+// Switch ops on a thread-block group: every block gets its part.
+func TestSwitchGroup(t *testing.T) {
+	p := base(2, plan.Simple)
+	p.SwitchChannel([]int{0, 1}, Input).At(0).Reduce(p.Rank(0).Output().Chunk(0, 1), 0, 1, Sum, p.TBGroup(0, 1, 2))
+	pl, err := p.Lower()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbs := pl.GPUs[0].ThreadBlocks
+	if len(tbs) != 3 {
+		t.Fatalf("%d thread blocks, want 3", len(tbs))
+	}
+	for i, tb := range tbs {
+		op := tb.Ops[0]
+		if op.Name != plan.OpGroupLoadReduce || op.TBG == nil || op.TBG.ID != i || op.TBG.Size != 3 {
+			t.Fatalf("tb %d: %+v, want glre part %d of 3", i, op, i)
+		}
+	}
+	if err := pl.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFusion(t *testing.T) {
 	in := func(p *Program, r, i int) Chunk { return p.Rank(r).Input().Chunk(i, 1) }
 	out := func(p *Program, r, i int) Chunk { return p.Rank(r).Output().Chunk(i, 1) }

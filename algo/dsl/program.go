@@ -119,6 +119,13 @@ type Config struct {
 	// TestCollective(n, 0, 0): programs that only synchronize or use
 	// scratch). InputChunks and OutputChunks must then be 0.
 	NoBuffers bool
+	// UncheckedPairs skips Lower's check that every channel's signals
+	// match the waits on its paired channel back. MSCCL++'s DSL does not
+	// check this, and some of its test programs signal more than the peer
+	// waits, or wait on a channel the peer never signals; with this set the
+	// plan is emitted as written and the verifier judges it (Unmatched,
+	// Deadlock).
+	UncheckedPairs bool
 }
 
 // Program is a collective algorithm under construction. Build it with the

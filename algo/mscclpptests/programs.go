@@ -19,6 +19,7 @@ const (
 	Race          Verdict = "race"
 	Deadlock      Verdict = "deadlock"
 	UndefinedRead Verdict = "undefined read"
+	Unmatched     Verdict = "unmatched"
 )
 
 // Program is one MSCCL++ test program's equivalent.
@@ -42,33 +43,59 @@ var programs = []Program{
 	{"single_node/allgather_nvls_zero_copy.py", []int{2, 4, 8}, allgatherNVLS, Race, "the closing handshake uses rlxsignal: a relaxed signal does not order the multimem store before it, so the store into a peer's output is not ordered before that peer's kernel ends (fix: signal/wait)"},
 	{"single_node/allreduce.py", []int{2, 4, 8}, allreduceReadReduce, OK, "rre of the own chunk from every peer's input, then put of the result (rres)"},
 	{"single_node/allreduce_pkt.py", []int{2, 4, 8}, allreducePkt, OK, "packet reduce-scatter then packet all-gather (respkt/recspkt, upkt)"},
+	{"single_node/allreduce_naivy.py", []int{2, 4, 8}, allreduceNaivy, OK, "in place, LL: ppkt of chunk q to rank q, repkt + ppkt of the result (respkt), upkt"},
 	{"single_node/allreduce_nvls_zero_copy.py", []int{2, 4, 8}, allreduceNVLS, OK, "glre+gstore fused into glres on the input group, signal/wait before and after"},
 	{"single_node/allreduce_pipeline.py", []int{2, 4}, allreducePipeline, OK, "the read-reduce-send in a pipeline loop"},
-	{"single_node/alltoall.py", []int{2, 4, 8}, alltoall, OK, "puts of block q to peer q's output"},
+	{"single_node/alltoall/alltoall.py", []int{2, 4, 8}, alltoallScratch, OK, "in place: relaxed handshake, put into the peer's scratch slot + signal, wait + copy out, one block per peer"},
+	{"single_node/alltoall/alltoall_zero_copy.py", []int{2, 4, 8}, alltoallZeroCopy, OK, "the same ops as alltoall.py with reuse_resources"},
+	{"single_node/alltoall/alltoall_ring.py", []int{2, 4, 8}, alltoallRing, OK, "puts in ring order on tb 0 releasing a semaphore per peer; tb 1 acquires, waits, copies out of scratch"},
 	{"multi_node/allgather.py", []int{4, 8}, allgatherPort, OK, "port-channel put_with_signal to every peer"},
 	{"multi_node/reducescatter.py", []int{2, 4}, reduceScatterPort, OK, "port puts into peers' scratch, local reduce"},
 	{"multi_node/send_recv.py", []int{2, 4, 8}, sendRecv, OK, "sendrecv: each group sends its input to the next group's output (reported as data movement)"},
+	{"multi_node/allgather_pkt.py", []int{2, 4, 8}, allgatherPkt2, OK, "two nodes: cpkt into the own slot, rppkt to node peers (memory) and the counterpart (port), the counterpart's chunk forwarded to node peers, upkt of every slot"},
+	{"multi_node/reducescatter_pkt.py", []int{2, 4, 8}, reduceScatterPkt2, OK, "two nodes, in place: ppkt to node peers, packet reduce for the counterpart, cpkt + port rppkt, final packet reduce"},
+	{"multi_node/allreduce_pkt.py", []int{2, 4, 8}, allreducePkt2, OK, "two nodes, in place, on a group of 2 blocks: packet reduce-scatter in the node, partial sums exchanged by port rppkt, packet all-gather in the node"},
 	{"unit_tests/barrier_test.py", []int{1}, barrierTest, OK, "barrier over tbs 0 and 1; nothing else (no buffers)"},
-	{"unit_tests/signal_wait/signal_wait_test.py", []int{2}, signalWaitTest, OK, "signal/wait pairs between the two ranks (no buffers)"},
-	{"unit_tests/signal_wait/relaxed_signal_wait_test.py", []int{2}, relaxedSignalWaitTest, OK, "rlxsignal/rlxwait pairs (no buffers)"},
-	{"unit_tests/flush/flush_test.py", []int{2}, flushTest, OK, "port-channel flush (no buffers)"},
-	{"unit_tests/semaphore.py", []int{2}, semaphoreTest, OK, "semaphore initial 1 acquired then released by one block"},
 	{"unit_tests/copy_test.py", []int{1}, copyTest, OK, "local copy input -> output"},
-	{"unit_tests/put/put_test.py", []int{2}, putTest, OK, "put then signal/wait"},
-	{"unit_tests/get/get_test.py", []int{2}, getTest, OK, "signal/wait then get"},
-	{"unit_tests/put/put_with_signal_test.py", []int{2}, pwsTest, OK, "port put_with_signal, peer waits"},
-	{"unit_tests/put/put_with_signal_and_flush_test.py", []int{2}, pwsfTest, OK, "port put_with_signal_and_flush, peer waits"},
-	{"unit_tests/put_packet_test.py", []int{2}, putPacketTest, OK, "ppkt into the peer's scratch, unpacked there"},
+	{"unit_tests/copy_packet_test.py", []int{1}, copyPacketTest, OK, "cpkt of the input into scratch; the output is not written"},
+	{"unit_tests/unpack_packet_test.py", []int{1}, unpackPacketTest, OK, "cpkt into scratch, upkt into the output"},
+	{"unit_tests/flush/flush_test.py", []int{2}, flushTest, OK, "port-channel flush (no buffers)"},
+	{"unit_tests/flush/flush_fuse_test.py", []int{3}, flushFuseTest, OK, "two flushes of two port channels fused into one (3 ranks, only rank 0 acts)"},
+	{"unit_tests/get/get_test.py", []int{2}, getTest, OK, "relaxed handshake, get of the peer's in[1] into in[0], signal/wait"},
+	{"unit_tests/get/get_fuse_test.py", []int{2}, getFuseTest, OK, "the same get twice (not fused: same destination; a nop orders them)"},
+	{"unit_tests/put/put_test.py", []int{2}, putTest, OK, "relaxed handshake, put of in[0] into the peer's in[1], signal/wait"},
+	{"unit_tests/put/put_fuse_test.py", []int{2}, putFuseTest, Race, "two puts on two channels fused; each rank reads its in[0] while the peer's put overwrites it, ordered only by a relaxed handshake"},
+	{"unit_tests/put/put_with_signal_test.py", []int{2}, pwsTest, OK, "port signal/wait, pws into the peer's in[1], wait"},
+	{"unit_tests/put/put_with_signal_fuse_test.py", []int{2}, pwsFuseTest, Unmatched, "two pws fused into one with two buffers: each rank signals 3 times, the peer waits twice (the next call would pair a wait with the stale signal)"},
+	{"unit_tests/put/put_with_signal_and_flush_test.py", []int{2}, pwsfTest, OK, "port signal/wait, pwsf into the peer's in[1], wait"},
+	{"unit_tests/put_packet_test.py", []int{2}, putPacketTest, OK, "ppkt of the input into the peer's scratch (nothing reads it)"},
 	{"unit_tests/read_put_packet_test.py", []int{2}, readPutPacketTest, Deadlock, "rppkt polls packets in scratch[0] that no op ever writes"},
-	{"unit_tests/copy_packet_test.py", []int{1}, copyPacketTest, OK, "cpkt to scratch then upkt to the output"},
+	{"unit_tests/read_reduce/read_reduce_test.py", []int{2}, readReduceTest, OK, "relaxed handshake, rre out[0] = in[0] + peer in[1], signal/wait"},
+	{"unit_tests/read_reduce/read_reduce_fuse_test.py", []int{2}, readReduceFuseTest, OK, "two rre into out[0] (not fused: the second does not read the first's result); the last one wins"},
+	{"unit_tests/read_reduce_send_test.py", []int{2}, readReduceSendTest, OK, "rre then put of the result into the peer's out[1], fused into rres"},
 	{"unit_tests/reduce/reduce_test.py", []int{1}, reduceTest, OK, "local reduce of two input chunks"},
-	{"unit_tests/read_reduce/read_reduce_test.py", []int{2}, readReduceTest, OK, "rre of the peer's input after a handshake"},
-	{"unit_tests/reduce_send_test.py", []int{2}, reduceSendTest, OK, "reduce then put of the result (res)"},
-	{"unit_tests/reduce_packet/reduce_packet_test.py", []int{2}, reducePacketTest, OK, "ppkt then repkt"},
-	{"unit_tests/switch_broadcast_test.py", []int{3}, switchBroadcastTest, UndefinedRead, "rank 0 broadcasts a scratch chunk nothing wrote (MSCCL++ marks the program as a shape demo)"},
-	{"unit_tests/switch_reduce_test.py", []int{2}, switchReduceTest, OK, "glre of the input group into the output, handshake first"},
+	{"unit_tests/reduce/reduce_fuse_test.py", []int{1}, reduceFuseTest, OK, "two reduces into out[0] (not fused); the last one wins"},
+	{"unit_tests/reduce_send_test.py", []int{2}, reduceSendTest, OK, "reduce then put of the result into the peer's out[1], fused into res"},
+	{"unit_tests/reduce_packet/reduce_packet_test.py", []int{1}, reducePacketTest, Deadlock, "repkt polls packets in scratch[1] nothing writes"},
+	{"unit_tests/reduce_packet/reduce_packet_fuse_test.py", []int{1}, reducePacketFuseTest, Deadlock, "two repkt polling scratch nothing writes"},
+	{"unit_tests/reduce_packet/reduce_packets_test.py", []int{1}, reducePacketsTest, Deadlock, "repkt polls packets in scratch[1] nothing writes"},
+	{"unit_tests/reduce_packet/reduce_packets_fuse_test.py", []int{1}, reducePacketsFuseTest, Deadlock, "two repkt polling scratch nothing writes"},
+	{"unit_tests/reduce_send_packet_test.py", []int{2}, reduceSendPacketTest, Deadlock, "respkt polls packets in scratch[1] nothing writes"},
+	{"unit_tests/reduce_copy_packet_test.py", []int{1}, reduceCopyPacketTest, Deadlock, "recpkt polls packets in scratch[0] nothing writes"},
+	{"unit_tests/reduce_copy_send_packet_test.py", []int{2}, reduceCopySendPacketTest, Deadlock, "recspkt polls packets in scratch[0] nothing writes"},
+	{"unit_tests/semaphore.py", []int{2}, semaphoreTest, OK, "semaphore initial 1 acquired then released by one block"},
+	{"unit_tests/signal_wait/signal_wait_test.py", []int{2}, signalWaitTest, OK, "signal/wait pairs between the two ranks (no buffers)"},
+	{"unit_tests/signal_wait/signal_wait_fuse_test.py", []int{2}, signalWaitFuseTest, Deadlock, "signals on channels 0,1, waits on channels 2,3 that the peer never signals (channels pair by index)"},
+	{"unit_tests/signal_wait/relaxed_signal_wait_test.py", []int{2}, relaxedSignalWaitTest, OK, "rlxsignal/rlxwait pairs (no buffers)"},
+	{"unit_tests/signal_wait/relaxed_signal_wait_fuse_test.py", []int{2}, relaxedSignalWaitFuseTest, Deadlock, "as signal_wait_fuse, relaxed: waits on channels the peer never signals"},
+	{"unit_tests/switch_broadcast_test.py", []int{3}, switchBroadcastTest, UndefinedRead, "rank 0 broadcasts a scratch chunk nothing wrote"},
+	{"unit_tests/switch_reduce_test.py", []int{3}, switchReduceTest, OK, "glre of ranks 0 and 1's input into rank 0's scratch (3 ranks); no output written"},
 	{"unit_tests/pipeline_test.py", []int{1}, pipelineTest, OK, "a copy in a pipeline loop"},
-	{"unit_tests/tbg/tbg_copy_test.py", []int{1}, tbgCopyTest, OK, "copy split over a thread-block group"},
+	{"unit_tests/tbg/tbg_copy_test.py", []int{1}, tbgCopyTest, OK, "copy split over a group of 4 blocks"},
+	{"unit_tests/tbg/tbg_reduce_test.py", []int{1}, tbgReduceTest, OK, "reduce split over a group of 4 blocks"},
+	{"unit_tests/tbg/tbg_reduce_fuse_test.py", []int{1}, tbgReduceFuseTest, Race, "two reduces of out[0] split 4 and 3 ways: block 1's part of the second overlaps block 0's part of the first, unordered across blocks"},
+	{"unit_tests/tbg/tbg_reduce_send_test.py", []int{2}, tbgReduceSendTest, Race, "res split over 4 blocks, but only block 0 signals: blocks 1-3's puts are not ordered before the peer's kernel ends"},
+	{"unit_tests/tbg/tbg_switch_test.py", []int{4}, tbgSwitchTest, UndefinedRead, "glre and gstore split over 4 blocks; the gstore reads scratch[1] nothing wrote"},
 }
 
 func newProgram(name string, coll plan.Collective, n int, proto plan.Protocol, mod func(*dsl.Config)) *dsl.Program {
@@ -329,21 +356,6 @@ func allreducePipeline(n int) (*plan.Plan, error) {
 	return p.Lower()
 }
 
-func alltoall(n int) (*plan.Plan, error) {
-	p := newProgram("alltoall", plan.AllToAll, n, plan.Simple, nil)
-	ch := mem(p, n)
-	for r := range n {
-		rk := p.Rank(r)
-		handshake(ch, r, n, 0, dsl.SyncNone, dsl.SyncAfter)
-		rk.Copy(rk.Output().Chunk(r, 1), rk.Input().Chunk(r, 1), dsl.TB(0))
-		for _, q := range peersOf(r, n) {
-			ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Input().Chunk(q, 1), dsl.TB(0))
-		}
-		handshake(ch, r, n, 0, dsl.SyncBefore, dsl.SyncNone)
-	}
-	return p.Lower()
-}
-
 // ---- multi node (port channels) ----
 
 func allgatherPort(n int) (*plan.Plan, error) {
@@ -449,256 +461,6 @@ func sendRecv(n int) (*plan.Plan, error) {
 		nextCh[r].PutWithSignal(p.Rank(next(r)).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
 		prevCh[r].Wait(dsl.TB(0), dsl.SyncNone)
 	}
-	return p.Lower()
-}
-
-// ---- unit programs ----
-
-func test(name string, n int, proto plan.Protocol, in, out int) *dsl.Program {
-	return newProgram(name, "test", n, proto, func(c *dsl.Config) {
-		c.InputChunks, c.OutputChunks = in, out
-		c.NoBuffers = in == 0 && out == 0
-	})
-}
-
-func barrierTest(n int) (*plan.Plan, error) {
-	p := test("barrier_test", n, plan.Simple, 0, 0)
-	p.Rank(0).Barrier(0, 1)
-	return p.Lower()
-}
-
-func signalWaitTest(n int) (*plan.Plan, error) {
-	p := test("signal_wait_test", n, plan.Simple, 0, 0)
-	ch := mem(p, n)
-	for r := range n {
-		for _, q := range peersOf(r, n) {
-			ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
-			ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
-		}
-	}
-	return p.Lower()
-}
-
-func relaxedSignalWaitTest(n int) (*plan.Plan, error) {
-	p := test("relaxed_signal_wait_test", n, plan.Simple, 0, 0)
-	ch := mem(p, n)
-	for r := range n {
-		for _, q := range peersOf(r, n) {
-			ch[r][q].RelaxedSignal(dsl.TB(0), dsl.SyncBefore)
-			ch[r][q].RelaxedWait(dsl.TB(0), dsl.SyncAfter)
-		}
-	}
-	return p.Lower()
-}
-
-func flushTest(n int) (*plan.Plan, error) {
-	p := test("flush_test", n, plan.Simple, 0, 0)
-	for r := range n {
-		for _, q := range peersOf(r, n) {
-			p.PortChannel(q, r).Flush(dsl.TB(0), dsl.SyncBoth)
-		}
-	}
-	return p.Lower()
-}
-
-func semaphoreTest(n int) (*plan.Plan, error) {
-	p := test("semaphore_test", n, plan.Simple, 0, 0)
-	s := p.Rank(0).Semaphore(1)
-	s.Acquire(dsl.TB(0), dsl.SyncAfter)
-	s.Release(dsl.TB(0), dsl.SyncBefore)
-	return p.Lower()
-}
-
-func copyTest(n int) (*plan.Plan, error) {
-	p := test("copy_test", n, plan.Simple, 1, 1)
-	rk := p.Rank(0)
-	rk.Copy(rk.Output().Chunk(0, 1), rk.Input().Chunk(0, 1), dsl.TB(0))
-	return p.Lower()
-}
-
-func putTest(n int) (*plan.Plan, error) {
-	p := test("put_test", n, plan.Simple, 1, 1)
-	ch := mem(p, n)
-	for r := range n {
-		for _, q := range peersOf(r, n) {
-			ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
-			ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
-			ch[r][q].Put(p.Rank(q).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
-			ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
-			ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
-		}
-	}
-	return p.Lower()
-}
-
-func getTest(n int) (*plan.Plan, error) {
-	p := test("get_test", n, plan.Simple, 1, 1)
-	ch := mem(p, n)
-	for r := range n {
-		for _, q := range peersOf(r, n) {
-			ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
-			ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
-			ch[r][q].Get(p.Rank(r).Output().Chunk(0, 1), p.Rank(q).Input().Chunk(0, 1), dsl.TB(0))
-			ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
-			ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
-		}
-	}
-	return p.Lower()
-}
-
-func pwsTestGen(name string, flush bool) func(n int) (*plan.Plan, error) {
-	return func(n int) (*plan.Plan, error) {
-		p := test(name, n, plan.Simple, 1, 1)
-		for r := range n {
-			for _, q := range peersOf(r, n) {
-				c := p.PortChannel(q, r)
-				c.Signal(dsl.TB(0), dsl.SyncNone)
-				c.Wait(dsl.TB(0), dsl.SyncAfter)
-				if flush {
-					c.PutWithSignalAndFlush(p.Rank(q).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
-				} else {
-					c.PutWithSignal(p.Rank(q).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
-				}
-				c.Wait(dsl.TB(0), dsl.SyncNone)
-				if !flush {
-					c.Flush(dsl.TB(0), dsl.SyncNone)
-				}
-			}
-		}
-		return p.Lower()
-	}
-}
-
-var (
-	pwsTest  = pwsTestGen("put_with_signal_test", false)
-	pwsfTest = pwsTestGen("put_with_signal_and_flush_test", true)
-)
-
-func putPacketTest(n int) (*plan.Plan, error) {
-	p := test("put_packet_test", n, plan.LL, 1, 1)
-	ch := mem(p, n)
-	scr := []dsl.Buffer{p.Rank(0).NewScratch(1), p.Rank(1).NewScratch(1)}
-	for r := range n {
-		q := 1 - r
-		ch[r][q].PutPackets(scr[q].Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
-		p.Rank(r).UnpackPackets(p.Rank(r).Output().Chunk(0, 1), scr[r].Chunk(0, 1), dsl.TB(0))
-	}
-	return p.Lower()
-}
-
-// readPutPacketTest forwards packets from a scratch chunk nothing writes,
-// as MSCCL++'s unit program does (it demonstrates the op's shape only).
-func readPutPacketTest(n int) (*plan.Plan, error) {
-	p := test("read_put_packet_test", n, plan.LL, 0, 0)
-	scr := []dsl.Buffer{p.Rank(0).NewScratch(2), p.Rank(1).NewScratch(2)}
-	for r := range n {
-		q := 1 - r
-		p.MemoryChannel(q, r).ReadPutPackets(scr[q].Chunk(1, 1), scr[r].Chunk(0, 1), dsl.TB(0))
-	}
-	return p.Lower()
-}
-
-func copyPacketTest(n int) (*plan.Plan, error) {
-	p := test("copy_packet_test", n, plan.LL, 1, 1)
-	rk := p.Rank(0)
-	scr := rk.NewScratch(1)
-	rk.CopyPackets(scr.Chunk(0, 1), rk.Input().Chunk(0, 1), dsl.TB(0))
-	rk.UnpackPackets(rk.Output().Chunk(0, 1), scr.Chunk(0, 1), dsl.TB(0))
-	return p.Lower()
-}
-
-func reduceTest(n int) (*plan.Plan, error) {
-	p := test("reduce_test", n, plan.Simple, 2, 1)
-	rk := p.Rank(0)
-	rk.Reduce(rk.Output().Chunk(0, 1), []dsl.Chunk{rk.Input().Chunk(0, 1), rk.Input().Chunk(1, 1)}, dsl.Sum, dsl.TB(0))
-	return p.Lower()
-}
-
-func readReduceTest(n int) (*plan.Plan, error) {
-	p := test("read_reduce_test", n, plan.Simple, 1, 1)
-	ch := mem(p, n)
-	for r := range n {
-		q := 1 - r
-		ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
-		ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
-		ch[r][q].Reduce(p.Rank(r).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), []dsl.Chunk{p.Rank(q).Input().Chunk(0, 1)}, dsl.Sum, dsl.TB(0))
-		ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
-		ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
-	}
-	return p.Lower()
-}
-
-func reduceSendTest(n int) (*plan.Plan, error) {
-	p := test("reduce_send_test", n, plan.Simple, 2, 2)
-	ch := mem(p, n)
-	for r := range n {
-		q := 1 - r
-		rk := p.Rank(r)
-		ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
-		ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
-		rk.Reduce(rk.Output().Chunk(r, 1), []dsl.Chunk{rk.Input().Chunk(0, 1), rk.Input().Chunk(1, 1)}, dsl.Sum, dsl.TB(0))
-		ch[r][q].Put(p.Rank(q).Output().Chunk(r, 1), rk.Output().Chunk(r, 1), dsl.TB(0))
-		ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
-		ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
-	}
-	return p.Lower()
-}
-
-func reducePacketTest(n int) (*plan.Plan, error) {
-	p := test("reduce_packet_test", n, plan.LL, 1, 1)
-	ch := mem(p, n)
-	scr := []dsl.Buffer{p.Rank(0).NewScratch(1), p.Rank(1).NewScratch(1)}
-	for r := range n {
-		q := 1 - r
-		ch[r][q].PutPackets(scr[q].Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), dsl.TB(0))
-		p.Rank(r).ReducePackets(p.Rank(r).Output().Chunk(0, 1), p.Rank(r).Input().Chunk(0, 1), []dsl.Chunk{scr[r].Chunk(0, 1)}, dsl.Sum, dsl.TB(0))
-	}
-	return p.Lower()
-}
-
-// switchBroadcastTest: rank 0 stores a scratch chunk it never wrote into
-// the input of ranks 0 and 1 over the switch (MSCCL++'s shape demo).
-func switchBroadcastTest(n int) (*plan.Plan, error) {
-	p := test("group_store_test", n, plan.Simple, 1, 1)
-	scr := p.Rank(0).NewScratch(1)
-	sw := p.SwitchChannel([]int{0, 1}, dsl.Input)
-	sw.At(0).Broadcast(scr.Chunk(0, 1), 0, 1, dsl.TB(0))
-	pl, err := p.Lower()
-	if err != nil {
-		return nil, err
-	}
-	BufferForm(pl)
-	return pl, nil
-}
-
-func switchReduceTest(n int) (*plan.Plan, error) {
-	p := test("group_load_reduce_test", n, plan.Simple, 1, 1)
-	sw := p.SwitchChannel([]int{0, 1}, dsl.Input)
-	ch := mem(p, n)
-	for r := range n {
-		q := 1 - r
-		ch[r][q].Signal(dsl.TB(0), dsl.SyncNone)
-		ch[r][q].Wait(dsl.TB(0), dsl.SyncAfter)
-		sw.At(r).Reduce(p.Rank(r).Output().Chunk(0, 1), 0, 1, dsl.Sum, dsl.TB(0))
-		ch[r][q].Signal(dsl.TB(0), dsl.SyncBefore)
-		ch[r][q].Wait(dsl.TB(0), dsl.SyncNone)
-	}
-	return p.Lower()
-}
-
-func pipelineTest(n int) (*plan.Plan, error) {
-	p := test("pipeline_test", n, plan.Simple, 1, 1)
-	rk := p.Rank(0)
-	p.Pipeline(1<<16, 1, func() {
-		rk.Copy(rk.Output().Chunk(0, 1), rk.Input().Chunk(0, 1), dsl.TB(0))
-	})
-	return p.Lower()
-}
-
-func tbgCopyTest(n int) (*plan.Plan, error) {
-	p := test("tbg_copy_test", n, plan.Simple, 1, 1)
-	rk := p.Rank(0)
-	rk.Copy(rk.Output().Chunk(0, 1), rk.Input().Chunk(0, 1), p.TBGroup(0, 1))
 	return p.Lower()
 }
 

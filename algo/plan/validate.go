@@ -355,7 +355,9 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 		c.bad(where, "invalid reduce op %v", op.ReduceOp)
 	}
 	if op.TBG != nil {
-		if !hasBufs {
+		// glre/gstore in chunk form carry their ranges outside src_buff/
+		// dst_buff; MSCCL++'s DSL gives them tbg_info too.
+		if !hasBufs && cl != classGroupOne {
 			c.bad(where, "%s takes no tbg_info", op.Name)
 		} else if op.TBG.Size < 1 || op.TBG.ID < 0 || op.TBG.ID >= op.TBG.Size {
 			c.bad(where, "tbg_info tb_id %d / tbg_size %d (want 0 <= tb_id < tbg_size)", op.TBG.ID, op.TBG.Size)

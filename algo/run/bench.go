@@ -114,14 +114,28 @@ func benchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iter
 	if err != nil {
 		return nil, err
 	}
+	if corruptForTest != nil {
+		corruptForTest(r, got)
+	}
+	return tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(max(iters, 1)), float64(countWrong(got, want))}), nil
+}
+
+// countWrong counts the elements of got that differ from the expectation
+// (elements the call does not write are not checked).
+func countWrong(got []float64, want func(int64) (float64, bool)) int64 {
 	var wrong int64
 	for i, g := range got {
 		if w, ok := want(int64(i)); ok && g != w {
 			wrong++
 		}
 	}
-	return tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(max(iters, 1)), float64(wrong)}), nil
+	return wrong
 }
+
+// corruptForTest, when set (only by this package's tests, before any
+// session starts), changes a worker's output after the timed calls and
+// before it is checked: the check must count what it changed.
+var corruptForTest func(rank int, got []float64)
 
 // BenchResult is one timed size.
 type BenchResult struct {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mscclpptests_test
+
+const raceEnabled = false
