@@ -124,7 +124,11 @@ func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{})
+	capturing := func() bool {
+		c, ok := w.dev.(device.Capturer)
+		return ok && c.Capturing()
+	}
+	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{Capturing: capturing})
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
 	}

@@ -54,18 +54,23 @@ func ParseStrategy(s string) (Strategy, error) {
 	return 0, fmt.Errorf("%w: unknown all-reduce strategy %q (want auto, oneshot, twoshot or nccl)", ccl.ErrBadArgs, s)
 }
 
-// Pick is auto's choice for bytes per rank on n ranks, from the table
-// measured on 2 x H200 (docs/ipc.md): with 2 ranks one-shot was as fast
-// as or faster than two-shot at every size from 1 KB to 1 GB, and both
-// were faster than NCCL at every size, so auto never routes to NCCL there.
-// For more ranks one-shot reads (n-1) times the data over NVLink while
-// two-shot reads 2(n-1)/n times, so two-shot takes over above 256 KB; that
-// threshold is not yet measured on 4 or 8 GPUs.
+// Pick is auto's choice for an eager call of bytes per rank on n ranks,
+// from the built-in table (autotable.json, AutoTable); one-shot where the
+// table has no rule. AllReducer uses the table it loaded (which
+// CHORUS_IPC_AUTO_TABLE may replace) and the capture state.
 func Pick(bytes int64, n int) Strategy {
-	if n <= 2 || bytes <= 256<<10 {
+	t, err := ParseAutoTable(defaultAutoTable)
+	if err != nil {
 		return OneShot
 	}
-	return TwoShot
+	return pickFrom(t, bytes, n, false)
+}
+
+func pickFrom(t *AutoTable, bytes int64, n int, graph bool) Strategy {
+	if s, ok := t.Pick(bytes, n, graph); ok {
+		return s
+	}
+	return OneShot
 }
 
 // dtype codes of kernels.cu.
@@ -121,6 +126,9 @@ type Options struct {
 	Threads, MaxBlocks int
 	// Timeout bounds a kernel's wait for its peers (0: 30 s).
 	Timeout time.Duration
+	// Capturing reports whether the rank's stream is being captured into
+	// a CUDA graph, for auto's table (nil: never).
+	Capturing func() bool
 }
 
 // AllReducer runs custom all-reduces on IPC memory.
@@ -158,6 +166,7 @@ type AllReducer struct {
 	// push is the workspace of push one-shot: 2 parities x n slots.
 	push *Buffer
 
+	auto       *AutoTable
 	desc, all  *tensor.Tensor // host exchange buffers
 	args       *kargs         // heap-allocated launch arguments
 	params     []unsafe.Pointer
@@ -206,6 +215,11 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	if r.opts.Timeout <= 0 {
 		r.opts.Timeout = 30 * time.Second
 	}
+	auto, err := LoadAutoTable()
+	if err != nil {
+		return nil, fmt.Errorf("ipc: rank %d: %w", a.cfg.Rank, err)
+	}
+	r.auto = auto
 	r.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
 	r.all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(descBytes * a.cfg.Size)})
 	comp, err := nvrtc.Load()
@@ -468,7 +482,7 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 		n = send.NumElements()
 		bytes = n * int64(send.DType().Size())
 		if s == Auto {
-			s = Pick(bytes, r.a.cfg.Size)
+			s = pickFrom(r.auto, bytes, r.a.cfg.Size, r.opts.Capturing != nil && r.opts.Capturing())
 		}
 		d = desc{strategy: byte(s), dtype: byte(send.DType()), op: byte(op), count: n}
 		if rp%16 != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -249,5 +250,79 @@ func TestRoute(t *testing.T) {
 		if got := route(c.s, c.bytes, c.sp, c.rp, c.inIPC, c.off, c.mode); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, routeName(got), routeName(c.want))
 		}
+	}
+}
+
+func TestAutoTable(t *testing.T) {
+	def, err := ParseAutoTable(defaultAutoTable)
+	if err != nil {
+		t.Fatalf("built-in table: %v", err)
+	}
+	if got := def.Ranks(); !slices.Equal(got, []int{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Fatalf("built-in table covers ranks %v, want 1..8", got)
+	}
+	for _, tc := range []struct {
+		bytes int64
+		n     int
+		graph bool
+		want  Strategy
+	}{
+		{1 << 30, 2, false, OneShot},
+		{1 << 30, 2, true, OneShot},
+		{256 << 10, 4, false, OneShot},
+		{256<<10 + 16, 4, false, TwoShot},
+		{1 << 20, 8, true, TwoShot},
+	} {
+		if got := pickFrom(def, tc.bytes, tc.n, tc.graph); got != tc.want {
+			t.Errorf("pick(%d bytes, %d ranks, graph %v) = %v, want %v", tc.bytes, tc.n, tc.graph, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ name, json, want string }{
+		{"unknown field", `{"rules":[{"ranks":2,"graph":false,"max_bytes":0,"strategy":"oneshot","x":1}]}`, "unknown field"},
+		{"nccl", `{"rules":[{"ranks":2,"graph":false,"max_bytes":0,"strategy":"nccl"}]}`, "want oneshot or twoshot"},
+		{"ranks", `{"rules":[{"ranks":9,"graph":false,"max_bytes":0,"strategy":"oneshot"}]}`, "outside 1..8"},
+		{"open end", `{"rules":[{"ranks":2,"graph":false,"max_bytes":1024,"strategy":"oneshot"}]}`, "end with max_bytes 0"},
+		{"order", `{"rules":[{"ranks":2,"graph":false,"max_bytes":4096,"strategy":"oneshot"},{"ranks":2,"graph":false,"max_bytes":1024,"strategy":"twoshot"},{"ranks":2,"graph":false,"max_bytes":0,"strategy":"twoshot"}]}`, "must increase"},
+		{"after open", `{"rules":[{"ranks":2,"graph":false,"max_bytes":0,"strategy":"oneshot"},{"ranks":2,"graph":false,"max_bytes":0,"strategy":"twoshot"}]}`, "must increase"},
+	} {
+		_, err := ParseAutoTable([]byte(tc.json))
+		if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrBadArgs containing %q", tc.name, err, tc.want)
+		}
+	}
+	// A measured table: graph replays switch to two-shot above 16 MB.
+	m, err := ParseAutoTable([]byte(`{"source":"test","rules":[
+		{"ranks":2,"graph":false,"max_bytes":0,"strategy":"oneshot"},
+		{"ranks":2,"graph":true,"max_bytes":16777216,"strategy":"oneshot"},
+		{"ranks":2,"graph":true,"max_bytes":0,"strategy":"twoshot"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pickFrom(m, 32<<20, 2, false) != OneShot || pickFrom(m, 32<<20, 2, true) != TwoShot || pickFrom(m, 16<<20, 2, true) != OneShot {
+		t.Fatal("measured table not followed")
+	}
+	if _, ok := m.Pick(1024, 4, false); ok {
+		t.Fatal("a rank count the table lacks must not match")
+	}
+	if pickFrom(m, 1024, 4, false) != OneShot {
+		t.Fatal("without a rule auto runs one-shot")
+	}
+}
+
+func TestAutoTableFill(t *testing.T) {
+	def, _ := ParseAutoTable(defaultAutoTable)
+	m, err := ParseAutoTable([]byte(`{"rules":[{"ranks":2,"graph":true,"max_bytes":1024,"strategy":"oneshot"},{"ranks":2,"graph":true,"max_bytes":0,"strategy":"twoshot"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.fill(def)
+	if pickFrom(m, 1<<20, 2, true) != TwoShot {
+		t.Fatal("the file's rule must win")
+	}
+	if s, ok := m.Pick(1<<20, 4, false); !ok || s != TwoShot {
+		t.Fatalf("built-in rule for 4 ranks: %v %v", s, ok)
+	}
+	if s, ok := m.Pick(1<<20, 2, false); !ok || s != OneShot {
+		t.Fatalf("built-in eager rule for 2 ranks: %v %v", s, ok)
 	}
 }
