@@ -42,6 +42,64 @@ func TestWaitPolicyFor(t *testing.T) {
 	}
 }
 
+func TestNextBudget(t *testing.T) {
+	p := waitPolicy{busy: true, minSpin: 2 * time.Microsecond, maxSpin: 50 * time.Microsecond}
+	us := func(n float64) time.Duration { return time.Duration(n * float64(time.Microsecond)) }
+	for _, tc := range []struct {
+		name           string
+		budget, waited time.Duration
+		want           time.Duration
+	}{
+		{"quick poll keeps a large budget", us(50), us(0.5), us(50)},
+		{"quick poll keeps the minimum", us(2), us(0.5), us(2)},
+		{"a slow round that polling could cover raises the budget", us(2), us(10), us(20)},
+		{"raised at most to the maximum", us(2), us(40), us(50)},
+		{"a wait of exactly the maximum still counts as coverable", us(4), us(50), us(50)},
+		{"a long wait halves", us(50), us(51), us(25)},
+		{"halving stops at the minimum", us(3), us(1000), us(2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextBudget(p, tc.budget, tc.waited); got != tc.want {
+				t.Fatalf("nextBudget(%v, %v) = %v, want %v", tc.budget, tc.waited, got, tc.want)
+			}
+		})
+	}
+	// The trap of the first version: rounds of 60 us with every budget at
+	// its minimum. One round that a budget would have covered gets out.
+	b := p.minSpin
+	for range 3 {
+		b = nextBudget(p, b, us(60))
+	}
+	if b != p.minSpin {
+		t.Fatalf("budget after long waits = %v, want %v", b, p.minSpin)
+	}
+	if b = nextBudget(p, b, us(30)); b != p.maxSpin {
+		t.Fatalf("budget after a 30 us wait = %v, want %v", b, p.maxSpin)
+	}
+}
+
+func TestPausesFor(t *testing.T) {
+	for _, tc := range []struct {
+		per  time.Duration
+		want uint32
+	}{
+		{0, 16},  // a clock too coarse to measure
+		{1, 16},  // capped
+		{4, 13},  // old Intel cores: about 10 cycles
+		{25, 2},  // recent AMD: 65 cycles at 2.6 GHz
+		{50, 1},  // Skylake and later: 140 cycles
+		{200, 1}, // at least one
+		{time.Microsecond, 1},
+	} {
+		if got := pausesFor(tc.per); got != tc.want {
+			t.Errorf("pausesFor(%v) = %d, want %d", tc.per, got, tc.want)
+		}
+	}
+	if n := pausePerPoll(); n < 1 || n > 16 {
+		t.Fatalf("pausePerPoll() = %d, want 1..16", n)
+	}
+}
+
 func policies(t *testing.T) map[string]waitPolicy {
 	out := map[string]waitPolicy{}
 	for _, m := range []string{"busy", "yield", "park"} {
@@ -152,7 +210,9 @@ func TestLogWaitEnds(t *testing.T) {
 				t.Fatalf("wait with a cancelled ctx: %v", err)
 			}
 			done := make(chan struct{})
-			go func() { time.Sleep(time.Millisecond); close(done) }()
+			// Whoever closes done wakes the log (as threaded.stop does):
+			// futex-parked consumers do not select on done.
+			go func() { time.Sleep(time.Millisecond); close(done); l.wakeAll() }()
 			if err := l.wait(l.cons[0], p, 1, context.Background(), done); !errors.Is(err, ErrShutdown) {
 				t.Fatalf("wait after done: %v", err)
 			}

@@ -213,6 +213,11 @@ func (t *threaded) stop(grace time.Duration) error {
 		}
 	}
 	close(t.done)
+	// Futex-parked waiters do not select on done: wake them.
+	t.cmds.wakeAll()
+	for _, l := range t.replies {
+		l.wakeAll()
+	}
 	if len(stuck) > 0 {
 		return fmt.Errorf("session: Shutdown: %w", errors.Join(stuck...))
 	}
