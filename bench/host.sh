@@ -23,6 +23,7 @@
 #      HOST_REPS         anchor repetitions per size, median kept (default 3)
 #      HOST_TARGET_S     anchor seconds per size and rep (default 0.2)
 #      HOST_ITERS        session iterations per row (default 20000)
+#      HOST_MODE_ITERS   iterations per row of the wait-policy session runs (default 5000)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=${1:-}
@@ -113,6 +114,10 @@ fi
   [ -n "$mpi" ] && echo "# openmpi: $(mpirun --version 2>/dev/null | head -1)"
   [ -n "$py" ] && echo "# torch: $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) ($py)"
   echo "# session workers: ${ws[*]}; collective workers: ${cws[*]}"
+  # What the session wait policy depends on (docs/performance.md): CPUs,
+  # hyper-threads, a cgroup CPU limit, the clock source, timer slack.
+  echo "# cpus: $(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core|^Core\(s\) per socket|^Socket\(s\)|^NUMA node\(s\)/ {gsub(/^ +/, "", $2); printf "%s=%s; ", $1, $2}')affinity $(taskset -pc $$ 2>/dev/null | sed 's/.*: //')"
+  echo "# cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none); clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null); timerslack_ns: $(cat /proc/self/timerslack_ns 2>/dev/null); cpuidle: $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)"
 } | tee "$out/versions.txt" >&2
 
 # ---- 1. memory bandwidth -----------------------------------------------------
@@ -125,6 +130,21 @@ log "session latency, workers ${ws[*]}"
 wl=$(IFS=,; echo "${ws[*]}")
 "$chorus" bench session --sessions threaded,process-shm --workers "$wl" --iters "$iters" --json | tee -a "$jsonl" >&2 ||
   note "chorus bench session failed"
+# The threaded session under each wait policy, back to back (waiters poll)
+# and with the controller idle 200 us before each round (every round wakes
+# parked workers), and process/shm idle: where a slow row comes from.
+miters=${HOST_MODE_ITERS:-5000}
+for mode in busy yield park auto; do
+  log "threaded session, CHORUS_SESSION_WAIT=$mode"
+  if [ "$mode" != auto ]; then
+    CHORUS_SESSION_WAIT=$mode "$chorus" bench session --sessions threaded --workers "$wl" --iters "$miters" --warmup 500 --json |
+      tee -a "$jsonl" >&2 || note "chorus bench session with CHORUS_SESSION_WAIT=$mode failed"
+  fi
+  CHORUS_SESSION_WAIT=$mode "$chorus" bench session --sessions threaded --workers "$wl" --iters 1000 --warmup 100 --idle 200us --json |
+    tee -a "$jsonl" >&2 || note "chorus bench session --idle 200us with CHORUS_SESSION_WAIT=$mode failed"
+done
+"$chorus" bench session --sessions process-shm --workers "$wl" --iters 1000 --warmup 100 --idle 200us --json |
+  tee -a "$jsonl" >&2 || note "chorus bench session process-shm --idle 200us failed"
 
 # ---- 3. allreduce ------------------------------------------------------------
 for n in "${cws[@]}"; do
