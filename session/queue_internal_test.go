@@ -3,9 +3,13 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/wire"
 )
 
 func TestWaitPolicyFor(t *testing.T) {
@@ -267,4 +271,63 @@ func TestThreadedUnderEveryPolicy(t *testing.T) {
 		s.Shutdown()
 		t.Fatal("NewThreaded accepted CHORUS_SESSION_WAIT=fast")
 	}
+}
+
+// collect takes replies as they arrive (worker 0 answers last here) and
+// still reports the failures in worker order.
+func TestCollectOutOfOrderKeepsWorkerOrder(t *testing.T) {
+	const n = 4
+	reg := registry.New()
+	if err := reg.RegisterTyped("t.fail_late0", func(env registry.Env) error {
+		if env.WorkerID() == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("failed on %d", env.WorkerID())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"busy", "park"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv(EnvSessionWait, mode)
+			s, err := NewThreaded(Options{NumWorkers: n, Registry: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown()
+			ctx := context.Background()
+			f, err := s.GetGlobalFunc(ctx, "t.fail_late0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CallPackedDiscard(f); err != nil {
+				t.Fatal(err)
+			}
+			err = s.Sync(ctx)
+			var order []int32
+			for _, e := range flatten(err) {
+				var we *wire.WorkerError
+				if errors.As(e, &we) {
+					order = append(order, we.Worker)
+				}
+			}
+			if fmt.Sprint(order) != "[0 1 2 3]" {
+				t.Fatalf("Sync failures from workers %v, want [0 1 2 3] (err: %v)", order, err)
+			}
+		})
+	}
+}
+
+// flatten lists the leaves of a tree of joined errors.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
