@@ -24,6 +24,7 @@
 #      HOST_TARGET_S     anchor seconds per size and rep (default 0.2)
 #      HOST_ITERS        session iterations per row (default 20000)
 #      HOST_MODE_ITERS   iterations per row of the wait-policy session runs (default 5000)
+#      HOST_CCL_EXPERIMENTS 0: skip the allreduce experiments (ccl-experiments.txt)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=${1:-}
@@ -167,6 +168,24 @@ for n in "${cws[@]}"; do
       note "gloo with $n ranks failed: $(tail -2 "$out/gloo-$n.err" | tr '\n' ' ')"
   fi
 done
+
+# ---- 4. why process allreduces stay below the bound (docs/performance.md) -----
+# At the most collective workers: the staged path at 64K-1M with one-shot
+# limited to 32K (two-step reduce-scatter/all-gather from 64K, or cma above
+# it), and 16M-64M cma with 1 thread per rank against the default share.
+# Tables only (not in host.jsonl, whose rows do not carry these settings).
+if [ "${HOST_CCL_EXPERIMENTS:-1}" = 1 ]; then
+  n=${cws[${#cws[@]}-1]}
+  x=$out/ccl-experiments.txt
+  : >"$x"
+  for setting in "CHORUS_CCL_ONESHOT_MAX=32768 64K 1M" "CHORUS_CCL_CMA=0 64K 1M" "CHORUS_CCL_THREADS=1 16M 64M" "CHORUS_CCL_CMA=0 16M 64M"; do
+    set -- $setting
+    log "chorus allreduce, process session, $n workers, $1, $2-$3"
+    { echo "## $1, $n workers, $2-$3"; env "$1" "$chorus" bench allreduce --backend cpu --session process --workers "$n" --dtype float32 --min "$2" --max "$3" --rounds 1 --membw "${bw:-0}"; } >>"$x" 2>&1 ||
+      note "allreduce experiment $1 failed"
+  done
+  note "allreduce experiments ($n workers: one-shot limit, staged instead of cma, threads per rank) in ccl-experiments.txt; compare with the process rows above"
+fi
 
 # ---- tables -------------------------------------------------------------------
 summ=$(src host_summary.py) || { note "host_summary.py missing: no table"; exit 0; }
