@@ -23,6 +23,8 @@
 #      HOST_REPS         anchor repetitions per size, median kept (default 3)
 #      HOST_TARGET_S     anchor seconds per size and rep (default 0.2)
 #      HOST_ITERS        session iterations per row (default 20000)
+#      HOST_MODE_ITERS   iterations per row of the wait-policy session runs (default 5000)
+#      HOST_CCL_EXPERIMENTS 0: skip the allreduce experiments (ccl-experiments.txt)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=${1:-}
@@ -113,6 +115,10 @@ fi
   [ -n "$mpi" ] && echo "# openmpi: $(mpirun --version 2>/dev/null | head -1)"
   [ -n "$py" ] && echo "# torch: $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) ($py)"
   echo "# session workers: ${ws[*]}; collective workers: ${cws[*]}"
+  # What the session wait policy depends on (docs/performance.md): CPUs,
+  # hyper-threads, a cgroup CPU limit, the clock source, timer slack.
+  echo "# cpus: $(lscpu 2>/dev/null | awk -F: '/^Thread\(s\) per core|^Core\(s\) per socket|^Socket\(s\)|^NUMA node\(s\)/ {gsub(/^ +/, "", $2); printf "%s=%s; ", $1, $2}')affinity $(taskset -pc $$ 2>/dev/null | sed 's/.*: //')"
+  echo "# cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo none); clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null); timerslack_ns: $(cat /proc/self/timerslack_ns 2>/dev/null); cpuidle: $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)"
 } | tee "$out/versions.txt" >&2
 
 # ---- 1. memory bandwidth -----------------------------------------------------
@@ -125,6 +131,21 @@ log "session latency, workers ${ws[*]}"
 wl=$(IFS=,; echo "${ws[*]}")
 "$chorus" bench session --sessions threaded,process-shm --workers "$wl" --iters "$iters" --json | tee -a "$jsonl" >&2 ||
   note "chorus bench session failed"
+# The threaded session under each wait policy, back to back (waiters poll)
+# and with the controller idle 200 us before each round (every round wakes
+# parked workers), and process/shm idle: where a slow row comes from.
+miters=${HOST_MODE_ITERS:-5000}
+for mode in busy yield park auto; do
+  log "threaded session, CHORUS_SESSION_WAIT=$mode"
+  if [ "$mode" != auto ]; then
+    CHORUS_SESSION_WAIT=$mode "$chorus" bench session --sessions threaded --workers "$wl" --iters "$miters" --warmup 500 --json |
+      tee -a "$jsonl" >&2 || note "chorus bench session with CHORUS_SESSION_WAIT=$mode failed"
+  fi
+  CHORUS_SESSION_WAIT=$mode "$chorus" bench session --sessions threaded --workers "$wl" --iters 1000 --warmup 100 --idle 200us --json |
+    tee -a "$jsonl" >&2 || note "chorus bench session --idle 200us with CHORUS_SESSION_WAIT=$mode failed"
+done
+"$chorus" bench session --sessions process-shm --workers "$wl" --iters 1000 --warmup 100 --idle 200us --json |
+  tee -a "$jsonl" >&2 || note "chorus bench session process-shm --idle 200us failed"
 
 # ---- 3. allreduce ------------------------------------------------------------
 for n in "${cws[@]}"; do
@@ -147,6 +168,24 @@ for n in "${cws[@]}"; do
       note "gloo with $n ranks failed: $(tail -2 "$out/gloo-$n.err" | tr '\n' ' ')"
   fi
 done
+
+# ---- 4. why process allreduces stay below the bound (docs/performance.md) -----
+# At the most collective workers: the staged path at 64K-1M with one-shot
+# limited to 32K (two-step reduce-scatter/all-gather from 64K, or cma above
+# it), and 16M-64M cma with 1 thread per rank against the default share.
+# Tables only (not in host.jsonl, whose rows do not carry these settings).
+if [ "${HOST_CCL_EXPERIMENTS:-1}" = 1 ]; then
+  n=${cws[${#cws[@]}-1]}
+  x=$out/ccl-experiments.txt
+  : >"$x"
+  for setting in "CHORUS_CCL_ONESHOT_MAX=32768 64K 1M" "CHORUS_CCL_CMA=0 64K 1M" "CHORUS_CCL_THREADS=1 16M 64M" "CHORUS_CCL_CMA=0 16M 64M"; do
+    set -- $setting
+    log "chorus allreduce, process session, $n workers, $1, $2-$3"
+    { echo "## $1, $n workers, $2-$3"; env "$1" "$chorus" bench allreduce --backend cpu --session process --workers "$n" --dtype float32 --min "$2" --max "$3" --rounds 1 --membw "${bw:-0}"; } >>"$x" 2>&1 ||
+      note "allreduce experiment $1 failed"
+  done
+  note "allreduce experiments ($n workers: one-shot limit, staged instead of cma, threads per rank) in ccl-experiments.txt; compare with the process rows above"
+fi
 
 # ---- tables -------------------------------------------------------------------
 summ=$(src host_summary.py) || { note "host_summary.py missing: no table"; exit 0; }

@@ -25,10 +25,15 @@ def main():
         out += ["", f"Memory bandwidth (STREAM-like, {m['threads']} threads, {m['array_bytes'] >> 20} MiB arrays): "
                 f"copy {m['copy_gbs']:.1f} GB/s, triad {m['triad_gbs']:.1f} GB/s; bound B = {max(m['copy_gbs'], m['triad_gbs']):.1f} GB/s."]
 
-    sess = {}
+    sess, modes = {}, {}
     for r in rows:
-        if r.get("bench") == "session":
+        if r.get("bench") != "session":
+            continue
+        idle = r.get("idle_us", 0) or 0
+        if idle == 0 and r.get("wait", "auto") == "auto":
             sess.setdefault(r["workers"], {})[r["transport"]] = r
+        key = (r.get("wait") or r["transport"], "idle" if idle else "b2b")
+        modes.setdefault(r["workers"], {})[key] = r
     if sess:
         out += ["", "Session round trip (no-op CallPacked + sync of every worker), us:", "",
                 "| workers | threaded p50 | threaded p99 | process/shm p50 | process/shm p99 |",
@@ -37,6 +42,15 @@ def main():
             t, s = sess[n].get("inproc"), sess[n].get("shm")
             f = lambda r, k: "-" if r is None else f"{r[k]:.2f}"
             out.append(f"| {n} | {f(t, 'p50_us')} | {f(t, 'p99_us')} | {f(s, 'p50_us')} | {f(s, 'p99_us')} |")
+    cols = [(m, k) for m in ("auto", "busy", "yield", "park") for k in ("b2b", "idle")] + [("shm", "idle")]
+    if any(c in modes[n] for n in modes for c in cols if c != ("auto", "b2b")):
+        out += ["", "Threaded session by CHORUS_SESSION_WAIT, p50 / p99 us; b2b: rounds back to back, "
+                "idle: controller idle 200 us before each round (wakes parked workers); shm: process/shm:", "",
+                "| workers | " + " | ".join(f"{m} {k}" for m, k in cols) + " |",
+                "| ---: |" + " ---: |" * len(cols)]
+        for n in sorted(modes):
+            cell = lambda r: "-" if r is None else f"{r['p50_us']:.2f} / {r['p99_us']:.0f}"
+            out.append(f"| {n} | " + " | ".join(cell(modes[n].get(c)) for c in cols) + " |")
 
     ar = {}
     for r in rows:

@@ -316,6 +316,10 @@ func (p *process) recv(ctx context.Context, w int) (*wire.Reply, error) {
 	return r, nil
 }
 
+// cheapPoll: a shared-memory ring is polled with a load; a stream needs
+// a ppoll system call.
+func (p *process) cheapPoll() bool { return p.shmConns != nil }
+
 // poll reads a message from worker w if the transport can tell that one
 // has arrived (shared memory by looking at the ring, a stream with a
 // zero-timeout ppoll).

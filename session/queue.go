@@ -31,7 +31,8 @@ type logBlock[T any] struct {
 }
 
 // cursor is one consumer's position in a log and its parking state; it is
-// owned by the consumer goroutine except for parked and wake.
+// owned by the consumer goroutine except for parked and wake (channel
+// parking).
 type cursor[T any] struct {
 	blk    *logBlock[T]
 	idx    int
@@ -62,15 +63,20 @@ type mlog[T any] struct {
 	pub  atomic.Uint64 // entries published
 	_    [cacheLine]byte
 	// sleepers counts consumers that may be parked, so that the producer
-	// looks at their flags only when one might be.
+	// wakes anyone only when one might be.
 	sleepers atomic.Int32
-	_        [cacheLine]byte
-	cons     []*cursor[T]
+	// gen is the futex word of futex parking: bumped by every wake.
+	gen  atomic.Uint32
+	_    [cacheLine]byte
+	cons []*cursor[T]
+	// futex: consumers park in the kernel on gen (busy policy, Linux);
+	// otherwise on their cursor's channel.
+	futex bool
 }
 
 func newLog[T any](consumers int, p waitPolicy) *mlog[T] {
 	b := new(logBlock[T])
-	l := &mlog[T]{tail: b}
+	l := &mlog[T]{tail: b, futex: p.busy && haveFutex}
 	for range consumers {
 		l.cons = append(l.cons, &cursor[T]{blk: b, budget: p.maxSpin, wake: make(chan struct{}, 1)})
 	}
@@ -90,16 +96,26 @@ func (l *mlog[T]) put(v *T, readers int) {
 	}
 	l.seq++
 	// Sequentially consistent store then load: a consumer that is about
-	// to park set its flag and counted itself before its last check of
-	// pub, so either it sees this entry or we see it.
+	// to park counted itself before its last check of pub, so either it
+	// sees this entry or we see it.
 	l.pub.Store(l.seq)
 	if l.sleepers.Load() != 0 {
-		for _, c := range l.cons {
-			if c.parked.CompareAndSwap(1, 0) {
-				select {
-				case c.wake <- struct{}{}:
-				default:
-				}
+		l.wakeAll()
+	}
+}
+
+// wakeAll wakes every parked consumer (they re-check what woke them).
+func (l *mlog[T]) wakeAll() {
+	if l.futex {
+		l.gen.Add(1)
+		futexWake(&l.gen)
+		return
+	}
+	for _, c := range l.cons {
+		if c.parked.CompareAndSwap(1, 0) {
+			select {
+			case c.wake <- struct{}{}:
+			default:
 			}
 		}
 	}
@@ -135,28 +151,21 @@ func (l *mlog[T]) wait(c *cursor[T], p waitPolicy, yields int, ctx context.Conte
 	if l.ready(c) {
 		return nil
 	}
+	var start time.Time
 	switch {
 	case p.busy:
-		for range busyFastPolls {
-			shmem.Pause(pauseCycles)
+		pc := pausePerPoll()
+		start = time.Now()
+		for i := 1; ; i++ {
+			shmem.Pause(pc)
 			if l.ready(c) {
+				c.budget = nextBudget(p, c.budget, time.Since(start))
 				return nil
 			}
-		}
-		start := time.Now()
-		for {
-			for range busyFastPolls {
-				shmem.Pause(pauseCycles)
-				if l.ready(c) {
-					c.budget = min(p.maxSpin, 2*c.budget)
-					return nil
-				}
-			}
-			if time.Since(start) >= c.budget {
+			if i%busyClockEvery == 0 && time.Since(start) >= c.budget {
 				break
 			}
 		}
-		c.budget = max(p.minSpin, c.budget/2)
 	default:
 		for range yields {
 			runtime.Gosched()
@@ -164,6 +173,20 @@ func (l *mlog[T]) wait(c *cursor[T], p waitPolicy, yields int, ctx context.Conte
 				return nil
 			}
 		}
+	}
+	err := l.park(c, ctx, done)
+	if p.busy && err == nil {
+		// The whole wait, wake-up included: a wait polling would
+		// have covered raises the budget.
+		c.budget = nextBudget(p, c.budget, time.Since(start))
+	}
+	return err
+}
+
+// park sleeps until consumer c has an entry, done closes or ctx ends.
+func (l *mlog[T]) park(c *cursor[T], ctx context.Context, done <-chan struct{}) error {
+	if l.futex {
+		return l.parkFutex(c, ctx, done)
 	}
 	var ctxDone <-chan struct{}
 	if ctx != nil {
@@ -188,6 +211,55 @@ func (l *mlog[T]) wait(c *cursor[T], p waitPolicy, yields int, ctx context.Conte
 			err = ctx.Err()
 		}
 		c.parked.Store(0)
+		l.sleepers.Add(-1)
+		if l.ready(c) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// parkFutex is park for the busy policy: the consumer's thread sleeps in
+// the kernel (its P handed to the scheduler at once) and the producer's
+// FUTEX_WAKE wakes it directly; the woken thread takes an idle P, which
+// the busy policy guarantees (workers + 1 <= GOMAXPROCS).
+//
+// A channel wake-up goes through the Go scheduler instead: it puts the
+// woken goroutine in the producer's runnext slot, from where an idle P's
+// thread (woken through the kernel first) may take it only after sleeping
+// 3 us (runtime.runqgrab), 50 us and more with Linux's default timer
+// slack, while the producer keeps its P busy polling for replies; and the
+// idle threads that take N woken workers are woken one after another. On
+// the 16-core host that made every round of an 8-worker session that had
+// to wake someone take 60-75 us.
+func (l *mlog[T]) parkFutex(c *cursor[T], ctx context.Context, done <-chan struct{}) error {
+	if ctx != nil && ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, l.wakeAll)
+		defer stop()
+	}
+	for {
+		g := l.gen.Load()
+		l.sleepers.Add(1)
+		if l.ready(c) {
+			l.sleepers.Add(-1)
+			return nil
+		}
+		var err error
+		select {
+		case <-done:
+			err = ErrShutdown
+		default:
+			if ctx != nil {
+				err = ctx.Err()
+			}
+		}
+		if err == nil {
+			// Woken by put, by stop (after closing done) or by ctx's
+			// AfterFunc; the timeout only bounds a wake-up lost to a bug.
+			futexWait(&l.gen, g, futexSafety)
+		}
 		l.sleepers.Add(-1)
 		if l.ready(c) {
 			return nil

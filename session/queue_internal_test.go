@@ -3,9 +3,13 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/wire"
 )
 
 func TestWaitPolicyFor(t *testing.T) {
@@ -39,6 +43,64 @@ func TestWaitPolicyFor(t *testing.T) {
 				t.Fatalf("policy = %+v (%v), want %+v (%v)", got, got, tc.want, tc.want)
 			}
 		})
+	}
+}
+
+func TestNextBudget(t *testing.T) {
+	p := waitPolicy{busy: true, minSpin: 2 * time.Microsecond, maxSpin: 50 * time.Microsecond}
+	us := func(n float64) time.Duration { return time.Duration(n * float64(time.Microsecond)) }
+	for _, tc := range []struct {
+		name           string
+		budget, waited time.Duration
+		want           time.Duration
+	}{
+		{"quick poll keeps a large budget", us(50), us(0.5), us(50)},
+		{"quick poll keeps the minimum", us(2), us(0.5), us(2)},
+		{"a slow round that polling could cover raises the budget", us(2), us(10), us(20)},
+		{"raised at most to the maximum", us(2), us(40), us(50)},
+		{"a wait of exactly the maximum still counts as coverable", us(4), us(50), us(50)},
+		{"a long wait halves", us(50), us(51), us(25)},
+		{"halving stops at the minimum", us(3), us(1000), us(2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextBudget(p, tc.budget, tc.waited); got != tc.want {
+				t.Fatalf("nextBudget(%v, %v) = %v, want %v", tc.budget, tc.waited, got, tc.want)
+			}
+		})
+	}
+	// The trap of the first version: rounds of 60 us with every budget at
+	// its minimum. One round that a budget would have covered gets out.
+	b := p.minSpin
+	for range 3 {
+		b = nextBudget(p, b, us(60))
+	}
+	if b != p.minSpin {
+		t.Fatalf("budget after long waits = %v, want %v", b, p.minSpin)
+	}
+	if b = nextBudget(p, b, us(30)); b != p.maxSpin {
+		t.Fatalf("budget after a 30 us wait = %v, want %v", b, p.maxSpin)
+	}
+}
+
+func TestPausesFor(t *testing.T) {
+	for _, tc := range []struct {
+		per  time.Duration
+		want uint32
+	}{
+		{0, 16},  // a clock too coarse to measure
+		{1, 16},  // capped
+		{4, 13},  // old Intel cores: about 10 cycles
+		{25, 2},  // recent AMD: 65 cycles at 2.6 GHz
+		{50, 1},  // Skylake and later: 140 cycles
+		{200, 1}, // at least one
+		{time.Microsecond, 1},
+	} {
+		if got := pausesFor(tc.per); got != tc.want {
+			t.Errorf("pausesFor(%v) = %d, want %d", tc.per, got, tc.want)
+		}
+	}
+	if n := pausePerPoll(); n < 1 || n > 16 {
+		t.Fatalf("pausePerPoll() = %d, want 1..16", n)
 	}
 }
 
@@ -152,7 +214,9 @@ func TestLogWaitEnds(t *testing.T) {
 				t.Fatalf("wait with a cancelled ctx: %v", err)
 			}
 			done := make(chan struct{})
-			go func() { time.Sleep(time.Millisecond); close(done) }()
+			// Whoever closes done wakes the log (as threaded.stop does):
+			// futex-parked consumers do not select on done.
+			go func() { time.Sleep(time.Millisecond); close(done); l.wakeAll() }()
 			if err := l.wait(l.cons[0], p, 1, context.Background(), done); !errors.Is(err, ErrShutdown) {
 				t.Fatalf("wait after done: %v", err)
 			}
@@ -207,4 +271,63 @@ func TestThreadedUnderEveryPolicy(t *testing.T) {
 		s.Shutdown()
 		t.Fatal("NewThreaded accepted CHORUS_SESSION_WAIT=fast")
 	}
+}
+
+// collect takes replies as they arrive (worker 0 answers last here) and
+// still reports the failures in worker order.
+func TestCollectOutOfOrderKeepsWorkerOrder(t *testing.T) {
+	const n = 4
+	reg := registry.New()
+	if err := reg.RegisterTyped("t.fail_late0", func(env registry.Env) error {
+		if env.WorkerID() == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return fmt.Errorf("failed on %d", env.WorkerID())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"busy", "park"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv(EnvSessionWait, mode)
+			s, err := NewThreaded(Options{NumWorkers: n, Registry: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown()
+			ctx := context.Background()
+			f, err := s.GetGlobalFunc(ctx, "t.fail_late0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.CallPackedDiscard(f); err != nil {
+				t.Fatal(err)
+			}
+			err = s.Sync(ctx)
+			var order []int32
+			for _, e := range flatten(err) {
+				var we *wire.WorkerError
+				if errors.As(e, &we) {
+					order = append(order, we.Worker)
+				}
+			}
+			if fmt.Sprint(order) != "[0 1 2 3]" {
+				t.Fatalf("Sync failures from workers %v, want [0 1 2 3] (err: %v)", order, err)
+			}
+		})
+	}
+}
+
+// flatten lists the leaves of a tree of joined errors.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }

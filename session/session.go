@@ -22,6 +22,9 @@ type driver interface {
 	recv(ctx context.Context, w int) (*wire.Reply, error)
 	// poll returns worker w's next message if one is ready, else nil.
 	poll(w int) (*wire.Reply, error)
+	// cheapPoll reports whether poll costs no more than a few loads (no
+	// system call), so that collect may scan every worker for replies.
+	cheapPoll() bool
 	// lost returns the error that failed the session, if any.
 	lost() error
 	// quiesce announces that workers are about to be told to exit, so
@@ -388,16 +391,83 @@ func (s *Session) replyErrors(r *wire.Reply) []error {
 // failures those replies carry: all of them for a sync, only those of c
 // itself otherwise (the rest are stashed for the next sync). Other messages
 // are absorbed.
+//
+// Replies are taken in the order they arrive: every reply already there
+// is read before the controller waits for the first one missing. Reading
+// them in worker order meant that when worker 0 answered last, the reads
+// and decodes of the N-1 others (two cache misses and a decode each, for
+// process sessions) all came after it. Their failures are still reported
+// in worker order.
 func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]error, error) {
-	var own []error
-	for _, w := range ws {
-		r, err := s.await(ctx, c, w)
-		if err != nil {
-			return own, err
+	got := make([]*wire.Reply, len(ws))
+	left := len(ws)
+	finish := func() []error {
+		var own []error
+		for _, r := range got {
+			if r != nil {
+				own = append(own, s.ownErrors(c, s.replyErrors(r))...)
+			}
 		}
-		own = append(own, s.ownErrors(c, s.replyErrors(r))...)
+		return own
 	}
-	return own, nil
+	first := 0 // got[:first] are all in
+	scan := s.drv.cheapPoll()
+	for left > 0 {
+		if !scan {
+			r, err := s.await(ctx, c, ws[first])
+			if err != nil {
+				return finish(), err
+			}
+			got[first] = r
+			first++
+			left--
+			continue
+		}
+		for i := first; i < len(ws); i++ {
+			if got[i] != nil {
+				continue
+			}
+			r, err := s.ready(c, ws[i])
+			if err != nil {
+				return finish(), err
+			}
+			if r != nil {
+				got[i] = r
+				left--
+			}
+		}
+		for first < len(ws) && got[first] != nil {
+			first++
+		}
+		if left == 0 {
+			break
+		}
+		r, err := s.await(ctx, c, ws[first])
+		if err != nil {
+			return finish(), err
+		}
+		got[first] = r
+		left--
+	}
+	return finish(), nil
+}
+
+// ready returns worker w's reply to c if it has arrived, absorbing the
+// other messages that came before it, or nil.
+func (s *Session) ready(c *wire.Command, w int) (*wire.Reply, error) {
+	for {
+		r, err := s.drv.poll(w)
+		if err != nil || r == nil {
+			return nil, err
+		}
+		if r.Action == wire.ActReply && r.Seq == c.Seq {
+			if int(r.Worker) != w {
+				return nil, fmt.Errorf("worker %d answered on worker %d's connection", r.Worker, w)
+			}
+			return r, nil
+		}
+		s.absorb(r)
+	}
 }
 
 // ownErrors keeps the failures of command c and stashes the rest.

@@ -169,6 +169,8 @@ func (t *threaded) recv(ctx context.Context, w int) (*wire.Reply, error) {
 	return r, nil
 }
 
+func (t *threaded) cheapPoll() bool { return true }
+
 func (t *threaded) poll(w int) (*wire.Reply, error) {
 	l := t.replies[w]
 	cur := l.cons[0]
@@ -213,6 +215,11 @@ func (t *threaded) stop(grace time.Duration) error {
 		}
 	}
 	close(t.done)
+	// Futex-parked waiters do not select on done: wake them.
+	t.cmds.wakeAll()
+	for _, l := range t.replies {
+		l.wakeAll()
+	}
 	if len(stuck) > 0 {
 		return fmt.Errorf("session: Shutdown: %w", errors.Join(stuck...))
 	}

@@ -4,30 +4,34 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"time"
+
+	"github.com/chorus-rt/chorus/internal/shmem"
 )
 
 // How a waiting goroutine of a threaded session (a worker waiting for its
 // next command, the controller waiting for a reply) spends the time before
-// it parks. Parking is cheap; being woken is not: the waker's channel send
-// readies the goroutine on the waker's own P, and running it elsewhere
-// needs an idle P's OS thread woken through the kernel (several
-// microseconds, tens in a VM). A broadcast to N parked workers pays that N
-// times, one after another, which is what made 8 workers cost 37.7 us on a
-// 16-core host. So a waiter first polls, in one of two ways:
+// it parks, and how it parks. Being woken is what costs: several
+// microseconds for a thread on another core, tens in a VM.
 //
 //   - busy: when every goroutine of the session has a P of its own
 //     (workers + 1 <= GOMAXPROCS), poll the published counter with PAUSE
-//     between loads, without entering the scheduler, for an adaptive
-//     budget in [minBusySpin, maxBusySpin]: it doubles when polling
-//     succeeds and halves when the waiter had to park, so a worker whose
-//     controller issues a command every few microseconds never parks,
-//     while one whose controller computes for milliseconds burns little.
+//     between loads (pausePerPoll, about targetPollTime), without entering
+//     the scheduler, for an adaptive budget in [minBusySpin, maxBusySpin]
+//     (nextBudget: twice the last wait if polling that long would have
+//     covered it, half the budget after a longer wait). Then park in the
+//     kernel (mlog.parkFutex, Linux): the producer's FUTEX_WAKE wakes the
+//     thread directly and it takes an idle P, which the policy
+//     guarantees; a channel wake-up would leave the woken goroutine in the
+//     polling producer's runnext slot for 3-60 us (see parkFutex).
 //   - yield: when the session's goroutines outnumber the Ps, a busy poller
 //     would hold a P that the goroutine it waits for needs (until the
 //     budget expires or sysmon preempts it after 10 ms), so poll a few
 //     times with runtime.Gosched in between (workerYields, controllerYields:
-//     tuned on a 2-core machine), then park.
+//     tuned on a 2-core machine), then park on a channel: the waker's P
+//     runs the woken goroutine as soon as the waker yields or parks.
+//   - park: no polling, channel parking (CHORUS_SESSION_WAIT=park).
 //
 // runtime.Gosched is not used in busy mode: it goes through the global run
 // queue under the scheduler's lock, which with many Ps and many pollers is
@@ -42,12 +46,67 @@ type waitPolicy struct {
 const (
 	minBusySpin = 2 * time.Microsecond
 	maxBusySpin = 50 * time.Microsecond
-	// busyFastPolls is how many polls a busy waiter makes before it first
-	// reads the clock (a few hundred nanoseconds).
-	busyFastPolls = 128
-	// pauseCycles is the PAUSE count between two polls.
-	pauseCycles = 4
+	// busyClockEvery is how many polls a busy waiter makes between two
+	// reads of the clock (a poll is pausePerPoll PAUSEs, about
+	// targetPollTime).
+	busyClockEvery = 16
+	// targetPollTime is the time between two polls of a busy waiter: the
+	// delay it adds to noticing a new entry, against the load it puts on
+	// the shared line and on a hyper-thread sibling.
+	targetPollTime = 50 * time.Nanosecond
 )
+
+// nextBudget is a busy waiter's next polling budget after a wait of
+// waited (polling, and parking if the budget ran out). A wait that
+// polling the maximum budget would have covered raises the budget to
+// twice that wait, so one slow round (a park, a wake-up, a preempted
+// thread) does not leave the waiter parking from then on: halving on
+// every park, as the first version did, kept an 8-worker session in a
+// state where every round parked, every round therefore took longer than
+// any budget, and every budget stayed at its minimum. A longer wait
+// (the controller computes between commands) halves the budget: an idle
+// session burns little.
+func nextBudget(p waitPolicy, budget, waited time.Duration) time.Duration {
+	if waited > p.maxSpin {
+		return max(p.minSpin, budget/2)
+	}
+	return min(p.maxSpin, max(budget, 2*waited, p.minSpin))
+}
+
+var (
+	pauseOnce    sync.Once
+	pausesInPoll uint32
+)
+
+// pausePerPoll is the number of PAUSEs between two polls of a busy
+// waiter, measured once per process: a PAUSE takes about 10 cycles on
+// older Intel cores, 140 on Skylake and later, 65 on recent AMD cores, so
+// a fixed count gives poll intervals 14x apart (4 PAUSEs, as in the first
+// version, are 0.2 us on the Xeon hosts: that much later, on average half
+// of it, is each hop of a round trip noticed).
+func pausePerPoll() uint32 {
+	pauseOnce.Do(func() {
+		const n = 2000
+		best := time.Duration(1 << 62)
+		for range 3 {
+			t0 := time.Now()
+			for range n {
+				shmem.Pause(1)
+			}
+			best = min(best, time.Since(t0))
+		}
+		pausesInPoll = pausesFor(best / n)
+	})
+	return pausesInPoll
+}
+
+// pausesFor is the PAUSE count per poll for a PAUSE that takes per.
+func pausesFor(per time.Duration) uint32 {
+	if per <= 0 {
+		return 16
+	}
+	return uint32(min(16, max(1, (targetPollTime+per/2)/per)))
+}
 
 // EnvSessionWait overrides the threaded session's wait policy: "busy",
 // "yield" or "park" (no polling at all); unset or "auto" picks by

@@ -233,14 +233,18 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 }
 
 func benchSession(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlags("bench session", "chorus bench session [--workers 1,2,4,8] [--sessions threaded,process-shm,process-stream] [--iters N] [--json]", out)
+	fs := newFlags("bench session", "chorus bench session [--workers 1,2,4,8] [--sessions threaded,process-shm,process-stream] [--iters N] [--idle D] [--json]", out)
 	workers := fs.String("workers", "1,2,4,8", "comma-separated worker counts")
 	kinds := fs.String("sessions", "threaded,process-shm,process-stream", "comma-separated: threaded, process-shm, process-stream")
 	iters := fs.Int("iters", 20000, "timed iterations per row")
 	warmup := fs.Int("warmup", 2000, "untimed iterations per row")
+	idle := fs.Duration("idle", 0, "untimed sleep of the controller before each round (e.g. 200us: every round wakes parked workers)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *idle < 0 {
+		return usageError{"bench session: --idle must not be negative"}
 	}
 	ns, err := parseInts(*workers)
 	if err != nil {
@@ -260,7 +264,7 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 			return usageError{fmt.Sprintf("bench session: unknown session %q", k)}
 		}
 		for _, n := range ns {
-			r, err := bench.Session(ctx, bench.SessionConfig{Session: sess, Transport: tr, Workers: n, Iters: *iters, Warmup: *warmup, Process: processOptions(tr)})
+			r, err := bench.Session(ctx, bench.SessionConfig{Session: sess, Transport: tr, Workers: n, Iters: *iters, Warmup: *warmup, Idle: *idle, Process: processOptions(tr)})
 			if err != nil {
 				return fmt.Errorf("bench session %s/%s with %d workers: %w", sess, tr, n, err)
 			}

@@ -92,6 +92,26 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// --idle puts the controller to sleep before each round and says so in
+// the row; a negative idle is a usage error.
+func TestBenchSessionIdle(t *testing.T) {
+	t.Setenv("CHORUS_SESSION_WAIT", "park")
+	code, out, errOut := runCLI(t, "bench", "session", "--sessions", "threaded", "--workers", "1", "--iters", "5", "--warmup", "1", "--idle", "20us", "--json")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &m); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if m["idle_us"] != float64(20) || m["wait"] != "park" {
+		t.Fatalf("row %q: want idle_us 20 and wait park", out)
+	}
+	if code, _, _ := runCLI(t, "bench", "session", "--idle", "-1us"); code == 0 {
+		t.Fatal("--idle -1us accepted")
+	}
+}
+
 func TestBenchSessionJSON(t *testing.T) {
 	code, out, errOut := runCLI(t, "bench", "session", "--workers", "2", "--iters", "50", "--warmup", "5", "--json")
 	if code != 0 {
@@ -107,12 +127,16 @@ func TestBenchSessionJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("%q: %v", l, err)
 		}
-		for _, k := range []string{"bench", "session", "transport", "workers", "p50_us", "p99_us"} {
+		want := []string{"bench", "session", "transport", "workers", "procs", "p50_us", "p99_us"}
+		if m["session"] == "threaded" {
+			want = append(want, "wait")
+		}
+		for _, k := range want {
 			if _, ok := m[k]; !ok {
 				t.Errorf("%q lacks %q", l, k)
 			}
 		}
-		if len(m) != 6 {
+		if len(m) != len(want) {
 			t.Errorf("%q has extra keys", l)
 		}
 		if m["bench"] != "session" || m["workers"] != float64(2) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"time"
 
 	"github.com/chorus-rt/chorus/session"
@@ -17,6 +19,12 @@ type SessionConfig struct {
 	Workers   int
 	Iters     int
 	Warmup    int
+	// Idle is how long the controller waits, untimed, before each round
+	// (time.Sleep): 0 measures back-to-back rounds, where waiters poll;
+	// a longer idle than the wait policy's polling budget measures the
+	// round that has to wake parked workers (a controller that computed
+	// between commands).
+	Idle time.Duration
 	// Process holds how to start worker processes (program, args).
 	Process session.ProcessOptions
 }
@@ -27,15 +35,27 @@ type SessionResult struct {
 	Session   string  `json:"session"`
 	Transport string  `json:"transport"`
 	Workers   int     `json:"workers"`
-	Iters     int     `json:"-"`
-	P50us     float64 `json:"p50_us"`
-	P99us     float64 `json:"p99_us"`
-	Meanus    float64 `json:"-"`
+	IdleUs    float64 `json:"idle_us,omitempty"`
+	// Wait is the threaded session's CHORUS_SESSION_WAIT ("auto" when
+	// unset) and Procs GOMAXPROCS, which the auto policy depends on.
+	Wait   string  `json:"wait,omitempty"`
+	Procs  int     `json:"procs"`
+	Iters  int     `json:"-"`
+	P50us  float64 `json:"p50_us"`
+	P99us  float64 `json:"p99_us"`
+	Meanus float64 `json:"-"`
 }
 
 // Session measures a no-op CallPacked followed by a sync of every worker.
 func Session(ctx context.Context, cfg SessionConfig) (SessionResult, error) {
-	res := SessionResult{Bench: "session", Session: cfg.Session, Transport: cfg.Transport, Workers: cfg.Workers, Iters: cfg.Iters}
+	res := SessionResult{Bench: "session", Session: cfg.Session, Transport: cfg.Transport, Workers: cfg.Workers, Iters: cfg.Iters,
+		IdleUs: float64(cfg.Idle) / float64(time.Microsecond), Procs: runtime.GOMAXPROCS(0)}
+	if cfg.Session == "threaded" {
+		res.Wait = os.Getenv(session.EnvSessionWait)
+		if res.Wait == "" {
+			res.Wait = "auto"
+		}
+	}
 	var s *session.Session
 	var err error
 	switch cfg.Session {
@@ -59,6 +79,9 @@ func Session(ctx context.Context, cfg SessionConfig) (SessionResult, error) {
 	}
 	lat := make([]time.Duration, 0, cfg.Iters)
 	for i := range cfg.Warmup + cfg.Iters {
+		if cfg.Idle > 0 {
+			time.Sleep(cfg.Idle)
+		}
 		t0 := time.Now()
 		if err := s.CallPackedDiscard(f); err != nil {
 			return res, err
@@ -81,9 +104,13 @@ func Session(ctx context.Context, cfg SessionConfig) (SessionResult, error) {
 // WriteSessionTable prints results in the style of nccl-tests.
 func WriteSessionTable(w io.Writer, rs []SessionResult) {
 	fmt.Fprintf(w, "# chorus bench session: no-op CallPacked + sync of every worker\n")
-	fmt.Fprintf(w, "#%9s %10s %8s %8s %10s %10s %10s\n", "session", "transport", "workers", "iters", "p50(us)", "p99(us)", "mean(us)")
+	fmt.Fprintf(w, "#%9s %10s %6s %6s %8s %8s %8s %10s %10s %10s\n", "session", "transport", "wait", "procs", "idle(us)", "workers", "iters", "p50(us)", "p99(us)", "mean(us)")
 	for _, r := range rs {
-		fmt.Fprintf(w, " %9s %10s %8d %8d %10.2f %10.2f %10.2f\n", r.Session, r.Transport, r.Workers, r.Iters, r.P50us, r.P99us, r.Meanus)
+		wait := r.Wait
+		if wait == "" {
+			wait = "-"
+		}
+		fmt.Fprintf(w, " %9s %10s %6s %6d %8.0f %8d %8d %10.2f %10.2f %10.2f\n", r.Session, r.Transport, wait, r.Procs, r.IdleUs, r.Workers, r.Iters, r.P50us, r.P99us, r.Meanus)
 	}
 }
 
