@@ -25,7 +25,8 @@ type Options struct {
 	// MailboxBytes is the buffer of each ordered pair for send/recv.
 	MailboxBytes int
 	// OneShotMax: allreduces of at most this many bytes use the one-shot
-	// algorithm whatever the rank count.
+	// algorithm whatever the rank count (0: oneShotMaxFor the rank count;
+	// CHORUS_CCL_ONESHOT_MAX sets it).
 	OneShotMax int
 	// Spin bounds how long a waiter polls before it sleeps.
 	Spin time.Duration
@@ -45,7 +46,17 @@ type Options struct {
 	ThreadMinBytes int
 }
 
-func (o Options) withDefaults() Options {
+// oneShotMaxFor is the default one-shot limit for n ranks: 256 KiB at 2
+// ranks, shrinking with n squared, since every rank reads all n inputs
+// (n*n*S bytes in all, against about 2*n*S for the two-step algorithm).
+// Measured on a 16-core host (2026-11-25, docs/benchmarks.md): with 8
+// processes a 32 KiB limit made 64 KiB and 256 KiB allreduces 1.4x and
+// 2.1x faster than the 256 KiB limit did.
+func oneShotMaxFor(n int) int {
+	return max(16<<10, (256<<10)*4/max(n*n, 4))
+}
+
+func (o Options) withDefaults(n int) Options {
 	if o.SlotBytes <= 0 {
 		o.SlotBytes = envInt("CHORUS_CCL_SLOT_BYTES", 256<<10)
 	}
@@ -55,7 +66,7 @@ func (o Options) withDefaults() Options {
 	}
 	o.MailboxBytes = (o.MailboxBytes + 127) &^ 127
 	if o.OneShotMax <= 0 {
-		o.OneShotMax = envInt("CHORUS_CCL_ONESHOT_MAX", 256<<10)
+		o.OneShotMax = envInt("CHORUS_CCL_ONESHOT_MAX", oneShotMaxFor(n))
 	}
 	if o.Spin == 0 {
 		o.Spin = 50 * time.Microsecond
@@ -108,7 +119,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	if cfg.Device != (tensor.Device{}) && cfg.Device.Kind != tensor.CPU {
 		return nil, fmt.Errorf("%w: the cpu backend works on host memory, not %v", ccl.ErrBadArgs, cfg.Device)
 	}
-	opts := b.Options.withDefaults()
+	opts := b.Options.withDefaults(cfg.Size)
 	seg, err := openSegment(ctx, cfg, opts)
 	if err != nil {
 		return nil, err

@@ -77,3 +77,13 @@ func TestParallel(t *testing.T) {
 		t.Fatalf("got %v, want the first range's error", err)
 	}
 }
+
+func TestOneShotMaxFor(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{1, 256 << 10}, {2, 256 << 10}, {3, (256 << 10) * 4 / 9}, {4, 64 << 10}, {8, 16 << 10}, {16, 16 << 10},
+	} {
+		if got := oneShotMaxFor(tc.n); got != tc.want {
+			t.Errorf("oneShotMaxFor(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}
