@@ -62,3 +62,27 @@ func TestPlanRunJSON(t *testing.T) {
 		t.Errorf("row %+v", row)
 	}
 }
+
+// gpuIters keeps a GPU size near gpuSizeBudget from its probe's time per
+// call, within [gpuMinIters, planItersFor] and honouring --warmup.
+func TestGPUIters(t *testing.T) {
+	cases := []struct {
+		probeUs          float64
+		bytes            int64
+		warmup           int
+		wantIt, wantWarm int
+	}{
+		{4500, 1024, 0, 111, 11},               // processes sharing a GPU: ~4.5 ms a call
+		{10, 1024, 0, 20_000, 2000},            // fast calls: the CPU executor's cap
+		{10, 64 << 20, 0, 5, 1},                // big sizes: planItersFor's floor
+		{1e6, 1024, 0, gpuMinIters, 1},         // one call over budget: the minimum
+		{4500, 1024, 7, 111, 7},                // --warmup kept
+		{0, 1024, 0, planItersFor(1024), 2000}, // no probe time: by size
+	}
+	for _, c := range cases {
+		it, w := gpuIters(c.probeUs, c.bytes, c.warmup)
+		if it != c.wantIt || w != c.wantWarm {
+			t.Errorf("gpuIters(%v us, %d B, warmup %d) = %d, %d; want %d, %d", c.probeUs, c.bytes, c.warmup, it, w, c.wantIt, c.wantWarm)
+		}
+	}
+}
