@@ -324,7 +324,8 @@ func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
 // make the same call; otherwise every rank fails before launch
 // (ccl.ErrBadArgs, ccl.ErrMismatch). The call is queued on the rank's
 // stream; a wait that gave up is reported by Check after the stream was
-// synchronized. Run works under CUDA graph capture once the buffers have
+// synchronized. send and recv may be the same tensor unless the plan
+// uses both in place (Buffers.AliasUnsafe: refused). Run works under CUDA graph capture once the buffers have
 // grown to the call's sizes (make one call of the size before capturing).
 func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
 	me := x.cfg.Rank
@@ -338,6 +339,9 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 	}
 	if err == nil && send.DType() != recv.DType() {
 		err = fmt.Errorf("%w: send is %s, recv %s", ccl.ErrBadArgs, send.DType(), recv.DType())
+	}
+	if err == nil && Overlap(sp, send.NumBytes(), rp, recv.NumBytes()) && x.bufs.AliasUnsafe(x.p.InPlace) {
+		err = fmt.Errorf("%w: send and recv overlap, and plan %q reads its input and writes its output in the caller's tensors directly: pass separate tensors", ccl.ErrBadArgs, x.p.Name)
 	}
 	var call *Call
 	var l *loaded
