@@ -85,6 +85,7 @@ type Executor struct {
 	desc   *tensor.Tensor
 	all    *tensor.Tensor
 	failed atomic.Bool
+	closed atomic.Bool
 }
 
 const hostHeader = 64
@@ -329,11 +330,19 @@ func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
 // grown to the call's sizes (make one call of the size before capturing).
 func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
 	me := x.cfg.Rank
-	if x.failed.Load() {
-		return fmt.Errorf("%w: gpuexec: rank %d: the executor of plan %q failed or was aborted; load the plan again", ccl.ErrFailed, me, x.p.Name)
+	if x.closed.Load() {
+		return fmt.Errorf("%w: gpuexec: rank %d: plan %q: Run after Close", ccl.ErrFailed, me, x.p.Name)
 	}
-	sp, err := x.devPtr("send", send)
-	var rp uint64
+	var sp, rp uint64
+	var err error
+	spent := x.failed.Load()
+	if spent {
+		// Still take part in the exchange, so that the peers fail this
+		// call at once instead of waiting for this rank.
+		err = fmt.Errorf("%w: gpuexec: rank %d: the executor of plan %q failed or was aborted; load the plan again", ccl.ErrFailed, me, x.p.Name)
+	} else {
+		sp, err = x.devPtr("send", send)
+	}
 	if err == nil {
 		rp, err = x.devPtr("recv", recv)
 	}
@@ -353,17 +362,26 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 	if err == nil {
 		l, err = x.kernel(send.DType(), op)
 	}
-	if err != nil {
+	switch {
+	case spent:
+		d.bad = 2
+	case err != nil:
 		d.bad = 1
 	}
 	if xerr := x.exchange(ctx, d); xerr != nil {
 		return fmt.Errorf("gpuexec: rank %d: call exchange: %w", me, xerr)
+	}
+	if spent {
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("gpuexec: rank %d: plan %q: %w", me, x.p.Name, err)
 	}
 	for q := range x.cfg.Size {
 		o := x.peerDesc(q)
+		if o.bad == 2 {
+			return fmt.Errorf("%w: gpuexec: rank %d: rank %d's executor of plan %q failed earlier (it says why); load the plan again", ccl.ErrFailed, me, q, x.p.Name)
+		}
 		if o.bad != 0 {
 			return fmt.Errorf("%w: gpuexec: rank %d: rank %d's call of plan %q is invalid (it says why)", ccl.ErrBadArgs, me, q, x.p.Name)
 		}
@@ -605,6 +623,7 @@ func (x *Executor) Close() error {
 		x.ctlBuf = nil
 	}
 	x.failed.Store(true)
+	x.closed.Store(true)
 	return errors.Join(errs...)
 }
 
