@@ -220,7 +220,10 @@ func gpuIters(probeUs float64, bytes int64, warmup int) (int, int) {
 }
 
 type planRow struct {
-	Bench   string  `json:"bench"`
+	Bench string `json:"bench"`
+	// Backend names GPU rows for bench/summarize.py next to the other
+	// GPU backends: chorus-plan-NAME[-graph].
+	Backend string  `json:"backend,omitempty"`
 	Plan    string  `json:"plan"`
 	Session string  `json:"session"`
 	Workers int     `json:"workers"`
@@ -583,8 +586,10 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 			return err
 		}
 		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: "process-cuda", Workers: sw.workers, DType: sw.dt.String(), Bytes: msg, TimeUs: r.TimeUs, Wrong: r.Wrong + probeWrong}
+		row.Backend = "chorus-plan-" + p.Name
 		if sw.graph {
 			row.Session = "process-cuda-graph"
+			row.Backend += "-graph"
 		}
 		if row.TimeUs > 0 {
 			row.AlgBW = float64(msg) / row.TimeUs / 1e3

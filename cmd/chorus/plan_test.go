@@ -32,6 +32,9 @@ func TestPlanCommands(t *testing.T) {
 		{[]string{"plan", "run", golden, "--workers", "2", "--session", "threaded", "--min", "1K", "--max", "64K", "--step", "8", "--iters", "3"}, 0, "#wrong"},
 		{[]string{"plan", "run", built, "--workers", "3", "--session", "threaded", "--dtype", "bfloat16", "--min", "1K", "--max", "4K", "--iters", "3"}, 0, "bfloat16"},
 		{[]string{"bench", "allreduce", "--plan", golden, "--algorithm", "x"}, 2, "one of --plan and --algorithm"},
+		{[]string{"bench", "planops", "--ops", "0"}, 2, "--ops"},
+		{[]string{"bench", "planops", "--tbs", "0"}, 2, "--tbs >= 1"},
+		{[]string{"bench", "planops", "--min", "4K", "--max", "1K"}, 2, "--min <= --max"},
 		{[]string{"bench", "allgather", "--plan", golden, "--workers", "2"}, 2, "is a allreduce"},
 		{[]string{"bench", "allreduce", "--algorithm", "allpairs-allreduce", "--workers", "3", "--session", "threaded", "--min", "1K", "--max", "16K", "--step", "4", "--iters", "3"}, 0, "ratio"},
 	}
