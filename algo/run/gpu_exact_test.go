@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/algo/gpuexec"
+	"github.com/chorus-rt/chorus/algo/handplan"
 	"github.com/chorus-rt/chorus/algo/library"
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/algo/run"
@@ -93,8 +94,9 @@ func smallestCount(p *plan.Plan, dt tensor.DType) (int64, int64) {
 	return 0, 0
 }
 
-// TestGPUMatchesCPU runs every library algorithm (and the in-place
-// golden plan) on GPU workers and on the CPU executor with the same
+// TestGPUMatchesCPU runs every library algorithm, the in-place golden
+// plan and the hand-built plans with 4-byte alignment (odd counts) on GPU
+// workers and on the CPU executor with the same
 // random inputs (float32, bfloat16, sum) and wants the same bits: both
 // executors reduce an op's sources in source order with float
 // accumulation rounded once per op (docs/gpu-executor.md). Sizes: 1
@@ -149,6 +151,15 @@ func TestGPUMatchesCPU(t *testing.T) {
 		plans = append(plans, p)
 	}
 	plans = append(plans, readPlanFile(t, filepath.Join("..", "plan", "testdata", "allreduce_allpairs_2.json")))
+	// The hand-built plans with 4-byte alignment take odd element counts
+	// per rank (and 1 float32 element for the allgather).
+	for _, name := range handplan.Names() {
+		p, err := handplan.Build(name, n, handplan.Options{Alignment: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, p)
+	}
 	for _, p := range plans {
 		t.Run(p.Name, func(t *testing.T) {
 			gc, err := run.LoadGPU(bg(t), gs, p, run.GPUOptions{Timeout: 20 * time.Second})
@@ -170,11 +181,14 @@ func TestGPUMatchesCPU(t *testing.T) {
 				es := int64(dt.Size())
 				type size struct{ in, out int64 }
 				var sizes []size
-				if in, out := run.Counts(p, dt, es); in == 1 || (p.Collective == plan.AllGather && out == 1) {
-					sizes = append(sizes, size{in, out})
+				// One element (of the input; of the output for a
+				// reduce-scatter): run when the layout takes it, else every
+				// rank refuses it before launch.
+				one := map[plan.Collective]size{plan.AllReduce: {1, 1}, plan.AllGather: {1, n}, plan.ReduceScatter: {n, 1}}[p.Collective]
+				small, smallOut := smallestCount(p, dt)
+				if small == one.in && smallOut == one.out {
+					sizes = append(sizes, one)
 				} else {
-					// One element: every rank refuses before launch.
-					one := map[plan.Collective]size{plan.AllReduce: {1, 1}, plan.AllGather: {1, n}, plan.ReduceScatter: {n, 1}}[p.Collective]
 					send, recv := call(gs, gIn, dt, one.in, int64(1)), call(gs, gPoison, dt, one.out)
 					if err := gc.Run(bg(t), send, recv, reduce.Sum); err != nil {
 						t.Fatal(err)
@@ -182,15 +196,12 @@ func TestGPUMatchesCPU(t *testing.T) {
 					if err := gs.Sync(bg(t)); !errors.Is(err, ccl.ErrBadArgs) {
 						t.Errorf("%s: 1 element: %v, want ccl.ErrBadArgs", dt, err)
 					}
-				}
-				for _, b := range []int64{0, 4099 * es, 4<<20 + 4099*es} {
-					var in, out int64
-					if b == 0 {
-						in, out = smallestCount(p, dt)
-					} else {
-						in, out = run.Counts(p, dt, b)
+					if small > 0 {
+						sizes = append(sizes, size{small, smallOut})
 					}
-					if in > 0 {
+				}
+				for _, b := range []int64{4099 * es, 4<<20 + 4099*es} {
+					if in, out := run.Counts(p, dt, b); in > 0 {
 						sizes = append(sizes, size{in, out})
 					}
 				}
