@@ -4,7 +4,8 @@
 # interleaved so machine noise hits all alike: chorus's custom IPC
 # all-reduce (oneshot, twoshot, auto, and one-shot pushing IPC inputs too), chorus's NCCL backend, PyTorch's
 # NCCL all_reduce and PyTorch's symmetric-memory one-shot and two-shot, and
-# the link's bound (copy-engine peer copies). JSON lines go to OUTDIR;
+# the link's bound (copy-engine peer copies), and chorus's DSL plans on the
+# GPU executor (docs/gpu-executor.md). JSON lines go to OUTDIR;
 # bench/summarize.py turns them into the ratio tables of docs/benchmarks.md.
 # GRAPH=1 times CUDA graph replays instead (chorus --graph, the PyTorch
 # scripts' GRAPH=1); backends get a "-graph" suffix.
@@ -33,6 +34,30 @@ CHORUS_IPC_PUSH=always "$bin/chorus" bench allreduce --backend nccl --strategy o
   | sed "s/\"backend\":\"ipc-oneshot\"/\"backend\":\"chorus-ipc-push$gsuf\"/" >>"$out/allreduce.jsonl"
 "$bin/chorus" bench allreduce --backend nccl --rounds "$reps" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
   | sed "s/\"backend\":\"nccl\"/\"backend\":\"chorus-nccl$gsuf\"/" >>"$out/allreduce.jsonl"
+# chorus's DSL plans on the GPU executor (algo/gpuexec), one process per
+# GPU: packet one-shot (allreduce_packet), one-shot reads (allreduce_oneshot),
+# two-shot (allreduce_twoshot) and the hand-built all-pairs plan; backend
+# chorus-plan-NAME[-graph]. Each size is calibrated (3 probe calls, then
+# as many as fit in 0.5 s). PLANS overrides the list.
+if [ "$ngpu" -ge 2 ]; then
+  for r in $(seq 1 "$reps"); do
+    for a in ${PLANS:-allreduce_packet allreduce_oneshot allreduce_twoshot allpairs-allreduce}; do
+      "$bin/chorus" bench allreduce --algorithm "$a" --device cuda --devices "$devs" --workers "$ngpu" --dtype bfloat16 \
+        --min 1K --max "$max" --json $gflag >>"$out/allreduce.jsonl" 2>>"$out/plans.err"
+    done
+  done
+fi
+# One GPU: what an op of the GPU executor costs (1-rank plans of K copy
+# ops next to a device copy, eager and graph-replayed), and a 2-rank plan
+# with its two processes sharing GPU 0, graph-replayed (once, in the
+# eager run; SHARED=0 skips it).
+if [ -z "$gflag" ] && [ "${SHARED:-1}" = 1 ]; then
+  "$bin/chorus" bench planops --ops 1,8,64 --min 1K --max 16M --json >>"$out/planops.jsonl" 2>>"$out/plans.err"
+  for a in allreduce_packet allreduce_twoshot; do
+    "$bin/chorus" bench allreduce --algorithm "$a" --device cuda --devices 0 --workers 2 --graph --dtype bfloat16 \
+      --min 1K --max 16M --step 16 --json 2>>"$out/plans.err" | sed 's/"backend":"chorus-plan-\([^"]*\)"/"backend":"chorus-plan-\1-shared"/' >>"$out/shared.jsonl"
+  done
+fi
 # the link's bound: copy-engine peer copies, one way and both ways
 if [ "$ngpu" -ge 2 ] && [ -z "$gflag" ]; then
   "$bin/chorus" bench peercopy --backend nccl --rounds "$reps" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1M --max "$max" --json >>"$out/peercopy.jsonl"

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chorus-rt/chorus/algo/handplan"
 	"github.com/chorus-rt/chorus/algo/library"
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
@@ -162,6 +163,19 @@ func allKernels(t *testing.T) map[string]*Kernel {
 		}
 		out[fmt.Sprintf("every_op_kind_r%d", r)] = k
 	}
+	// The 1-rank plan of chorus bench planops (no peers: no call barriers).
+	copies, err := handplan.CopyOps(8, handplan.Options{TBs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPlan(copies, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	k, err := Generate(copies, 0, tensor.Float32, reduce.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["copy_ops_8_r0"] = k
 	return out
 }
 

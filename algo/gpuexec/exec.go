@@ -85,6 +85,7 @@ type Executor struct {
 	desc   *tensor.Tensor
 	all    *tensor.Tensor
 	failed atomic.Bool
+	closed atomic.Bool
 }
 
 const hostHeader = 64
@@ -324,20 +325,32 @@ func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
 // make the same call; otherwise every rank fails before launch
 // (ccl.ErrBadArgs, ccl.ErrMismatch). The call is queued on the rank's
 // stream; a wait that gave up is reported by Check after the stream was
-// synchronized. Run works under CUDA graph capture once the buffers have
+// synchronized. send and recv may be the same tensor unless the plan
+// uses both in place (Buffers.AliasUnsafe: refused). Run works under CUDA graph capture once the buffers have
 // grown to the call's sizes (make one call of the size before capturing).
 func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
 	me := x.cfg.Rank
-	if x.failed.Load() {
-		return fmt.Errorf("%w: gpuexec: rank %d: the executor of plan %q failed or was aborted; load the plan again", ccl.ErrFailed, me, x.p.Name)
+	if x.closed.Load() {
+		return fmt.Errorf("%w: gpuexec: rank %d: plan %q: Run after Close", ccl.ErrFailed, me, x.p.Name)
 	}
-	sp, err := x.devPtr("send", send)
-	var rp uint64
+	var sp, rp uint64
+	var err error
+	spent := x.failed.Load()
+	if spent {
+		// Still take part in the exchange, so that the peers fail this
+		// call at once instead of waiting for this rank.
+		err = fmt.Errorf("%w: gpuexec: rank %d: the executor of plan %q failed or was aborted; load the plan again", ccl.ErrFailed, me, x.p.Name)
+	} else {
+		sp, err = x.devPtr("send", send)
+	}
 	if err == nil {
 		rp, err = x.devPtr("recv", recv)
 	}
 	if err == nil && send.DType() != recv.DType() {
 		err = fmt.Errorf("%w: send is %s, recv %s", ccl.ErrBadArgs, send.DType(), recv.DType())
+	}
+	if err == nil && Overlap(sp, send.NumBytes(), rp, recv.NumBytes()) && x.bufs.AliasUnsafe(x.p.InPlace) {
+		err = fmt.Errorf("%w: send and recv overlap, and plan %q reads its input and writes its output in the caller's tensors directly: pass separate tensors", ccl.ErrBadArgs, x.p.Name)
 	}
 	var call *Call
 	var l *loaded
@@ -349,17 +362,26 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 	if err == nil {
 		l, err = x.kernel(send.DType(), op)
 	}
-	if err != nil {
+	switch {
+	case spent:
+		d.bad = 2
+	case err != nil:
 		d.bad = 1
 	}
 	if xerr := x.exchange(ctx, d); xerr != nil {
 		return fmt.Errorf("gpuexec: rank %d: call exchange: %w", me, xerr)
+	}
+	if spent {
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("gpuexec: rank %d: plan %q: %w", me, x.p.Name, err)
 	}
 	for q := range x.cfg.Size {
 		o := x.peerDesc(q)
+		if o.bad == 2 {
+			return fmt.Errorf("%w: gpuexec: rank %d: rank %d's executor of plan %q failed earlier (it says why); load the plan again", ccl.ErrFailed, me, q, x.p.Name)
+		}
 		if o.bad != 0 {
 			return fmt.Errorf("%w: gpuexec: rank %d: rank %d's call of plan %q is invalid (it says why)", ccl.ErrBadArgs, me, q, x.p.Name)
 		}
@@ -601,6 +623,7 @@ func (x *Executor) Close() error {
 		x.ctlBuf = nil
 	}
 	x.failed.Store(true)
+	x.closed.Store(true)
 	return errors.Join(errs...)
 }
 

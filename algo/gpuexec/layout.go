@@ -147,6 +147,19 @@ type Buffers struct {
 	OutputCovered []bool
 }
 
+// AliasUnsafe reports whether a call whose send and recv tensors overlap
+// would compute garbage: neither buffer is staged through IPC memory and
+// the plan is not in-place, so the kernel reads the caller's input and
+// writes the caller's output directly and a thread block may read input
+// that another already overwrote. A staged input is copied in before the
+// kernel, a staged output copied out after it, so those calls are safe.
+func (b Buffers) AliasUnsafe(inPlace bool) bool { return !inPlace && !b.IPC[0] && !b.IPC[1] }
+
+// Overlap reports whether byte ranges [a, a+an) and [b, b+bn) overlap.
+func Overlap(a uint64, an int64, b uint64, bn int64) bool {
+	return an > 0 && bn > 0 && a < b+uint64(bn) && b < a+uint64(an)
+}
+
 // PlanBuffers decides, from Plan.Access over every op of every rank,
 // which buffers are IPC memory. The answer is the same on every rank, so
 // the IPC allocations stay collective. In-place plans stage input and

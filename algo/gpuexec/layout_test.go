@@ -192,3 +192,52 @@ func TestControlLayout(t *testing.T) {
 		t.Errorf("inbound counters overlap the barriers: %+v", c)
 	}
 }
+
+func TestOverlapAndAliasUnsafe(t *testing.T) {
+	for _, c := range []struct {
+		a    uint64
+		an   int64
+		b    uint64
+		bn   int64
+		want bool
+	}{
+		{100, 10, 100, 10, true},
+		{100, 10, 109, 1, true},
+		{100, 10, 110, 5, false},
+		{110, 5, 100, 10, false},
+		{100, 0, 100, 10, false},
+		{96, 8, 100, 4, true},
+	} {
+		if got := Overlap(c.a, c.an, c.b, c.bn); got != c.want {
+			t.Errorf("Overlap(%d+%d, %d+%d) = %v", c.a, c.an, c.b, c.bn, got)
+		}
+	}
+	for _, c := range []struct {
+		ipc     [3]bool
+		inPlace bool
+		want    bool
+	}{
+		{[3]bool{}, false, true},
+		{[3]bool{}, true, false},
+		{[3]bool{true, false, false}, false, false},
+		{[3]bool{false, true, false}, false, false},
+		{[3]bool{false, false, true}, false, true}, // scratch only: both direct
+	} {
+		if got := (Buffers{IPC: c.ipc}).AliasUnsafe(c.inPlace); got != c.want {
+			t.Errorf("AliasUnsafe(ipc %v, in-place %v) = %v", c.ipc, c.inPlace, got)
+		}
+	}
+	// Which library plans take send == recv (the GPU tests call them so):
+	// those that stage the input or the output through IPC memory.
+	for name, unsafe := range map[string]bool{"allreduce_oneshot": false, "allreduce_twoshot": false, "allreduce_ring": false,
+		"allgather_ring": false, "allreduce_packet": true, "reducescatter_allpairs": true} {
+		p := build(t, name, 3)
+		b, err := PlanBuffers(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.AliasUnsafe(p.InPlace); got != unsafe {
+			t.Errorf("%s: AliasUnsafe = %v (buffers %+v)", name, got, b)
+		}
+	}
+}

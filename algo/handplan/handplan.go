@@ -334,3 +334,25 @@ func Build(name string, n int, o Options) (*plan.Plan, error) {
 	}
 	return nil, fmt.Errorf("handplan: unknown plan %q (have %v)", name, Names())
 }
+
+// CopyOps is a 1-rank allreduce (a copy of the input into the output)
+// made of k copy ops, op i copying chunk i of k, each split over the
+// Options' thread blocks (thread-block groups). It measures what one op
+// of the GPU executor costs: the plan moves the bytes of one plain device
+// copy, so (plan time - copy time) / k is the cost per op (chorus bench
+// planops). It is not in Names: it has one rank only.
+func CopyOps(k int, o Options) (*plan.Plan, error) {
+	if k < 1 {
+		return nil, fmt.Errorf("handplan: copy-ops: %d ops", k)
+	}
+	p := newPlan(fmt.Sprintf("copy_ops_%d", k), plan.AllReduce, 1, o)
+	b := newBuilder(0, 1, o)
+	b.g.InputChunks, b.g.OutputChunks = k, k
+	for i := range k {
+		b.each(func(int) plan.Op {
+			return plan.Op{Name: plan.OpCopy, Src: []plan.BufRef{plan.Local(plan.Input, i, 1)}, Dst: []plan.BufRef{plan.Local(plan.Output, i, 1)}}
+		})
+	}
+	p.GPUs = append(p.GPUs, b.finish())
+	return p, p.Validate()
+}

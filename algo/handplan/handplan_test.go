@@ -34,3 +34,33 @@ func TestPlansVerify(t *testing.T) {
 		t.Error("unknown plan built")
 	}
 }
+
+// CopyOps(k) is a valid 1-rank allreduce (a copy) for the verifier, with
+// k copy ops per thread block.
+func TestCopyOps(t *testing.T) {
+	for _, k := range []int{1, 8, 64} {
+		for _, o := range []handplan.Options{{}, {TBs: 4, Alignment: 4}} {
+			p, err := handplan.CopyOps(k, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := verify.Verify(p); err != nil {
+				t.Errorf("k %d %+v: %v", k, o, err)
+			}
+			for _, tb := range p.GPUs[0].ThreadBlocks {
+				copies := 0
+				for _, op := range tb.Ops {
+					if op.Name == plan.OpCopy {
+						copies++
+					}
+				}
+				if copies != k {
+					t.Errorf("k %d %+v: a thread block has %d copies", k, o, copies)
+				}
+			}
+		}
+	}
+	if _, err := handplan.CopyOps(0, handplan.Options{}); err == nil {
+		t.Error("0 ops built")
+	}
+}

@@ -16,4 +16,9 @@
 // chorus.plan.close(handle), chorus.plan.bench(handle, dtype, in_count,
 // out_count, iters, warmup) -> [time_us, wrong]. Bench and Counts serve
 // `chorus plan run` and `chorus bench --plan`.
+//
+// LoadGPU does the same on the workers' GPUs (algo/gpuexec through
+// algo/gpuworker; chorus.plan.gpu_load/gpu_run/gpu_close/gpu_bench), and
+// GPUCopyBench times a plain device copy (chorus.plan.gpu_copy_bench), the
+// anchor of `chorus bench planops`.
 package run

@@ -45,6 +45,7 @@ Commands:
                   collective sweeps in the style of nccl-tests (mean, p50, p99, max)
   bench peercopy  copy-engine transfers into a peer GPU's IPC memory (the link's bound)
   bench mlp       time per step and peak memory of the MLP on the VM
+  bench planops   cost per op of the GPU plan executor next to a device copy (GPU)
   funcs           list the functions workers can call
   plan show|run|build|verify
                   execution plans: list, run on the CPU executor, build, verify
@@ -209,7 +210,7 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  membw           host memory bandwidth (STREAM-like copy, triad)\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n")
+		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  membw           host memory bandwidth (STREAM-like copy, triad)\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n  planops         cost per op of the GPU plan executor: 1-rank plans of K copy ops next to a device copy (GPU)\n")
 		if len(args) == 0 {
 			return usageError{"bench: which benchmark?"}
 		}
@@ -224,6 +225,8 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return benchMLP(ctx, args[1:], out, errOut)
 	case args[0] == "hostpoll":
 		return benchHostPoll(args[1:], out)
+	case args[0] == "planops":
+		return benchPlanOps(ctx, args[1:], out, errOut)
 	case bench.IsCollective(args[0]) && benchPlanFlagged(args[1:]):
 		return benchPlan(ctx, args[0], args[1:], out, errOut)
 	case bench.IsCollective(args[0]):

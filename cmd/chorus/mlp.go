@@ -174,7 +174,7 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 	hidden := fs.Int64("hidden", 512, "model width")
 	ffn := fs.Int64("ffn", 2048, "hidden layer width (split over the workers)")
 	dtype := fs.String("dtype", "float32", "float32, float16 or bfloat16")
-	strategy := fs.String("strategy", "auto", "custom all-reduce strategy on GPUs: auto, one_shot, two_shot")
+	strategy := fs.String("strategy", "auto", "custom all-reduce strategy on GPUs: auto, one_shot, two_shot, or plan:NAME (an execution plan on the GPU executor: library algorithm or plan file)")
 	iters := fs.Int("iters", 20, "timed steps per row")
 	warmup := fs.Int("warmup", 3, "untimed steps per row")
 	graph := fs.Bool("graph", false, "GPUs: capture the step as a CUDA graph per worker and time its replays (each still a call + sync)")

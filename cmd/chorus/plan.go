@@ -194,8 +194,36 @@ func planVerify(args []string, out io.Writer) error {
 // so that timer and scheduler noise average out).
 func planItersFor(bytes int64) int { return int(min(20_000, max(5, (1<<27)/max(bytes, 1)))) }
 
+// On GPUs (--device cuda without --iters) every size is calibrated with
+// gpuProbeIters timed calls and then gets as many calls as fit in
+// gpuSizeBudget (at least gpuMinIters, at most planItersFor): processes
+// sharing one GPU time-slice it, so a call costs milliseconds there and
+// the CPU executor's counts (up to 20,000 calls) would take minutes.
+const (
+	gpuSizeBudget = 500 * time.Millisecond
+	gpuProbeIters = 3
+	gpuMinIters   = 3
+)
+
+// gpuIters returns the timed and warm-up calls of a size whose probe took
+// probeUs per call; warmup > 0 is the user's --warmup.
+func gpuIters(probeUs float64, bytes int64, warmup int) (int, int) {
+	it := planItersFor(bytes)
+	if probeUs > 0 {
+		it = min(it, max(gpuMinIters, int(float64(gpuSizeBudget.Microseconds())/probeUs)))
+	}
+	w := warmup
+	if w <= 0 {
+		w = max(1, it/10)
+	}
+	return it, w
+}
+
 type planRow struct {
-	Bench   string  `json:"bench"`
+	Bench string `json:"bench"`
+	// Backend names GPU rows for bench/summarize.py next to the other
+	// GPU backends: chorus-plan-NAME[-graph].
+	Backend string  `json:"backend,omitempty"`
 	Plan    string  `json:"plan"`
 	Session string  `json:"session"`
 	Workers int     `json:"workers"`
@@ -243,7 +271,7 @@ func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
 	minS := fs.String("min", "1K", "smallest size (bytes; K, M, G suffixes)")
 	maxS := fs.String("max", "64M", "largest size")
 	step := fs.Int64("step", 4, "size multiplier between rows")
-	iters := fs.Int("iters", 0, "timed iterations per size (0: by size)")
+	iters := fs.Int("iters", 0, "timed iterations per size (0: by size; with --device cuda, as many as fit in 0.5 s after 3 probe calls)")
 	warmup := fs.Int("warmup", 0, "untimed iterations per size (0: iters/10)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line instead of a table")
 	dev := fs.String("device", "cpu", "where the plan runs: cpu (CPU executor) or cuda (GPU executor)")
@@ -521,8 +549,12 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 		mode = "CUDA graph replays"
 	}
 	if !sw.json {
-		fmt.Fprintf(out, "# chorus plan on GPUs: %s (%s, %s), GPU executor, %d workers on cuda %v, %s, timed inside the workers\n",
-			p.Name, p.Collective, p.Protocol, sw.workers, ids, mode)
+		calls := fmt.Sprintf("%d calls per size", sw.iters)
+		if sw.iters <= 0 {
+			calls = fmt.Sprintf("calls per size: as many as fit in %v", gpuSizeBudget)
+		}
+		fmt.Fprintf(out, "# chorus plan on GPUs: %s (%s, %s), GPU executor, %d workers on cuda %v, %s, %s, timed inside the workers\n",
+			p.Name, p.Collective, p.Protocol, sw.workers, ids, mode, calls)
 		fmt.Fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
 	}
 	es := int64(sw.dt.Size())
@@ -538,13 +570,26 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 			msg = outN * es
 		}
 		iters, warm := sw.itersWarm(msg)
+		var probeWrong int64
+		if sw.iters <= 0 {
+			// Calibrate: a few calls (also checked) give the time per call,
+			// and the size gets what fits in gpuSizeBudget.
+			pr, err := c.Bench(ctx, sw.dt, inN, outN, gpuProbeIters, 1, reduce.Sum, sw.graph, b)
+			if err != nil {
+				return err
+			}
+			probeWrong = pr.Wrong
+			iters, warm = gpuIters(pr.TimeUs, msg, sw.warmup)
+		}
 		r, err := c.Bench(ctx, sw.dt, inN, outN, iters, warm, reduce.Sum, sw.graph, b)
 		if err != nil {
 			return err
 		}
-		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: "process-cuda", Workers: sw.workers, DType: sw.dt.String(), Bytes: msg, TimeUs: r.TimeUs, Wrong: r.Wrong}
+		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: "process-cuda", Workers: sw.workers, DType: sw.dt.String(), Bytes: msg, TimeUs: r.TimeUs, Wrong: r.Wrong + probeWrong}
+		row.Backend = "chorus-plan-" + p.Name
 		if sw.graph {
 			row.Session = "process-cuda-graph"
+			row.Backend += "-graph"
 		}
 		if row.TimeUs > 0 {
 			row.AlgBW = float64(msg) / row.TimeUs / 1e3

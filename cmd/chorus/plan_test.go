@@ -32,6 +32,9 @@ func TestPlanCommands(t *testing.T) {
 		{[]string{"plan", "run", golden, "--workers", "2", "--session", "threaded", "--min", "1K", "--max", "64K", "--step", "8", "--iters", "3"}, 0, "#wrong"},
 		{[]string{"plan", "run", built, "--workers", "3", "--session", "threaded", "--dtype", "bfloat16", "--min", "1K", "--max", "4K", "--iters", "3"}, 0, "bfloat16"},
 		{[]string{"bench", "allreduce", "--plan", golden, "--algorithm", "x"}, 2, "one of --plan and --algorithm"},
+		{[]string{"bench", "planops", "--ops", "0"}, 2, "--ops"},
+		{[]string{"bench", "planops", "--tbs", "0"}, 2, "--tbs >= 1"},
+		{[]string{"bench", "planops", "--min", "4K", "--max", "1K"}, 2, "--min <= --max"},
 		{[]string{"bench", "allgather", "--plan", golden, "--workers", "2"}, 2, "is a allreduce"},
 		{[]string{"bench", "allreduce", "--algorithm", "allpairs-allreduce", "--workers", "3", "--session", "threaded", "--min", "1K", "--max", "16K", "--step", "4", "--iters", "3"}, 0, "ratio"},
 	}
@@ -60,5 +63,29 @@ func TestPlanRunJSON(t *testing.T) {
 	}
 	if row.Bench != "allreduce" || row.Bytes != 4096 || row.TimeUs <= 0 || row.Wrong != 0 {
 		t.Errorf("row %+v", row)
+	}
+}
+
+// gpuIters keeps a GPU size near gpuSizeBudget from its probe's time per
+// call, within [gpuMinIters, planItersFor] and honouring --warmup.
+func TestGPUIters(t *testing.T) {
+	cases := []struct {
+		probeUs          float64
+		bytes            int64
+		warmup           int
+		wantIt, wantWarm int
+	}{
+		{4500, 1024, 0, 111, 11},               // processes sharing a GPU: ~4.5 ms a call
+		{10, 1024, 0, 20_000, 2000},            // fast calls: the CPU executor's cap
+		{10, 64 << 20, 0, 5, 1},                // big sizes: planItersFor's floor
+		{1e6, 1024, 0, gpuMinIters, 1},         // one call over budget: the minimum
+		{4500, 1024, 7, 111, 7},                // --warmup kept
+		{0, 1024, 0, planItersFor(1024), 2000}, // no probe time: by size
+	}
+	for _, c := range cases {
+		it, w := gpuIters(c.probeUs, c.bytes, c.warmup)
+		if it != c.wantIt || w != c.wantWarm {
+			t.Errorf("gpuIters(%v us, %d B, warmup %d) = %d, %d; want %d, %d", c.probeUs, c.bytes, c.warmup, it, w, c.wantIt, c.wantWarm)
+		}
 	}
 }

@@ -190,9 +190,10 @@ func (b *FuncBuilder) ReduceScatter(x Ref, op string, out Ref) {
 // Broadcast emits broadcast(%x, %out).
 func (b *FuncBuilder) Broadcast(x, out Ref) { b.Emit("", OpBroadcast, nil, x, out) }
 
-// CustomAllreduce emits custom_allreduce(%x, strategy, %out).
+// CustomAllreduce emits custom_allreduce(%x, strategy, %out); a strategy
+// "plan:NAME" names an execution plan (StrategyArg).
 func (b *FuncBuilder) CustomAllreduce(x Ref, strategy string, out Ref) {
-	b.Emit("", OpCustomAllreduce, nil, x, Sym(strategy), out)
+	b.Emit("", OpCustomAllreduce, nil, x, StrategyArg(strategy), out)
 }
 
 // DeviceCopy emits device_copy(%x, src, dst, %out).

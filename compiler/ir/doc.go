@@ -58,7 +58,7 @@
 //	allgather(%x, %out)                 out = all ranks' x, rank order
 //	reduce_scatter(%x, op, %out)        out = this rank's slice
 //	broadcast(%x, %out)                 out = worker 0's x
-//	custom_allreduce(%x, auto|one_shot|two_shot, %out)   x in ipc_memory
+//	custom_allreduce(%x, auto|one_shot|two_shot|"PLAN", %out)   x in ipc_memory
 //	%v = reshape(%x, shape)                                : tensor<..>  (view)
 //	device_copy(%x, src_vdevice, dst_vdevice, %out)
 //	matmul(%a, %b, %out)                a [..., m, k], b [k, n], out [..., m, n]

@@ -149,6 +149,8 @@ func TestVerifyErrors(t *testing.T) {
 		{"arg kind", out + "    allreduce(%o, \"sum\", %o)", ErrBadArg, "argument 2 must be a symbol"},
 		{"reduce op", out + "    allreduce(%o, xor, %o)", ErrBadArg, `reduction "xor"`},
 		{"strategy", out + "    custom_allreduce(%o, fast, %o)", ErrBadArg, `strategy "fast"`},
+		{"strategy kind", out + "    custom_allreduce(%o, 3, %o)", ErrBadArg, "must be a strategy symbol or plan string"},
+		{"empty plan", out + "    custom_allreduce(%o, \"\", %o)", ErrBadArg, "empty plan"},
 		{"declared type", `    %o = alloc_tensor([4, 8], float32, {}, "global") : tensor<[4, 8], float32>`, ErrTypeMismatch, `declared tensor<[4, 8], float32>, the op gives tensor<[4, 8], float32, {scope="global"}>`},
 		{"reshape count", `    %r = reshape(%x, [5, 5]) : tensor<[5, 5], float32, {cuda:0}>`, ErrShape, "64 elements"},
 		{"device*", "    %o = alloc_tensor([4, 8], float32, {cuda:1}, \"global\") : tensor<[4, 8], float32, {cuda:1 scope=\"global\"}>\n    matmul(%x, %w, %o)", ErrDevice, "operand 3 is on {cuda:1}"},
@@ -276,8 +278,8 @@ func TestBindingsWalkAndClone(t *testing.T) {
 		n++
 		_ = b
 	}
-	if n != 23 {
-		t.Errorf("%d bindings, want 23", n)
+	if n != 24 {
+		t.Errorf("%d bindings, want 24", n)
 	}
 	stop := errors.New("stop")
 	seen := 0

@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/chorus-rt/chorus/compiler/vdevice"
 	"github.com/chorus-rt/chorus/tensor"
@@ -34,7 +35,9 @@ const (
 	// broadcast(%x, %out): out is worker 0's x.
 	OpBroadcast
 	// custom_allreduce(%x, strategy, %out): the IPC all-reduce (sum);
-	// strategy is auto, one_shot or two_shot; x lives in ipc_memory.
+	// strategy is auto, one_shot or two_shot (a symbol), or a string that
+	// names an execution plan (a library algorithm or a plan file) run by
+	// the GPU executor; x lives in ipc_memory.
 	OpCustomAllreduce
 	// %v = reshape(%x, shape) : T — a view with another shape, same elements.
 	OpReshape
@@ -59,9 +62,11 @@ const (
 	kShape
 	kDType
 	kVD
+	kStrategy // a symbol or a string (custom_allreduce's strategy)
 )
 
-var kindNames = [...]string{kRef: "value", kInt: "int", kStr: "string", kSym: "symbol", kShape: "shape", kDType: "dtype", kVD: "virtual device"}
+var kindNames = [...]string{kRef: "value", kInt: "int", kStr: "string", kSym: "symbol", kShape: "shape", kDType: "dtype", kVD: "virtual device",
+	kStrategy: "strategy symbol or plan string"}
 
 type resultKind uint8
 
@@ -88,7 +93,7 @@ var opTable = [numOps]opInfo{
 	OpAllgather:       {"allgather", []argKind{kRef, kRef}, false, resNone},
 	OpReduceScatter:   {"reduce_scatter", []argKind{kRef, kSym, kRef}, false, resNone},
 	OpBroadcast:       {"broadcast", []argKind{kRef, kRef}, false, resNone},
-	OpCustomAllreduce: {"custom_allreduce", []argKind{kRef, kSym, kRef}, false, resNone},
+	OpCustomAllreduce: {"custom_allreduce", []argKind{kRef, kStrategy, kRef}, false, resNone},
 	OpReshape:         {"reshape", []argKind{kRef, kShape}, false, resValue},
 	OpDeviceCopy:      {"device_copy", []argKind{kRef, kVD, kVD, kRef}, false, resNone},
 	OpMatmul:          {"matmul", []argKind{kRef, kRef, kRef}, false, resNone},
@@ -102,6 +107,32 @@ var (
 	ReduceOps           = []string{"sum", "prod", "min", "max", "avg"}
 	AllreduceStrategies = []string{"auto", "one_shot", "two_shot"}
 )
+
+// PlanPrefix marks a custom all-reduce strategy that names an execution
+// plan where a strategy is given as text (pass options, vm.Pipeline,
+// the CLI's --strategy): "plan:allreduce_packet", "plan:/path/p.json".
+// In the IR the plan is the strategy argument as a string.
+const PlanPrefix = "plan:"
+
+// CustomAllreducePlan returns the plan a custom_allreduce binding names
+// (its strategy argument is a string), if any.
+func CustomAllreducePlan(b *Binding) (string, bool) {
+	if b.Op != OpCustomAllreduce || len(b.Args) != 3 {
+		return "", false
+	}
+	s, ok := b.Args[1].(Str)
+	return string(s), ok
+}
+
+// StrategyArg is the strategy argument for a custom all-reduce strategy
+// given as text: the symbol (auto, one_shot, two_shot), or the plan's
+// string for "plan:NAME".
+func StrategyArg(strategy string) Arg {
+	if name, ok := strings.CutPrefix(strategy, PlanPrefix); ok {
+		return Str(name)
+	}
+	return Sym(strategy)
+}
 
 // Valid reports whether o is a known op.
 func (o Op) Valid() bool { return o > OpInvalid && o < numOps }
@@ -212,6 +243,8 @@ func argIs(a Arg, k argKind) bool {
 	case kVD:
 		_, ok := a.(VDLit)
 		return ok
+	case kStrategy:
+		return argIs(a, kSym) || argIs(a, kStr)
 	}
 	return false
 }
@@ -351,7 +384,11 @@ func infer(b *Binding, env typeEnv) (Type, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b.Op == OpCustomAllreduce {
+		if plan, ok := CustomAllreducePlan(b); ok {
+			if plan == "" {
+				err = fmt.Errorf("%w: custom_allreduce names an empty plan", ErrBadArg)
+			}
+		} else if b.Op == OpCustomAllreduce {
 			err = symIn(1, AllreduceStrategies, "strategy")
 		} else {
 			err = symIn(1, ReduceOps, "reduction")

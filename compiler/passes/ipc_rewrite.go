@@ -3,6 +3,7 @@ package passes
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
@@ -20,10 +21,19 @@ const ipcRewriteName = "ipc-allreduce-rewrite"
 // views of a storage, are left alone: their memory cannot be moved to IPC
 // memory here. Run it before PlanMemory, which turns allocations into
 // views.
+//
+// A strategy "plan:NAME" (ir.PlanPrefix) makes the call
+// custom_allreduce(%x, "NAME", %out): an execution plan, a library
+// algorithm or a plan file, that the VM runs on the GPU executor
+// (compiler/vm resolves and checks it when the module is loaded).
 func IPCAllreduceRewrite(strategy string) Pass {
 	return Pass{Name: ipcRewriteName, Run: func(m *ir.Module) (*ir.Module, error) {
-		if !slices.Contains(ir.AllreduceStrategies, strategy) {
-			return nil, fmt.Errorf("%w: strategy %q (want one of %v)", ErrBadOption, strategy, ir.AllreduceStrategies)
+		name, isPlan := strings.CutPrefix(strategy, ir.PlanPrefix)
+		switch {
+		case isPlan && strings.TrimSpace(name) == "":
+			return nil, fmt.Errorf("%w: strategy %q names no plan (want %sALGORITHM or %sFILE.json)", ErrBadOption, strategy, ir.PlanPrefix, ir.PlanPrefix)
+		case !isPlan && !slices.Contains(ir.AllreduceStrategies, strategy):
+			return nil, fmt.Errorf("%w: strategy %q (want one of %v, or %sPLAN)", ErrBadOption, strategy, ir.AllreduceStrategies, ir.PlanPrefix)
 		}
 		return forEachFunc(m, func(f *ir.Function) error {
 			ipcRewrite(f, strategy)
@@ -49,7 +59,7 @@ func ipcRewrite(f *ir.Function, strategy string) {
 		}
 		moved[alloc.Result] = true
 		b.Op = ir.OpCustomAllreduce
-		b.Args[1] = ir.Sym(strategy)
+		b.Args[1] = ir.StrategyArg(strategy)
 	}
 	if len(moved) == 0 {
 		return

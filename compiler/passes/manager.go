@@ -101,7 +101,7 @@ func Default(dev vdevice.VirtualDevice, strategy string) Pipeline {
 // PassByName returns a pass from its spec: a name, optionally "=ARG":
 //
 //	plan-devices[=VDEVICE]           default device, e.g. plan-devices={cuda:0}
-//	ipc-allreduce-rewrite[=STRATEGY] auto (default), one_shot or two_shot
+//	ipc-allreduce-rewrite[=STRATEGY] auto (default), one_shot, two_shot, or plan:NAME (a plan)
 //	plan-memory
 //	lower-gpu-ipc-alloc-storage
 func PassByName(spec string) (Pass, error) {

@@ -94,8 +94,10 @@ func @f(%x: tensor<[4], float32, {cpu:0}>, %y: tensor<[4], float32, {cuda:0}>) {
 	if _, err := passes.PlanDevices(cuda0(t)).Run(m); !errors.Is(err, passes.ErrDeviceConflict) {
 		t.Errorf("PlanDevices on a conflicting device_copy: %v", err)
 	}
-	if _, err := passes.IPCAllreduceRewrite("fastest").Run(m); !errors.Is(err, passes.ErrBadOption) {
-		t.Errorf("bad strategy: %v", err)
+	for _, strat := range []string{"fastest", "plan:", "plan: ", "PLAN:x"} {
+		if _, err := passes.IPCAllreduceRewrite(strat).Run(m); !errors.Is(err, passes.ErrBadOption) {
+			t.Errorf("bad strategy %q: %v", strat, err)
+		}
 	}
 	for _, spec := range []string{"frobnicate", "plan-memory=3", "plan-devices={gpu}", "plan-devices={cuda:0"} {
 		if _, err := passes.ParsePipeline("p", spec); !errors.Is(err, passes.ErrBadOption) {

@@ -51,7 +51,9 @@
 //   - allreduce, allgather, reduce_scatter, broadcast (from worker 0):
 //     the session's communicator, worker.Comm(env, false) (InitCCL first).
 //   - custom_allreduce: worker.CustomAllReduce (GPU tensors; strategy
-//     one_shot/two_shot/auto).
+//     one_shot/two_shot/auto); a string strategy names an execution plan
+//     (ResolvePlan) run by the GPU executor (algo/gpuworker), loaded with
+//     the module.
 //   - device_copy: through worker.ToHost / worker.FromHost.
 //   - matmul, add (numpy broadcasting), gelu (tanh approximation): on
 //     the host in Go; float32, float16 and bfloat16 compute in float32

@@ -3,6 +3,7 @@ package vm
 import (
 	"fmt"
 
+	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
@@ -197,6 +198,13 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		t, err := ts()
 		if err != nil {
 			return err
+		}
+		if in.plan != "" {
+			r := m.plans[in.plan]
+			if r == nil {
+				return fmt.Errorf("%w: custom_allreduce plan %q was not loaded", ErrLoad, in.plan)
+			}
+			return r.Run(env.Context(), t[0], t[1], reduce.Sum)
 		}
 		if t[0].IsHost() || t[1].IsHost() {
 			return fmt.Errorf("%w: custom_allreduce of host memory: the IPC all-reduce runs on GPUs only", ErrUnsupported)

@@ -1,9 +1,14 @@
 package vm_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/chorus-rt/chorus/algo/library"
+	"github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
@@ -150,4 +155,134 @@ func round(dt tensor.DType, v float64) float64 {
 		return float64(float32(v))
 	}
 	return v
+}
+
+// TestGPUCustomAllreducePlan compiles out = allreduce(x + x) with
+// ipc-allreduce-rewrite=plan:NAME and runs it on 2 GPU workers (processes
+// sharing the GPUs there are, InitCCL "ipc"): the custom all-reduce runs
+// the named plan on the GPU executor, eager and replayed from a CUDA
+// graph, and every worker gets n*2x exactly (x + x and sums of equal
+// values scale by powers of two). Skipped without a GPU.
+func TestGPUCustomAllreducePlan(t *testing.T) {
+	ngpu := gpuCount(t)
+	ctx := bg(t)
+	const n = 2
+	s, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: []int{0, 1 % ngpu}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Shutdown(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := s.InitCCL(ctx, "ipc", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fillOn := mustFunc(t, s, "vmtest.fill_on")
+	for _, c := range []struct {
+		plan string
+		dt   tensor.DType
+	}{{"allreduce_packet", tensor.BFloat16}, {"allreduce_twoshot", tensor.Float32}} {
+		t.Run(c.plan, func(t *testing.T) {
+			p, err := library.Build(c.plan, n, library.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			count, _ := run.Counts(p, c.dt, 4096+6)
+			mod := planProgram(t, c.plan, count, c.dt)
+			prog, err := vm.Load(ctx, s, mod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prog.Release()
+			xs := mustCall(t, s, fillOn, tensor.Shape{count}, c.dt, int64(7))
+			h := tensor.MustNew(c.dt, tensor.Shape{count})
+			if err := tensor.RandomRange(h, 7, -1, 1); err != nil {
+				t.Fatal(err)
+			}
+			xv, _ := tensor.ToFloat64(h)
+			want := make([]float64, count)
+			for i, v := range xv {
+				want[i] = 2 * n * v
+			}
+			check := func(what string, r *session.DRef) {
+				t.Helper()
+				if err := s.Sync(ctx); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				for w := range n {
+					got, err := s.DebugGetFromRemote(ctx, r, w)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := tensor.CloseTo(got.(*tensor.Tensor), want, 0, 0); err != nil {
+						t.Errorf("%s, worker %d: %v", what, w, err)
+					}
+				}
+			}
+			r, err := prog.Call(ctx, "f", xs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("eager", r)
+			g, err := prog.Capture(ctx, "f", xs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				r, err := prog.Replay(ctx, g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(fmt.Sprintf("replay %d", i), r)
+			}
+		})
+	}
+}
+
+// planProgram compiles out = allreduce(x + x) for GPU workers with the
+// custom all-reduce naming plan.
+func planProgram(t *testing.T, plan string, count int64, dt tensor.DType) *ir.Module {
+	t.Helper()
+	cuda0, _ := vdevice.New(vdevice.CUDA, 0, nil, "")
+	b := ir.NewFunc("f")
+	x := b.Param("x", ir.Tensor(tensor.Shape{count}, dt, cuda0))
+	a := b.AllocTensor("a", tensor.Shape{count}, dt, vdevice.Unconstrained, "")
+	b.Add(x, x, a)
+	out := b.AllocTensor("out", tensor.Shape{count}, dt, vdevice.Unconstrained, "")
+	b.Allreduce(a, "sum", out)
+	b.Return(out)
+	f, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := vm.Pipeline(tensor.CUDADevice(0), "plan:"+plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := pipe.Run(&ir.Module{Name: "k", Funcs: []*ir.Function{f}}, passes.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod
+}
+
+// vm.Pipeline with a strategy plan:NAME leaves a custom_allreduce naming
+// the plan on IPC memory (no GPU needed).
+func TestPipelinePlanStrategy(t *testing.T) {
+	mod := planProgram(t, "allreduce_packet", 1000, tensor.BFloat16)
+	text := mod.String()
+	for _, want := range []string{`custom_allreduce(%a, "allreduce_packet", %out)`, `call_packed("chorus.ipc.alloc_storage", 2000, `} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in\n%s", want, text)
+		}
+	}
+	pipe, err := vm.Pipeline(tensor.CUDADevice(0), "plan:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipe.Run(mod, passes.RunOptions{}); !errors.Is(err, passes.ErrBadOption) {
+		t.Errorf("an empty plan name: %v, want ErrBadOption", err)
+	}
 }

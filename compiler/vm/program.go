@@ -28,7 +28,11 @@ type Program struct {
 // that starts with plan-devices, such as Pipeline's), sends its text to
 // every worker of s, and waits until every worker has parsed, verified
 // and prepared it, so errors in the module are reported here. m is
-// copied; later changes to it do not reach the workers.
+// copied; later changes to it do not reach the workers. Plans that
+// custom_allreduce calls name are resolved and checked here
+// (ResolvePlan: library algorithms for s's worker count, or plan files
+// read here) and sent with the module; the workers load their GPU
+// executors before Load returns.
 func Load(ctx context.Context, s *session.Session, m *ir.Module) (*Program, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil module", ErrLoad)
@@ -53,7 +57,11 @@ func Load(ctx context.Context, s *session.Session, m *ir.Module) (*Program, erro
 	if p.result, err = s.GetGlobalFunc(ctx, ResultFunc); err != nil {
 		return fail(err)
 	}
-	if p.handle, err = s.CallPacked(load, p.mod.String()); err != nil {
+	plans, err := planArgs(p.mod, s.NumWorkers())
+	if err != nil {
+		return fail(err)
+	}
+	if p.handle, err = s.CallPacked(load, append([]any{p.mod.String()}, plans...)...); err != nil {
 		return fail(err)
 	}
 	if err := s.Sync(ctx); err != nil {

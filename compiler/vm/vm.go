@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/passes"
@@ -34,7 +35,7 @@ var (
 
 // Names of the worker functions the VM registers in registry.Global.
 const (
-	LoadFunc    = "chorus.vm.load"    // (moduleText string) -> *Module
+	LoadFunc    = "chorus.vm.load"    // (moduleText string, [plan name, plan JSON]...) -> *Module
 	RunFunc     = "chorus.vm.run"     // (module, funcName string, args...) -> result(s)
 	ResultFunc  = "chorus.vm.result"  // (results []any, i int) -> the i-th result
 	CaptureFunc = "chorus.vm.capture" // (module, funcName string, args...) -> *Graph
@@ -51,6 +52,9 @@ type Module struct {
 	funcs  map[string]*program
 	worker int
 	gpu    *gpuState // made on the first GPU kernel
+	// plans are the executors of the plans custom_allreduce calls name
+	// (plans.go), made at load.
+	plans map[string]planRunner
 }
 
 // Funcs returns the names of the module's functions.
@@ -98,6 +102,7 @@ type instr struct {
 	align   int64
 	redOp   reduce.Op
 	strat   string // custom_allreduce strategy, as worker.CustomAllReduce spells it
+	plan    string // custom_allreduce naming a plan: the plan (Module.plans)
 	fn      registry.Func
 	fname   string
 	args    []callArg
@@ -117,29 +122,79 @@ type callArg struct {
 // {cpu} is host memory, {cuda:0} is the worker's own GPU (the session's
 // DeviceIDs choose which); other ids are an error, since a worker drives
 // one GPU.
+//
+// Plans that custom_allreduce calls name are resolved here with
+// ResolvePlan (library algorithms; plan files are read by this worker);
+// Load resolves them on the controller instead and sends them along.
+// Loading a module with plans is collective (every worker loads the plan
+// executors).
 func LoadText(env registry.Env, text string) (*Module, error) {
+	return loadText(env, text, nil)
+}
+
+func loadText(env registry.Env, text string, plans map[string]*plan.Plan) (*Module, error) {
 	m, err := ir.Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("%w: worker %d: %w", ErrLoad, env.WorkerID(), err)
 	}
-	return LoadModule(env, m)
+	return loadModule(env, m, plans)
 }
 
 // LoadModule is LoadText for a module already parsed (it is not copied;
 // the caller must not change it afterwards).
 func LoadModule(env registry.Env, m *ir.Module) (*Module, error) {
+	return loadModule(env, m, nil)
+}
+
+func loadModule(env registry.Env, m *ir.Module, plans map[string]*plan.Plan) (*Module, error) {
 	if err := ir.VerifyDevices(m); err != nil {
 		return nil, fmt.Errorf("%w: worker %d: the VM runs device-planned IR (run plan-devices first): %w", ErrLoad, env.WorkerID(), err)
 	}
 	vm := &Module{ir: m, funcs: map[string]*program{}, worker: env.WorkerID()}
+	devs := map[string]tensor.Device{} // each plan's device: its first call's
 	for _, f := range m.Funcs {
 		p, err := translate(env, f)
 		if err != nil {
 			return nil, fmt.Errorf("worker %d: func @%s: %w", env.WorkerID(), f.Name, err)
 		}
 		vm.funcs[f.Name] = p
+		for _, in := range p.code {
+			if _, ok := devs[in.plan]; in.plan != "" && !ok {
+				devs[in.plan] = in.dev
+			}
+		}
+	}
+	// Every worker gets here with the same module (or the controller's
+	// plan resolution failed first), so the executors are made in the
+	// same order on every worker.
+	for _, spec := range modulePlans(m) {
+		p := plans[spec]
+		if p == nil {
+			var err error
+			if p, err = ResolvePlan(spec, env.NumWorkers()); err != nil {
+				vm.closePlans()
+				return nil, fmt.Errorf("worker %d: %w", env.WorkerID(), err)
+			}
+		}
+		r, err := newPlanRunner(env, p, devs[spec])
+		if err != nil {
+			vm.closePlans()
+			return nil, fmt.Errorf("worker %d: custom_allreduce plan %q: %w", env.WorkerID(), spec, err)
+		}
+		if vm.plans == nil {
+			vm.plans = map[string]planRunner{}
+		}
+		vm.plans[spec] = r
 	}
 	return vm, nil
+}
+
+// closePlans frees the plan executors of a module that failed to load.
+func (m *Module) closePlans() {
+	for spec, r := range m.plans {
+		r.Close()
+		delete(m.plans, spec)
+	}
 }
 
 // deviceOf maps a planned virtual device to a device of this worker.
@@ -296,6 +351,12 @@ func decode(env registry.Env, b *ir.Binding, slots map[string]int, types map[str
 		}
 		in.redOp = op
 	case ir.OpCustomAllreduce:
+		if spec, ok := ir.CustomAllreducePlan(b); ok {
+			// The plan's runner decides which devices it serves.
+			in.plan = spec
+			vd, _ := ir.DeviceOf(types[string(b.Args[0].(ir.Ref))])
+			return in, dev(ir.VDLit(vd))
+		}
 		in.strat = strings.ReplaceAll(string(b.Args[1].(ir.Sym)), "_", "")
 		if vd, ok := ir.DeviceOf(types[string(b.Args[0].(ir.Ref))]); ok && vd.DeviceType() == vdevice.CPU {
 			return in, fmt.Errorf("%w: custom_allreduce of host memory: the IPC all-reduce runs on GPUs only (compile CPU programs without ipc-allreduce-rewrite; vm.Pipeline does)", ErrUnsupported)

@@ -28,8 +28,12 @@ var (
 )
 
 func init() {
-	registry.MustRegisterTyped(LoadFunc, func(env registry.Env, text string) (*Module, error) {
-		return LoadText(env, text)
+	registry.MustRegisterTyped(LoadFunc, func(env registry.Env, text string, plans ...any) (*Module, error) {
+		ps, err := parsePlanArgs(plans)
+		if err != nil {
+			return nil, err
+		}
+		return loadText(env, text, ps)
 	})
 	registry.MustRegisterTyped(RunFunc, func(env registry.Env, m any, name string, args ...any) (any, error) {
 		mod, ok := m.(*Module)

@@ -38,6 +38,7 @@ var layers = map[string]int{
 	"algo/handplan":           2,
 	"algo/cpuexec":            4,
 	"algo/gpuexec":            5,
+	"algo/gpuworker":          6,
 	"algo/run":                7,
 	"algo/dsl":                2,
 	"algo/library":            3,
