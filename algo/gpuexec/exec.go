@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -72,10 +74,20 @@ type Executor struct {
 	tout    int64
 	kernels map[[2]int]*loaded
 
-	// host: mapped page-locked memory: [0] abort u32, [4..24) the error
-	// record (code, rank, tb, op, body), the FIFO from byte 64.
+	// host: mapped page-locked memory: [0] the constant 1 Abort copies
+	// into the device's abort word, [4..24) the error record (code, rank,
+	// tb, op, body) the kernels store to, the FIFO from byte 64. The
+	// kernels' waits never load host memory (see ccl/ipc, "Stalls"): the
+	// abort word is word 3 of the control words in device memory.
 	host    unsafe.Pointer
 	hostDev cuda.DevicePtr
+	// Abort's copy runs on a stream of its own in the primary context,
+	// without the device's lock.
+	abortCtx    cuda.Context
+	abortDev    cuda.Device
+	abortStream cuda.Stream
+	abortTo     cuda.DevicePtr
+	abortOnce   sync.Once
 	fifo    *FIFO
 	proxy   *Proxy
 	engine  *cudaEngine
@@ -153,6 +165,8 @@ func New(ctx context.Context, cfg Config, p *plan.Plan) (*Executor, error) {
 		x.freeLocal()
 		return nil, fmt.Errorf("gpuexec: rank %d: control memory: %w", me, err)
 	}
+	// Fixed for the executor's life: Abort reads it from any goroutine.
+	x.abortTo = cuda.DevicePtr(x.ctlBuf.Data[me] + uint64(x.ctl.Ctl) + abortWordOffset)
 	if n := len(p.GPUs[me].Semaphores); n > 0 {
 		init := make([]byte, 4*n)
 		for i, s := range p.GPUs[me].Semaphores {
@@ -222,16 +236,45 @@ func (x *Executor) setupLocal() error {
 			return err
 		}
 		clear(unsafe.Slice((*byte)(x.host), size))
-		x.hostDev, err = d.MemHostGetDevicePointer(x.host)
+		atomic.StoreUint32((*uint32)(x.host), 1)
+		if x.hostDev, err = d.MemHostGetDevicePointer(x.host); err != nil {
+			return err
+		}
+		if x.abortCtx, err = d.PrimaryCtxRetain(dev); err != nil {
+			return err
+		}
+		x.abortDev = dev
+		x.abortStream, err = d.StreamCreate(cuda.StreamNonBlocking)
 		return err
 	})
 }
 
 func (x *Executor) freeLocal() {
-	if x.host != nil {
-		x.cfg.Exec(func(uintptr) error { return x.cfg.Driver.MemFreeHost(x.host) })
-		x.host = nil
+	x.cfg.Exec(func(uintptr) error {
+		x.freeAbort()
+		if x.host != nil {
+			x.cfg.Driver.MemFreeHost(x.host)
+			x.host = nil
+		}
+		return nil
+	})
+}
+
+// freeAbort waits for an Abort in flight and frees its stream and context
+// reference (on the device's thread).
+func (x *Executor) freeAbort() error {
+	x.abortOnce.Do(func() {})
+	d := x.cfg.Driver
+	var errs []error
+	if x.abortStream != 0 {
+		errs = append(errs, d.StreamSynchronize(x.abortStream), d.StreamDestroy(x.abortStream))
+		x.abortStream = 0
 	}
+	if x.abortCtx != 0 {
+		errs = append(errs, d.PrimaryCtxRelease(x.abortDev))
+		x.abortCtx = 0
+	}
+	return errors.Join(errs...)
 }
 
 // descriptor exchanged before every call (and at New).
@@ -470,7 +513,7 @@ func (x *Executor) fill(c *Call, s Sizes, sp, rp uint64) {
 	base := x.ctlBuf.Data[me]
 	a.chunk, a.align, a.scratchHalf = uint64(lay.ChunkBytes), uint64(lay.Alignment), uint64(s.ScratchHalf[me])
 	a.tickets, a.ctl, a.tbbar, a.sems = base+uint64(x.ctl.Tickets), base+uint64(x.ctl.Ctl), base+uint64(x.ctl.TBBar), base+uint64(x.ctl.Sems)
-	a.abort, a.err = uint64(x.hostDev), uint64(x.hostDev)+4
+	a.abort, a.err = base+uint64(x.ctl.Ctl)+abortWordOffset, uint64(x.hostDev)+4
 	a.timeout = x.tout
 	a.fifoHead = base + uint64(x.ctl.FIFOHead)
 	if x.fifo != nil {
@@ -574,14 +617,30 @@ func (x *Executor) Check() error {
 	return nil
 }
 
+// abortWordOffset: the abort word is control word 3 (0 call flag, 1 end
+// counter, 2 give-up code; runtime.cuh).
+const abortWordOffset = 12
+
 // Abort makes every queued or running kernel of this executor stop
 // waiting (within a few hundred polls) and every later call fail: a peer
-// was lost. It only stores to host memory: safe from any goroutine.
+// was lost. It copies 1 into the device's abort word on a stream of its
+// own (the copy engine lands it while the kernels hold the SMs) and takes
+// no lock: safe from any goroutine.
 func (x *Executor) Abort() {
 	x.failed.Store(true)
-	if x.host != nil {
-		atomic.StoreUint32((*uint32)(x.host), 1)
+	if x.abortTo == 0 || x.abortStream == 0 {
+		return
 	}
+	x.abortOnce.Do(func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		d := x.cfg.Driver
+		if d.SetCurrent(x.abortCtx) == nil {
+			// A failure leaves the kernels to their timeout; the session
+			// has already reported the lost peer, the first cause.
+			d.MemcpyHtoDAsync(x.abortTo, unsafe.Slice((*byte)(x.host), 4), x.abortStream)
+		}
+	})
 }
 
 // Close stops the proxy and frees the executor's memory and kernels.
@@ -606,6 +665,7 @@ func (x *Executor) Close() error {
 			errs = append(errs, d.ModuleUnload(l.mod))
 			delete(x.kernels, k)
 		}
+		errs = append(errs, x.freeAbort())
 		if x.host != nil {
 			errs = append(errs, d.MemFreeHost(x.host))
 			x.host = nil

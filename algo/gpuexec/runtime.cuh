@@ -30,7 +30,7 @@ struct Args {
   u64 ctl;                  // this rank's control words (u32): [0] call, [1] arrivals, [2] gave up
   u64 tbbar;                // intra-rank barriers: u32 count, u32 generation per id
   u64 sems;                 // semaphores (int)
-  u64 abort;                // mapped host u32: non-zero when the host aborts
+  u64 abort;                // device u32 (control word 3): non-zero when the host aborts (a copy-engine write)
   u64 err;                  // mapped host error record (u32): code, rank, tb, op, body
   i64 timeout;              // wait timeout in GPU clock cycles
   u64 fifo;                 // port channels: mapped host FIFO, 8 u64 per entry
@@ -160,6 +160,10 @@ __device__ __forceinline__ Waiter waiter(const Args& a, int scale) {
 
 // keep_waiting is called once per poll; every 256 polls (never on the
 // fast path) it checks the abort word, an earlier failure and the clock.
+// All three are device-local: a load from mapped host memory here would
+// hold the poll for a host round trip whose length the host decides
+// (ccl/ipc's kernels stalled so, docs/ipc.md "Stalls"). Only port
+// channels read host memory (the proxy's FIFO tail and done words).
 __device__ __forceinline__ bool keep_waiting(const Args& a, Waiter& w, int tb, int op, int body) {
   if ((++w.spins & 255u) != 0u) return true;
   if (gave_up(a)) return false;
@@ -514,7 +518,9 @@ __device__ __forceinline__ void tb_barrier(const Args& a, int id, u32 count, int
       st_relaxed_gpu_u32(b, 0u);
       st_release_gpu_u32(b + 1, gen + 1u);
     } else {
-      Waiter w = waiter(a, 1);
+      // Twice the timeout: a block held up by another block's wait for a
+      // peer must not give up first (the error names the first cause).
+      Waiter w = waiter(a, 2);
       while (ld_acquire_gpu_u32(b + 1) == gen)
         if (!keep_waiting(a, w, tb, op, body)) break;
     }
@@ -532,7 +538,7 @@ __device__ __forceinline__ void sem_acquire(const Args& a, const int* ids, int n
   if (threadIdx.x == 0) {
     for (int i = 0; i < n && !gave_up(a); i++) {
       int* s = (int*)a.sems + ids[i];
-      Waiter w = waiter(a, 1);
+      Waiter w = waiter(a, 2);  // intra-rank: as tb_barrier
       for (;;) {
         int v = ld_acquire_gpu_s32(s);
         if (v > 0 && atom_cas_acq_rel_gpu_s32(s, v, v - 1) == v) break;
