@@ -88,9 +88,9 @@ type Executor struct {
 	abortStream cuda.Stream
 	abortTo     cuda.DevicePtr
 	abortOnce   sync.Once
-	fifo    *FIFO
-	proxy   *Proxy
-	engine  *cudaEngine
+	fifo        *FIFO
+	proxy       *Proxy
+	engine      *cudaEngine
 
 	a      *args
 	params []unsafe.Pointer
