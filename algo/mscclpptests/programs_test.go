@@ -223,6 +223,7 @@ func TestUncoveredShapesRefused(t *testing.T) {
 		{`"gstore"`, `"gstorepkt"`, `gpu 0 tb 0 op 3: unknown op name "gstorepkt"`},
 		{`"inplace"`, `"dynamic": true, "inplace"`, `unknown field "dynamic"`},
 		{`"size": 1`, `"size": 1, "dynamic_index": "${src_chunk_index}"`, `unknown field "dynamic_index"`},
+		{`"input_chunks"`, `"dynamic_input_chunks": 2, "input_chunks"`, `unknown field "dynamic_input_chunks"`},
 	} {
 		s := strings.Replace(string(raw), tc.old, tc.new, 1)
 		if s == string(raw) {
