@@ -132,7 +132,14 @@ func compile(p *plan.Plan, rank int) (*program, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr := &program{hash: sha256.Sum256(raw)}
+	return compileRank(p, rank, sha256.Sum256(raw))
+}
+
+// compileRank is compile with the plan's hash already computed (an
+// executor compiles every rank's program to analyse the plan; hashing
+// the whole plan once per rank would make that quadratic in the ranks).
+func compileRank(p *plan.Plan, rank int, hash [sha256.Size]byte) (*program, error) {
+	pr := &program{hash: hash}
 	slots := slotTable(p)
 	pr.nslots = len(slots)
 	g := &p.GPUs[rank]
@@ -184,8 +191,8 @@ func compile(p *plan.Plan, rank int) (*program, error) {
 			}
 		}
 	}
-	pr.outCovered, err = outputCovered(p, rank)
-	if err != nil {
+	var err error
+	if pr.outCovered, err = outputCovered(p, rank); err != nil {
 		return nil, err
 	}
 	return pr, nil

@@ -182,7 +182,7 @@ func (x *Executor) analyse() error {
 			progs[g] = x.pr
 			continue
 		}
-		pg, err := compile(x.p, g)
+		pg, err := compileRank(x.p, g, x.pr.hash)
 		if err != nil {
 			return err
 		}

@@ -67,8 +67,15 @@ var (
 // handshake (tb 0); tb 0 puts to the peers in ring order (r+1, r+2, ...)
 // and releases a semaphore per peer; tb 1 acquires it, waits for the
 // peer's signal and copies the block out of scratch, in reverse ring order.
-func alltoallRing(n int) (*plan.Plan, error) {
-	p := newProgram("alltoall_ring", plan.AllToAll, n, plan.Simple, func(c *dsl.Config) { c.InPlace = true })
+// reuse sets reuse_resources (alltoall_ring_naive.py).
+func alltoallRingGen(name string, reuse bool) func(n int) (*plan.Plan, error) {
+	return func(n int) (*plan.Plan, error) { return alltoallRingN(name, reuse, n) }
+}
+
+var alltoallRing = alltoallRingGen("alltoall_ring", false)
+
+func alltoallRingN(name string, reuse bool, n int) (*plan.Plan, error) {
+	p := newProgram(name, plan.AllToAll, n, plan.Simple, func(c *dsl.Config) { c.InPlace, c.ReuseResources = true, reuse })
 	scr := make([]dsl.Buffer, n)
 	ch := make([][]*dsl.MemoryChannel, n)
 	sync := make([][]*dsl.MemoryChannel, n)

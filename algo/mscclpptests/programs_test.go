@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +25,32 @@ var kinds = map[mscclpptests.Verdict]error{
 	mscclpptests.Deadlock:      verify.ErrDeadlock,
 	mscclpptests.UndefinedRead: verify.ErrUndefinedRead,
 	mscclpptests.Unmatched:     verify.ErrUnmatched,
+	mscclpptests.WrongResult:   verify.ErrWrongResult,
+}
+
+// full: CHORUS_MSCCLPP_FULL=1 adds every program's More rank counts.
+var full = os.Getenv("CHORUS_MSCCLPP_FULL") == "1"
+
+// ranks are the rank counts a run tests pr at.
+func ranks(pr mscclpptests.Program) []int {
+	if full {
+		return append(slices.Clone(pr.Ranks), pr.More...)
+	}
+	return pr.Ranks
 }
 
 // Every program at every rank count it supports: it loads (JSON round
-// trip), validates and gets its expected verdict.
+// trip), validates and gets its expected verdict. Under -race only the
+// smallest rank count: the DSL, plan and verifier start no goroutines, so
+// the race detector has nothing to check there, and the matrix is 10x
+// slower.
 func TestVerdicts(t *testing.T) {
 	for _, pr := range mscclpptests.Programs() {
-		for _, n := range pr.Ranks {
+		rs := ranks(pr)
+		if raceEnabled {
+			rs = rs[:1]
+		}
+		for _, n := range rs {
 			t.Run(fmt.Sprintf("%s/n%d", pr.Name, n), func(t *testing.T) {
 				p := build(t, pr, n)
 				rep, err := verify.Verify(p)
@@ -45,8 +66,10 @@ func TestVerdicts(t *testing.T) {
 				if !errors.Is(err, kinds[pr.Expect]) {
 					t.Fatalf("want %s, got %v", pr.Expect, err)
 				}
+				// An output chunk nothing writes has no op to name: the
+				// verdict names the rank (and the chunk, in its message).
 				var e *verify.Error
-				if !errors.As(err, &e) || e.Rank < 0 || e.TB < 0 {
+				if !errors.As(err, &e) || e.Rank < 0 || (e.TB < 0 && pr.Expect != mscclpptests.WrongResult) {
 					t.Fatalf("verdict names no op: %v", err)
 				}
 			})
@@ -84,8 +107,11 @@ func build(t *testing.T, pr mscclpptests.Program, n int) *plan.Plan {
 // Every program that verifies runs on the CPU executor with no wrong
 // element (checked against its collective, or against the data movement
 // the verifier computed for collectives without a fixed result), at its
-// smallest and largest supported rank count, at two message sizes (under
-// -race: the largest rank count, one size).
+// smallest and largest tested rank count, at two message sizes (or the
+// smallest sizes above them the plan's layout accepts). Under -race (about
+// 10x slower): one size, at the largest rank count where the plan there
+// has at most raceMaxTBs thread blocks in all, else (and for the large
+// plans, those with More rank counts) at the smallest.
 func TestCPUExecutor(t *testing.T) {
 	leaktest.Check(t)
 	byN := map[int][]mscclpptests.Program{}
@@ -93,10 +119,17 @@ func TestCPUExecutor(t *testing.T) {
 		if pr.Expect != mscclpptests.OK {
 			continue
 		}
-		for i, n := range pr.Ranks {
-			if (i == 0 && !raceEnabled) || i == len(pr.Ranks)-1 {
-				byN[n] = append(byN[n], pr)
-			}
+		rs := ranks(pr)
+		switch {
+		case raceEnabled && (pr.More != nil || threadBlocks(build(t, pr, rs[len(rs)-1])) > raceMaxTBs):
+			rs = rs[:1]
+		case raceEnabled:
+			rs = rs[len(rs)-1:]
+		case len(rs) > 1:
+			rs = []int{rs[0], rs[len(rs)-1]}
+		}
+		for _, n := range rs {
+			byN[n] = append(byN[n], pr)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -123,9 +156,9 @@ func TestCPUExecutor(t *testing.T) {
 					sizes = sizes[:1]
 				}
 				for _, bytes := range sizes {
-					inN, outN := run.Counts(p, tensor.Float32, bytes)
+					inN, outN := fit(p, bytes)
 					if inN == 0 && outN == 0 {
-						t.Fatalf("%s: no size fits %d bytes", pr.Name, bytes)
+						t.Fatalf("%s: no message of %d bytes to 1 MiB fits the plan", pr.Name, bytes)
 					}
 					res, err := c.Bench(ctx, tensor.Float32, inN, outN, 2, 1)
 					if err != nil {
@@ -141,6 +174,31 @@ func TestCPUExecutor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// raceMaxTBs bounds the plans TestCPUExecutor runs at their largest rank
+// count under -race (the old programs have at most 56 thread blocks at 8
+// ranks; the 2- and 4-instance all-to-alls have 100 to 224).
+const raceMaxTBs = 64
+
+func threadBlocks(p *plan.Plan) int {
+	n := 0
+	for _, g := range p.GPUs {
+		n += len(g.ThreadBlocks)
+	}
+	return n
+}
+
+// fit returns the element counts of the first message of at least bytes
+// (doubling, up to 1 MiB) that p's layout accepts: plans with hundreds of
+// chunks per rank (32 instances) need more than 4 KiB.
+func fit(p *plan.Plan, bytes int64) (in, out int64) {
+	for b := bytes; b <= 1<<20; b *= 2 {
+		if in, out = run.Counts(p, tensor.Float32, b); in != 0 || out != 0 {
+			return in, out
+		}
+	}
+	return 0, 0
 }
 
 // What the programs chorus does not cover get instead: the packet switch
@@ -165,6 +223,7 @@ func TestUncoveredShapesRefused(t *testing.T) {
 		{`"gstore"`, `"gstorepkt"`, `gpu 0 tb 0 op 3: unknown op name "gstorepkt"`},
 		{`"inplace"`, `"dynamic": true, "inplace"`, `unknown field "dynamic"`},
 		{`"size": 1`, `"size": 1, "dynamic_index": "${src_chunk_index}"`, `unknown field "dynamic_index"`},
+		{`"input_chunks"`, `"dynamic_input_chunks": 2, "input_chunks"`, `unknown field "dynamic_input_chunks"`},
 	} {
 		s := strings.Replace(string(raw), tc.old, tc.new, 1)
 		if s == string(raw) {

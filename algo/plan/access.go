@@ -105,11 +105,19 @@ func (p *Plan) ChannelPeer(gpu int, t ChannelType, id int) (int, error) {
 	if t != ChannelMemory && t != ChannelPort {
 		return 0, resolveErr("gpu %d: %s channels have no single peer", gpu, t)
 	}
-	peers := p.GPUs[gpu].ChannelPeers(t)
-	if id < 0 || id >= len(peers) {
-		return 0, resolveErr("gpu %d has no %s channel %d (it has %d)", gpu, t, id, len(peers))
+	// Walk the channel entries instead of building ChannelPeers' slice:
+	// this runs once per channel reference of every op (Validate, OpAccess).
+	n := 0
+	for _, c := range p.GPUs[gpu].Channels {
+		if c.Type != t {
+			continue
+		}
+		if id >= n && id < n+len(c.ConnectedTo) {
+			return c.ConnectedTo[id-n], nil
+		}
+		n += len(c.ConnectedTo)
 	}
-	return peers[id], nil
+	return 0, resolveErr("gpu %d has no %s channel %d (it has %d)", gpu, t, id, n)
 }
 
 // RemoteBufferOf resolves a remote BufRef's buffer id in an op of channel

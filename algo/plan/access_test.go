@@ -109,3 +109,34 @@ func TestLayout(t *testing.T) {
 		}
 	}
 }
+
+// ChannelPeer numbers a GPU's channels of one type across all entries of
+// that type, in order, and agrees with ChannelPeers; ids past the end, a
+// missing GPU and switch channels are errors.
+func TestChannelPeer(t *testing.T) {
+	p := &Plan{GPUs: []GPU{{Channels: []Channel{
+		{Type: ChannelMemory, ConnectedTo: []int{1, 2}},
+		{Type: ChannelPort, ConnectedTo: []int{3}},
+		{Type: ChannelMemory, ConnectedTo: []int{3, 1}},
+	}}}}
+	for _, typ := range []ChannelType{ChannelMemory, ChannelPort} {
+		want := p.GPUs[0].ChannelPeers(typ)
+		for id, peer := range want {
+			got, err := p.ChannelPeer(0, typ, id)
+			if err != nil || got != peer {
+				t.Errorf("%s channel %d: %d, %v; want %d", typ, id, got, err, peer)
+			}
+		}
+		for _, id := range []int{-1, len(want)} {
+			if _, err := p.ChannelPeer(0, typ, id); err == nil {
+				t.Errorf("%s channel %d: no error", typ, id)
+			}
+		}
+	}
+	if _, err := p.ChannelPeer(1, ChannelMemory, 0); err == nil {
+		t.Error("gpu 1: no error")
+	}
+	if _, err := p.ChannelPeer(0, ChannelSwitch, 0); err == nil {
+		t.Error("switch channel: no error")
+	}
+}

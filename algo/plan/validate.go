@@ -191,13 +191,13 @@ func (c *checker) gpu(gi int) {
 	}
 	barriers := map[int]*barrierUse{}
 	var barrierIDs []int
+	nMem, nPort, nSw := len(g.ChannelPeers(ChannelMemory)), len(g.ChannelPeers(ChannelPort)), len(g.SwitchGroups())
 	for ti := range g.ThreadBlocks {
 		tb := &g.ThreadBlocks[ti]
 		tw := fmt.Sprintf("%s tb %d", where, ti)
 		if tb.ID != ti {
 			c.bad(tw, "id %d, want %d (thread blocks must be listed in id order)", tb.ID, ti)
 		}
-		nMem, nPort, nSw := len(g.ChannelPeers(ChannelMemory)), len(g.ChannelPeers(ChannelPort)), len(g.SwitchGroups())
 		for ci, ch := range tb.Channels {
 			cw := fmt.Sprintf("%s channels[%d]", tw, ci)
 			n := 0
