@@ -77,14 +77,7 @@ type GPUOptions struct {
 }
 
 // GPUCollective is a plan loaded on every GPU worker of a session.
-type GPUCollective struct {
-	s      *session.Session
-	p      *plan.Plan
-	h      *session.DRef
-	run    *session.DRef
-	close  *session.DRef
-	closed bool
-}
+type GPUCollective struct{ loaded }
 
 // LoadGPU makes p a collective of s on the workers' GPUs (package
 // algo/gpuexec): the session must have GPU workers and InitCCL with a GPU
@@ -103,63 +96,11 @@ func LoadGPU(ctx context.Context, s *session.Session, p *plan.Plan, opts GPUOpti
 	if err != nil {
 		return nil, err
 	}
-	c := &GPUCollective{s: s, p: p}
-	var load *session.DRef
-	for _, f := range []struct {
-		name string
-		ref  **session.DRef
-	}{{FuncGPULoad, &load}, {FuncGPURun, &c.run}, {FuncGPUClose, &c.close}} {
-		if *f.ref, err = s.GetGlobalFunc(ctx, f.name); err != nil {
-			c.release()
-			return nil, fmt.Errorf("run: LoadGPU: %w", err)
-		}
-	}
-	defer load.Release()
-	if c.h, err = s.CallPacked(load, raw, opts.Timeout.Milliseconds(), opts.Force); err != nil {
-		c.release()
-		return nil, fmt.Errorf("run: LoadGPU: %w", err)
-	}
-	if err := s.Sync(ctx); err != nil {
-		c.release()
-		return nil, fmt.Errorf("run: LoadGPU plan %q: %w", p.Name, err)
+	c := &GPUCollective{loaded{s: s, p: p}}
+	if err := c.load(ctx, "LoadGPU", [3]string{FuncGPULoad, FuncGPURun, FuncGPUClose}, raw, opts.Timeout.Milliseconds(), opts.Force); err != nil {
+		return nil, err
 	}
 	return c, nil
-}
-
-func (c *GPUCollective) release() {
-	for _, d := range []*session.DRef{c.h, c.run, c.close} {
-		if d != nil {
-			d.Release()
-		}
-	}
-}
-
-// Plan is the loaded plan; Handle the register of the workers' executors.
-func (c *GPUCollective) Plan() *plan.Plan      { return c.p }
-func (c *GPUCollective) Handle() *session.DRef { return c.h }
-
-// Run queues the plan on every worker with send and recv (GPU tensors in
-// registers); asynchronous like CallPacked: failures surface at the next
-// Sync, and a kernel that gave up at the next SyncWorker / SyncDevice.
-func (c *GPUCollective) Run(ctx context.Context, send, recv *session.DRef, op reduce.Op) error {
-	if c.closed {
-		return fmt.Errorf("run: plan %q: Run after Close", c.p.Name)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return c.s.CallPackedDiscard(c.run, c.h, send, recv, op.String())
-}
-
-// Close synchronizes every worker's GPU and frees its executor.
-func (c *GPUCollective) Close() error {
-	if c.closed {
-		return nil
-	}
-	c.closed = true
-	err := c.s.CallPackedDiscard(c.close, c.h)
-	c.release()
-	return err
 }
 
 // GPUBenchResult is one timed size on GPUs.

@@ -105,13 +105,42 @@ func init() {
 
 // Collective is a plan loaded on every worker of a session: a collective
 // that runs on the CPU executor.
-type Collective struct {
+type Collective struct{ loaded }
+
+// loaded is a plan's executors on every worker (CPU or GPU): the
+// register holding them and the worker functions that run and close
+// them.
+type loaded struct {
 	s      *session.Session
 	p      *plan.Plan
 	h      *session.DRef // the per-worker handles
 	run    *session.DRef
 	close  *session.DRef
 	closed bool
+}
+
+// load finds the worker functions fns (load, run, close), calls load
+// with args on every worker and waits for all of them; what names the
+// caller in errors.
+func (c *loaded) load(ctx context.Context, what string, fns [3]string, args ...any) error {
+	var load *session.DRef
+	var err error
+	for i, ref := range []**session.DRef{&load, &c.run, &c.close} {
+		if *ref, err = c.s.GetGlobalFunc(ctx, fns[i]); err != nil {
+			c.release()
+			return fmt.Errorf("run: %s: %w", what, err)
+		}
+	}
+	defer load.Release()
+	if c.h, err = c.s.CallPacked(load, args...); err != nil {
+		c.release()
+		return fmt.Errorf("run: %s: %w", what, err)
+	}
+	if err := c.s.Sync(ctx); err != nil {
+		c.release()
+		return fmt.Errorf("run: %s plan %q: %w", what, c.p.Name, err)
+	}
+	return nil
 }
 
 // Load makes plan p a collective of s: the controller makes an id (as
@@ -137,30 +166,14 @@ func Load(ctx context.Context, s *session.Session, p *plan.Plan, timeout time.Du
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	c := &Collective{s: s, p: p}
-	var load *session.DRef
-	for _, f := range []struct {
-		name string
-		ref  **session.DRef
-	}{{FuncLoad, &load}, {FuncRun, &c.run}, {FuncClose, &c.close}} {
-		if *f.ref, err = s.GetGlobalFunc(ctx, f.name); err != nil {
-			c.release()
-			return nil, fmt.Errorf("run: Load: %w", err)
-		}
-	}
-	defer load.Release()
-	if c.h, err = s.CallPacked(load, raw, id, timeout.Milliseconds()); err != nil {
-		c.release()
-		return nil, fmt.Errorf("run: Load: %w", err)
-	}
-	if err := s.Sync(ctx); err != nil {
-		c.release()
-		return nil, fmt.Errorf("run: Load plan %q: %w", p.Name, err)
+	c := &Collective{loaded{s: s, p: p}}
+	if err := c.load(ctx, "Load", [3]string{FuncLoad, FuncRun, FuncClose}, raw, id, timeout.Milliseconds()); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Collective) release() {
+func (c *loaded) release() {
 	for _, d := range []*session.DRef{c.h, c.run, c.close} {
 		if d != nil {
 			d.Release()
@@ -169,18 +182,18 @@ func (c *Collective) release() {
 }
 
 // Plan is the loaded plan.
-func (c *Collective) Plan() *plan.Plan { return c.p }
+func (c *loaded) Plan() *plan.Plan { return c.p }
 
 // Handle is the register holding every worker's executor (for worker
 // functions of FuncRun's and FuncBench's signatures).
-func (c *Collective) Handle() *session.DRef { return c.h }
+func (c *loaded) Handle() *session.DRef { return c.h }
 
 // Run runs the plan on every worker with send and recv (tensors in
 // registers, host memory); op is the reduction (sum, min, max). Like
 // CallPacked it is asynchronous: failures (bad sizes, mismatches between
 // workers, timeouts naming rank, thread block and op) surface at the next
 // Sync.
-func (c *Collective) Run(ctx context.Context, send, recv *session.DRef, op reduce.Op) error {
+func (c *loaded) Run(ctx context.Context, send, recv *session.DRef, op reduce.Op) error {
 	if c.closed {
 		return fmt.Errorf("run: plan %q: Run after Close", c.p.Name)
 	}
@@ -190,8 +203,9 @@ func (c *Collective) Run(ctx context.Context, send, recv *session.DRef, op reduc
 	return c.s.CallPackedDiscard(c.run, c.h, send, recv, op.String())
 }
 
-// Close releases every worker's executor (asynchronously, like Run).
-func (c *Collective) Close() error {
+// Close releases every worker's executor (asynchronously, like Run; on
+// GPUs the workers synchronize their devices first).
+func (c *loaded) Close() error {
 	if c.closed {
 		return nil
 	}
