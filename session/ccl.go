@@ -24,6 +24,12 @@ func (s *Session) InitCCL(ctx context.Context, backend string, timeout time.Dura
 	if err != nil {
 		return fmt.Errorf("session: InitCCL %s: %w", backend, err)
 	}
+	if p := s.cclPreparer(); p != nil {
+		// Multi-host sessions: workers learn their peers first.
+		if backend, id, err = p.PrepareCCL(ctx, s, backend, id); err != nil {
+			return fmt.Errorf("session: InitCCL %s: %w", backend, err)
+		}
+	}
 	f, err := s.GetGlobalFunc(ctx, "chorus.init_ccl")
 	if err != nil {
 		return fmt.Errorf("session: InitCCL: %w", err)
