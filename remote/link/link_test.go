@@ -106,25 +106,25 @@ func TestHandshakes(t *testing.T) {
 	bad := []byte("0123456789abcdef-wrong")
 	cases := []struct {
 		name     string
-		srv, cli Config
+		srv, cli *Config
 		ok       bool
 		why      string // in the server's log line when refused
 	}{
-		{"token", Config{Token: tok}, Config{Token: tok}, true, ""},
-		{"mtls", Config{CA: pool, Cert: kp}, Config{CA: pool, Cert: kp2}, true, ""},
-		{"mtls+token", Config{CA: pool, Cert: kp, Token: tok}, Config{CA: pool, Cert: kp2, Token: tok}, true, ""},
-		{"wrong token", Config{Token: tok}, Config{Token: bad}, false, "wrong token proof"},
-		{"foreign cert", Config{CA: pool, Cert: kp}, Config{CA: pool, Cert: fkp}, false, "TLS handshake"},
-		{"foreign CA server", Config{CA: fpool, Cert: fkp}, Config{CA: pool, Cert: kp2}, false, "TLS handshake"},
-		{"expired cert", Config{CA: pool, Cert: kp}, Config{CA: pool, Cert: expired}, false, "expired"},
-		{"mtls+token wrong token", Config{CA: pool, Cert: kp, Token: tok}, Config{CA: pool, Cert: kp2, Token: bad}, false, "wrong token proof"},
+		{"token", &Config{Token: tok}, &Config{Token: tok}, true, ""},
+		{"mtls", &Config{CA: pool, Cert: kp}, &Config{CA: pool, Cert: kp2}, true, ""},
+		{"mtls+token", &Config{CA: pool, Cert: kp, Token: tok}, &Config{CA: pool, Cert: kp2, Token: tok}, true, ""},
+		{"wrong token", &Config{Token: tok}, &Config{Token: bad}, false, "wrong token proof"},
+		{"foreign cert", &Config{CA: pool, Cert: kp}, &Config{CA: pool, Cert: fkp}, false, "TLS handshake"},
+		{"foreign CA server", &Config{CA: fpool, Cert: fkp}, &Config{CA: pool, Cert: kp2}, false, "TLS handshake"},
+		{"expired cert", &Config{CA: pool, Cert: kp}, &Config{CA: pool, Cert: expired}, false, "expired"},
+		{"mtls+token wrong token", &Config{CA: pool, Cert: kp, Token: tok}, &Config{CA: pool, Cert: kp2, Token: bad}, false, "wrong token proof"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var slog, clog logbuf
 			tc.srv.Log, tc.cli.Log = slog.log, clog.log
 			tc.srv.HandshakeTimeout, tc.cli.HandshakeTimeout = 5*time.Second, 5*time.Second
-			serr, cerr := pipe(t, &tc.srv, &tc.cli)
+			serr, cerr := pipe(t, tc.srv, tc.cli)
 			if tc.ok {
 				if serr != nil || cerr != nil {
 					t.Fatalf("server %v, client %v", serr, cerr)
