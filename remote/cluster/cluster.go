@@ -21,11 +21,11 @@ var ErrHostLost = errors.New("host lost")
 
 // HostLostError names the lost host and its workers.
 type HostLostError struct {
-	Node          int
-	Addr          string
-	Hostname      string
-	First, Last   int // its workers' global ids
-	Reason        string
+	Node        int
+	Addr        string
+	Hostname    string
+	First, Last int // its workers' global ids
+	Reason      string
 }
 
 func (e *HostLostError) Error() string {
@@ -331,6 +331,9 @@ type driver struct {
 	stopping  atomic.Bool
 	frame     []byte
 	wg        sync.WaitGroup
+	aborts    sync.WaitGroup // Abort messages in flight
+	abortMu   sync.Mutex     // orders aborts.Add before Close's Wait
+	closing   bool
 	quit      chan struct{}
 	quitOnce  sync.Once
 	closeOnce sync.Once
@@ -358,9 +361,15 @@ func (d *driver) fail(err error) error {
 				h.conn.Close()
 				continue
 			}
-			d.wg.Add(1)
+			d.abortMu.Lock()
+			if d.closing {
+				d.abortMu.Unlock()
+				continue
+			}
+			d.aborts.Add(1)
+			d.abortMu.Unlock()
 			go func() {
-				defer d.wg.Done()
+				defer d.aborts.Done()
 				_ = h.conn.WriteJSON(ctrl.TAbort, ctrl.Abort{Reason: err.Error()})
 			}()
 		}
@@ -526,6 +535,12 @@ func (d *driver) Close() {
 	d.closeOnce.Do(func() {
 		d.stopping.Store(true)
 		d.quitOnce.Do(func() { close(d.quit) })
+		// Survivors hear why before their connection closes (each write
+		// is bounded by the deadline).
+		d.abortMu.Lock()
+		d.closing = true
+		d.abortMu.Unlock()
+		d.aborts.Wait()
 		for _, h := range d.hosts {
 			h.conn.Close()
 		}
