@@ -349,8 +349,8 @@ func (d *driver) hostLost(h *host_, reason string) error {
 // other agents to abort their workers' collectives.
 func (d *driver) fail(err error) error {
 	if d.lostErr.CompareAndSwap(nil, &err) {
-		close(d.lostCh)
 		d.opts.Log(fmt.Sprintf("chorus: session failed: %v", err))
+		close(d.lostCh)
 		var he *HostLostError
 		lostNode := -1
 		if errors.As(err, &he) {
