@@ -62,6 +62,15 @@ func init() {
 		}
 		return nil
 	})
+	registry.MustRegisterTyped("test.sleep_on", func(env registry.Env, w, ms int) {
+		if env.WorkerID() != w {
+			return
+		}
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-env.Context().Done():
+		}
+	})
 	registry.MustRegisterTyped("test.sleep_ms", func(env registry.Env, ms int) {
 		select {
 		case <-time.After(time.Duration(ms) * time.Millisecond):
