@@ -62,11 +62,11 @@ func (c *Comm) gatherHosts(ctx context.Context, kind ccl.Kind, src, all *tensor.
 		ab := all.Bytes()
 		hostBytes := func(h int) []byte { return ab[c.hostLo[h]*blk : c.hostLo[h+1]*blk] }
 		ls := c.leaders()
-		if err := c.exchange(ls, func(p *peer) error {
+		if err := c.exchangeN(ls, func(p *peer) error {
 			return c.send(p, kind, 0, 0, hostBytes(c.me))
 		}, ls, func(p *peer) error {
 			return c.recv(p, kind, hostBytes(c.hostOf[p.rank]), nil)
-		}); err != nil {
+		}, c.l*blk); err != nil {
 			return err
 		}
 	}

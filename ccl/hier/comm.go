@@ -1,6 +1,7 @@
 package hier
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -63,7 +64,14 @@ type peer struct {
 	c       net.Conn
 	out, in uint64 // messages sent and received
 	hdr     [hdrBytes]byte
+	small   []byte // header and data of a small message
+	r       *bufio.Reader
 }
+
+// inlineMax: messages up to this size are written in one piece, and an
+// exchange sends them before it receives, without a goroutine (the
+// peer's socket receive buffer holds them even while it sends too).
+const inlineMax = 32 << 10
 
 // Comm is one rank of a cpu-hier communicator.
 type Comm struct {
@@ -167,7 +175,7 @@ func (c *Comm) connect(ctx context.Context, id []byte, t *table) error {
 				errs[r] = fmt.Errorf("rank %d (%s): %w", r, t.addrs[t.members[r]], err)
 				return
 			}
-			c.peers[r] = &peer{rank: r, c: conn}
+			c.peers[r] = &peer{rank: r, c: conn, r: bufio.NewReaderSize(conn, 64<<10)}
 		}()
 	}
 	wg.Wait()
@@ -310,6 +318,14 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 	binary.LittleEndian.PutUint64(h[8:], p.out)
 	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
 	_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
+	if len(data) <= inlineMax {
+		// One write, one TLS record, one packet.
+		p.small = append(append(p.small[:0], h...), data...)
+		if _, err := p.c.Write(p.small); err != nil {
+			return c.linkErr(p, err)
+		}
+		return nil
+	}
 	if _, err := p.c.Write(h); err != nil {
 		return c.linkErr(p, err)
 	}
@@ -326,7 +342,7 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 func (c *Comm) recvHdr(p *peer, kind ccl.Kind, size int) (dt tensor.DType, status byte, n int, err error) {
 	var h [hdrBytes]byte
 	_ = p.c.SetReadDeadline(time.Now().Add(c.timeout))
-	if _, err := io.ReadFull(p.c, h[:]); err != nil {
+	if _, err := io.ReadFull(p.r, h[:]); err != nil {
 		return 0, 0, 0, c.linkErr(p, err)
 	}
 	p.in++
@@ -355,7 +371,7 @@ func (c *Comm) recvInto(p *peer, dst []byte, each func(lo, hi int) error) error 
 	for off := 0; off < len(dst); {
 		hi := min(len(dst), off+ChunkBytes)
 		_ = p.c.SetReadDeadline(time.Now().Add(c.timeout))
-		if _, err := io.ReadFull(p.c, dst[off:hi]); err != nil {
+		if _, err := io.ReadFull(p.r, dst[off:hi]); err != nil {
 			return c.linkErr(p, err)
 		}
 		if each != nil {
@@ -389,6 +405,27 @@ func (c *Comm) linkErr(p *peer, err error) error {
 // exchange sends out to every peer in to (concurrently) while receiving
 // from every peer in from, in order, through recvFn.
 func (c *Comm) exchange(to []*peer, send func(p *peer) error, from []*peer, recvFn func(p *peer) error) error {
+	return c.exchangeN(to, send, from, recvFn, inlineMax+1)
+}
+
+// exchangeN is exchange for messages of at most size bytes: small ones
+// are sent inline first.
+func (c *Comm) exchangeN(to []*peer, send func(p *peer) error, from []*peer, recvFn func(p *peer) error, size int) error {
+	if size <= inlineMax {
+		for _, p := range to {
+			if err := send(p); err != nil {
+				c.fail(err)
+				return err
+			}
+		}
+		for _, p := range from {
+			if err := recvFn(p); err != nil {
+				c.fail(err)
+				return err
+			}
+		}
+		return nil
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(to))
 	for i, p := range to {

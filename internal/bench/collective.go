@@ -51,6 +51,9 @@ type CollectiveConfig struct {
 	// DeviceIDs binds worker i to cuda:DeviceIDs[i] (GPU backends).
 	DeviceIDs []int
 	Process   session.ProcessOptions
+	// Open, when set, makes the session instead (multi-host sessions:
+	// Session names it, Workers is taken from it).
+	Open func(ctx context.Context) (*session.Session, error)
 }
 
 // CollectiveResult is one row, in the JSON shape scripts expect.
@@ -266,10 +269,14 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 	}
 	var s *session.Session
 	var err error
-	switch cfg.Session {
-	case "threaded":
+	switch {
+	case cfg.Open != nil:
+		if s, err = cfg.Open(ctx); err == nil {
+			cfg.Workers = s.NumWorkers()
+		}
+	case cfg.Session == "threaded":
 		s, err = session.NewThreaded(session.Options{NumWorkers: cfg.Workers, DeviceIDs: cfg.DeviceIDs})
-	case "process":
+	case cfg.Session == "process":
 		po := cfg.Process
 		po.NumWorkers = cfg.Workers
 		po.DeviceIDs = cfg.DeviceIDs

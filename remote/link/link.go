@@ -409,6 +409,8 @@ type Listener struct {
 	out     chan *tls.Conn
 	sem     chan struct{}
 	done    chan struct{}
+	ctx     context.Context // ends handshakes in progress at Close
+	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
 }
@@ -424,6 +426,7 @@ func Listen(addr string, cfg *Config, purpose string) (*Listener, error) {
 		return nil, fmt.Errorf("link: listen %s: %w", addr, err)
 	}
 	l := &Listener{ln: ln, cfg: cfg, purpose: purpose, out: make(chan *tls.Conn), sem: make(chan struct{}, MaxPendingHandshakes), done: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
 	go l.loop()
 	return l, nil
@@ -434,12 +437,6 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
 func (l *Listener) loop() {
 	defer l.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-l.done
-		cancel()
-	}()
 	for {
 		raw, err := l.ln.Accept()
 		if err != nil {
@@ -459,7 +456,7 @@ func (l *Listener) loop() {
 		go func() {
 			defer l.wg.Done()
 			defer func() { <-l.sem }()
-			tc, err := l.cfg.Server(ctx, raw, l.purpose)
+			tc, err := l.cfg.Server(l.ctx, raw, l.purpose)
 			if err != nil {
 				return
 			}
@@ -489,6 +486,7 @@ func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		close(l.done)
+		l.cancel()
 		err = l.ln.Close()
 		l.wg.Wait()
 	})
