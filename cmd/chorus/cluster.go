@@ -329,4 +329,3 @@ func clusterBenchSession(ctx context.Context, args []string, out, errOut io.Writ
 	bench.WriteSessionTable(out, []bench.SessionResult{r})
 	return nil
 }
-
