@@ -276,6 +276,7 @@ func clusterBenchCollective(ctx context.Context, name string, args []string, out
 	maxS := fs.String("max", "256M", "largest size")
 	step := fs.Int64("step", 4, "size multiplier between rows")
 	iters := fs.Int("iters", 0, "timed iterations per size (0: by size)")
+	iterCap := fs.Int("iters-cap", 500, "with --iters 0: at most this many per size")
 	asJSON := fs.Bool("json", false, "JSON lines")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -293,7 +294,7 @@ func clusterBenchCollective(ctx context.Context, name string, args []string, out
 		return usageError{err.Error()}
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: "cpu", Session: fmt.Sprintf("remote-%dnodes", *cf.nodes), DType: dt,
-		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, Open: cf.open(errOut)}
+		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, IterCap: *iterCap, Open: cf.open(errOut)}
 	first := true
 	return bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
 		if *asJSON {

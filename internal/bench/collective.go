@@ -42,6 +42,7 @@ type CollectiveConfig struct {
 	MaxBytes int64
 	Step     int64 // size multiplier between rows
 	Iters    int   // 0: chosen per size
+	IterCap  int   // with Iters 0: at most this many per size (0: no cap)
 	Warmup   int
 	// Graph captures each size's timed calls (at most MaxGraphCalls)
 	// into a CUDA graph and replays it until Iters calls ran, like
@@ -300,6 +301,9 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 		iters := cfg.Iters
 		if iters <= 0 {
 			iters = itersFor(b)
+			if cfg.IterCap > 0 {
+				iters = min(iters, cfg.IterCap)
+			}
 		}
 		warm := cfg.Warmup
 		if warm <= 0 {
