@@ -16,17 +16,22 @@ import (
 // all have joined. Calling it again replaces the communicators. timeout
 // bounds every later collective's wait for other workers (0: 60 s).
 func (s *Session) InitCCL(ctx context.Context, backend string, timeout time.Duration, deviceIDs ...int) error {
+	var id []byte
+	var err error
+	if p := s.cclPreparer(); p != nil {
+		// Multi-host sessions: workers learn their peers first, and a GPU
+		// backend's id may come from a worker (the controller may have no
+		// GPU library).
+		if backend, id, err = p.PrepareCCL(ctx, s, backend); err != nil {
+			return fmt.Errorf("session: InitCCL %s: %w", backend, err)
+		}
+	}
 	b, err := ccl.Lookup(backend)
 	if err != nil {
 		return fmt.Errorf("session: InitCCL: %w", err)
 	}
-	id, err := b.NewID()
-	if err != nil {
-		return fmt.Errorf("session: InitCCL %s: %w", backend, err)
-	}
-	if p := s.cclPreparer(); p != nil {
-		// Multi-host sessions: workers learn their peers first.
-		if backend, id, err = p.PrepareCCL(ctx, s, backend, id); err != nil {
+	if id == nil {
+		if id, err = b.NewID(); err != nil {
 			return fmt.Errorf("session: InitCCL %s: %w", backend, err)
 		}
 	}

@@ -35,11 +35,11 @@ type Driver interface {
 
 // CCLPreparer is implemented by Drivers whose workers need the
 // controller's help before they can join a communicator (workers on
-// several hosts must learn each other's addresses). InitCCL calls it with
-// the backend name and the id the backend made; it returns the backend
-// the workers join and the id they get.
+// several hosts must learn each other's addresses). InitCCL calls it
+// first; it returns the backend the workers join and their id, or a nil
+// id to let the backend make one (Backend.NewID on the controller).
 type CCLPreparer interface {
-	PrepareCCL(ctx context.Context, s *Session, backend string, id []byte) (string, []byte, error)
+	PrepareCCL(ctx context.Context, s *Session, backend string) (string, []byte, error)
 }
 
 type external struct{ d Driver }

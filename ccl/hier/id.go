@@ -109,3 +109,16 @@ func parseID(id []byte, size int) (*table, error) {
 	}
 	return t, nil
 }
+
+// Nonce returns the nonce an id was made with (for a GPU backend's id
+// carried inside a cpu-hier id), or nil if id is not a cpu-hier id.
+func Nonce(id []byte) []byte {
+	if !IsID(id) || len(id) < len(idMagic)+1 {
+		return nil
+	}
+	n := int(id[len(idMagic)])
+	if len(id) < len(idMagic)+1+n {
+		return nil
+	}
+	return append([]byte(nil), id[len(idMagic)+1:len(idMagic)+1+n]...)
+}
