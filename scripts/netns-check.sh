@@ -219,6 +219,27 @@ if [ -n "$BENCH_OUT" ]; then
     for a in "${AGENTS[@]}"; do wait "$a" || true; done
     cp "$TMP/session-$nh.out" "$BENCH_OUT/session-${nh}hosts.jsonl"
   done
+  # The anchor: torch.distributed gloo over TCP between the same
+  # namespaces, one process per worker, if torch is importable.
+  if /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+    for nh in 2 4; do
+      for nw in 1 2; do
+        PORT=$((PORT + 1)); gp=()
+        for r in $(seq 0 $((nh * nw - 1))); do
+          h=$((r / nw))
+          ip netns exec "${NS[$h]}" env GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 bench/anchors/gloo_tcp.py \
+            --rank "$r" --world $((nh * nw)) --init "tcp://10.77.0.1:$PORT" \
+            >"$TMP/gloo-$nh-$nw.$r" 2>&1 &
+          gp+=($!); PIDS+=($!)
+        done
+        for p in "${gp[@]}"; do wait "$p" || fail "gloo ${nh}x$nw"; done
+        grep '^{' "$TMP/gloo-$nh-$nw.0" >"$BENCH_OUT/gloo-${nh}hosts-${nw}workers.jsonl"
+        echo "ok   gloo ${nh}x$nw"
+      done
+    done
+  else
+    echo "netns-check: torch (gloo) not importable by /usr/bin/python3: no anchor"
+  fi
   echo "netns-check: benchmarks in $BENCH_OUT"
 fi
 echo "netns-check: PASS"
