@@ -240,6 +240,34 @@ if [ -n "$BENCH_OUT" ]; then
   else
     echo "netns-check: torch (gloo) not importable by /usr/bin/python3: no anchor"
   fi
+  # The other anchor: Open MPI's MPI_Allreduce over its TCP transport
+  # between the namespaces (shared memory inside one), started by mpirun
+  # in the controller namespace through an rsh agent that enters the host
+  # namespaces instead of ssh.
+  if command -v mpirun >/dev/null && command -v mpicc >/dev/null; then
+    mpicc -O2 -DMAX_BYTES='(256L << 20)' -o "$TMP/mpi_allreduce" bench/anchors/mpi_allreduce.c -lm
+    cat >"$TMP/nsrsh" <<RSH
+#!/bin/sh
+host=\$1; shift
+i=\$(( \${host##*.} - 1 ))
+exec ip netns exec "$P-h\$i" sh -c "\$*"
+RSH
+    chmod +x "$TMP/nsrsh"
+    for nh in 2 4; do
+      for nw in 1 2; do
+        hl=$(for i in $(seq 1 "$nh"); do printf '10.77.0.%d:%d,' "$i" "$nw"; done)
+        if ip netns exec "$CTL" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+          mpirun --allow-run-as-root -np $((nh * nw)) -H "${hl%,}" --mca plm_rsh_agent "$TMP/nsrsh" \
+          --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self,vader --mca btl_tcp_if_include 10.77.0.0/24 \
+          "$TMP/mpi_allreduce" 0.1 1 >"$TMP/mpi-$nh-$nw.out" 2>"$TMP/mpi-$nh-$nw.err"; then
+          cp "$TMP/mpi-$nh-$nw.out" "$BENCH_OUT/openmpi-${nh}hosts-${nw}workers.jsonl"
+          echo "ok   openmpi ${nh}x$nw"
+        else
+          echo "netns-check: Open MPI ${nh}x$nw did not run: $(tail -3 "$TMP/mpi-$nh-$nw.err" | tr '\n' ' ')"
+        fi
+      done
+    done
+  fi
   echo "netns-check: benchmarks in $BENCH_OUT"
 fi
 echo "netns-check: PASS"

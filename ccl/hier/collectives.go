@@ -76,11 +76,23 @@ func (c *Comm) gatherHosts(ctx context.Context, kind ccl.Kind, src, all *tensor.
 	return nil
 }
 
+// InlineMax is the payload that rides with every rank's descriptor in
+// the agreement round: allreduces up to this size finish in that one
+// round (descriptors and data gathered together, reduced in rank order).
+// A communicator keeps the value it was joined with.
+var InlineMax = envInt("CHORUS_HIER_INLINE_MAX", 4096)
+
 // agree compares every rank's descriptor; all ranks reach the same
-// verdict. local is this rank's own argument error.
-func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error) error {
-	putDesc(c.desc.Bytes(), d, local != nil)
-	if err := c.gatherHosts(ctx, kindAgree, c.desc, c.table, descBytes); err != nil {
+// verdict. local is this rank's own argument error; payload (at most
+// InlineMax bytes, else ignored) travels along and is found at
+// c.inline(r) afterwards.
+func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byte) error {
+	b := c.desc.Bytes()
+	putDesc(b, d, local != nil)
+	if len(payload) <= c.block-descBytes {
+		copy(b[descBytes:], payload)
+	}
+	if err := c.gatherHosts(ctx, kindAgree, c.desc, c.table, c.block); err != nil {
 		return err
 	}
 	if local != nil {
@@ -89,7 +101,7 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error) error {
 	descs := make([]ccl.Desc, c.n)
 	tb := c.table.Bytes()
 	for r := range c.n {
-		dr, bad := getDesc(tb[r*descBytes:])
+		dr, bad := getDesc(tb[r*c.block:])
 		if bad {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d passed bad arguments", ccl.ErrMismatch, c.rank, d.Kind, r)}
 		}
@@ -99,6 +111,12 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error) error {
 		return agreedErr{fmt.Errorf("ccl/hier: rank %d: %w", c.rank, err)}
 	}
 	return nil
+}
+
+// inline is rank r's payload of the last agreement (n bytes).
+func (c *Comm) inline(r, n int) []byte {
+	off := r*c.block + descBytes
+	return c.table.Bytes()[off : off+n]
 }
 
 // AllReduce reduces send over all ranks into recv.
@@ -114,8 +132,19 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 				a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
 			}
 		}
-		if err := c.agree(ctx, a.Desc, local); err != nil {
+		if err := c.agree(ctx, a.Desc, local, a.Send); err != nil {
 			return err
+		}
+		if n := len(a.Send); n <= c.block-descBytes {
+			// Everyone already has every input: reduce in rank order.
+			ins := make([][]byte, c.n)
+			for r := range ins {
+				ins[r] = c.inline(r, n)
+			}
+			if n == 0 {
+				return nil
+			}
+			return reduce.Reduce(op, a.DType, a.Recv, ins...)
 		}
 		return c.allReduce(ctx, a, send, recv, op)
 	})
@@ -189,7 +218,7 @@ func (c *Comm) ring(buf []byte, dt tensor.DType, op reduce.Op) error {
 		return buf[lo*es : hi*es]
 	}
 	next, prev := c.leader((h+1)%k), c.leader((h+k-1)%k)
-	tmp := make([]byte, len(seg(0)))
+	tmp := c.scratch(len(seg(0)))
 	to, from := []*peer{next}, []*peer{prev}
 	for s := range k - 1 {
 		out, in := seg((h-s+k)%k), seg((h-s-1+2*k)%k)
@@ -226,7 +255,7 @@ func (c *Comm) rhd(buf []byte, dt tensor.DType, op reduce.Op) error {
 	lo, hi := 0, len(buf)/es // my range, in elements
 	type span struct{ lo, hi, plo, phi int }
 	var steps []span
-	tmp := make([]byte, (len(buf)/es/2+1)*es)
+	tmp := c.scratch((len(buf)/es/2 + 1) * es)
 	for mask := c.k / 2; mask >= 1; mask /= 2 {
 		partner := c.leader(c.me ^ mask)
 		mid := lo + (hi-lo)/2
@@ -279,7 +308,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv *tensor.Tensor, op 
 				a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
 			}
 		}
-		if err := c.agree(ctx, a.Desc, local); err != nil {
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
 			return err
 		}
 		tmp, err := tensor.New(send.DType(), send.Shape())
@@ -310,7 +339,7 @@ func (c *Comm) AllGather(ctx context.Context, send, recv *tensor.Tensor) error {
 				a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
 			}
 		}
-		if err := c.agree(ctx, a.Desc, local); err != nil {
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
 			return err
 		}
 		if len(a.Send) == 0 {
@@ -329,7 +358,7 @@ func (c *Comm) Broadcast(ctx context.Context, send, recv *tensor.Tensor, root in
 		if local != nil {
 			a.Desc = ccl.Desc{Kind: ccl.KindBroadcast, Root: int32(root)}
 		}
-		if err := c.agree(ctx, a.Desc, local); err != nil {
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
 			return err
 		}
 		return c.broadcast(ctx, send, recv, root, len(a.Recv))
@@ -380,7 +409,7 @@ func (c *Comm) Scatter(ctx context.Context, send, recv *tensor.Tensor, root int)
 		if local != nil {
 			a.Desc = ccl.Desc{Kind: ccl.KindScatter, Root: int32(root)}
 		}
-		if err := c.agree(ctx, a.Desc, local); err != nil {
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
 			return err
 		}
 		blk := int(a.Count) * a.DType.Size()
@@ -410,7 +439,7 @@ func (c *Comm) Gather(ctx context.Context, send, recv *tensor.Tensor, root int) 
 		if local != nil {
 			a.Desc = ccl.Desc{Kind: ccl.KindGather, Root: int32(root)}
 		}
-		if err := c.agree(ctx, a.Desc, local); err != nil {
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
 			return err
 		}
 		blk := len(a.Send)
@@ -433,7 +462,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 		return c.local.Barrier(ctx)
 	}
 	return c.guard(ctx, ccl.KindBarrier, func() error {
-		return c.agree(ctx, ccl.Desc{Kind: ccl.KindBarrier}, nil)
+		return c.agree(ctx, ccl.Desc{Kind: ccl.KindBarrier}, nil, nil)
 	})
 }
 

@@ -91,6 +91,8 @@ type Comm struct {
 	failErr atomic.Pointer[error]
 
 	desc, table *tensor.Tensor // scratch for agreement
+	block       int            // bytes per rank in the agreement table
+	tmp         []byte         // scratch of the leaders' algorithms
 }
 
 var _ ccl.Comm = (*Comm)(nil)
@@ -128,8 +130,9 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.hostLo = append(c.hostLo, c.n)
 	c.me = c.hostOf[c.rank]
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
-	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
-	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * descBytes)})
+	c.block = descBytes + max(0, InlineMax)
+	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
+	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * c.block)})
 	jctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if c.l > 1 || c.k == 1 {
@@ -204,7 +207,7 @@ func (c *Comm) Close() error {
 	c.closed = true
 	for _, p := range c.peers {
 		if p != nil {
-			p.c.Close()
+			closeLink(p.c)
 		}
 	}
 	if c.local != nil {
@@ -234,7 +237,7 @@ func (c *Comm) fail(err error) {
 	}
 	for _, p := range c.peers {
 		if p != nil {
-			p.c.Close()
+			closeLink(p.c)
 		}
 	}
 	if c.local != nil {
@@ -449,6 +452,22 @@ func (c *Comm) exchangeN(to []*peer, send func(p *peer) error, from []*peer, rec
 		return rerr
 	}
 	return errors.Join(errs...)
+}
+
+// closeLink closes a link without waiting on its peer: TLS sends a
+// close_notify first, which would block for seconds on a peer that does
+// not read.
+func closeLink(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	c.Close()
+}
+
+// scratch returns n bytes of reusable scratch.
+func (c *Comm) scratch(n int) []byte {
+	if cap(c.tmp) < n {
+		c.tmp = make([]byte, n)
+	}
+	return c.tmp[:n]
 }
 
 // leaders are the links to the other hosts' leaders (leaders only).

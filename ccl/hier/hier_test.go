@@ -132,8 +132,10 @@ var layouts = [][]int{{2}, {1, 1}, {2, 1}, {1, 2, 1}, {2, 2}, {1, 1, 1, 1}, {2, 
 // every rank has identical bits.
 func TestAllReduce(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch int) { SmallMax, RHDMax, ChunkBytes = a, b, ch }(SmallMax, RHDMax, ChunkBytes)
-	SmallMax, RHDMax, ChunkBytes = 256, 4096, 1000 // exercise every path with small tensors
+	defer func(a, b, ch, in int) { SmallMax, RHDMax, ChunkBytes, InlineMax = a, b, ch, in }(SmallMax, RHDMax, ChunkBytes, InlineMax)
+	// Exercise every path with small tensors: inline up to 64 bytes,
+	// gathered up to 256, then hierarchical (RHD up to 4096, then ring).
+	SmallMax, RHDMax, ChunkBytes, InlineMax = 256, 4096, 1000, 64
 	for _, lay := range layouts {
 		comms := world(t, lay, 10*time.Second)
 		n := len(comms)

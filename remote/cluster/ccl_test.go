@@ -164,3 +164,42 @@ func TestCollectiveAbortOnHostLoss(t *testing.T) {
 	}
 	gone(t, ps, 5*time.Second)
 }
+
+// TestGroupsSpanningHosts: groups of two workers on two hosts each; the
+// group communicators are cross-host themselves.
+func TestGroupsSpanningHosts(t *testing.T) {
+	leaktest.Check(t)
+	s, _, _ := startCluster(t, tokenCreds(t), []int{1, 1, 1, 1}, func(o *cluster.Options) { o.NumGroups = 2 })
+	ctx := context.Background()
+	if err := s.InitCCL(ctx, "cpu", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	empty, _ := s.GetGlobalFunc(ctx, "chorus.empty")
+	ar, _ := s.GetGlobalFunc(ctx, "chorus.allreduce")
+	for _, n := range []int64{10, 50_000} {
+		buf, err := s.CallPacked(empty, tensor.Shape{n}, tensor.Int32, nil, false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w := range 4 {
+			x := tensor.MustNew(tensor.Int32, tensor.Shape{n})
+			tensor.Fill(x, float64(int(1)<<w))
+			s.DebugSetRegister(buf, x, w)
+		}
+		s.CallPackedDiscard(ar, buf, "sum", true, buf)
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for w := range 4 {
+			v, _ := s.DebugGetFromRemote(ctx, buf, w)
+			d, _ := tensor.ToFloat64(v.(*tensor.Tensor))
+			want := map[int]float64{0: 3, 1: 3, 2: 12, 3: 12}[w]
+			if d[0] != want || d[n-1] != want {
+				t.Fatalf("n=%d worker %d: %v, want %v", n, w, d[0], want)
+			}
+		}
+	}
+	if err := s.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -541,6 +541,20 @@ func (d *driver) Close() {
 		d.closing = true
 		d.abortMu.Unlock()
 		d.aborts.Wait()
+		// Half-close first and let each agent close its side (their
+		// readers drain what is in flight), so the last frames we sent
+		// (Abort) are not lost to a reset; a silent agent gets a bound.
+		for _, h := range d.hosts {
+			_ = h.conn.CloseWrite(time.Second)
+		}
+		wait := time.NewTimer(time.Second)
+		defer wait.Stop()
+		for _, h := range d.hosts {
+			select {
+			case <-h.done:
+			case <-wait.C:
+			}
+		}
 		for _, h := range d.hosts {
 			h.conn.Close()
 		}

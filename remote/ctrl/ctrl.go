@@ -254,3 +254,28 @@ func (c *Conn) WriteJSON(t Type, v any) error {
 
 // Close closes the connection.
 func (c *Conn) Close() error { return c.c.Close() }
+
+// CloseWrite ends our direction (TLS close_notify) within d and keeps
+// reading possible, so that frames already sent reach a peer that is
+// still reading: closing a socket with unread input resets it, and the
+// peer's kernel may then drop frames it had not delivered yet.
+func (c *Conn) CloseWrite(d time.Duration) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.c.SetWriteDeadline(time.Now().Add(d))
+	if cw, ok := c.c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Drain reads and discards frames until the peer closes or d passes.
+func (c *Conn) Drain(d time.Duration) {
+	_ = c.c.SetReadDeadline(time.Now().Add(d))
+	var buf [4096]byte
+	for {
+		if _, err := c.c.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}

@@ -193,8 +193,14 @@ func (ag *agent) serve(ctx context.Context, hb, deadline time.Duration) error {
 		_ = ag.l.Stop(500 * time.Millisecond)
 	}
 	close(ag.quit)
-	ag.c.Close()
 	ag.wg.Wait()
+	if err == nil {
+		// Done was our last frame: half-close and wait for the
+		// controller to close, so it is not lost to a reset.
+		_ = ag.c.CloseWrite(time.Second)
+		ag.c.Drain(2 * time.Second)
+	}
+	ag.c.Close()
 	if err == nil {
 		return nil
 	}
