@@ -327,6 +327,7 @@ type driver struct {
 	owner     []int // worker -> index in hosts
 	qs        []*rqueue
 	lostErr   atomic.Pointer[error]
+	failMu    sync.Mutex // makes fail's abort set-up happen before the loss is visible
 	lostCh    chan struct{}
 	stopping  atomic.Bool
 	frame     []byte
@@ -348,33 +349,39 @@ func (d *driver) hostLost(h *host_, reason string) error {
 // fail records the session's first loss, wakes every waiter and tells the
 // other agents to abort their workers' collectives.
 func (d *driver) fail(err error) error {
-	if d.lostErr.CompareAndSwap(nil, &err) {
-		d.opts.Log(fmt.Sprintf("chorus: session failed: %v", err))
-		close(d.lostCh)
-		var he *HostLostError
-		lostNode := -1
-		if errors.As(err, &he) {
-			lostNode = he.Node
-		}
-		for _, h := range d.hosts {
-			if h.node == lostNode {
-				h.conn.Close()
-				continue
-			}
-			d.abortMu.Lock()
-			if d.closing {
-				d.abortMu.Unlock()
-				continue
-			}
-			d.aborts.Add(1)
-			d.abortMu.Unlock()
-			go func() {
-				defer d.aborts.Done()
-				_ = h.conn.WriteJSON(ctrl.TAbort, ctrl.Abort{Reason: err.Error()})
-			}()
-		}
+	d.failMu.Lock()
+	defer d.failMu.Unlock()
+	if p := d.lostErr.Load(); p != nil {
+		return *p
 	}
-	return *d.lostErr.Load()
+	d.opts.Log(fmt.Sprintf("chorus: session failed: %v", err))
+	var he *HostLostError
+	lostNode := -1
+	if errors.As(err, &he) {
+		lostNode = he.Node
+	}
+	for _, h := range d.hosts {
+		if h.node == lostNode {
+			h.conn.Close()
+			continue
+		}
+		d.abortMu.Lock()
+		if d.closing {
+			d.abortMu.Unlock()
+			continue
+		}
+		d.aborts.Add(1)
+		d.abortMu.Unlock()
+		go func() {
+			defer d.aborts.Done()
+			_ = h.conn.WriteJSON(ctrl.TAbort, ctrl.Abort{Reason: err.Error()})
+		}()
+	}
+	// The loss becomes visible only once the aborts are under way, so a
+	// Shutdown that follows at once still delivers them.
+	d.lostErr.Store(&err)
+	close(d.lostCh)
+	return err
 }
 
 func (d *driver) Lost() error {

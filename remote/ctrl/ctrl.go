@@ -252,8 +252,12 @@ func (c *Conn) WriteJSON(t Type, v any) error {
 	return c.Write(t, b)
 }
 
-// Close closes the connection.
-func (c *Conn) Close() error { return c.c.Close() }
+// Close closes the connection. A TLS connection's close_notify gets a
+// short deadline, so closing never waits on a peer that does not read.
+func (c *Conn) Close() error {
+	_ = c.c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	return c.c.Close()
+}
 
 // CloseWrite ends our direction (TLS close_notify) within d and keeps
 // reading possible, so that frames already sent reach a peer that is
