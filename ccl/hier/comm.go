@@ -17,6 +17,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
+	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -327,7 +328,7 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 		if _, err := p.c.Write(p.small); err != nil {
 			return c.linkErr(p, err)
 		}
-		return nil
+		return c.flush(p)
 	}
 	if _, err := p.c.Write(h); err != nil {
 		return c.linkErr(p, err)
@@ -335,6 +336,16 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 	for off := 0; off < len(data); off += ChunkBytes {
 		_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
 		if _, err := p.c.Write(data[off:min(len(data), off+ChunkBytes)]); err != nil {
+			return c.linkErr(p, err)
+		}
+	}
+	return c.flush(p)
+}
+
+// flush sends what the link's buffer holds (link.Config.Buffer).
+func (c *Comm) flush(p *peer) error {
+	if nc, ok := p.c.(interface{ NetConn() net.Conn }); ok {
+		if err := link.Flush(nc); err != nil {
 			return c.linkErr(p, err)
 		}
 	}

@@ -48,6 +48,9 @@ type Config struct {
 	Cert             *tls.Certificate
 	Token            []byte
 	HandshakeTimeout time.Duration
+	// Buffer > 0 buffers connections under TLS (bytes per direction):
+	// written data then stays in the buffer until Flush (bulk links).
+	Buffer int
 	// Log receives one line per refused connection; nil: the standard
 	// logger.
 	Log func(msg string)
@@ -294,10 +297,12 @@ func (c *Config) server(ctx context.Context, raw net.Conn, purpose string) (*tls
 	}
 	lift := c.deadline(ctx, raw)
 	defer lift()
-	tc := tls.Server(raw, cfg)
+	under, bc := c.buffered(raw)
+	tc := tls.Server(under, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, fmt.Errorf("TLS handshake: %v", err)
 	}
+	defer bc.enableIf()
 	if len(c.Token) > 0 {
 		ekm, err := exporter(tc, purpose)
 		if err != nil {
@@ -349,7 +354,8 @@ func (c *Config) Client(ctx context.Context, raw net.Conn, purpose string) (*tls
 func (c *Config) client(ctx context.Context, raw net.Conn, purpose string) (*tls.Conn, error) {
 	lift := c.deadline(ctx, raw)
 	defer lift()
-	tc := tls.Client(raw, c.clientTLS())
+	under, bc := c.buffered(raw)
+	tc := tls.Client(under, c.clientTLS())
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, fmt.Errorf("TLS handshake: %v", err)
 	}
@@ -376,13 +382,30 @@ func (c *Config) client(ctx context.Context, raw net.Conn, purpose string) (*tls
 		if !hmac.Equal(mac, proof(c.Token, "server", ekm, nc, ns)) {
 			return nil, errors.New("the server's token proof is wrong (it does not hold our token)")
 		}
+		bc.enableIf()
 		return tc, nil
 	}
 	var ok [1]byte
 	if _, err := io.ReadFull(tc, ok[:]); err != nil || ok[0] != accepted {
 		return nil, fmt.Errorf("the server refused our certificate: %v", err)
 	}
+	bc.enableIf()
 	return tc, nil
+}
+
+// buffered wraps raw when Config.Buffer asks for it.
+func (c *Config) buffered(raw net.Conn) (net.Conn, *bufConn) {
+	if c.Buffer <= 0 {
+		return raw, nil
+	}
+	b := newBufConn(raw, c.Buffer)
+	return b, b
+}
+
+func (b *bufConn) enableIf() {
+	if b != nil {
+		b.enable()
+	}
 }
 
 // Dial connects to addr and authenticates as a client.

@@ -78,7 +78,9 @@ func pipe(t *testing.T, srv, cli *Config) (serr, cerr error) {
 		tc, err := srv.Server(context.Background(), raw, "test")
 		if err == nil {
 			// Prove the channel works after authentication.
-			_, err = tc.Write([]byte("ok"))
+			if _, err = tc.Write([]byte("ok")); err == nil {
+				err = Flush(tc) // needed with Config.Buffer
+			}
 			tc.Close()
 		}
 		serr = err
@@ -111,6 +113,8 @@ func TestHandshakes(t *testing.T) {
 		why      string // in the server's log line when refused
 	}{
 		{"token", &Config{Token: tok}, &Config{Token: tok}, true, ""},
+		{"token, buffered", &Config{Token: tok, Buffer: 4096}, &Config{Token: tok, Buffer: 4096}, true, ""},
+		{"mtls, buffered", &Config{CA: pool, Cert: kp, Buffer: 4096}, &Config{CA: pool, Cert: kp2, Buffer: 4096}, true, ""},
 		{"mtls", &Config{CA: pool, Cert: kp}, &Config{CA: pool, Cert: kp2}, true, ""},
 		{"mtls+token", &Config{CA: pool, Cert: kp, Token: tok}, &Config{CA: pool, Cert: kp2, Token: tok}, true, ""},
 		{"wrong token", &Config{Token: tok}, &Config{Token: bad}, false, "wrong token proof"},
