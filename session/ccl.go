@@ -22,8 +22,9 @@ func (s *Session) InitCCL(ctx context.Context, backend string, timeout time.Dura
 		// Multi-host sessions: workers learn their peers first, and a GPU
 		// backend's id may come from a worker (the controller may have no
 		// GPU library).
+		name := backend
 		if backend, id, err = p.PrepareCCL(ctx, s, backend); err != nil {
-			return fmt.Errorf("session: InitCCL %s: %w", backend, err)
+			return fmt.Errorf("session: InitCCL %s: %w", name, err)
 		}
 	}
 	b, err := ccl.Lookup(backend)
