@@ -32,6 +32,7 @@ type procWorker struct {
 // process runs each worker as a child process.
 type process struct {
 	ws       []*procWorker
+	base     int      // global id of local worker 0 (node agents of multi-host sessions)
 	lifeline *os.File // write end; closing it tells workers to exit
 	lostErr  atomic.Pointer[LostError]
 	stopping atomic.Bool
@@ -68,39 +69,10 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	p := &process{}
-	lr, lw, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("session: lifeline pipe: %w", err)
-	}
-	p.lifeline = lw
-	defer lr.Close()
-
 	n := opts.NumWorkers
-	var startErr error
-	for i := range n {
-		pw, err := p.start(i, n, groups, prog, opts, lr, stderr)
-		if err != nil {
-			startErr = fmt.Errorf("session: start worker %d: %w", i, err)
-			break
-		}
-		p.ws = append(p.ws, pw)
-	}
-	if opts.Transport == "shm" && startErr == nil {
-		for _, pw := range p.ws {
-			p.shmConns = append(p.shmConns, pw.conn.(*shm.Conn))
-		}
-	}
-	// Watchers start only once p.ws is final: they read it.
-	for _, pw := range p.ws {
-		p.watchers.Add(1)
-		go p.watch(pw)
-	}
-	if startErr != nil {
-		p.abortAll(startErr)
-		_ = p.stop(0)
-		p.close()
-		return nil, startErr
+	p, err := startProcesses(opts, prog, stderr, 0, n, n, groups)
+	if err != nil {
+		return nil, err
 	}
 	s := newSession("process", n, groups, p, opts.grace())
 	timeout := opts.StartTimeout
@@ -127,6 +99,44 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	return s, nil
 }
 
+// startProcesses starts count worker processes with global ids base,
+// base+1, ... of a session of total workers.
+func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, count, total, groups int) (*process, error) {
+	p := &process{base: base}
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("session: lifeline pipe: %w", err)
+	}
+	p.lifeline = lw
+	defer lr.Close()
+	var startErr error
+	for i := range count {
+		pw, err := p.start(i, count, total, groups, prog, opts, lr, stderr)
+		if err != nil {
+			startErr = fmt.Errorf("session: start worker %d: %w", base+i, err)
+			break
+		}
+		p.ws = append(p.ws, pw)
+	}
+	if opts.Transport == "shm" && startErr == nil {
+		for _, pw := range p.ws {
+			p.shmConns = append(p.shmConns, pw.conn.(*shm.Conn))
+		}
+	}
+	// Watchers start only once p.ws is final: they read it.
+	for _, pw := range p.ws {
+		p.watchers.Add(1)
+		go p.watch(pw)
+	}
+	if startErr != nil {
+		p.abortAll(startErr)
+		_ = p.stop(0)
+		p.close()
+		return nil, startErr
+	}
+	return p, nil
+}
+
 // yieldFor decides whether shared-memory waiters should yield their CPU
 // while polling: yes when the controller and n workers outnumber the CPUs,
 // since a busy poller would then delay the very process it waits for.
@@ -137,7 +147,7 @@ func yieldFor(n int) bool {
 	return n+1 > runtime.NumCPU()
 }
 
-func (p *process) start(i, n, groups int, prog string, opts ProcessOptions, lifeline *os.File, stderr io.Writer) (*procWorker, error) {
+func (p *process) start(i, n, total, groups int, prog string, opts ProcessOptions, lifeline *os.File, stderr io.Writer) (*procWorker, error) {
 	var conn transport.Conn
 	var child *os.File
 	switch opts.Transport {
@@ -162,7 +172,7 @@ func (p *process) start(i, n, groups int, prog string, opts ProcessOptions, life
 		conn = transport.NewStream(os.NewFile(uintptr(fds[0]), fmt.Sprintf("chorus-worker-%d", i)), 0)
 		child = os.NewFile(uintptr(fds[1]), "chorus-transport")
 	}
-	spec := worker.Spec{ID: i, NumWorkers: n, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i)}
+	spec := worker.Spec{ID: p.base + i, NumWorkers: total, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i)}
 	cmd := exec.Command(prog, opts.Args...)
 	cmd.Env = append(append(os.Environ(), opts.Env...), worker.EnvSpec+"="+spec.String())
 	cmd.ExtraFiles = []*os.File{lifeline, child} // fds 3 and 4
@@ -173,7 +183,7 @@ func (p *process) start(i, n, groups int, prog string, opts ProcessOptions, life
 		conn.Close()
 		return nil, err
 	}
-	return &procWorker{id: i, cmd: cmd, conn: conn, exited: make(chan struct{})}, nil
+	return &procWorker{id: p.base + i, cmd: cmd, conn: conn, exited: make(chan struct{})}, nil
 }
 
 // watch owns the wait on one child. A child that exits while the session
@@ -234,7 +244,7 @@ func (p *process) lost() error {
 
 // markLost fails the session because worker w's connection broke.
 func (p *process) markLost(w int, err error) error {
-	p.fail(&LostError{Worker: w, PID: p.ws[w].cmd.Process.Pid, Status: err.Error()})
+	p.fail(&LostError{Worker: p.base + w, PID: p.ws[w].cmd.Process.Pid, Status: err.Error()})
 	return p.lost()
 }
 
@@ -245,7 +255,7 @@ func (p *process) send(c *wire.Command) error {
 		return err
 	}
 	if c.Worker != wire.AllWorkers {
-		return p.sendTo(int(c.Worker), true)
+		return p.sendTo(int(c.Worker)-p.base, true)
 	}
 	for i := range p.ws {
 		if err := p.sendTo(i, false); err != nil {

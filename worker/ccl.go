@@ -75,13 +75,16 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 			return cd.Do(func(s cuda.Stream) error { return fn(uintptr(s)) })
 		}
 	}
+	id, ctlID := splitID(backend, id)
 	cfg := ccl.Config{ID: id, Rank: w.cfg.ID, Size: w.cfg.NumWorkers, Device: dev, Timeout: timeout, Exec: exec}
 	var cs commSet
 	defer func() { cs.close() }() // unless handed to w below
 	if backend != "cpu" {
 		// GPU backends check arguments across ranks on the host, through
 		// a cpu communicator over the same workers.
-		if cs.control, err = joinControl(ctx, cfg, "control"); err != nil {
+		ccfg := cfg
+		ccfg.ID = ctlID
+		if cs.control, err = joinControl(ctx, ccfg, "control"); err != nil {
 			return err
 		}
 		cfg.Control = cs.control
@@ -93,7 +96,9 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 		gcfg := cfg
 		gcfg.ID, gcfg.Rank, gcfg.Size = ccl.SubID(id, fmt.Sprintf("group/%d", w.GroupID())), w.WorkerRank(), w.groupN
 		if cfg.Control != nil {
-			if cs.groupControl, err = joinControl(ctx, gcfg, "control"); err != nil {
+			gccfg := gcfg
+			gccfg.ID = ccl.SubID(ctlID, fmt.Sprintf("group/%d", w.GroupID()))
+			if cs.groupControl, err = joinControl(ctx, gccfg, "control"); err != nil {
 				return err
 			}
 			gcfg.Control = cs.groupControl
@@ -117,7 +122,7 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 
 // joinControl joins the host communicator that shadows cfg's ranks.
 func joinControl(ctx context.Context, cfg ccl.Config, tag string) (ccl.Comm, error) {
-	cb, err := ccl.Lookup("cpu")
+	cb, err := ccl.Lookup(controlBackend(cfg.ID))
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,9 @@
 #include <stdlib.h>
 
 #define MIN_BYTES (1L << 10)
+#ifndef MAX_BYTES /* -DMAX_BYTES='(256L << 20)' for larger sweeps */
 #define MAX_BYTES (64L << 20)
+#endif
 
 static double timed(const float *in, float *out, int count, long iters) {
     double t0 = MPI_Wtime();

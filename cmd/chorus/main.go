@@ -49,6 +49,9 @@ Commands:
   funcs           list the functions workers can call
   plan show|run|build|verify
                   execution plans: list, run on the CPU executor, build, verify
+  node            a node agent of a multi-host session (--connect HOST:PORT)
+  cluster         a multi-host controller: check, bench (docs/multi-host.md)
+  cert            cluster credentials: CA, node certificates, tokens
 
 Run 'chorus <command> --help' for a command's flags.
 `
@@ -83,6 +86,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdCompile(args[1:], stdout)
 	case "plan":
 		err = cmdPlan(ctx, args[1:], stdout, stderr)
+	case "node":
+		err = cmdNode(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		err = cmdCluster(ctx, args[1:], stdout, stderr)
+	case "cert":
+		err = cmdCert(args[1:], stdout)
 	case "worker":
 		// Hidden: the worker entry point, for sessions that start this
 		// binary with an explicit argument. It needs the environment a

@@ -56,6 +56,7 @@ type CollectiveConfig struct {
 	MaxBytes int64
 	Step     int64 // size multiplier between rows
 	Iters    int   // 0: chosen per size
+	IterCap  int   // with Iters 0: at most this many per size (0: no cap)
 	Warmup   int   // at least this many untimed calls, and at least WarmupTime of them
 	// Graph captures each size's timed calls (at most MaxGraphCalls)
 	// into a CUDA graph and replays it until Iters calls ran, like
@@ -68,6 +69,9 @@ type CollectiveConfig struct {
 	// MemBWGBs is the host's memory bandwidth (MemBW's Bound); when set,
 	// each row says which fraction of the bound it implies it reached.
 	MemBWGBs float64
+	// Open, when set, makes the session instead (multi-host sessions:
+	// Session names it, Workers is taken from it).
+	Open func(ctx context.Context) (*session.Session, error)
 }
 
 // CollectiveResult is one row, in the JSON shape scripts expect.
@@ -459,10 +463,14 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 	}
 	var s *session.Session
 	var err error
-	switch cfg.Session {
-	case "threaded":
+	switch {
+	case cfg.Open != nil:
+		if s, err = cfg.Open(ctx); err == nil {
+			cfg.Workers = s.NumWorkers()
+		}
+	case cfg.Session == "threaded":
 		s, err = session.NewThreaded(session.Options{NumWorkers: cfg.Workers, DeviceIDs: cfg.DeviceIDs})
-	case "process":
+	case cfg.Session == "process":
 		po := cfg.Process
 		po.NumWorkers = cfg.Workers
 		po.DeviceIDs = cfg.DeviceIDs
@@ -524,6 +532,9 @@ func collectiveOnce(ctx context.Context, s *session.Session, f *session.DRef, cf
 	iters := cfg.Iters
 	if iters <= 0 {
 		iters = itersFor(b)
+		if cfg.IterCap > 0 {
+			iters = min(iters, cfg.IterCap)
+		}
 	}
 	warm := cfg.Warmup
 	if warm <= 0 {

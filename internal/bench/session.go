@@ -27,6 +27,8 @@ type SessionConfig struct {
 	Idle time.Duration
 	// Process holds how to start worker processes (program, args).
 	Process session.ProcessOptions
+	// Open, when set, makes the session instead (multi-host sessions).
+	Open func(ctx context.Context) (*session.Session, error)
 }
 
 // SessionResult is one row of `chorus bench session`.
@@ -58,10 +60,14 @@ func Session(ctx context.Context, cfg SessionConfig) (SessionResult, error) {
 	}
 	var s *session.Session
 	var err error
-	switch cfg.Session {
-	case "threaded":
+	switch {
+	case cfg.Open != nil:
+		if s, err = cfg.Open(ctx); err == nil {
+			res.Workers = s.NumWorkers()
+		}
+	case cfg.Session == "threaded":
 		s, err = session.NewThreaded(session.Options{NumWorkers: cfg.Workers})
-	case "process":
+	case cfg.Session == "process":
 		po := cfg.Process
 		po.NumWorkers = cfg.Workers
 		po.Transport = cfg.Transport

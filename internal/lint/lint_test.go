@@ -44,7 +44,8 @@ var layers = map[string]int{
 	"algo/library":            3,
 	"algo/mscclpptests":       3,
 	"ccl":                     2,
-	"ccl/cpu":                 4,
+	"ccl/cpu":                 3, // imports only ccl, ccl/reduce, internal/shmem, tensor; ccl/hier builds on it
+	"ccl/hier":                4,
 	"ccl/nccl":                4,
 	"ccl/ipc":                 4,
 	"transport":               3,
@@ -56,6 +57,12 @@ var layers = map[string]int{
 	"internal/bench":          7,
 	"internal/lint":           7,
 	"cmd/chorus":              9,
+	// Multi-host sessions.
+	"remote/cert":    0,
+	"remote/ctrl":    0,
+	"remote/link":    1,
+	"remote/cluster": 7, // the controller side: a session driver over node agents
+	"remote/node":    7, // the node agent: session.StartLocal behind a control connection
 	// The compiler imports only tensor and itself, never the runtime.
 	"compiler/vdevice": 1,
 	"compiler/ir":      2,

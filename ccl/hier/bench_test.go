@@ -1,0 +1,43 @@
+package hier
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// BenchmarkAllReduce: two simulated hosts of one rank each in this
+// process (TLS links over loopback), float32 sum.
+func BenchmarkAllReduce(b *testing.B) {
+	for _, size := range []int64{1 << 10, 1 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
+			t := &testing.T{}
+			comms := world(t, []int{1, 1}, time.Minute)
+			defer func() {
+				for _, c := range comms {
+					c.Close()
+				}
+			}()
+			bufs := make([]*tensor.Tensor, 2)
+			for r := range bufs {
+				bufs[r] = tensor.MustNew(tensor.Float32, tensor.Shape{size / 4})
+			}
+			b.SetBytes(size)
+			b.ResetTimer()
+			for range b.N {
+				errs := each(comms, func(r int, c *Comm) error {
+					return c.AllReduce(context.Background(), bufs[r], bufs[r], reduce.Sum)
+				})
+				for _, err := range errs {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,540 @@
+package hier
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// kindAgree tags the leaders' descriptor exchange on the links.
+const kindAgree ccl.Kind = 64
+
+const descBytes = 32
+
+func putDesc(b []byte, d ccl.Desc, bad bool) {
+	clear(b[:descBytes])
+	if bad {
+		b[0] = 1
+	}
+	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
+	binary.LittleEndian.PutUint32(b[8:], uint32(d.Root))
+	binary.LittleEndian.PutUint64(b[16:], uint64(d.Count))
+}
+
+func getDesc(b []byte) (ccl.Desc, bool) {
+	return ccl.Desc{Kind: ccl.Kind(b[4]), DType: tensor.DType(b[5]), Op: reduce.Op(b[6]),
+		Root: int32(binary.LittleEndian.Uint32(b[8:])), Count: int64(binary.LittleEndian.Uint64(b[16:]))}, b[0] != 0
+}
+
+// view is t's bytes [off, off+n) as a uint8 tensor.
+func view(t *tensor.Tensor, off, n int) *tensor.Tensor {
+	v, err := t.View(int64(off), tensor.Uint8, tensor.Shape{int64(n)})
+	if err != nil {
+		panic(fmt.Sprintf("ccl/hier: internal view [%d, %d) of %d bytes: %v", off, off+n, t.NumBytes(), err))
+	}
+	return v
+}
+
+func u8(b []byte) *tensor.Tensor {
+	t := tensor.MustNew(tensor.Uint8, tensor.Shape{int64(len(b))})
+	copy(t.Bytes(), b)
+	return t
+}
+
+// gatherHosts makes every rank's block of blk bytes (src, a uint8
+// tensor) known to every rank in all (n*blk bytes, rank order): through
+// shared memory inside the host, between the leaders over the links,
+// then a broadcast inside the host. kind tags the link messages.
+func (c *Comm) gatherHosts(ctx context.Context, kind ccl.Kind, src, all *tensor.Tensor, blk int) error {
+	mine := view(all, c.hostLo[c.me]*blk, c.l*blk)
+	if c.l > 1 {
+		if err := c.local.AllGather(ctx, src, mine); err != nil {
+			return err
+		}
+	} else {
+		copy(mine.Bytes(), src.Bytes())
+	}
+	if c.lrank == 0 && c.k > 1 {
+		ab := all.Bytes()
+		hostBytes := func(h int) []byte { return ab[c.hostLo[h]*blk : c.hostLo[h+1]*blk] }
+		ls := c.leaders()
+		if err := c.exchangeN(ls, func(p *peer) error {
+			return c.send(p, kind, 0, 0, hostBytes(c.me))
+		}, ls, func(p *peer) error {
+			return c.recv(p, kind, hostBytes(c.hostOf[p.rank]), nil)
+		}, c.l*blk); err != nil {
+			return err
+		}
+	}
+	if c.l > 1 {
+		return c.local.Broadcast(ctx, all, all, 0)
+	}
+	return nil
+}
+
+// InlineMax is the payload that rides with every rank's descriptor in
+// the agreement round: allreduces up to this size finish in that one
+// round (descriptors and data gathered together, reduced in rank order).
+// A communicator keeps the value it was joined with.
+var InlineMax = envInt("CHORUS_HIER_INLINE_MAX", 4096)
+
+// agree compares every rank's descriptor; all ranks reach the same
+// verdict. local is this rank's own argument error; payload (at most
+// InlineMax bytes, else ignored) travels along and is found at
+// c.inline(r) afterwards.
+func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byte) error {
+	b := c.desc.Bytes()
+	putDesc(b, d, local != nil)
+	if len(payload) <= c.block-descBytes {
+		copy(b[descBytes:], payload)
+	}
+	if err := c.gatherHosts(ctx, kindAgree, c.desc, c.table, c.block); err != nil {
+		return err
+	}
+	if local != nil {
+		return agreedErr{fmt.Errorf("ccl/hier: rank %d: %s: %w", c.rank, d.Kind, local)}
+	}
+	descs := make([]ccl.Desc, c.n)
+	tb := c.table.Bytes()
+	for r := range c.n {
+		dr, bad := getDesc(tb[r*c.block:])
+		if bad {
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d passed bad arguments", ccl.ErrMismatch, c.rank, d.Kind, r)}
+		}
+		descs[r] = dr
+	}
+	if err := ccl.Compare(descs); err != nil {
+		return agreedErr{fmt.Errorf("ccl/hier: rank %d: %w", c.rank, err)}
+	}
+	return nil
+}
+
+// inline is rank r's payload of the last agreement (n bytes).
+func (c *Comm) inline(r, n int) []byte {
+	off := r*c.block + descBytes
+	return c.table.Bytes()[off : off+n]
+}
+
+// AllReduce reduces send over all ranks into recv.
+func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
+	if c.k == 1 {
+		return c.local.AllReduce(ctx, send, recv, op)
+	}
+	return c.guard(ctx, ccl.KindAllReduce, func() error {
+		a, local := ccl.CheckAllReduce(ccl.KindAllReduce, send, recv, op, c.n)
+		if local != nil {
+			a.Desc = ccl.Desc{Kind: ccl.KindAllReduce, Op: op}
+			if send != nil {
+				a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
+			}
+		}
+		if err := c.agree(ctx, a.Desc, local, a.Send); err != nil {
+			return err
+		}
+		if n := len(a.Send); n <= c.block-descBytes {
+			// Everyone already has every input: reduce in rank order.
+			ins := make([][]byte, c.n)
+			for r := range ins {
+				ins[r] = c.inline(r, n)
+			}
+			if n == 0 {
+				return nil
+			}
+			return reduce.Reduce(op, a.DType, a.Recv, ins...)
+		}
+		return c.allReduce(ctx, a, send, recv, op)
+	})
+}
+
+// allReduce moves the data of an agreed allreduce.
+func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Tensor, op reduce.Op) error {
+	size := len(a.Send)
+	if size == 0 {
+		return nil
+	}
+	if size <= SmallMax {
+		// Everyone gets every input and reduces them in rank order.
+		all := tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * size)})
+		if err := c.gatherHosts(ctx, ccl.KindAllReduce, view(send, 0, size), all, size); err != nil {
+			return err
+		}
+		ins := make([][]byte, c.n)
+		ab := all.Bytes()
+		for r := range ins {
+			ins[r] = ab[r*size : (r+1)*size]
+		}
+		return reduce.Reduce(op, a.DType, a.Recv, ins...)
+	}
+	sum := op
+	if op == reduce.Avg {
+		sum = reduce.Sum
+	}
+	if c.l > 1 {
+		if err := c.local.AllReduce(ctx, send, recv, sum); err != nil {
+			return err
+		}
+	} else {
+		copy(a.Recv, a.Send)
+	}
+	if c.lrank == 0 {
+		if err := c.leaderAllReduce(a.Recv, a.DType, sum); err != nil {
+			return err
+		}
+		if op == reduce.Avg {
+			if err := reduce.Divide(a.DType, a.Recv, c.n); err != nil {
+				return err
+			}
+		}
+	}
+	if c.l > 1 {
+		return c.local.Broadcast(ctx, recv, recv, 0)
+	}
+	return nil
+}
+
+// leaderAllReduce reduces buf across the host leaders in place.
+func (c *Comm) leaderAllReduce(buf []byte, dt tensor.DType, op reduce.Op) error {
+	if c.k&(c.k-1) == 0 && len(buf) <= RHDMax {
+		return c.rhd(buf, dt, op)
+	}
+	return c.ring(buf, dt, op)
+}
+
+func (c *Comm) leader(h int) *peer { return c.peers[c.hostLo[h]] }
+
+// ring: reduce-scatter then allgather around the leaders; each step sends
+// one segment to the next leader while the previous leader's segment
+// arrives and is reduced chunk by chunk.
+func (c *Comm) ring(buf []byte, dt tensor.DType, op reduce.Op) error {
+	k, h, es := c.k, c.me, dt.Size()
+	elems := len(buf) / es
+	seg := func(i int) []byte {
+		per := (elems + k - 1) / k
+		lo, hi := min(elems, i*per), min(elems, (i+1)*per)
+		return buf[lo*es : hi*es]
+	}
+	next, prev := c.leader((h+1)%k), c.leader((h+k-1)%k)
+	tmp := c.scratch(len(seg(0)))
+	to, from := []*peer{next}, []*peer{prev}
+	for s := range k - 1 {
+		out, in := seg((h-s+k)%k), seg((h-s-1+2*k)%k)
+		err := c.exchange(to, func(p *peer) error {
+			return c.send(p, ccl.KindAllReduce, dt, 0, out)
+		}, from, func(p *peer) error {
+			t := tmp[:len(in)]
+			return c.recv(p, ccl.KindAllReduce, t, func(lo, hi int) error {
+				return reduce.Reduce(op, dt, in[lo:hi], in[lo:hi], t[lo:hi])
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for s := range k - 1 {
+		out, in := seg((h+1-s+k)%k), seg((h-s+k)%k)
+		err := c.exchange(to, func(p *peer) error {
+			return c.send(p, ccl.KindAllGather, dt, 0, out)
+		}, from, func(p *peer) error {
+			return c.recv(p, ccl.KindAllGather, in, nil)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rhd: recursive halving (reduce-scatter) then doubling (allgather)
+// between a power-of-two number of leaders.
+func (c *Comm) rhd(buf []byte, dt tensor.DType, op reduce.Op) error {
+	es := dt.Size()
+	lo, hi := 0, len(buf)/es // my range, in elements
+	type span struct{ lo, hi, plo, phi int }
+	var steps []span
+	tmp := c.scratch((len(buf)/es/2 + 1) * es)
+	for mask := c.k / 2; mask >= 1; mask /= 2 {
+		partner := c.leader(c.me ^ mask)
+		mid := lo + (hi-lo)/2
+		keepLo, keepHi, giveLo, giveHi := lo, mid, mid, hi
+		if c.me&mask != 0 {
+			keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
+		}
+		keep, give := buf[keepLo*es:keepHi*es], buf[giveLo*es:giveHi*es]
+		t := tmp[:len(keep)]
+		err := c.exchange([]*peer{partner}, func(p *peer) error {
+			return c.send(p, ccl.KindReduceScatter, dt, 0, give)
+		}, []*peer{partner}, func(p *peer) error {
+			return c.recv(p, ccl.KindReduceScatter, t, func(a, b int) error {
+				return reduce.Reduce(op, dt, keep[a:b], keep[a:b], t[a:b])
+			})
+		})
+		if err != nil {
+			return err
+		}
+		steps = append(steps, span{keepLo, keepHi, giveLo, giveHi})
+		lo, hi = keepLo, keepHi
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		st := steps[i]
+		partner := c.leader(c.me ^ (c.k >> (i + 1)))
+		mine, theirs := buf[st.lo*es:st.hi*es], buf[st.plo*es:st.phi*es]
+		err := c.exchange([]*peer{partner}, func(p *peer) error {
+			return c.send(p, ccl.KindAllGather, dt, 0, mine)
+		}, []*peer{partner}, func(p *peer) error {
+			return c.recv(p, ccl.KindAllGather, theirs, nil)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReduceScatter reduces send over all ranks; rank r keeps block r. It
+// reduces the whole buffer (through a temporary) and keeps its block.
+func (c *Comm) ReduceScatter(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
+	if c.k == 1 {
+		return c.local.ReduceScatter(ctx, send, recv, op)
+	}
+	return c.guard(ctx, ccl.KindReduceScatter, func() error {
+		a, local := ccl.CheckAllReduce(ccl.KindReduceScatter, send, recv, op, c.n)
+		if local != nil {
+			a.Desc = ccl.Desc{Kind: ccl.KindReduceScatter, Op: op}
+			if send != nil {
+				a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
+			}
+		}
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
+			return err
+		}
+		tmp, err := tensor.New(send.DType(), send.Shape())
+		if err != nil {
+			return err
+		}
+		ta := a
+		ta.Recv = tmp.Bytes()
+		if err := c.allReduce(ctx, ta, send, tmp, op); err != nil {
+			return err
+		}
+		blk := len(a.Recv)
+		copy(a.Recv, ta.Recv[c.rank*blk:(c.rank+1)*blk])
+		return nil
+	})
+}
+
+// AllGather concatenates every rank's send into recv.
+func (c *Comm) AllGather(ctx context.Context, send, recv *tensor.Tensor) error {
+	if c.k == 1 {
+		return c.local.AllGather(ctx, send, recv)
+	}
+	return c.guard(ctx, ccl.KindAllGather, func() error {
+		a, local := ccl.CheckAllGather(send, recv, c.n)
+		if local != nil {
+			a.Desc = ccl.Desc{Kind: ccl.KindAllGather}
+			if send != nil {
+				a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
+			}
+		}
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
+			return err
+		}
+		if len(a.Send) == 0 {
+			return nil
+		}
+		return c.gatherHosts(ctx, ccl.KindAllGather, view(send, 0, len(a.Send)), view(recv, 0, len(a.Recv)), len(a.Send))
+	})
+}
+
+func (c *Comm) Broadcast(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	if c.k == 1 {
+		return c.local.Broadcast(ctx, send, recv, root)
+	}
+	return c.guard(ctx, ccl.KindBroadcast, func() error {
+		a, local := ccl.CheckRooted(ccl.KindBroadcast, send, recv, root, c.rank, c.n)
+		if local != nil {
+			a.Desc = ccl.Desc{Kind: ccl.KindBroadcast, Root: int32(root)}
+		}
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
+			return err
+		}
+		return c.broadcast(ctx, send, recv, root, len(a.Recv))
+	})
+}
+
+// broadcast moves root's send into every rank's recv (size bytes).
+func (c *Comm) broadcast(ctx context.Context, send, recv *tensor.Tensor, root, size int) error {
+	if size == 0 {
+		return nil
+	}
+	rh := c.hostOf[root]
+	if c.me == rh {
+		if c.l > 1 {
+			if err := c.local.Broadcast(ctx, send, recv, root-c.hostLo[rh]); err != nil {
+				return err
+			}
+		} else if send != recv {
+			copy(recv.Bytes(), send.Bytes())
+		}
+	}
+	if c.lrank == 0 {
+		rb := recv.Bytes()[:size]
+		if c.me == rh {
+			if err := c.exchange(c.leaders(), func(p *peer) error {
+				return c.send(p, ccl.KindBroadcast, 0, 0, rb)
+			}, nil, nil); err != nil {
+				return err
+			}
+		} else if err := c.recv(c.leader(rh), ccl.KindBroadcast, rb, nil); err != nil {
+			return err
+		}
+	}
+	if c.me != rh && c.l > 1 {
+		return c.local.Broadcast(ctx, recv, recv, 0)
+	}
+	return nil
+}
+
+// Scatter broadcasts root's whole buffer (through a temporary) and every
+// rank keeps its part.
+func (c *Comm) Scatter(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	if c.k == 1 {
+		return c.local.Scatter(ctx, send, recv, root)
+	}
+	return c.guard(ctx, ccl.KindScatter, func() error {
+		a, local := ccl.CheckRooted(ccl.KindScatter, send, recv, root, c.rank, c.n)
+		if local != nil {
+			a.Desc = ccl.Desc{Kind: ccl.KindScatter, Root: int32(root)}
+		}
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
+			return err
+		}
+		blk := int(a.Count) * a.DType.Size()
+		if blk == 0 {
+			return nil
+		}
+		all := tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * blk)})
+		var src *tensor.Tensor
+		if c.rank == root {
+			src = view(send, 0, c.n*blk)
+		}
+		if err := c.broadcast(ctx, src, all, root, c.n*blk); err != nil {
+			return err
+		}
+		copy(a.Recv, all.Bytes()[c.rank*blk:(c.rank+1)*blk])
+		return nil
+	})
+}
+
+// Gather allgathers (through a temporary on non-roots).
+func (c *Comm) Gather(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	if c.k == 1 {
+		return c.local.Gather(ctx, send, recv, root)
+	}
+	return c.guard(ctx, ccl.KindGather, func() error {
+		a, local := ccl.CheckRooted(ccl.KindGather, send, recv, root, c.rank, c.n)
+		if local != nil {
+			a.Desc = ccl.Desc{Kind: ccl.KindGather, Root: int32(root)}
+		}
+		if err := c.agree(ctx, a.Desc, local, nil); err != nil {
+			return err
+		}
+		blk := len(a.Send)
+		if blk == 0 {
+			return nil
+		}
+		var all *tensor.Tensor
+		if c.rank == root {
+			all = view(recv, 0, c.n*blk)
+		} else {
+			all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * blk)})
+		}
+		return c.gatherHosts(ctx, ccl.KindGather, view(send, 0, blk), all, blk)
+	})
+}
+
+// Barrier returns once every rank has called it.
+func (c *Comm) Barrier(ctx context.Context) error {
+	if c.k == 1 {
+		return c.local.Barrier(ctx)
+	}
+	return c.guard(ctx, ccl.KindBarrier, func() error {
+		return c.agree(ctx, ccl.Desc{Kind: ccl.KindBarrier}, nil, nil)
+	})
+}
+
+// Send delivers t to peer (same host: shared memory; else the link,
+// after the receiver confirmed dtype and size).
+func (c *Comm) Send(ctx context.Context, t *tensor.Tensor, peer int) error {
+	if err := ccl.CheckPeer(peer, c.rank, c.n); err != nil {
+		return err
+	}
+	if c.hostOf[peer] == c.me {
+		return c.local.Send(ctx, t, peer-c.hostLo[c.me])
+	}
+	if t == nil {
+		return fmt.Errorf("%w: send tensor is nil", ccl.ErrBadArgs)
+	}
+	data, err := t.HostBytes()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
+	}
+	return c.guard(ctx, ccl.KindSend, func() error {
+		p := c.peers[peer]
+		if err := c.send(p, ccl.KindSend, t.DType(), 0, u64(len(data))); err != nil {
+			return err
+		}
+		_, st, _, err := c.recvHdr(p, ccl.KindRecv, 0)
+		if err != nil {
+			return err
+		}
+		if st != 0 {
+			return agreedErr{fmt.Errorf("%w: rank %d sends %s of %d bytes, rank %d expects something else", ccl.ErrMismatch, c.rank, t.DType(), len(data), peer)}
+		}
+		return c.send(p, ccl.KindSend, t.DType(), 0, data)
+	})
+}
+
+func u64(n int) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(n)) }
+
+// Recv receives into t from peer.
+func (c *Comm) Recv(ctx context.Context, t *tensor.Tensor, peer int) error {
+	if err := ccl.CheckPeer(peer, c.rank, c.n); err != nil {
+		return err
+	}
+	if c.hostOf[peer] == c.me {
+		return c.local.Recv(ctx, t, peer-c.hostLo[c.me])
+	}
+	if t == nil {
+		return fmt.Errorf("%w: recv tensor is nil", ccl.ErrBadArgs)
+	}
+	data, err := t.HostBytes()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
+	}
+	return c.guard(ctx, ccl.KindRecv, func() error {
+		p := c.peers[peer]
+		dt, _, _, err := c.recvHdr(p, ccl.KindSend, 8)
+		if err != nil {
+			return err
+		}
+		var sz [8]byte
+		if err := c.recvInto(p, sz[:], nil); err != nil {
+			return err
+		}
+		n := binary.LittleEndian.Uint64(sz[:])
+		if dt != t.DType() || n != uint64(len(data)) {
+			if err := c.send(p, ccl.KindRecv, 0, 1, nil); err != nil {
+				return err
+			}
+			return agreedErr{fmt.Errorf("%w: rank %d expected %s of %d bytes from rank %d, which sends %s of %d bytes", ccl.ErrMismatch, c.rank, t.DType(), len(data), peer, dt, n)}
+		}
+		if err := c.send(p, ccl.KindRecv, 0, 0, nil); err != nil {
+			return err
+		}
+		return c.recv(p, ccl.KindSend, data, nil)
+	})
+}

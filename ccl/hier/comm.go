@@ -1,0 +1,493 @@
+package hier
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/cpu"
+	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// Name is the backend's name.
+const Name = "cpu-hier"
+
+// Tuning (bytes); CHORUS_HIER_SMALL_MAX, CHORUS_HIER_RHD_MAX and
+// CHORUS_HIER_CHUNK override them for measurements.
+var (
+	SmallMax   = envInt("CHORUS_HIER_SMALL_MAX", 64<<10)
+	RHDMax     = envInt("CHORUS_HIER_RHD_MAX", 4<<20)
+	ChunkBytes = envInt("CHORUS_HIER_CHUNK", 1<<20)
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+const dataMagic = "CHHD"
+
+// Backend is the cpu-hier backend.
+type Backend struct{}
+
+func init() {
+	if err := ccl.Register(&Backend{}); err != nil {
+		panic(err)
+	}
+}
+
+func (*Backend) Name() string { return Name }
+
+// NewID returns a nonce; the controller completes it with MakeID.
+func (*Backend) NewID() ([]byte, error) {
+	id := make([]byte, 16)
+	_, err := rand.Read(id)
+	return id, err
+}
+
+// peer is the link to one rank of another host.
+type peer struct {
+	rank    int
+	c       net.Conn
+	out, in uint64 // messages sent and received
+	hdr     [hdrBytes]byte
+	small   []byte // header and data of a small message
+	r       *bufio.Reader
+}
+
+// inlineMax: messages up to this size are written in one piece, and an
+// exchange sends them before it receives, without a goroutine (the
+// peer's socket receive buffer holds them even while it sends too).
+const inlineMax = 32 << 10
+
+// Comm is one rank of a cpu-hier communicator.
+type Comm struct {
+	rank, n  int
+	hostOf   []int // rank -> host index 0..K-1
+	hostLo   []int // host index -> first rank; hostLo[K] = n
+	me, k    int   // my host index, number of hosts
+	lrank, l int   // rank and size inside my host
+	local    *cpu.Comm
+	peers    []*peer // by rank; nil on my host
+	timeout  time.Duration
+	seq      uint64
+
+	mu      sync.Mutex // guards closed against Abort
+	closed  bool
+	failed  atomic.Bool
+	failErr atomic.Pointer[error]
+
+	desc, table *tensor.Tensor // scratch for agreement
+	block       int            // bytes per rank in the agreement table
+	tmp         []byte         // scratch of the leaders' algorithms
+}
+
+var _ ccl.Comm = (*Comm)(nil)
+var _ ccl.Aborter = (*Comm)(nil)
+
+func (c *Comm) Rank() int { return c.rank }
+func (c *Comm) Size() int { return c.n }
+
+// Hosts is the number of hosts the communicator spans.
+func (c *Comm) Hosts() int { return c.k }
+
+// Join connects this rank to the communicator: the shared-memory
+// communicator of its host and a link to every rank of the other hosts.
+func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Device != (tensor.Device{}) && cfg.Device.Kind != tensor.CPU {
+		return nil, fmt.Errorf("%w: cpu-hier works on host memory, not %v", ccl.ErrBadArgs, cfg.Device)
+	}
+	t, err := parseID(cfg.ID, cfg.Size)
+	if err != nil {
+		return nil, err
+	}
+	c := &Comm{rank: cfg.Rank, n: cfg.Size, timeout: cfg.TimeoutOrDefault(), hostOf: make([]int, cfg.Size), peers: make([]*peer, cfg.Size)}
+	prev := -1
+	for r, g := range t.members {
+		if h := t.hosts[g]; h != prev {
+			c.hostLo = append(c.hostLo, r)
+			prev = h
+		}
+		c.hostOf[r] = len(c.hostLo) - 1
+	}
+	c.k = len(c.hostLo)
+	c.hostLo = append(c.hostLo, c.n)
+	c.me = c.hostOf[c.rank]
+	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
+	c.block = descBytes + max(0, InlineMax)
+	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
+	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * c.block)})
+	jctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if c.l > 1 || c.k == 1 {
+		lc, err := (&cpu.Backend{}).Join(jctx, ccl.Config{ID: ccl.SubID(cfg.ID, "hier-local/"+strconv.Itoa(c.me)), Rank: c.lrank, Size: c.l, Timeout: c.timeout})
+		if err != nil {
+			return nil, fmt.Errorf("ccl/hier: rank %d: join host communicator: %w", c.rank, err)
+		}
+		c.local = lc.(*cpu.Comm)
+	}
+	if c.k > 1 {
+		if err := c.connect(jctx, cfg.ID, t); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// connect makes the links to every rank of the other hosts: this rank
+// dials the lower ranks and waits for the higher ones.
+func (c *Comm) connect(ctx context.Context, id []byte, t *table) error {
+	if _, err := Endpoint(); err != nil {
+		return err
+	}
+	key := commKey(id)
+	var wg sync.WaitGroup
+	errs := make([]error, c.n)
+	for r := range c.n {
+		if c.hostOf[r] == c.me {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var conn net.Conn
+			var err error
+			if r < c.rank {
+				conn, err = dialPeer(ctx, ep.cfg, t.addrs[t.members[r]], connKey{key, uint32(c.rank), uint32(r)})
+			} else {
+				conn, err = ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank)})
+			}
+			if err != nil {
+				errs[r] = fmt.Errorf("rank %d (%s): %w", r, t.addrs[t.members[r]], err)
+				return
+			}
+			c.peers[r] = &peer{rank: r, c: conn, r: bufio.NewReaderSize(conn, 64<<10)}
+		}()
+	}
+	wg.Wait()
+	var missing []int
+	for r, err := range errs {
+		if err != nil {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) > 0 {
+		if ctx.Err() != nil {
+			return &ccl.TimeoutError{Kind: 0, Rank: c.rank, Missing: missing, After: c.timeout}
+		}
+		return fmt.Errorf("ccl/hier: rank %d: links: %w", c.rank, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Close closes the links and the host communicator.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	for _, p := range c.peers {
+		if p != nil {
+			closeLink(p.c)
+		}
+	}
+	if c.local != nil {
+		return c.local.Close()
+	}
+	return nil
+}
+
+// Abort fails the communicator now: links closed, host communicator
+// failed, so every blocked and later call returns an error.
+func (c *Comm) Abort(reason error) error {
+	c.fail(fmt.Errorf("%w: aborted: %v", ccl.ErrFailed, reason))
+	return nil
+}
+
+// fail records the first failure and makes every rank notice: remote
+// ranks through their links closing, local ranks through shared memory.
+func (c *Comm) fail(err error) {
+	if !c.failed.CompareAndSwap(false, true) {
+		return
+	}
+	c.failErr.Store(&err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	for _, p := range c.peers {
+		if p != nil {
+			closeLink(p.c)
+		}
+	}
+	if c.local != nil {
+		c.local.Fail()
+	}
+}
+
+func (c *Comm) usable() error {
+	if c.closed {
+		return ccl.ErrClosed
+	}
+	if c.failed.Load() {
+		return fmt.Errorf("%w: rank %d: an earlier collective failed (%v); create a new communicator", ccl.ErrFailed, c.rank, *c.failErr.Load())
+	}
+	return nil
+}
+
+// guard runs one collective: it checks the communicator, makes ctx end
+// the collective's link I/O, and fails the communicator on any error.
+func (c *Comm) guard(ctx context.Context, kind ccl.Kind, body func() error) error {
+	c.seq++
+	if err := c.usable(); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		for _, p := range c.peers {
+			if p != nil {
+				_ = p.c.SetDeadline(time.Unix(1, 0))
+			}
+		}
+	})
+	err := body()
+	if !stop() && err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("ccl/hier: rank %d: %s #%d: %w", c.rank, kind, c.seq, ctx.Err())
+	}
+	if err != nil && !errors.Is(err, errAgreed) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil {
+			err = &ccl.TimeoutError{Kind: kind, Seq: c.seq, Rank: c.rank, Missing: c.remoteRanks(), After: c.timeout}
+		}
+		c.fail(err)
+	}
+	var ae agreedErr
+	if errors.As(err, &ae) {
+		err = ae.err
+	}
+	return err
+}
+
+// errAgreed marks errors every rank reached together (mismatched or bad
+// arguments): the communicator stays usable after them.
+var errAgreed = errors.New("agreed")
+
+type agreedErr struct{ err error }
+
+func (e agreedErr) Error() string        { return e.err.Error() }
+func (e agreedErr) Is(target error) bool { return target == errAgreed }
+func (e agreedErr) Unwrap() error        { return e.err }
+
+func (c *Comm) remoteRanks() []int {
+	var out []int
+	for r, p := range c.peers {
+		if p != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Link messages: a 24-byte header (magic, kind, dtype, status, counter,
+// byte count) and the bytes. Every header is checked against what this
+// rank expects; a peer that disagrees breaks the protocol and fails the
+// communicator.
+const hdrBytes = 24
+
+func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data []byte) error {
+	p.out++
+	h := p.hdr[:]
+	copy(h, dataMagic)
+	h[4], h[5], h[6], h[7] = byte(kind), byte(dt), status, 0
+	binary.LittleEndian.PutUint64(h[8:], p.out)
+	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
+	_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
+	if len(data) <= inlineMax {
+		// One write, one TLS record, one packet.
+		p.small = append(append(p.small[:0], h...), data...)
+		if _, err := p.c.Write(p.small); err != nil {
+			return c.linkErr(p, err)
+		}
+		return c.flush(p)
+	}
+	if _, err := p.c.Write(h); err != nil {
+		return c.linkErr(p, err)
+	}
+	for off := 0; off < len(data); off += ChunkBytes {
+		_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
+		if _, err := p.c.Write(data[off:min(len(data), off+ChunkBytes)]); err != nil {
+			return c.linkErr(p, err)
+		}
+	}
+	return c.flush(p)
+}
+
+// flush sends what the link's buffer holds (link.Config.Buffer).
+func (c *Comm) flush(p *peer) error {
+	if nc, ok := p.c.(interface{ NetConn() net.Conn }); ok {
+		if err := link.Flush(nc); err != nil {
+			return c.linkErr(p, err)
+		}
+	}
+	return nil
+}
+
+// recvHdr reads a header and checks it; size < 0 accepts any size.
+func (c *Comm) recvHdr(p *peer, kind ccl.Kind, size int) (dt tensor.DType, status byte, n int, err error) {
+	var h [hdrBytes]byte
+	_ = p.c.SetReadDeadline(time.Now().Add(c.timeout))
+	if _, err := io.ReadFull(p.r, h[:]); err != nil {
+		return 0, 0, 0, c.linkErr(p, err)
+	}
+	p.in++
+	n64 := binary.LittleEndian.Uint64(h[16:])
+	switch {
+	case string(h[:4]) != dataMagic:
+		err = fmt.Errorf("bad magic")
+	case ccl.Kind(h[4]) != kind:
+		err = fmt.Errorf("rank %d sent %s, rank %d expects %s", p.rank, ccl.Kind(h[4]), c.rank, kind)
+	case binary.LittleEndian.Uint64(h[8:]) != p.in:
+		err = fmt.Errorf("message %d from rank %d, expected %d", binary.LittleEndian.Uint64(h[8:]), p.rank, p.in)
+	case size >= 0 && n64 != uint64(size):
+		err = fmt.Errorf("rank %d sent %d bytes, rank %d expects %d", p.rank, n64, c.rank, size)
+	case n64 > 1<<40:
+		err = fmt.Errorf("rank %d announced %d bytes", p.rank, n64)
+	}
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("%w: ccl/hier: rank %d: link protocol: %v", ccl.ErrFailed, c.rank, err)
+	}
+	return tensor.DType(h[5]), h[6], int(n64), nil
+}
+
+// recvInto reads n bytes into dst, calling each (if set) on every chunk
+// as it arrives so that work overlaps the transfer.
+func (c *Comm) recvInto(p *peer, dst []byte, each func(lo, hi int) error) error {
+	for off := 0; off < len(dst); {
+		hi := min(len(dst), off+ChunkBytes)
+		_ = p.c.SetReadDeadline(time.Now().Add(c.timeout))
+		if _, err := io.ReadFull(p.r, dst[off:hi]); err != nil {
+			return c.linkErr(p, err)
+		}
+		if each != nil {
+			if err := each(off, hi); err != nil {
+				return err
+			}
+		}
+		off = hi
+	}
+	return nil
+}
+
+func (c *Comm) recv(p *peer, kind ccl.Kind, dst []byte, each func(lo, hi int) error) error {
+	if _, _, _, err := c.recvHdr(p, kind, len(dst)); err != nil {
+		return err
+	}
+	return c.recvInto(p, dst, each)
+}
+
+func (c *Comm) linkErr(p *peer, err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return err // guard turns it into a TimeoutError or ctx's error
+	}
+	if c.failed.Load() {
+		return fmt.Errorf("%w: rank %d: %v", ccl.ErrFailed, c.rank, *c.failErr.Load())
+	}
+	return fmt.Errorf("%w: ccl/hier: rank %d: link to rank %d: %v", ccl.ErrFailed, c.rank, p.rank, err)
+}
+
+// exchange sends out to every peer in to (concurrently) while receiving
+// from every peer in from, in order, through recvFn.
+func (c *Comm) exchange(to []*peer, send func(p *peer) error, from []*peer, recvFn func(p *peer) error) error {
+	return c.exchangeN(to, send, from, recvFn, inlineMax+1)
+}
+
+// exchangeN is exchange for messages of at most size bytes: small ones
+// are sent inline first.
+func (c *Comm) exchangeN(to []*peer, send func(p *peer) error, from []*peer, recvFn func(p *peer) error, size int) error {
+	if size <= inlineMax {
+		for _, p := range to {
+			if err := send(p); err != nil {
+				c.fail(err)
+				return err
+			}
+		}
+		for _, p := range from {
+			if err := recvFn(p); err != nil {
+				c.fail(err)
+				return err
+			}
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(to))
+	for i, p := range to {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = send(p); errs[i] != nil {
+				c.fail(errs[i])
+			}
+		}()
+	}
+	var rerr error
+	for _, p := range from {
+		if rerr = recvFn(p); rerr != nil {
+			c.fail(rerr)
+			break
+		}
+	}
+	wg.Wait()
+	if rerr != nil {
+		return rerr
+	}
+	return errors.Join(errs...)
+}
+
+// closeLink closes a link without waiting on its peer: TLS sends a
+// close_notify first, which would block for seconds on a peer that does
+// not read.
+func closeLink(c net.Conn) {
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	c.Close()
+}
+
+// scratch returns n bytes of reusable scratch.
+func (c *Comm) scratch(n int) []byte {
+	if cap(c.tmp) < n {
+		c.tmp = make([]byte, n)
+	}
+	return c.tmp[:n]
+}
+
+// leaders are the links to the other hosts' leaders (leaders only).
+func (c *Comm) leaders() []*peer {
+	var out []*peer
+	for h := range c.k {
+		if h != c.me {
+			out = append(out, c.peers[c.hostLo[h]])
+		}
+	}
+	return out
+}

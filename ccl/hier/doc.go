@@ -1,0 +1,44 @@
+// Package hier is the "cpu-hier" collective backend: the "cpu" backend
+// across hosts. Ranks on one host work through shared memory (a ccl/cpu
+// communicator per host); between hosts, one leader per host (its lowest
+// rank) moves data over TCP links authenticated by remote/link (TLS 1.3,
+// cluster certificates or a token). Multi-host sessions (remote/cluster)
+// turn InitCCL("cpu") into this backend; nothing else needs to change.
+//
+// Rendezvous: every worker process listens on its host's address
+// (Endpoint, started by the built-in chorus.hier.endpoint) and the
+// controller collects the addresses into the communicator id (MakeID).
+// At Join, every rank connects to every rank of the other hosts (the
+// higher rank dials), and each connection names its communicator and
+// ranks in a fixed-size hello after authentication.
+//
+// Every collective first agrees on the arguments across all ranks, as the
+// cpu backend does: the 32-byte descriptors of a host's ranks are gathered
+// through shared memory, the leaders exchange their hosts' descriptors,
+// and every rank gets the full table, so a mismatch or bad arguments on
+// any rank fail every rank with ccl.ErrMismatch / ccl.ErrBadArgs before
+// any output is written. Then:
+//
+//   - allreduce, up to SmallMax bytes: the ranks' inputs are gathered to
+//     every rank (host, then leaders, then host) and reduced in rank order
+//     with one ccl/reduce call: bit for bit the single-host result;
+//   - allreduce, larger: a shared-memory allreduce inside each host, an
+//     allreduce between the leaders (recursive halving and doubling when
+//     the host count is a power of two and the message at most RHDMax, a
+//     ring otherwise, both streaming chunks so the network overlaps the
+//     reductions), and a broadcast inside each host. Every rank gets the
+//     same bits; float16/bfloat16 round once per level and avg divides
+//     once at the end (ccl/reduce's Divide rules);
+//   - allgather, broadcast: the same three levels, leaders exchanging
+//     whole host blocks; reduce-scatter, scatter and gather reuse
+//     allreduce, broadcast and allgather through a temporary buffer (they
+//     move more data than they need to: correctness first);
+//   - send/recv inside a host use shared memory; across hosts the direct
+//     link, with a size and dtype check answered before the data moves.
+//
+// Faults: every wait is bounded by the communicator's timeout and ends
+// with a ccl.TimeoutError naming the ranks; any failure closes the links
+// and fails the shared-memory communicator, so every rank's collective
+// ends promptly with an error and later calls fail with ccl.ErrFailed.
+// Abort (from any goroutine) does the same.
+package hier

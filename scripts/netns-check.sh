@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# netns-check.sh: multi-host sessions between network namespaces on one
+# machine. It makes a controller namespace holding a bridge and HOSTS host
+# namespaces, each joined to the bridge by a veth pair whose host end is
+# shaped with tc netem (RATE, DELAY one way), runs one node agent per host
+# namespace and the controller in its own, and runs:
+#   - the cross-host suite (`chorus cluster check`) with a token, and with
+#     mutual TLS on two hosts;
+#   - fault tests: an agent SIGKILLed, SIGSTOPped, and cut off (its link
+#     down): the controller must report the host within DEADLINE plus one
+#     heartbeat, and no process may be left in any namespace;
+#   - with --bench OUTDIR: allreduce sweeps on 2 and 4 hosts x 1 and 2
+#     workers (float32, 1 KiB to 256 MiB) and the session round trip, as
+#     JSON lines in OUTDIR.
+# Only addresses inside these namespaces are used (10.77.0.0/24), and every
+# namespace the script made is removed on exit, whatever happens.
+#
+# Needs root (to create namespaces), ip and tc (iproute2), Go (unless
+# CHORUS_BIN names a built chorus binary). Exit status 77: cannot run here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HOSTS=${HOSTS:-3}
+WORKERS=${WORKERS:-2}
+RATE=${RATE:-10gbit}
+DELAY=${DELAY:-50us}
+DEADLINE=${DEADLINE:-3s}
+HEARTBEAT=${HEARTBEAT:-1s}
+BENCH_OUT=""
+if [ "${1:-}" = "--bench" ]; then
+  BENCH_OUT=${2:?usage: netns-check.sh [--bench OUTDIR]}
+  mkdir -p "$BENCH_OUT"
+  HOSTS=4
+fi
+
+skip() { echo "netns-check: SKIPPED: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "not root (creating network namespaces needs CAP_SYS_ADMIN)"
+command -v ip >/dev/null || skip "ip (iproute2) not installed"
+command -v tc >/dev/null || skip "tc (iproute2) not installed"
+ip netns add "chorus-probe-$$" 2>/dev/null || skip "cannot create a network namespace here"
+ip netns del "chorus-probe-$$"
+
+TMP=$(mktemp -d /tmp/chorus-netns.XXXXXX)
+P="c16-$$"            # namespace prefix, unique per run
+CTL="$P-ctl"
+NS=()
+PIDS=()
+
+cleanup() {
+  set +e
+  for pid in "${PIDS[@]}"; do kill -CONT "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null; done
+  for ns in "${NS[@]}" "$CTL"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+BIN=${CHORUS_BIN:-}
+if [ -z "$BIN" ]; then
+  BIN="$TMP/chorus"
+  CGO_ENABLED=0 go build -o "$BIN" ./cmd/chorus
+fi
+
+# --- topology: bridge in the controller namespace, a shaped veth per host
+ip netns add "$CTL"
+ip -n "$CTL" link set lo up
+ip -n "$CTL" link add br0 type bridge
+ip -n "$CTL" addr add 10.77.0.254/24 dev br0
+ip -n "$CTL" link set br0 up
+CTL_ADDR=10.77.0.254
+for i in $(seq 0 $((HOSTS - 1))); do
+  ns="$P-h$i"
+  ip netns add "$ns"
+  NS+=("$ns")
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add eth0 type veth peer name "h$i" netns "$CTL"
+  ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$CTL" link set "h$i" master br0
+  ip -n "$CTL" link set "h$i" up
+  if ! ip netns exec "$ns" tc qdisc add dev eth0 root netem delay "$DELAY" rate "$RATE" limit 100000 2>/dev/null; then
+    # Kernels without sch_netem (e.g. minimal VM kernels): a token bucket
+    # limits the rate; no delay can be added.
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 5mb latency 10ms
+    SHAPE="$RATE (tbf: this kernel has no netem, so no added delay)"
+  fi
+done
+echo "netns-check: $HOSTS hosts, $WORKERS workers each, host uplinks ${SHAPE:-$RATE with $DELAY one way (netem)}, controller in $CTL"
+
+"$BIN" cert token -o "$TMP/token" >/dev/null
+"$BIN" cert ca --dir "$TMP" >/dev/null
+"$BIN" cert node --dir "$TMP" --name node >/dev/null
+TOKEN=(--token-file "$TMP/token")
+MTLS=(--ca "$TMP/ca.pem" --cert "$TMP/node.pem" --key "$TMP/node-key.pem")
+PORT=29400
+
+# run_session NAME NHOSTS WORKERS CRED-MODE CONTROLLER-ARGS...: start the
+# controller in the controller namespace and one agent per host; leaves
+# CTLPID and AGENTS set, output in $TMP/NAME.*
+run_session() {
+  local name=$1 nh=$2 nw=$3 mode=$4; shift 4
+  local cred=("${TOKEN[@]}")
+  [ "$mode" = mtls ] && cred=("${MTLS[@]}")
+  PORT=$((PORT + 1))
+  ip netns exec "$CTL" "$BIN" "$@" --listen "$CTL_ADDR:$PORT" --nodes "$nh" \
+    --heartbeat "$HEARTBEAT" --deadline "$DEADLINE" "${cred[@]}" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  CTLPID=$!
+  PIDS+=("$CTLPID")
+  AGENTS=()
+  for i in $(seq 0 $((nh - 1))); do
+    ip netns exec "${NS[$i]}" "$BIN" node --connect "$CTL_ADDR:$PORT" --workers "$nw" --node-rank "$i" \
+      --connect-timeout 30s "${cred[@]}" >"$TMP/$name.a$i" 2>&1 &
+    AGENTS+=($!)
+    PIDS+=($!)
+  done
+}
+
+fail() {
+  echo "netns-check: FAIL: $*"
+  for f in "$TMP"/*.out "$TMP"/*.err "$TMP"/*.a*; do [ -s "$f" ] && { echo "--- $f"; tail -20 "$f"; }; done
+  exit 1
+}
+
+# no_process_left: every host namespace is empty within 5 s.
+no_process_left() {
+  local ns left
+  for _ in $(seq 50); do
+    left=""
+    for ns in "${NS[@]}"; do left="$left$(ip netns pids "$ns")"; done
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  for ns in "${NS[@]}"; do
+    for pid in $(ip netns pids "$ns"); do echo "left in $ns: $(tr '\0' ' ' </proc/$pid/cmdline)"; done
+  done
+  return 1
+}
+
+wait_for() { # file pattern seconds
+  for _ in $(seq $(($3 * 10))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+# --- the cross-host suite
+check_suite() { # name nhosts mode
+  run_session "$1" "$2" "$WORKERS" "$3" cluster check
+  wait "$CTLPID" || fail "$1: controller exited with an error"
+  grep -q '^PASS' "$TMP/$1.out" || fail "$1: no PASS"
+  for a in "${AGENTS[@]}"; do wait "$a" || fail "$1: an agent exited with an error"; done
+  no_process_left || fail "$1: processes left behind"
+  echo "ok   $1: $(grep -c '^ok' "$TMP/$1.out") checks on $2 hosts x $WORKERS workers ($3)"
+}
+check_suite suite-token "$HOSTS" token
+check_suite suite-mtls 2 mtls
+
+# A wrong token is refused and logged.
+echo "0123456789abcdef0123456789abcdef" >"$TMP/wrong"
+ip netns exec "$CTL" "$BIN" cluster check --listen "$CTL_ADDR:$((PORT + 1))" --nodes 1 "${TOKEN[@]}" --start-timeout 5s \
+  >"$TMP/refuse.out" 2>"$TMP/refuse.err" &
+c=$!; PIDS+=("$c"); PORT=$((PORT + 1))
+sleep 0.3
+if ip netns exec "${NS[0]}" "$BIN" node --connect "$CTL_ADDR:$PORT" --workers 1 --token-file "$TMP/wrong" \
+  --connect-timeout 5s >"$TMP/refuse.a0" 2>&1; then fail "an agent with a wrong token was accepted"; fi
+wait "$c" && fail "the controller formed a session with a wrong-token agent"
+grep -q "refused.*wrong token proof" "$TMP/refuse.err" || fail "the refusal was not logged"
+echo "ok   wrong token refused and logged"
+
+# --- faults: the last host is killed, stopped, or cut off
+dl_ns=$(echo "$DEADLINE" | sed 's/s$//')
+hb_ns=$(echo "$HEARTBEAT" | sed 's/s$//')
+limit=$(awk "BEGIN{print $dl_ns + $hb_ns}")
+fault() { # kind
+  local kind=$1 last=$((HOSTS - 1))
+  run_session "fault-$kind" "$HOSTS" "$WORKERS" token cluster check --fault
+  wait_for "$TMP/fault-$kind.out" FAULT-READY 30 || fail "fault-$kind: the suite did not reach the fault"
+  local t0
+  t0=$(date +%s%N)
+  case $kind in
+    kill) kill -KILL "${AGENTS[$last]}" ;;
+    stop) kill -STOP "${AGENTS[$last]}" ;;
+    partition) ip -n "${NS[$last]}" link set eth0 down ;;
+  esac
+  wait "$CTLPID" || fail "fault-$kind: controller exited with an error"
+  local at
+  at=$(sed -n 's/^LOST at \([0-9]*\):.*/\1/p' "$TMP/fault-$kind.out")
+  [ -n "$at" ] || fail "fault-$kind: no loss reported"
+  local secs
+  secs=$(awk "BEGIN{printf \"%.2f\", ($at - $t0) / 1e9}")
+  awk "BEGIN{exit !($secs <= $limit)}" || fail "fault-$kind: reported after ${secs}s > ${limit}s"
+  grep -q "node $last" "$TMP/fault-$kind.out" || grep -q "node $last" "$TMP/fault-$kind.err" || fail "fault-$kind: the lost node is not named"
+  case $kind in
+    stop) kill -KILL "${AGENTS[$last]}" ;;   # its workers go with it (lifeline)
+    partition) ;;                            # the agent gives up on its own
+  esac
+  for a in "${AGENTS[@]}"; do wait "$a" 2>/dev/null || true; done
+  no_process_left || fail "fault-$kind: processes left behind"
+  [ "$kind" = partition ] && ip -n "${NS[$last]}" link set eth0 up
+  echo "ok   fault $kind: host $last reported lost after ${secs}s (deadline $DEADLINE), nothing left running"
+}
+fault kill
+fault stop
+fault partition
+
+# --- benchmarks
+if [ -n "$BENCH_OUT" ]; then
+  for nh in 2 4; do
+    for nw in 1 2; do
+      name="bench-${nh}x$nw"
+      run_session "$name" "$nh" "$nw" token cluster bench allreduce --min 1K --max 256M --json
+      wait "$CTLPID" || fail "$name"
+      for a in "${AGENTS[@]}"; do wait "$a" || true; done
+      cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers.jsonl"
+      echo "ok   $name"
+    done
+    run_session "session-$nh" "$nh" 1 token cluster bench session --json
+    wait "$CTLPID" || fail "session-$nh"
+    for a in "${AGENTS[@]}"; do wait "$a" || true; done
+    cp "$TMP/session-$nh.out" "$BENCH_OUT/session-${nh}hosts.jsonl"
+  done
+  # The anchor: torch.distributed gloo over TCP between the same
+  # namespaces, one process per worker, if torch is importable.
+  if /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+    for nh in 2 4; do
+      for nw in 1 2; do
+        PORT=$((PORT + 1)); gp=()
+        for r in $(seq 0 $((nh * nw - 1))); do
+          h=$((r / nw))
+          ip netns exec "${NS[$h]}" env GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 bench/anchors/gloo_tcp.py \
+            --rank "$r" --world $((nh * nw)) --init "tcp://10.77.0.1:$PORT" \
+            >"$TMP/gloo-$nh-$nw.$r" 2>&1 &
+          gp+=($!); PIDS+=($!)
+        done
+        for p in "${gp[@]}"; do wait "$p" || fail "gloo ${nh}x$nw"; done
+        grep '^{' "$TMP/gloo-$nh-$nw.0" >"$BENCH_OUT/gloo-${nh}hosts-${nw}workers.jsonl"
+        echo "ok   gloo ${nh}x$nw"
+      done
+    done
+  else
+    echo "netns-check: torch (gloo) not importable by /usr/bin/python3: no anchor"
+  fi
+  # The other anchor: Open MPI's MPI_Allreduce over its TCP transport
+  # between the namespaces (shared memory inside one), started by mpirun
+  # in the controller namespace through an rsh agent that enters the host
+  # namespaces instead of ssh.
+  if command -v mpirun >/dev/null && command -v mpicc >/dev/null; then
+    mpicc -O2 -DMAX_BYTES='(256L << 20)' -o "$TMP/mpi_allreduce" bench/anchors/mpi_allreduce.c -lm
+    cat >"$TMP/nsrsh" <<RSH
+#!/bin/sh
+host=\$1; shift
+i=\$(( \${host##*.} - 1 ))
+exec ip netns exec "$P-h\$i" sh -c "\$*"
+RSH
+    chmod +x "$TMP/nsrsh"
+    for nh in 2 4; do
+      for nw in 1 2; do
+        hl=$(for i in $(seq 1 "$nh"); do printf '10.77.0.%d:%d,' "$i" "$nw"; done)
+        if ip netns exec "$CTL" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+          mpirun --allow-run-as-root -np $((nh * nw)) -H "${hl%,}" --mca plm_rsh_agent "$TMP/nsrsh" \
+          --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self,vader --mca btl_tcp_if_include 10.77.0.0/24 \
+          "$TMP/mpi_allreduce" 0.1 1 >"$TMP/mpi-$nh-$nw.out" 2>"$TMP/mpi-$nh-$nw.err"; then
+          cp "$TMP/mpi-$nh-$nw.out" "$BENCH_OUT/openmpi-${nh}hosts-${nw}workers.jsonl"
+          echo "ok   openmpi ${nh}x$nw"
+        else
+          echo "netns-check: Open MPI ${nh}x$nw did not run: $(tail -3 "$TMP/mpi-$nh-$nw.err" | tr '\n' ' ')"
+        fi
+      done
+    done
+  fi
+  echo "netns-check: benchmarks in $BENCH_OUT"
+fi
+echo "netns-check: PASS"

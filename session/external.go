@@ -1,0 +1,116 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/chorus-rt/chorus/wire"
+)
+
+// Driver moves commands and replies for a session whose workers this
+// package does not start itself: a multi-host session (remote/cluster)
+// relays them to node agents. Calls are serialized by the Session, except
+// Stop (see driver).
+type Driver interface {
+	// Send delivers c to c.Worker, or to every worker for AllWorkers.
+	Send(c *wire.Command) error
+	// Recv returns worker w's next message.
+	Recv(ctx context.Context, w int) (*wire.Reply, error)
+	// Poll returns worker w's next message if one is ready, else nil.
+	Poll(w int) (*wire.Reply, error)
+	// Lost returns the error that failed the session, if any (it should
+	// satisfy errors.Is(err, ErrWorkerLost)).
+	Lost() error
+	// Quiesce announces that workers are about to be told to exit.
+	Quiesce()
+	// Stop ends the workers after the Shutdown command (sent when the
+	// session could): wait up to grace, then force; finally abort every
+	// wait so that a call still blocked returns.
+	Stop(grace time.Duration) error
+	// Close frees the connections; no call is in flight.
+	Close()
+}
+
+// CCLPreparer is implemented by Drivers whose workers need the
+// controller's help before they can join a communicator (workers on
+// several hosts must learn each other's addresses). InitCCL calls it
+// first; it returns the backend the workers join and their id, or a nil
+// id to let the backend make one (Backend.NewID on the controller).
+type CCLPreparer interface {
+	PrepareCCL(ctx context.Context, s *Session, backend string) (string, []byte, error)
+}
+
+type external struct{ d Driver }
+
+func (e external) send(c *wire.Command) error { return e.d.Send(c) }
+func (e external) recv(ctx context.Context, w int) (*wire.Reply, error) {
+	return e.d.Recv(ctx, w)
+}
+func (e external) poll(w int) (*wire.Reply, error) { return e.d.Poll(w) }
+func (e external) lost() error                     { return e.d.Lost() }
+
+// cheapPoll: an external driver's Poll may do I/O, so collect waits for
+// replies in worker order instead of scanning.
+func (e external) cheapPoll() bool                { return false }
+func (e external) quiesce()                       { e.d.Quiesce() }
+func (e external) stop(grace time.Duration) error { return e.d.Stop(grace) }
+func (e external) close()                         { e.d.Close() }
+
+// NewExternal makes a session of kind (e.g. "remote") over d, pings every
+// worker (bounded by ctx and startTimeout, default 30 s) and returns it.
+// On failure the session is shut down.
+func NewExternal(ctx context.Context, kind string, n, groups int, d Driver, grace, startTimeout time.Duration) (*Session, error) {
+	groups, err := validateCounts(n, groups)
+	if err != nil {
+		return nil, err
+	}
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	s := newSession(kind, n, groups, external{d}, grace)
+	if startTimeout <= 0 {
+		startTimeout = 30 * time.Second
+	}
+	hctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	s.acquire()
+	c := &wire.Command{Action: wire.ActPing, Worker: wire.AllWorkers}
+	err = s.sendLocked(c)
+	if err == nil {
+		var own []error
+		own, err = s.collect(hctx, c, allWorkers(n))
+		if err == nil {
+			err = joinErrors(own)
+		}
+	}
+	s.release()
+	if err != nil {
+		_ = s.Shutdown()
+		return nil, fmt.Errorf("session: %s workers did not answer: %w", kind, err)
+	}
+	return s, nil
+}
+
+// cclPreparer returns the driver's CCLPreparer, if it has one.
+func (s *Session) cclPreparer() CCLPreparer {
+	if e, ok := s.drv.(external); ok {
+		if p, ok := e.d.(CCLPreparer); ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// workerProgram is the program a process session starts by default.
+func workerProgram(prog string) (string, error) {
+	if prog != "" {
+		return prog, nil
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("session: cannot find this program to start workers: %w", err)
+	}
+	return p, nil
+}
