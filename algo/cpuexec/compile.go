@@ -51,13 +51,8 @@ type inst struct {
 	packetSrc bool // some source holds packets: the op waits for them
 }
 
-// slotKey names one directed channel instance: the k-th channel of type t
-// from src to dst.
-type slotKey struct {
-	t        plan.ChannelType
-	src, dst int
-	k        int
-}
+// slotKey is a directed channel instance (plan.ChannelSlot).
+type slotKey = plan.ChannelSlot
 
 // program is what Join compiles from a plan for one rank.
 type program struct {
@@ -78,54 +73,6 @@ type program struct {
 	outCovered bool
 }
 
-// slotTable numbers every directed channel instance of the plan the same
-// way on every rank.
-func slotTable(p *plan.Plan) map[slotKey]int {
-	keys := map[slotKey]bool{}
-	for r := range p.GPUs {
-		for _, t := range []plan.ChannelType{plan.ChannelMemory, plan.ChannelPort} {
-			peers := p.GPUs[r].ChannelPeers(t)
-			for c, peer := range peers {
-				k := occurrence(peers, c)
-				keys[slotKey{t, r, peer, k}] = true // r signals peer
-				keys[slotKey{t, peer, r, k}] = true // r waits for peer
-			}
-		}
-	}
-	list := make([]slotKey, 0, len(keys))
-	for k := range keys {
-		list = append(list, k)
-	}
-	slices.SortFunc(list, func(a, b slotKey) int {
-		switch {
-		case a.t != b.t:
-			return int(a.t) - int(b.t)
-		case a.src != b.src:
-			return a.src - b.src
-		case a.dst != b.dst:
-			return a.dst - b.dst
-		}
-		return a.k - b.k
-	})
-	out := make(map[slotKey]int, len(list))
-	for i, k := range list {
-		out[k] = i
-	}
-	return out
-}
-
-// occurrence is how many channels before c go to the same peer: the k-th
-// channel from r to p pairs with the k-th channel from p to r.
-func occurrence(peers []int, c int) int {
-	k := 0
-	for _, q := range peers[:c] {
-		if q == peers[c] {
-			k++
-		}
-	}
-	return k
-}
-
 // compile turns rank's part of p into instructions. p must be valid.
 func compile(p *plan.Plan, rank int) (*program, error) {
 	raw, err := p.Marshal()
@@ -140,7 +87,7 @@ func compile(p *plan.Plan, rank int) (*program, error) {
 // the whole plan once per rank would make that quadratic in the ranks).
 func compileRank(p *plan.Plan, rank int, hash [sha256.Size]byte) (*program, error) {
 	pr := &program{hash: hash}
-	slots := slotTable(p)
+	slots := p.ChannelSlots()
 	pr.nslots = len(slots)
 	g := &p.GPUs[rank]
 	for _, s := range g.Semaphores {
@@ -277,10 +224,10 @@ func (c *compiler) op(tb int, op *plan.Op, where string) (inst, error) {
 				if id < 0 || id >= len(peers) {
 					return fail(fmt.Errorf("no %s channel %d", op.ChannelType, id))
 				}
-				peer, k := peers[id], occurrence(peers, id)
-				key := slotKey{op.ChannelType, c.rank, peer, k}
+				peer, k := peers[id], plan.Occurrence(peers, id)
+				key := slotKey{Type: op.ChannelType, Src: c.rank, Dst: peer, K: k}
 				if wait {
-					key = slotKey{op.ChannelType, peer, c.rank, k}
+					key = slotKey{Type: op.ChannelType, Src: peer, Dst: c.rank, K: k}
 				}
 				in.chans = append(in.chans, chanRef{slot: c.slots[key], peer: peer, expect: c.expectBase[op.ChannelType] + id})
 			}

@@ -4,7 +4,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/chorus-rt/chorus/algo/plan"
@@ -75,61 +74,8 @@ func OpCode(op reduce.Op) (int, error) {
 	return 0, fmt.Errorf("%w: reduce op %s (sum, min, max only)", ErrUnsupported, op)
 }
 
-// slotKey names one directed channel instance: the k-th channel of type t
-// from src to dst (the k-th channel from r to p pairs with the k-th from
-// p to r, as in the CPU executor).
-type slotKey struct {
-	t        plan.ChannelType
-	src, dst int
-	k        int
-}
-
-// slotTable numbers every directed channel instance of the plan the same
-// way on every rank: the index of its counter in the receiver's inbound
-// array.
-func slotTable(p *plan.Plan) map[slotKey]int {
-	keys := map[slotKey]bool{}
-	for r := range p.GPUs {
-		for _, t := range []plan.ChannelType{plan.ChannelMemory, plan.ChannelPort} {
-			peers := p.GPUs[r].ChannelPeers(t)
-			for c, peer := range peers {
-				k := occurrence(peers, c)
-				keys[slotKey{t, r, peer, k}] = true
-				keys[slotKey{t, peer, r, k}] = true
-			}
-		}
-	}
-	list := make([]slotKey, 0, len(keys))
-	for k := range keys {
-		list = append(list, k)
-	}
-	slices.SortFunc(list, func(a, b slotKey) int {
-		switch {
-		case a.t != b.t:
-			return int(a.t) - int(b.t)
-		case a.src != b.src:
-			return a.src - b.src
-		case a.dst != b.dst:
-			return a.dst - b.dst
-		}
-		return a.k - b.k
-	})
-	out := make(map[slotKey]int, len(list))
-	for i, k := range list {
-		out[k] = i
-	}
-	return out
-}
-
-func occurrence(peers []int, c int) int {
-	k := 0
-	for _, q := range peers[:c] {
-		if q == peers[c] {
-			k++
-		}
-	}
-	return k
-}
+// slotKey is a directed channel instance (plan.ChannelSlot).
+type slotKey = plan.ChannelSlot
 
 type gen struct {
 	p          *plan.Plan
@@ -161,7 +107,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{p: p, rank: rank, slots: slotTable(p), ticketBase: map[plan.ChannelType]int{}}
+	g := &gen{p: p, rank: rank, slots: p.ChannelSlots(), ticketBase: map[plan.ChannelType]int{}}
 	gp := &p.GPUs[rank]
 	for _, t := range []plan.ChannelType{plan.ChannelMemory, plan.ChannelPort} {
 		g.ticketBase[t] = g.res.Tickets
@@ -269,10 +215,10 @@ func (g *gen) chans(tb int, op *plan.Op) (peers, sigSlots, waitSlots, tickets []
 		if id < 0 || id >= len(all) {
 			return nil, nil, nil, nil, fmt.Errorf("no %s channel %d", op.ChannelType, id)
 		}
-		peer, k := all[id], occurrence(all, id)
+		peer, k := all[id], plan.Occurrence(all, id)
 		peers = append(peers, peer)
-		sigSlots = append(sigSlots, g.slots[slotKey{op.ChannelType, g.rank, peer, k}])
-		waitSlots = append(waitSlots, g.slots[slotKey{op.ChannelType, peer, g.rank, k}])
+		sigSlots = append(sigSlots, g.slots[slotKey{Type: op.ChannelType, Src: g.rank, Dst: peer, K: k}])
+		waitSlots = append(waitSlots, g.slots[slotKey{Type: op.ChannelType, Src: peer, Dst: g.rank, K: k}])
 		tickets = append(tickets, g.ticketBase[op.ChannelType]+id)
 	}
 	return

@@ -331,7 +331,7 @@ type Control struct {
 // needs).
 func ControlLayout(p *plan.Plan) Control {
 	var c Control
-	c.Slots = len(slotTable(p))
+	c.Slots = len(p.ChannelSlots())
 	for r := range p.GPUs {
 		g := &p.GPUs[r]
 		c.NTickets = max(c.NTickets, len(g.ChannelPeers(plan.ChannelMemory))+len(g.ChannelPeers(plan.ChannelPort)))
