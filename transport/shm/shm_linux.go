@@ -8,12 +8,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/chorus-rt/chorus/internal/shmem"
 	"github.com/chorus-rt/chorus/transport"
 )
 
@@ -177,7 +177,8 @@ type Conn struct {
 	abortErr   atomic.Pointer[error]
 	mem        []byte
 	spin       time.Duration
-	yield      bool // sched_yield between polls (Options.Yield)
+	yield      bool   // sched_yield between polls (Options.Yield)
+	pauses     uint32 // shmem.Relax between polls
 	id         uint64
 	race       *raceSync
 	txIdx      int
@@ -306,6 +307,7 @@ func newConn(m []byte, ringSize uint64, spin time.Duration, id uint64, side int)
 	c.rxHead = atomic.LoadUint64(c.rx.head)
 	c.rxPub, c.rxTail = c.rxHead, c.rxHead
 	c.race = raceAttach(id)
+	c.pauses = shmem.RelaxPauses(1)
 	return c
 }
 
@@ -678,10 +680,11 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 			if time.Since(start) >= *budget {
 				break
 			}
-			if c.yield {
+			switch {
+			case c.yield:
 				schedYield()
-			} else {
-				runtime.Gosched()
+			default:
+				shmem.Relax(c.pauses)
 			}
 		}
 		if !c.yield {
