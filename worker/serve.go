@@ -21,7 +21,7 @@ func Serve(w *Worker, conn transport.Conn) error {
 	var out []byte
 	acker, _ := conn.(interface{ Ack(uint64) error })
 	send := func(r *wire.Reply) error {
-		if acker != nil && r.Action == wire.ActReply && r.Seq != 0 && r.Value == nil && len(r.Errors) == 0 && r.Dropped == 0 {
+		if acker != nil && r.Plain() {
 			return acker.Ack(r.Seq)
 		}
 		var err error
