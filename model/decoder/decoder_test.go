@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/internal/leaktest"
 	"github.com/chorus-rt/chorus/model/decoder"
 	"github.com/chorus-rt/chorus/session"
@@ -352,4 +353,148 @@ func TestDecoder(t *testing.T) {
 			t.Logf("largest logit error / largest logit: %.2g", worst)
 		})
 	}
+}
+
+func TestLoadAndStepErrors(t *testing.T) {
+	leaktest.Check(t)
+	ctx := bg(t)
+	s := newSession(t, ctx, "threaded", 2, nil)
+	if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+		t.Fatal(err)
+	}
+	c := decoder.Small(tensor.Float32)
+	w, err := decoder.RandomWeights(ctx, s, c, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decoder.ReleaseWeights(w)
+
+	missing := map[string]*session.DRef{}
+	for k, v := range w {
+		if k != decoder.LayerParam(1, decoder.AttnWO) {
+			missing[k] = v
+		}
+	}
+	missing["layers.9.attn.wq"] = w[decoder.ParamEmbed]
+	_, err = decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{}, missing)
+	if !errors.Is(err, decoder.ErrWeights) || !strings.Contains(err.Error(), "layers.1.attn.wo") || !strings.Contains(err.Error(), "layers.9.attn.wq") {
+		t.Errorf("missing and unknown weights: %v", err)
+	}
+
+	// A shard of the wrong shape fails at the first step, naming the
+	// parameter.
+	swapped := map[string]*session.DRef{}
+	for k, v := range w {
+		swapped[k] = v
+	}
+	swapped[decoder.LayerParam(0, decoder.AttnWQ)] = w[decoder.LayerParam(0, decoder.AttnWO)]
+	m, err := decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{}, swapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Decode(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Release()
+	if err := s.Sync(ctx); err == nil || !strings.Contains(err.Error(), "layers.0.attn.wq") {
+		t.Errorf("wrong shard shape: %v", err)
+	}
+	m.Release()
+
+	m, err = decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{PrefillLen: 4}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	if _, err := m.Prefill(ctx, []int32{1, 2, 3}); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("prefill of 3 tokens compiled for 4: %v", err)
+	}
+	if _, err := m.Decode(ctx, int32(c.Vocab)); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("token outside the vocabulary: %v", err)
+	}
+	// Fill the cache, then one more step is refused before anything is
+	// sent; Reset starts over.
+	for range c.MaxSeq {
+		st, err := m.Decode(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Release()
+	}
+	if _, err := m.Decode(ctx, 1); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("step past the cache: %v", err)
+	}
+	m.Reset()
+	g, err := m.Generate(ctx, []int32{1, 2, 3, 4}, 3, false)
+	if err != nil || len(g.Tokens) != 4 || len(g.Steps) != 3 || m.Pos() != 7 {
+		t.Errorf("generate after reset: %+v, %v, position %d", g, err, m.Pos())
+	}
+	// CPU workers cannot capture graphs.
+	if err := m.CaptureDecode(ctx); err == nil {
+		t.Error("CaptureDecode on CPU workers succeeded")
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Logf("after the refused capture: %v", err)
+	}
+}
+
+// TestDecoderGPU runs the decoder on GPUs (cuBLAS matmuls, the NVRTC
+// decoder kernels, custom all-reduces): one worker, and two workers (two
+// GPUs over NCCL, or two processes sharing one GPU through the "ipc"
+// backend), float16, bfloat16 and float32, eagerly and then with the
+// decode step captured as a CUDA graph and replayed with new ids and
+// positions; logits of every step on every worker against the float64
+// reference with the CPU tolerances.
+func TestDecoderGPU(t *testing.T) {
+	gpus := gpuCount(t)
+	for _, n := range []int{1, 2} {
+		ids, backend := []int{0, 1}, "nccl"
+		if gpus < 2 {
+			ids, backend = []int{0, 0}, "ipc"
+		}
+		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16, tensor.Float32} {
+			t.Run(fmt.Sprintf("%d/%s", n, dt), func(t *testing.T) {
+				ctx := bg(t)
+				s := newSession(t, ctx, "process", n, ids[:n])
+				if n > 1 {
+					if err := s.InitCCL(ctx, backend, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c := decoder.Small(dt)
+				c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = 256, 4, 2, 512, 300 // head dim 64
+				w, err := decoder.RandomWeights(ctx, s, c, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer decoder.ReleaseWeights(w)
+				m, err := decoder.Load(ctx, s, c, tensor.CUDADevice(0), decoder.Options{PrefillLen: 3, Strategy: "auto"}, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Release()
+				eager := generate(t, ctx, m, false)
+				m.Reset()
+				graph := generate(t, ctx, m, true)
+				t.Logf("largest logit error / largest logit: eager %.2g, graph %.2g", eager, graph)
+			})
+		}
+	}
+}
+
+// gpuCount is the number of GPUs, or skips the test.
+func gpuCount(t *testing.T) int {
+	d, err := cuda.Load()
+	if err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	if err := d.Init(); err != nil {
+		t.Skipf("cuInit: %v", err)
+	}
+	n, err := d.DeviceCount()
+	if err != nil || n < 1 {
+		t.Skipf("no GPU: %d, %v", n, err)
+	}
+	return n
 }
