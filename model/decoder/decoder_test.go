@@ -2,6 +2,7 @@ package decoder_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -497,4 +498,144 @@ func gpuCount(t *testing.T) int {
 		t.Skipf("no GPU: %d, %v", n, err)
 	}
 	return n
+}
+
+func TestConfigJSON(t *testing.T) {
+	c := decoder.Small(tensor.BFloat16)
+	c.Norm = decoder.NormLayer
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"dtype":"bfloat16"`) || !strings.Contains(string(b), `"activation":"silu"`) {
+		t.Errorf("config JSON %s", b)
+	}
+	var back decoder.Config
+	if err := json.Unmarshal(b, &back); err != nil || back.String() != c.String() {
+		t.Errorf("round trip: %v, %v", back, err)
+	}
+	for _, bad := range []string{`{"vocab": 1, "hiden": 2}`, `{"dtype": "float8"}`, `[]`} {
+		if err := json.Unmarshal([]byte(bad), &back); !errors.Is(err, decoder.ErrConfig) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+// FuzzConfigJSON: decoding never panics, and what decodes and validates
+// encodes to JSON that decodes to the same configuration.
+func FuzzConfigJSON(f *testing.F) {
+	b, _ := json.Marshal(decoder.Small(tensor.Float16))
+	f.Add(string(b))
+	f.Add(`{"vocab": -1, "dtype": "float32"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var c decoder.Config
+		if json.Unmarshal([]byte(s), &c) != nil || c.Validate(1) != nil {
+			return
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d decoder.Config
+		if err := json.Unmarshal(b, &d); err != nil || d.String() != c.String() {
+			t.Fatalf("%s -> %s -> %v, %v", s, b, d, err)
+		}
+	})
+}
+
+// TestAgainstPyTorch compares the decoder with bench/decoder_ref.py's
+// output when CHORUS_DECODER_REF names it (the script run with --random
+// SEED): the chorus decoder runs the script's prompt and feeds it the
+// script's tokens on CHORUS_DECODER_WORKERS workers (default 1; GPUs when
+// present, over NCCL, else CPU workers over the cpu backend), and every
+// step's last-row logits must match the script's within the tolerance of
+// the dtype (the same as against the float64 reference).
+func TestAgainstPyTorch(t *testing.T) {
+	path := os.Getenv("CHORUS_DECODER_REF")
+	if path == "" {
+		t.Skip("CHORUS_DECODER_REF is not set (bench/decoder_ref.py --random SEED --out FILE)")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Config json.RawMessage
+		Seed   *uint64
+		World  int
+		Prompt []int32
+		Tokens []int32
+		Logits [][]float64
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if ref.Seed == nil {
+		t.Skip("the reference ran on checkpoint files (--model); this test makes the random model (--random)")
+	}
+	var c decoder.Config
+	if err := json.Unmarshal(ref.Config, &c); err != nil {
+		t.Fatal(err)
+	}
+	n := 1
+	if v := os.Getenv("CHORUS_DECODER_WORKERS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	ctx := bg(t)
+	dev, ids, backend := tensor.CPUDevice, []int(nil), "cpu"
+	if d, err := cuda.Load(); err == nil && d.Init() == nil {
+		if g, err := d.DeviceCount(); err == nil && g >= n {
+			dev, backend = tensor.CUDADevice(0), "nccl"
+			for i := range n {
+				ids = append(ids, i)
+			}
+		}
+	}
+	s := newSession(t, ctx, "process", n, ids)
+	if n > 1 {
+		if err := s.InitCCL(ctx, backend, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := decoder.RandomWeights(ctx, s, c, *ref.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decoder.ReleaseWeights(w)
+	m, err := decoder.Load(ctx, s, c, dev, decoder.Options{PrefillLen: len(ref.Prompt)}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	st, err := m.Prefill(ctx, ref.Prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range ref.Logits {
+		got, err := m.Logits(ctx, st, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[len(got)-c.Vocab:]
+		maxRef := 0.0
+		for _, v := range want {
+			maxRef = math.Max(maxRef, math.Abs(v))
+		}
+		rtol, atol := tolerance(c.DType, maxRef)
+		worst := 0.0
+		for j, v := range want {
+			e := math.Abs(got[j] - v)
+			worst = math.Max(worst, e/maxRef)
+			if !(e <= atol+rtol*math.Abs(v)) {
+				t.Fatalf("step %d logit %d: chorus %v, PyTorch %v (rtol %g, atol %g)", i, j, got[j], v, rtol, atol)
+			}
+		}
+		t.Logf("step %d: largest error / largest logit %.2g (chorus %d workers on %v, PyTorch world %d)", i, worst, n, dev, ref.World)
+		st.Release()
+		if i+1 < len(ref.Logits) {
+			if st, err = m.Decode(ctx, ref.Tokens[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
