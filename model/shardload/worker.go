@@ -32,7 +32,7 @@ var ErrArgs = fmt.Errorf("shardload: %w", registry.ErrBadArgs)
 // leaves in a register).
 type Handle struct {
 	mu     sync.Mutex
-	*state // shared with the cleanup, which must not reach the Handle
+	*state               // shared with the cleanup, which must not reach the Handle
 	dev    device.Device // the worker's GPU, nil on the host
 	closed bool
 	worker int
