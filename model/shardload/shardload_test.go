@@ -16,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/model/safetensors"
 	"github.com/chorus-rt/chorus/model/shard"
 	"github.com/chorus-rt/chorus/model/shardload"
+	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/worker"
@@ -383,5 +384,86 @@ func TestLineReporter(t *testing.T) {
 	r.Done()
 	if got := b.String(); got != "\rloading 1/120 tensors, 0.0/4.0 GB\rloading 120/120 tensors, 4.0/4.0 GB\n" {
 		t.Errorf("%q", got)
+	}
+}
+
+// TestLoadLargeThroughStaging loads tensors larger than the staging
+// buffers (several pinned chunks each, column splits of many rows) onto
+// fake GPUs and, when present, real ones.
+func TestLoadLargeThroughStaging(t *testing.T) {
+	leaktest.Check(t)
+	c := &ckpt{dir: t.TempDir(), full: map[string]*tensor.Tensor{}, hows: map[string]how{}}
+	shapes := map[string]how{"w_rows": {kind: "split", dim: 0}, "w_cols": {kind: "split", dim: 1}, "w_rep": {kind: "replicate"}}
+	var named []safetensors.Named
+	for _, name := range []string{"w_cols", "w_rep", "w_rows"} {
+		x := tensor.MustNew(tensor.Float32, tensor.Shape{1536, 2048}) // 12 MiB: two staging chunks and a half
+		if err := tensor.Random(x, uint64(len(name))); err != nil {
+			t.Fatal(err)
+		}
+		c.full[name], c.hows[name] = x, shapes[name]
+		c.names = append(c.names, name)
+		named = append(named, safetensors.Named{Name: name, Tensor: x})
+	}
+	if err := safetensors.WriteFile(filepath.Join(c.dir, "model.safetensors"), named, nil); err != nil {
+		t.Fatal(err)
+	}
+	zero, one := 0, 1
+	c.spec = &shard.Spec{Rules: []shard.Rule{{Match: "w_rows", Split: &zero}, {Match: "w_cols", Split: &one}}}
+	for _, k := range kinds() {
+		if k.dev.Kind != tensor.CUDA {
+			continue
+		}
+		t.Run(k.name, func(t *testing.T) {
+			s, err := k.start(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := s.Shutdown(); err != nil {
+					t.Error(err)
+				}
+			}()
+			refs, err := shardload.LoadSharded(bg(t), s, c.dir, c.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, s, refs, k.dev)
+		})
+	}
+}
+
+// TestMismatch: workers that see different checkpoints at the same path
+// (different hosts) are refused before anything loads. Worker 1's info
+// is forged here through a registry of the session's own.
+func TestMismatch(t *testing.T) {
+	leaktest.Check(t)
+	c := smallModel(t)
+	reg := registry.New()
+	for _, name := range []string{shardload.FuncOpen, shardload.FuncLoad, shardload.FuncClose} {
+		fn, err := registry.Global.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg.Register(name, fn)
+	}
+	info, _ := registry.Global.Lookup(shardload.FuncInfo)
+	reg.Register(shardload.FuncInfo, func(env registry.Env, args []any) (any, error) {
+		v, err := info(env, args)
+		if err != nil || env.WorkerID() == 0 {
+			return v, err
+		}
+		return strings.Replace(v.(string), `"fingerprint":"`, `"fingerprint":"x`, 1), nil
+	})
+	s, err := session.NewThreaded(session.Options{NumWorkers: 2, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	refs, err := shardload.LoadSharded(bg(t), s, c.dir, c.spec)
+	if !errors.Is(err, shardload.ErrMismatch) || !strings.Contains(err.Error(), "worker 1") || refs != nil {
+		t.Errorf("got %v", err)
+	}
+	if n := s.LiveRegisters(); n != 0 {
+		t.Errorf("%d registers left", n)
 	}
 }
