@@ -6,8 +6,10 @@
 // Worker functions (registered in registry.Global, so any controller can
 // drive them with CallPacked):
 //
-//	chorus.shard.open(path, spec_json string) -> handle   rank = worker rank in its group,
-//	                                                       n = group size
+//	chorus.shard.open(path, spec_json string, staging_bytes int) -> handle
+//	                                                       rank = worker rank in its group,
+//	                                                       n = group size; staging_bytes: size
+//	                                                       of each pinned buffer (0: 8 MiB)
 //	chorus.shard.info(handle) -> string                   JSON: names, sizes, a fingerprint
 //	chorus.shard.load(handle, name string) -> tensor      on the worker's device; a GPU
 //	                                                       worker stages through pinned memory

@@ -22,6 +22,9 @@ type Options struct {
 	// ProgressMin is the checkpoint size from which the default reporter
 	// reports (0: DefaultProgressMin).
 	ProgressMin int64
+	// StagingBytes is the size of each of a GPU worker's two pinned
+	// staging buffers (0: shard.DefaultStagingChunk, 8 MiB).
+	StagingBytes int64
 }
 
 // DefaultProgressMin: smaller checkpoints load without a progress line.
@@ -57,7 +60,7 @@ func Load(ctx context.Context, s *session.Session, dir string, spec *shard.Spec,
 		defer f.Release()
 		funcs[name] = f
 	}
-	h, err := s.CallPacked(funcs[FuncOpen], dir, string(js))
+	h, err := s.CallPacked(funcs[FuncOpen], dir, string(js), opt.StagingBytes)
 	if err != nil {
 		return nil, fmt.Errorf("shardload: open %s: %w", dir, err)
 	}

@@ -36,6 +36,7 @@ type Handle struct {
 	dev    device.Device // the worker's GPU, nil on the host
 	closed bool
 	worker int
+	chunk  int64 // staging buffer size, 0: shard.DefaultStagingChunk
 }
 
 // state is what a Handle owns: the loader (open files) and the pinned
@@ -64,7 +65,10 @@ type Info struct {
 	Fingerprint string `json:"fingerprint"`
 }
 
-func open(env registry.Env, path, specJSON string) (*Handle, error) {
+func open(env registry.Env, path, specJSON string, stagingBytes int64) (*Handle, error) {
+	if stagingBytes < 0 {
+		return nil, fmt.Errorf("%w: %s: negative staging size %d", ErrArgs, FuncOpen, stagingBytes)
+	}
 	spec, err := shard.ParseSpec([]byte(specJSON))
 	if err != nil {
 		return nil, err
@@ -73,7 +77,7 @@ func open(env registry.Env, path, specJSON string) (*Handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handle{state: &state{l: l}, worker: env.WorkerID()}
+	h := &Handle{state: &state{l: l}, worker: env.WorkerID(), chunk: stagingBytes}
 	if env.Device().Kind == tensor.CUDA {
 		dev, ok := worker.GPU(env)
 		if !ok {
@@ -126,7 +130,7 @@ func (h *Handle) load(env registry.Env, name string) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	if h.staging == nil {
-		if h.staging, err = shard.NewStaging(h.dev, 0); err != nil {
+		if h.staging, err = shard.NewStaging(h.dev, h.chunk); err != nil {
 			return nil, fmt.Errorf("worker %d: %w", h.worker, err)
 		}
 	}
