@@ -86,12 +86,28 @@ func (h *Header) Lookup(name string) (Info, bool) {
 	return h.Tensors[i], true
 }
 
-// rawInfo is one header entry as written. Pointers tell a missing field
-// from an empty one.
+// rawInfo is one header entry as written. The arrays stay raw until
+// their length is known to be small: decoding a 100 MB shape array of
+// zeros would take 400 MB.
 type rawInfo struct {
-	DType       *string  `json:"dtype"`
-	Shape       *[]int64 `json:"shape"`
-	DataOffsets *[]int64 `json:"data_offsets"`
+	DType       *string         `json:"dtype"`
+	Shape       json.RawMessage `json:"shape"`
+	DataOffsets json.RawMessage `json:"data_offsets"`
+}
+
+// smallInts decodes a JSON array of at most max integers.
+func smallInts(raw json.RawMessage, max int) ([]int64, error) {
+	if bytes.Count(raw, []byte{','}) >= max {
+		return nil, fmt.Errorf("more than %d numbers", max)
+	}
+	var v []int64
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("not an array")
+	}
+	return v, nil
 }
 
 // ParseHeader parses and validates the JSON header json of a file whose
@@ -206,21 +222,22 @@ func checkInfo(file, name string, raw rawInfo, dataLen int64) (Info, error) {
 	if raw.DataOffsets == nil {
 		return Info{}, corrupt(file, name, "data_offsets", "missing")
 	}
+	dims, err := smallInts(raw.Shape, tensor.MaxDims)
+	if err != nil {
+		return Info{}, corrupt(file, name, "shape", fmt.Sprintf("want an array of at most %d dims: %v", tensor.MaxDims, err))
+	}
+	off, err := smallInts(raw.DataOffsets, 2)
+	if err != nil || len(off) != 2 {
+		return Info{}, corrupt(file, name, "data_offsets", fmt.Sprintf("want [begin, end]: %d numbers, %v", len(off), err))
+	}
 	dt, err := ParseDType(*raw.DType)
 	if err != nil {
 		return Info{}, &Error{File: file, Tensor: name, Field: "dtype", Msg: err.Error(), Kinds: []error{ErrDType}}
 	}
-	shape := tensor.Shape(*raw.Shape)
-	if len(shape) > tensor.MaxDims {
-		return Info{}, corrupt(file, name, "shape", fmt.Sprintf("%d dims, at most %d allowed", len(shape), tensor.MaxDims))
-	}
+	shape := tensor.Shape(dims)
 	n, err := shape.NumElements()
 	if err != nil {
 		return Info{}, corrupt(file, name, "shape", fmt.Sprintf("%v: %v", []int64(shape), err))
-	}
-	off := *raw.DataOffsets
-	if len(off) != 2 {
-		return Info{}, corrupt(file, name, "data_offsets", fmt.Sprintf("%d numbers, want [begin, end]", len(off)))
 	}
 	b, e := off[0], off[1]
 	if b < 0 || e < b {
