@@ -254,8 +254,9 @@ func (l *Loader) readOut(e *Entry, p []byte, off int64, scratch *[]byte) error {
 	return nil
 }
 
-// convertChunk bounds the scratch memory of a converting host load.
-const convertChunk = 8 << 20
+// convertChunk bounds the scratch memory of a converting host load (a
+// variable so tests can make it small).
+var convertChunk int64 = 8 << 20
 
 // Load reads rank's part of name into a new host tensor.
 func (l *Loader) Load(name string) (*tensor.Tensor, error) {
@@ -268,12 +269,15 @@ func (l *Loader) Load(name string) (*tensor.Tensor, error) {
 		return nil, fmt.Errorf("shard: tensor %q: %w", name, err)
 	}
 	out := t.Bytes()
+	// Without conversion, one pass (one read per range); converting, in
+	// chunks that bound the scratch memory.
+	step := int64(len(out))
+	if e.DType != e.Source.DType {
+		step = convertChunk
+	}
 	var scratch []byte
-	for pos := int64(0); pos < int64(len(out)); pos += convertChunk {
-		end := min(pos+convertChunk, int64(len(out)))
-		if e.DType == e.Source.DType {
-			end = int64(len(out)) // no conversion: one pass, one read per range
-		}
+	for pos := int64(0); pos < int64(len(out)); pos += step {
+		end := min(pos+step, int64(len(out)))
 		if err := l.readOut(e, out[pos:end], pos, &scratch); err != nil {
 			return nil, err
 		}

@@ -148,6 +148,10 @@ func randomModel(t *testing.T, seed uint64) *model {
 // and the reads the ranks make cover each byte of a split tensor exactly
 // once and each byte of a replicated one exactly N times.
 func TestLoadMatchesSlicing(t *testing.T) {
+	// Host loads larger than a conversion chunk must still read each
+	// byte once.
+	defer func(c int64) { convertChunk = c }(convertChunk)
+	convertChunk = 24
 	seeds := 12
 	if testing.Short() {
 		seeds = 4
@@ -430,6 +434,8 @@ func TestRegisteredFunc(t *testing.T) {
 }
 
 func TestConvert(t *testing.T) {
+	defer func(c int64) { convertChunk = c }(convertChunk)
+	convertChunk = 8 // several chunks per tensor
 	x := named("w", tensor.Float32, 4, 6)
 	dir := writeModel(t, x, named("h", tensor.Float16, 4))
 	for _, to := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
