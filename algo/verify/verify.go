@@ -99,7 +99,7 @@ type cell struct {
 	val    *value
 	pkt    bool // holds LL packets
 	w      event
-	wC, wW clock // the writer's clocks at a packet write (a packet read acquires them)
+	wC, wW clock   // the writer's clocks at a packet write (a packet read acquires them)
 	rw     []event // idempotent packet rewrites since w (same value and format)
 	reads  []event
 }
