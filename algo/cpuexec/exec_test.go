@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -430,5 +431,55 @@ func TestRepeatedCalls(t *testing.T) {
 		if err := tensor.CloseTo(ins[r], want[r], 0, 0); err != nil {
 			t.Errorf("in place, rank %d: %v", r, err)
 		}
+	}
+}
+
+// The switch ops in chorus's reading (plan/testdata/switch_ops.json): the
+// packet multicast gstorepkt and signal/wait on switch channels (a
+// barrier, and a relaxed one), over repeated calls (the barrier counters
+// carry over from call to call) and sizes.
+func TestSwitchOpsPlan(t *testing.T) {
+	leaktest.Check(t)
+	data, err := os.ReadFile(filepath.Join("..", "plan", "testdata", "switch_ops.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := ranks(t, p, 20*time.Second)
+	for _, cnt := range []int64{4, 256, 4096, 4096, 100000} {
+		runAndCheck(t, xs, tensor.Float32, reduce.Sum, cnt, uint64(cnt))
+	}
+}
+
+// A switch barrier that one rank skips: the other rank's wait times out
+// naming the rank it waits for.
+func TestSwitchBarrierWaitsForEveryRank(t *testing.T) {
+	leaktest.Check(t)
+	data, err := os.ReadFile(filepath.Join("..", "plan", "testdata", "switch_ops.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rank 1 leaves out its first switch signal.
+	tb := &p.GPUs[1].ThreadBlocks[0]
+	tb.Ops = tb.Ops[1:]
+	xs := ranks(t, p, 300*time.Millisecond)
+	errs := each(2, func(r int) error {
+		in := tensor.MustNew(tensor.Float32, tensor.Shape{4})
+		out := tensor.MustNew(tensor.Float32, tensor.Shape{8})
+		return xs[r].Run(context.Background(), in, out, reduce.Sum)
+	})
+	var we *cpuexec.WaitError
+	if !errors.As(errs[0], &we) || we.TB != 0 || !strings.Contains(we.Where, "op 1 (wait)") || !slices.Contains(we.Peers, 1) {
+		t.Errorf("rank 0: %v", errs[0])
+	}
+	if errs[1] == nil {
+		t.Error("rank 1 finished")
 	}
 }
