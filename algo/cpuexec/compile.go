@@ -99,7 +99,15 @@ func compileRank(p *plan.Plan, rank int, hash [sha256.Size]byte) (*program, erro
 		expectBase[t] = pr.nexpect
 		pr.nexpect += len(g.ChannelPeers(t))
 	}
-	c := &compiler{p: p, rank: rank, slots: slots, expectBase: expectBase, pr: pr}
+	// Switch channels: one wait counter per (switch channel, group rank).
+	groups := g.SwitchGroups()
+	swExpect := make([]int, len(groups))
+	for i, sg := range groups {
+		swExpect[i] = pr.nexpect
+		pr.nexpect += len(sg.Ranks)
+	}
+	c := &compiler{p: p, rank: rank, slots: slots, expectBase: expectBase, pr: pr,
+		swGroups: groups, swExpect: swExpect, swInst: p.SwitchInstances()}
 	for ti := range g.ThreadBlocks {
 		tb := &g.ThreadBlocks[ti]
 		var insts []inst
@@ -157,7 +165,7 @@ func isReduce(n plan.OpName) bool {
 
 func isPacket(n plan.OpName) bool {
 	switch n {
-	case plan.OpPutPackets, plan.OpReadPutPackets, plan.OpCopyPackets, plan.OpUnpackPackets,
+	case plan.OpPutPackets, plan.OpReadPutPackets, plan.OpGroupStorePackets, plan.OpCopyPackets, plan.OpUnpackPackets,
 		plan.OpReducePackets, plan.OpReduceSendPackets, plan.OpReduceCopyPackets, plan.OpReduceCopySendPackets:
 		return true
 	}
@@ -170,6 +178,9 @@ type compiler struct {
 	slots      map[slotKey]int
 	expectBase map[plan.ChannelType]int
 	pr         *program
+	swGroups   []plan.SwitchGroup // this rank's switch channels
+	swExpect   []int              // first wait counter of each
+	swInst     [][]int            // plan.SwitchInstances
 }
 
 func (c *compiler) op(tb int, op *plan.Op, where string) (inst, error) {
@@ -214,6 +225,34 @@ func (c *compiler) op(tb int, op *plan.Op, where string) (inst, error) {
 	case plan.OpSignal, plan.OpRelaxedSignal, plan.OpWait, plan.OpRelaxedWait, plan.OpFlush,
 		plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 		wait := op.Name == plan.OpWait || op.Name == plan.OpRelaxedWait
+		if op.ChannelType == plan.ChannelSwitch {
+			// The switch barrier, emulated on pair counters: a signal
+			// counts on (r -> q) for every group rank q (itself
+			// included), the k-th wait waits until every (q -> r) counter
+			// reached k.
+			for _, i := range op.ChannelIDs {
+				id, err := c.p.TBChannel(c.rank, tb, plan.ChannelSwitch, i)
+				if err != nil {
+					return fail(err)
+				}
+				if id < 0 || id >= len(c.swGroups) {
+					return fail(fmt.Errorf("no switch channel %d", id))
+				}
+				inst := c.swInst[c.rank][id]
+				for qi, q := range c.swGroups[id].Ranks {
+					key := slotKey{Type: plan.ChannelSwitch, Src: c.rank, Dst: q, K: inst}
+					if wait {
+						key = slotKey{Type: plan.ChannelSwitch, Src: q, Dst: c.rank, K: inst}
+					}
+					slot, ok := c.slots[key]
+					if !ok {
+						return fail(fmt.Errorf("no counter for switch channel %d between ranks %d and %d", id, key.Src, key.Dst))
+					}
+					in.chans = append(in.chans, chanRef{slot: slot, peer: q, expect: c.swExpect[id] + qi})
+				}
+			}
+			return in, nil
+		}
 		if op.Name != plan.OpFlush {
 			for _, i := range op.ChannelIDs {
 				id, err := c.p.TBChannel(c.rank, tb, op.ChannelType, i)
@@ -241,6 +280,23 @@ func (c *compiler) op(tb int, op *plan.Op, where string) (inst, error) {
 	acc, err := c.p.OpAccess(c.rank, tb, op)
 	if err != nil {
 		return fail(err)
+	}
+	if op.Name == plan.OpGroupStorePackets {
+		// One packet source (either form), then the group range on every
+		// group rank.
+		for _, a := range acc {
+			r := ref{rank: a.Rank, buf: a.Buffer, index: a.Index, size: a.Size, packet: a.Packet}
+			if a.Mode == plan.AccessRead {
+				in.srcs = append(in.srcs, r)
+				in.packetSrc = true
+			} else {
+				in.dsts = append(in.dsts, r)
+			}
+		}
+		if len(in.srcs) != 1 || len(in.dsts) == 0 {
+			return fail(fmt.Errorf("gstorepkt with %d sources and %d destinations", len(in.srcs), len(in.dsts)))
+		}
+		return in, nil
 	}
 	if len(acc) != len(op.Src)+len(op.Dst) {
 		return fail(fmt.Errorf("%d accesses for %d buffer references", len(acc), len(op.Src)+len(op.Dst)))

@@ -43,8 +43,12 @@
 //     same.
 //   - Switch channels (NVLink multicast) are emulated: glre reads the range
 //     of every group rank and reduces in the group's rank order, gstore
-//     writes a local chunk to every group rank, glres pairs its source and
-//     destination references.
+//     writes a local chunk to every group rank, gstorepkt forwards local
+//     packets to every group rank (waiting for their flags like rppkt),
+//     glres pairs its source and destination references. Signal and wait
+//     on a switch channel are its barrier: a signal counts on one counter
+//     per group rank (pair counters, as on memory channels), the k-th wait
+//     waits until every group rank signalled k times.
 //   - LL packets: 4 data bytes and a 32-bit flag (the call's sequence
 //     number) per 8-byte word, written and read with one atomic access;
 //     readers wait per word. Scratch chunk c of an LL plan occupies

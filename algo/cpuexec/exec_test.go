@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -430,5 +431,65 @@ func TestRepeatedCalls(t *testing.T) {
 		if err := tensor.CloseTo(ins[r], want[r], 0, 0); err != nil {
 			t.Errorf("in place, rank %d: %v", r, err)
 		}
+	}
+}
+
+// The switch ops in chorus's reading (plan/testdata/switch_ops.json): the
+// packet multicast gstorepkt and signal/wait on switch channels (a
+// barrier, and a relaxed one), over repeated calls (the barrier counters
+// carry over from call to call) and sizes.
+func TestSwitchOpsPlan(t *testing.T) {
+	leaktest.Check(t)
+	data, err := os.ReadFile(filepath.Join("..", "plan", "testdata", "switch_ops.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs := ranks(t, p, 20*time.Second)
+	for _, cnt := range []int64{4, 256, 4096, 4096, 100000} {
+		runAndCheck(t, xs, tensor.Float32, reduce.Sum, cnt, uint64(cnt))
+	}
+}
+
+// A switch barrier that one rank skips: the other rank's wait times out
+// naming the rank it waits for.
+func TestSwitchBarrierWaitsForEveryRank(t *testing.T) {
+	leaktest.Check(t)
+	data, err := os.ReadFile(filepath.Join("..", "plan", "testdata", "switch_ops.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rank 1 leaves out its first switch signal.
+	tb := &p.GPUs[1].ThreadBlocks[0]
+	tb.Ops = tb.Ops[1:]
+	xs := ranks(t, p, 300*time.Millisecond)
+	errs := each(2, func(r int) error {
+		in := tensor.MustNew(tensor.Float32, tensor.Shape{4})
+		out := tensor.MustNew(tensor.Float32, tensor.Shape{8})
+		return xs[r].Run(context.Background(), in, out, reduce.Sum)
+	})
+	// Both ranks block (rank 1 waits for its own arrival too); the first to
+	// time out reports the wait and the missing rank, the other fails.
+	timedOut := 0
+	for r, err := range errs {
+		var we *cpuexec.WaitError
+		if err == nil {
+			t.Errorf("rank %d finished", r)
+		} else if errors.As(err, &we) {
+			timedOut++
+			if we.TB != 0 || !strings.Contains(we.Where, "(wait)") || !slices.Contains(we.Peers, 1) {
+				t.Errorf("rank %d: %v (peers %v)", r, err, we.Peers)
+			}
+		}
+	}
+	if timedOut == 0 {
+		t.Errorf("no wait timed out: %v", errs)
 	}
 }

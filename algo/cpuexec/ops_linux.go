@@ -231,7 +231,9 @@ func (t *tbRun) exec(in *inst, it, unit int64) error {
 		t.x.seg.ring(t.x.rank)
 		return nil
 	case plan.OpCopy, plan.OpPut, plan.OpGet, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush,
-		plan.OpCopyPackets, plan.OpPutPackets, plan.OpUnpackPackets, plan.OpReadPutPackets:
+		plan.OpCopyPackets, plan.OpPutPackets, plan.OpUnpackPackets, plan.OpReadPutPackets, plan.OpGroupStorePackets:
+		// gstorepkt (emulated multicast): its source packets forwarded
+		// to the group range of every group rank, its own included.
 		if err := t.move(in, it, unit); err != nil {
 			return err
 		}

@@ -434,8 +434,17 @@ func (v SwitchView) groupOp(name plan.OpName, label string, c Chunk, offset, siz
 	}
 	t := tbs[0]
 	what := "destination"
-	if name == plan.OpGroupStore {
+	if name == plan.OpGroupStore || name == plan.OpGroupStorePackets {
 		what = "source"
+	}
+	if name == plan.OpGroupStorePackets {
+		if !p.needLL(v.rank, t, label) || !p.needScratch(v.rank, t, label, what, c) {
+			return
+		}
+		if v.s.buf != Scratch {
+			p.fail(v.rank, t, label, "the switch channel binds %s, but packets live in scratch (bind the scratch buffer)", v.s.buf.Short())
+			return
+		}
 	}
 	if !p.checkReduceOp(v.rank, t, label, rop) || !p.checkChunk(v.rank, t, label, what, c) {
 		return
@@ -465,4 +474,78 @@ func (v SwitchView) Reduce(dst Chunk, offset, size int, rop plan.ReduceOp, tb Bl
 // switch buffer on every rank of the group (multimem store).
 func (v SwitchView) Broadcast(src Chunk, offset, size int, tb Blocks) {
 	v.groupOp(plan.OpGroupStore, "switch broadcast", src, offset, size, plan.ReduceNone, tb)
+}
+
+// BroadcastPackets stores the LL packets in src (scratch, on this rank)
+// into [offset, offset+size) of the switch buffer (scratch) on every rank
+// of the group: MSCCL++'s broadcast_packets (gstorepkt, chorus's reading,
+// docs/plan-format.md). The packets carry their flags, so readers on every
+// rank (upkt, repkt...) wait for them without a signal.
+func (v SwitchView) BroadcastPackets(src Chunk, offset, size int, tb Blocks) {
+	v.groupOp(plan.OpGroupStorePackets, "switch broadcast_packets", src, offset, size, plan.ReduceNone, tb)
+}
+
+// Signal arrives at the switch channel's barrier (a multimem add to the
+// group's arrival counter that every group rank sees); with release
+// semantics: this block's writes before it (after SyncBefore's nop) are
+// visible to a rank that waited for it.
+func (v SwitchView) Signal(tb Blocks, sync SyncType) {
+	v.syncOp(plan.OpSignal, "switch signal", tb, sync)
+}
+
+// Wait waits until every group rank signalled the switch channel as often
+// as this rank waited on it so far, this wait included (the k-th wait
+// needs every rank's k-th signal), and acquires their writes.
+func (v SwitchView) Wait(tb Blocks, sync SyncType) {
+	v.syncOp(plan.OpWait, "switch wait", tb, sync)
+}
+
+// RelaxedSignal and RelaxedWait are Signal and Wait without data ordering
+// (readiness only), as rlxsignal/rlxwait on memory channels.
+func (v SwitchView) RelaxedSignal(tb Blocks, sync SyncType) {
+	v.syncOp(plan.OpRelaxedSignal, "switch relaxed signal", tb, sync)
+}
+
+// RelaxedWait: see RelaxedSignal.
+func (v SwitchView) RelaxedWait(tb Blocks, sync SyncType) {
+	v.syncOp(plan.OpRelaxedWait, "switch relaxed wait", tb, sync)
+}
+
+// Barrier is MSCCL++'s SwitchChannel.barrier(tb_list): every group rank
+// waits until all of them arrived, with release/acquire ordering. One
+// block: Signal(SyncBefore) then Wait(SyncAfter) on it. Several blocks: a
+// barrier of those blocks on this rank, the switch signal and wait on the
+// first of them, and the rank barrier again, so every listed block's
+// writes before are ordered before every group rank's ops after.
+func (v SwitchView) Barrier(tbs ...int) {
+	if v.bad || v.s == nil || v.s.bad {
+		return
+	}
+	p := v.s.p
+	if len(tbs) == 0 {
+		p.fail(v.rank, -1, "switch barrier", "needs at least one thread block")
+		return
+	}
+	if len(tbs) == 1 {
+		v.Signal(TB(tbs[0]), SyncBefore)
+		v.Wait(TB(tbs[0]), SyncAfter)
+		return
+	}
+	rk := p.Rank(v.rank)
+	rk.Barrier(tbs...)
+	v.Signal(TB(tbs[0]), SyncNone)
+	v.Wait(TB(tbs[0]), SyncNone)
+	rk.Barrier(tbs...)
+}
+
+func (v SwitchView) syncOp(name plan.OpName, label string, tb Blocks, sync SyncType) {
+	if v.bad || v.s == nil || v.s.bad {
+		return
+	}
+	p := v.s.p
+	tbs, _, ok := p.blocks(v.rank, label, tb, true)
+	if !ok || !p.checkSync(v.rank, tbs[0], label, sync) {
+		return
+	}
+	p.add(&op{name: name, rank: v.rank, sync: sync, chType: plan.ChannelSwitch, sw: v.s}, tbs, nil)
 }

@@ -196,6 +196,9 @@ func (te *tbEmitter) op(o *op) plan.Op {
 	case plan.OpSignal, plan.OpWait, plan.OpRelaxedSignal, plan.OpRelaxedWait, plan.OpFlush:
 		out.ChannelType = o.chType
 		out.ChannelIDs = chanIDs()
+		if o.chType == plan.ChannelSwitch {
+			out.ChannelIDs = []int{te.switchChannel(o.sw)}
+		}
 	case plan.OpPut, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush, plan.OpPutPackets, plan.OpReadPutPackets, plan.OpGet:
 		out.ChannelType = o.chType
 		ids := chanIDs() // registers the channels with the thread block either way
@@ -222,7 +225,7 @@ func (te *tbEmitter) op(o *op) plan.Op {
 			out.ChannelType = plan.ChannelMemory
 		}
 		out.ReduceOp = o.reduce.Effective()
-	case plan.OpGroupLoadReduce, plan.OpGroupStore:
+	case plan.OpGroupLoadReduce, plan.OpGroupStore, plan.OpGroupStorePackets:
 		out.ChannelType = plan.ChannelSwitch
 		out.ChannelIDs = []int{te.switchChannel(o.sw)}
 		out.GroupBuffer = o.sw.buf

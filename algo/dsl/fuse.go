@@ -79,7 +79,7 @@ func (p *Program) fuse2(a, b *op) *op {
 	switch {
 	// signal+signal, wait+wait, flush+flush on other channels of one type:
 	// one op that signals (waits for) each channel once.
-	case isSyncOp(a.name) && a.name == b.name && a.chType == b.chType && disjointChans(a.chans, b.chans):
+	case isSyncOp(a.name) && a.name == b.name && a.chType == b.chType && a.chType != plan.ChannelSwitch && disjointChans(a.chans, b.chans):
 		f := a.clone()
 		f.chans = append(f.chans, b.chans...)
 		f.sync |= b.sync

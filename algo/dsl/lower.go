@@ -25,7 +25,7 @@ import (
 //     redundant ones (a nop next to a nop or a barrier);
 //  5. auto-sync: inserts a nop between two ops of a thread block whose
 //     chunk ranges overlap where one of them writes, unless a nop or
-//     barrier already separates them;
+//     barrier already separates them (skipped with Config.NoAutoSync);
 //  6. replicates Instances times: thread block t becomes t*I+i, channel,
 //     semaphore and barrier id x becomes x*I+i, chunk range [idx, idx+s)
 //     becomes [idx*I+i*s, idx*I+i*s+s) and buffers grow I times;
@@ -78,7 +78,22 @@ func (p *Program) checkPairs() {
 	}
 	sig := map[*channel]int{}
 	wt := map[*channel]int{}
+	// Switch barriers: per switch channel and rank, signals and waits.
+	type swRank struct {
+		s    *SwitchChannel
+		rank int
+	}
+	swSig, swWait := map[swRank]int{}, map[swRank]int{}
 	p.visitOps(func(o *op) {
+		if o.chType == plan.ChannelSwitch {
+			switch o.name {
+			case plan.OpSignal, plan.OpRelaxedSignal:
+				swSig[swRank{o.sw, o.rank}]++
+			case plan.OpWait, plan.OpRelaxedWait:
+				swWait[swRank{o.sw, o.rank}]++
+			}
+			return
+		}
 		switch o.name {
 		case plan.OpSignal, plan.OpRelaxedSignal, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 			for _, c := range o.chans {
@@ -90,6 +105,20 @@ func (p *Program) checkPairs() {
 			}
 		}
 	})
+	// Every rank of a switch group must arrive as often as every other
+	// and wait as often as it arrives (the k-th wait pairs with every
+	// rank's k-th signal; a leftover arrival would shift the next call).
+	for _, s := range p.switches {
+		r0 := s.ranks[0]
+		for _, r := range s.ranks {
+			k := swRank{s, r}
+			if swSig[k] != swSig[swRank{s, r0}] {
+				p.fail(r, -1, "", "signals the switch channel of ranks %v %d times, but rank %d signals it %d times (every rank of the group must arrive equally often)", s.ranks, swSig[k], r0, swSig[swRank{s, r0}])
+			} else if swWait[k] != swSig[k] {
+				p.fail(r, -1, "", "waits %d times on the switch channel of ranks %v but signals it %d times (every wait needs one signal of every rank)", swWait[k], s.ranks, swSig[k])
+			}
+		}
+	}
 	partner := func(c *channel) *channel {
 		for _, q := range p.channels {
 			if q.typ == c.typ && q.src == c.dst && q.dst == c.src && q.ordinal == c.ordinal {
@@ -207,7 +236,11 @@ func (p *Program) lowerSeq(ops []*op) []*op {
 			seq[i] = c
 		}
 	}
-	return autoSync(expandSync(p.fuse(seq)))
+	out := expandSync(p.fuse(seq))
+	if p.cfg.NoAutoSync {
+		return out
+	}
+	return autoSync(out)
 }
 
 // expandSync implements step 4.

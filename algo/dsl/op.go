@@ -106,7 +106,7 @@ func (o *op) accesses() []access {
 	case plan.OpGroupLoadReduce:
 		add(ref{sw: o.sw, index: o.goff, size: o.gsize}, false)
 		add(o.gchunk, true)
-	case plan.OpGroupStore:
+	case plan.OpGroupStore, plan.OpGroupStorePackets:
 		add(o.gchunk, false)
 		add(ref{sw: o.sw, index: o.goff, size: o.gsize}, true)
 	}

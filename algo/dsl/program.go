@@ -126,6 +126,11 @@ type Config struct {
 	// plan is emitted as written and the verifier judges it (Unmatched,
 	// Deadlock).
 	UncheckedPairs bool
+	// NoAutoSync skips Lower's auto-sync step (MSCCL++'s auto_sync=False):
+	// only the nops the program asks for (SyncType, barriers) are emitted,
+	// and the program is responsible for intra-block hazards (packet reads
+	// need none: they wait for the flags).
+	NoAutoSync bool
 }
 
 // Program is a collective algorithm under construction. Build it with the

@@ -251,9 +251,14 @@ func describe(op *plan.Op, acc []plan.Access) string {
 
 func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 	var acc []plan.Access
-	switch op.Name {
-	case plan.OpGroupLoadReduce, plan.OpGroupStore, plan.OpGroupLoadReduceStore:
+	switch {
+	case op.Name == plan.OpGroupLoadReduce, op.Name == plan.OpGroupStore, op.Name == plan.OpGroupLoadReduceStore,
+		op.Name == plan.OpGroupStorePackets, op.ChannelType == plan.ChannelSwitch:
+		// gstorepkt and signal/wait on a switch channel (its barrier)
+		// included: every op that needs the multicast object.
 		return fmt.Errorf("%w: %v", ErrUnsupported, g.errf(tb, oi, bi, op, "switch channels (NVLink multicast) are not supported: multicast is off on the machines chorus runs on (docs/gpu-executor.md)"))
+	}
+	switch op.Name {
 	case plan.OpPipeline:
 		return g.errf(tb, oi, bi, op, "nested pipeline")
 	case plan.OpNop, plan.OpBarrier, plan.OpSignal, plan.OpWait, plan.OpRelaxedSignal, plan.OpRelaxedWait,

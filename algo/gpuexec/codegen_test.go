@@ -326,4 +326,17 @@ func TestGenerateRefusals(t *testing.T) {
 	if !regexp.MustCompile(`rank 0 tb \d+ op \d+ \(gl(re|store|res)\)`).MatchString(err.Error()) {
 		t.Errorf("error does not name the op: %v", err)
 	}
+	// So are the packet multicast and the switch barrier (chorus's reading
+	// of MSCCL++'s gstorepkt and switch signal/wait).
+	sw := readPlan(t, "../plan/testdata/switch_ops.json")
+	_, err = Generate(sw, 0, tensor.Float32, reduce.Sum)
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "rank 0 tb 0 op 0 (signal): switch channels (NVLink multicast) are not supported") {
+		t.Errorf("switch signal: %v", err)
+	}
+	tb := &sw.GPUs[0].ThreadBlocks[0]
+	tb.Ops = tb.Ops[3:] // from the cpkt on
+	_, err = Generate(sw, 0, tensor.Float32, reduce.Sum)
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "rank 0 tb 0 op 1 (gstorepkt): switch channels (NVLink multicast) are not supported") {
+		t.Errorf("gstorepkt: %v", err)
+	}
 }

@@ -47,6 +47,8 @@ var programs = []Program{
 	{"single_node/allgather_ring.py", []int{2, 4, 8}, allgatherRing, OK, "ring forwarding with signal/wait per step", nil},
 	{"single_node/allgather_tbg.py", []int{2, 4}, allgatherTBG, OK, "puts split over a thread-block group, barrier before the signal", nil},
 	{"single_node/allgather_nvls_zero_copy.py", []int{2, 4, 8}, allgatherNVLS, Race, "the closing handshake uses rlxsignal: a relaxed signal does not order the multimem store before it, so the store into a peer's output is not ordered before that peer's kernel ends (fix: signal/wait)", nil},
+	{"single_node/allgather_nvls_zero_copy_pkt.py", []int{2, 4, 8}, allgatherNVLSPkt, OK, "LL, in place, no auto-sync: cpkt of the own chunk into scratch slot r, gstorepkt (broadcast_packets) of those packets to slot r of every rank, upkt of slot j on block j; the packets' flags order the data, no signals", nil},
+	{"single_node/allgather_nvls_zero_copy_barrier.py", []int{2, 4, 8}, allgatherNVLSBarrier, OK, "in place, 8 instances: switch barrier (signal/wait on the switch channel, release/acquire), multimem store of the own chunk to every rank's output, switch barrier; the second barrier orders the stores before every rank's kernel end", nil},
 	{"single_node/allreduce.py", []int{2, 4, 8}, allreduceReadReduce, OK, "rre of the own chunk from every peer's input, then put of the result (rres)", nil},
 	{"single_node/allreduce_pkt.py", []int{2, 4, 8}, allreducePkt, OK, "packet reduce-scatter then packet all-gather (respkt/recspkt, upkt)", nil},
 	{"single_node/allreduce_naivy.py", []int{2, 4, 8}, allreduceNaivy, OK, "in place, LL: ppkt of chunk q to rank q, repkt + ppkt of the result (respkt), upkt", nil},
@@ -297,6 +299,68 @@ func allgatherNVLS(n int) (*plan.Plan, error) {
 	return pl, nil
 }
 
+// allgatherNVLSPkt: MSCCL++'s allgather_nvls_zero_copy_pkt.py (newest
+// stored version, auto_sync=False, 256 threads, 1 KiB..1 MiB).
+func allgatherNVLSPkt(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_nvls_zero_copy_pkt", plan.AllGather, n, plan.LL, func(c *dsl.Config) {
+		c.InPlace, c.ThreadsPerBlock, c.DoubleScratch, c.NoAutoSync = true, 256, true, true
+		c.MinMessageSize, c.MaxMessageSize = 1024, 1<<20
+	})
+	scr := make([]dsl.Buffer, n)
+	all := make([]int, n)
+	for r := range n {
+		scr[r] = p.Rank(r).NewScratch(n)
+		all[r] = r
+	}
+	sw := p.SwitchChannel(all, dsl.Scratch)
+	for r := range n {
+		out := p.Rank(r).Output()
+		p.Rank(r).CopyPackets(scr[r].Chunk(r, 1), out.Chunk(r, 1), dsl.TB(0))
+		sw.At(r).BroadcastPackets(scr[r].Chunk(r, 1), r, 1, dsl.TB(0))
+	}
+	for r := range n {
+		out := p.Rank(r).Output()
+		for j := range n {
+			p.Rank(r).UnpackPackets(out.Chunk(j, 1), scr[r].Chunk(j, 1), dsl.TB(j))
+		}
+	}
+	pl, err := p.Lower()
+	if err != nil {
+		return nil, err
+	}
+	BufferForm(pl)
+	return pl, nil
+}
+
+// allgatherNVLSBarrier: MSCCL++'s allgather_nvls_zero_copy_barrier.py
+// (newest stored version: SwitchChannel.barrier(tb_list=[0]); defaults 8
+// instances, 256 threads).
+func allgatherNVLSBarrier(n int) (*plan.Plan, error) {
+	p := newProgram("allgather_nvls_zero_copy_barrier", plan.AllGather, n, plan.Simple, func(c *dsl.Config) {
+		c.InPlace, c.ThreadsPerBlock, c.Instances = true, 256, 8
+	})
+	all := make([]int, n)
+	for r := range all {
+		all[r] = r
+	}
+	sw := p.SwitchChannel(all, dsl.Output)
+	for r := range n {
+		sw.At(r).Barrier(0)
+	}
+	for r := range n {
+		sw.At(r).Broadcast(p.Rank(r).Output().Chunk(r, 1), r, 1, dsl.TB(0))
+	}
+	for r := range n {
+		sw.At(r).Barrier(0)
+	}
+	pl, err := p.Lower()
+	if err != nil {
+		return nil, err
+	}
+	BufferForm(pl)
+	return pl, nil
+}
+
 func allreduceReadReduce(n int) (*plan.Plan, error) {
 	p := newProgram("allreduce", plan.AllReduce, n, plan.Simple, nil)
 	ch := mem(p, n)
@@ -494,16 +558,16 @@ func sendRecv(n int) (*plan.Plan, error) {
 	return p.Lower()
 }
 
-// BufferForm rewrites every chunk-form gstore of pl into the buffer form
-// newer MSCCL++ writers emit: src_buff [the local chunk, with "rank"] and
-// dst_buff [the switch range]. Nothing else changes.
+// BufferForm rewrites every chunk-form gstore (and gstorepkt) of pl into
+// the buffer form newer MSCCL++ writers emit: src_buff [the local chunk,
+// with "rank"] and dst_buff [the switch range]. Nothing else changes.
 func BufferForm(pl *plan.Plan) {
 	for g := range pl.GPUs {
 		for t := range pl.GPUs[g].ThreadBlocks {
 			ops := pl.GPUs[g].ThreadBlocks[t].Ops
 			for i := range ops {
 				op := &ops[i]
-				if op.Name != plan.OpGroupStore || op.SrcChunk == nil || len(op.ChannelIDs) != 1 {
+				if (op.Name != plan.OpGroupStore && op.Name != plan.OpGroupStorePackets) || op.SrcChunk == nil || len(op.ChannelIDs) != 1 {
 					continue
 				}
 				c := op.SrcChunk

@@ -201,10 +201,8 @@ func fit(p *plan.Plan, bytes int64) (in, out int64) {
 	return 0, 0
 }
 
-// What the programs chorus does not cover get instead: the packet switch
-// store of allgather_nvls_zero_copy_pkt is an op this version does not know,
-// and alltoallv_dynamic's template keys are fields it does not know; both
-// are refused with an error naming them and where they are.
+// alltoallv_dynamic's template keys are fields this version does not know:
+// the template is refused with an error naming them and where they are.
 func TestUncoveredShapesRefused(t *testing.T) {
 	var base *plan.Plan
 	for _, pr := range mscclpptests.Programs() {
@@ -220,7 +218,6 @@ func TestUncoveredShapesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ old, new, want string }{
-		{`"gstore"`, `"gstorepkt"`, `gpu 0 tb 0 op 3: unknown op name "gstorepkt"`},
 		{`"inplace"`, `"dynamic": true, "inplace"`, `unknown field "dynamic"`},
 		{`"size": 1`, `"size": 1, "dynamic_index": "${src_chunk_index}"`, `unknown field "dynamic_index"`},
 		{`"input_chunks"`, `"dynamic_input_chunks": 2, "input_chunks"`, `unknown field "dynamic_input_chunks"`},
@@ -233,5 +230,57 @@ func TestUncoveredShapesRefused(t *testing.T) {
 		if !errors.Is(err, plan.ErrFormat) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a format error containing %q", tc.new, err, tc.want)
 		}
+	}
+}
+
+// The two NVLS allgathers built on chorus's reading of MSCCL++'s packet
+// multicast (gstorepkt) and switch barrier run with 0 wrong elements at
+// every rank count they are built at (TestCPUExecutor takes the smallest
+// and largest), over repeated calls (the barrier's counters and the
+// packets' flags carry over).
+func TestSwitchProgramsEveryRankCount(t *testing.T) {
+	leaktest.Check(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	found := 0
+	for _, pr := range mscclpptests.Programs() {
+		if pr.Name != "single_node/allgather_nvls_zero_copy_pkt.py" && pr.Name != "single_node/allgather_nvls_zero_copy_barrier.py" {
+			continue
+		}
+		found++
+		rs := pr.Ranks
+		if raceEnabled {
+			rs = rs[:1]
+		}
+		for _, n := range rs {
+			p := build(t, pr, n)
+			s, err := session.NewThreaded(session.Options{NumWorkers: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := run.Load(ctx, s, p, 20*time.Second)
+			if err != nil {
+				t.Fatalf("%s n%d: %v", pr.Name, n, err)
+			}
+			for _, bytes := range []int64{4 << 10, 96 << 10} {
+				inN, outN := fit(p, bytes)
+				res, err := c.Bench(ctx, tensor.Float32, inN, outN, 3, 1)
+				if err != nil {
+					t.Fatalf("%s n%d: %v", pr.Name, n, err)
+				}
+				if res.Wrong != 0 {
+					t.Errorf("%s n%d %d bytes: %d wrong elements", pr.Name, n, bytes, res.Wrong)
+				}
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Shutdown(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d of the 2 programs found", found)
 	}
 }

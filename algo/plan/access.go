@@ -243,6 +243,9 @@ func (p *Plan) Access(gpu, tb, op int) ([]Access, error) {
 //     every group rank. In the buffer form (GroupBuffer BufferNone) they
 //     use src_buff/dst_buff like any op: gstore local -> switch, glre
 //     switch -> local.
+//   - gstorepkt is gstore on LL packets: it reads its local source as
+//     packets (waiting for their flags) and writes the group range on
+//     every group rank as packets.
 //   - rppkt with one src_buff and several dst_buff entries reads the
 //     source once and writes every destination.
 //   - Packet format: cpkt writes packets, upkt reads packets, ppkt writes
@@ -284,7 +287,7 @@ func (p *Plan) OpAccess(gpu, tb int, op *Op) ([]Access, error) {
 	ref := func(mode AccessMode, i int, b BufRef) error {
 		packet := false
 		switch {
-		case op.Name == OpReadPutPackets:
+		case op.Name == OpReadPutPackets || op.Name == OpGroupStorePackets:
 			packet = true
 		case op.Name == OpCopyPackets || op.Name == OpPutPackets:
 			packet = mode == AccessWrite
@@ -320,10 +323,11 @@ func (p *Plan) OpAccess(gpu, tb int, op *Op) ([]Access, error) {
 			return nil, err
 		}
 	}
-	if op.Name == OpGroupStore && op.SrcChunk != nil {
-		add(AccessRead, gpu, op.SrcChunk.Type, op.SrcChunk.Index, op.SrcChunk.Size, false, ChannelNone)
+	pktStore := op.Name == OpGroupStorePackets
+	if isGroupStore(op.Name) && op.SrcChunk != nil {
+		add(AccessRead, gpu, op.SrcChunk.Type, op.SrcChunk.Index, op.SrcChunk.Size, pktStore, ChannelNone)
 	}
-	if (op.Name == OpGroupLoadReduce || op.Name == OpGroupStore) && op.GroupBuffer != BufferNone {
+	if isGroupOne(op.Name) && op.GroupBuffer != BufferNone {
 		if len(op.ChannelIDs) == 0 {
 			return nil, resolveErr("%s without a switch channel", op.Name)
 		}
@@ -332,11 +336,11 @@ func (p *Plan) OpAccess(gpu, tb int, op *Op) ([]Access, error) {
 			return nil, err
 		}
 		mode := AccessRead
-		if op.Name == OpGroupStore {
+		if isGroupStore(op.Name) {
 			mode = AccessWrite
 		}
 		for _, r := range sg.Ranks {
-			add(mode, r, op.GroupBuffer, op.GroupOffset, op.GroupSize, false, ChannelSwitch)
+			add(mode, r, op.GroupBuffer, op.GroupOffset, op.GroupSize, pktStore, ChannelSwitch)
 		}
 		if op.Name == OpGroupLoadReduce {
 			if op.DstChunk != nil {

@@ -173,6 +173,10 @@ const (
 	OpSemAcquire                          // "sem_acquire"
 	OpSemRelease                          // "sem_release"
 	OpPipeline                            // "pipeline"
+	// OpGroupStorePackets is MSCCL++'s packet switch store (MULTI_STORE_PKT,
+	// written by SwitchChannel.broadcast_packets). Its JSON is chorus's
+	// reading (docs/plan-format.md): MSCCL++'s own was not available.
+	OpGroupStorePackets // "gstorepkt"
 	numOpNames
 )
 
@@ -181,7 +185,16 @@ var opNames = []string{
 	"copy", "put", "get", "pws", "pwsf", "ppkt", "rppkt", "cpkt", "upkt",
 	"re", "rre", "res", "rres", "repkt", "respkt", "recpkt", "recspkt",
 	"glre", "gstore", "glres", "sem_acquire", "sem_release", "pipeline",
+	"gstorepkt",
 }
+
+// isGroupStore: the switch stores (multimem store of a local range to the
+// group range): gstore and its packet form gstorepkt.
+func isGroupStore(n OpName) bool { return n == OpGroupStore || n == OpGroupStorePackets }
+
+// isGroupOne: the switch ops with one local and one group range (chunk or
+// buffer form): glre, gstore, gstorepkt.
+func isGroupOne(n OpName) bool { return n == OpGroupLoadReduce || isGroupStore(n) }
 
 func (o OpName) String() string { return enumString(opNames, int(o), "OpName") }
 

@@ -492,7 +492,7 @@ func decodeOp(raw json.RawMessage, where string, depth int) (Op, error) {
 	} else if w.IterContext != nil || w.Ops != nil {
 		return op, formatErr(where, "pipeline fields on a %s op", name)
 	}
-	group := name == OpGroupLoadReduce || name == OpGroupStore
+	group := isGroupOne(name)
 	bufferForm := group && w.BufferType == "" && w.BufferOffset == nil && w.Size == nil && w.SrcChunk == nil && w.DstChunk == nil
 	if group && !bufferForm {
 		bt, err := need(nilIfBlank(w.BufferType), where, "buffer_type")
@@ -511,7 +511,7 @@ func decodeOp(raw json.RawMessage, where string, depth int) (Op, error) {
 	} else if w.BufferType != "" || w.BufferOffset != nil || w.Size != nil {
 		return op, formatErr(where, "switch group fields on a %s op", name)
 	}
-	if name == OpGroupStore && !bufferForm {
+	if isGroupStore(name) && !bufferForm {
 		c, err := need(w.SrcChunk, where, "src_chunk")
 		if err != nil {
 			return op, err
@@ -806,7 +806,7 @@ func encodeOp(op *Op, where string) (json.RawMessage, error) {
 			}
 			w.Ops = append(w.Ops, raw)
 		}
-	case OpGroupLoadReduce, OpGroupStore:
+	case OpGroupLoadReduce, OpGroupStore, OpGroupStorePackets:
 		if op.GroupBuffer == BufferNone && op.SrcChunk == nil && op.DstChunk == nil {
 			break // buffer form: src_buff / dst_buff only
 		}
@@ -815,7 +815,7 @@ func encodeOp(op *Op, where string) (json.RawMessage, error) {
 		}
 		w.BufferOffset, w.Size = ptr(op.GroupOffset), ptr(op.GroupSize)
 		c := op.DstChunk
-		if op.Name == OpGroupStore {
+		if isGroupStore(op.Name) {
 			c = op.SrcChunk
 		}
 		if c == nil {
@@ -826,14 +826,14 @@ func encodeOp(op *Op, where string) (json.RawMessage, error) {
 			return nil, err
 		}
 		wc := &wChunk{Rank: ptr(c.Rank), Type: &bt, Index: ptr(c.Index), Size: ptr(c.Size)}
-		if op.Name == OpGroupStore {
+		if isGroupStore(op.Name) {
 			w.SrcChunk = wc
 		} else {
 			w.DstChunk = wc
 		}
 	}
 	var v any = w
-	if (op.Name == OpGroupLoadReduce || op.Name == OpGroupStore) && w.BufferType != "" {
+	if isGroupOne(op.Name) && w.BufferType != "" {
 		v = wGroupOp{
 			Name: w.Name, SrcChunk: w.SrcChunk, BufferType: w.BufferType, BufferOffset: w.BufferOffset, Size: w.Size,
 			DstChunk: w.DstChunk, SrcBuff: w.SrcBuff, DstBuff: w.DstBuff, ChannelIDs: w.ChannelIDs,

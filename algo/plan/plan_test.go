@@ -129,8 +129,8 @@ func TestShowLine(t *testing.T) {
 }
 
 func TestEnumNames(t *testing.T) {
-	if got := len(OpNames()); got != 30 {
-		t.Errorf("%d op names, want 30", got)
+	if got := len(OpNames()); got != 31 {
+		t.Errorf("%d op names, want 31", got)
 	}
 	for _, o := range OpNames() {
 		back, err := ParseOpName(o.String())

@@ -144,7 +144,11 @@ func (p *Plan) opLine(gi, ti int, op *Op) string {
 		if op.Iter != nil {
 			add(fmt.Sprintf("unit %d bytes, %d chunks, %d body ops", op.Iter.UnitSize, op.Iter.NumChunks, len(op.Ops)))
 		}
-	case OpGroupLoadReduce, OpGroupStore:
+	case OpGroupLoadReduce, OpGroupStore, OpGroupStorePackets:
+		if op.GroupBuffer == BufferNone { // buffer form
+			add(p.refList(gi, ti, op, op.Src) + " -> " + p.refList(gi, ti, op, op.Dst))
+			break
+		}
 		grp := fmt.Sprintf("%s[%d:%d]", op.GroupBuffer.Short(), op.GroupOffset, op.GroupOffset+op.GroupSize)
 		if len(op.ChannelIDs) > 0 {
 			if sg, err := p.SwitchGroupOf(gi, ti, op.ChannelIDs[0]); err == nil {

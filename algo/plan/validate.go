@@ -295,17 +295,21 @@ type opSpec struct {
 var (
 	memPort = []ChannelType{ChannelMemory, ChannelPort}
 	memOnly = []ChannelType{ChannelMemory}
-	port    = []ChannelType{ChannelPort}
-	sw      = []ChannelType{ChannelSwitch}
+	// Signal and wait on a switch channel: chorus's reading of MSCCL++'s
+	// switch-channel barrier (docs/plan-format.md).
+	memPortSw = []ChannelType{ChannelMemory, ChannelPort, ChannelSwitch}
+	memSw     = []ChannelType{ChannelMemory, ChannelSwitch}
+	port      = []ChannelType{ChannelPort}
+	sw        = []ChannelType{ChannelSwitch}
 )
 
 var opSpecs = map[OpName]opSpec{
 	OpNop:                   {class: classNop},
 	OpBarrier:               {class: classBarrier},
-	OpSignal:                {class: classSync, channels: memPort},
-	OpWait:                  {class: classSync, channels: memPort},
-	OpRelaxedSignal:         {class: classSync, channels: memOnly},
-	OpRelaxedWait:           {class: classSync, channels: memOnly},
+	OpSignal:                {class: classSync, channels: memPortSw},
+	OpWait:                  {class: classSync, channels: memPortSw},
+	OpRelaxedSignal:         {class: classSync, channels: memSw},
+	OpRelaxedWait:           {class: classSync, channels: memSw},
 	OpFlush:                 {class: classSync, channels: port},
 	OpCopy:                  {class: classCopy},
 	OpCopyPackets:           {class: classCopy, packet: true},
@@ -326,6 +330,7 @@ var opSpecs = map[OpName]opSpec{
 	OpReduceCopySendPackets: {class: classReduce, channels: memOnly, remoteSrc: -1, remoteDst: 1, dstLocal: 2, packet: true},
 	OpGroupLoadReduce:       {class: classGroupOne, channels: sw},
 	OpGroupStore:            {class: classGroupOne, channels: sw},
+	OpGroupStorePackets:     {class: classGroupOne, channels: sw, packet: true},
 	OpGroupLoadReduceStore:  {class: classGroupLRS, channels: sw},
 	OpSemAcquire:            {class: classSem},
 	OpSemRelease:            {class: classSem},
@@ -617,9 +622,27 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 			if len(op.ChannelIDs) > 1 {
 				c.bad(where, "%s takes at most one channel_ids entry (has %d)", op.Name, len(op.ChannelIDs))
 			}
+			if op.Name == OpGroupStorePackets {
+				if op.Src[0].Kind == RefLocal {
+					scratch("src_buff", 0, op.Src[0], "packet source")
+				}
+				if op.Dst[0].Kind == RefSwitch {
+					if sg, err := c.p.SwitchGroupOf(gi, ti, op.Dst[0].ID); err == nil && sg.Buffer != Scratch {
+						c.bad(where+" dst_buff[0]", "packet destination must be a scratch buffer (the switch channel binds %v)", sg.Buffer.Short())
+					}
+				}
+			}
 			break
 		}
 		c.groupOne(gi, ti, where, op)
+		if op.Name == OpGroupStorePackets {
+			if op.GroupBuffer != Scratch && validBuf(op.GroupBuffer) {
+				c.bad(where, "packet destination buffer_type must be scratch (is %v)", op.GroupBuffer.Short())
+			}
+			if op.SrcChunk != nil && op.SrcChunk.Type != Scratch && validBuf(op.SrcChunk.Type) {
+				c.bad(where+" src_chunk", "packet source must be a scratch buffer (is %v)", op.SrcChunk.Type.Short())
+			}
+		}
 	case classGroupLRS:
 		if len(op.Src) == 0 || len(op.Dst) == 0 {
 			c.bad(where, "glres needs src_buff and dst_buff entries")
@@ -745,10 +768,10 @@ func (c *checker) groupOne(gi, ti int, where string, op *Op) {
 		}
 	}
 	ch, field := op.DstChunk, "dst_chunk"
-	if op.Name == OpGroupStore {
+	if isGroupStore(op.Name) {
 		ch, field = op.SrcChunk, "src_chunk"
 	}
-	if op.SrcChunk != nil && op.Name != OpGroupStore || op.DstChunk != nil && op.Name != OpGroupLoadReduce {
+	if op.SrcChunk != nil && !isGroupStore(op.Name) || op.DstChunk != nil && op.Name != OpGroupLoadReduce {
 		c.bad(where, "%s takes only %s", op.Name, field)
 	}
 	if ch == nil {

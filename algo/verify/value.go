@@ -107,3 +107,19 @@ func (c contrib) format(v *value, unit int) string {
 	}
 	return v.op.Effective().String() + "(" + strings.Join(parts, ", ") + ")"
 }
+
+// sameValue reports whether a and b are the same symbolic content.
+func sameValue(a, b *value) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil || a.op != b.op || len(a.elems) != len(b.elems) {
+		return false
+	}
+	for i := range a.elems {
+		if a.elems[i] != b.elems[i] {
+			return false
+		}
+	}
+	return true
+}

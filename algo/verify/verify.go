@@ -99,7 +99,8 @@ type cell struct {
 	val    *value
 	pkt    bool // holds LL packets
 	w      event
-	wC, wW clock // the writer's clocks at a packet write (a packet read acquires them)
+	wC, wW clock   // the writer's clocks at a packet write (a packet read acquires them)
+	rw     []event // idempotent packet rewrites since w (same value and format)
 	reads  []event
 }
 
@@ -187,6 +188,7 @@ type verifier struct {
 	korder []sigKey
 	bars   map[[2]int]*barState
 	sems   [][]*semState
+	swInst [][]int // plan.SwitchInstances, once a switch signal or wait needs it
 
 	race, undef, format, unsup *Error
 }
@@ -432,6 +434,29 @@ func (v *verifier) newStep(r, t int, op *plan.Op, loc Location, iter, iters int)
 					v.prox[pk] = a
 				}
 				s.proxies = append(s.proxies, a)
+			}
+		}
+	}
+	if op.ChannelType == plan.ChannelSwitch && (isSignalOp(op.Name) || isWaitOp(op.Name)) {
+		// A switch barrier (chorus's reading): rank r's signal counts on
+		// (r -> q) for every group rank q, its wait waits on (q -> r) for
+		// every q, so the k-th wait needs every group rank's k-th signal
+		// and acquires them all (k: the switch instance).
+		if v.swInst == nil {
+			v.swInst = p.SwitchInstances()
+		}
+		groups := p.GPUs[r].SwitchGroups()
+		for _, ci := range op.ChannelIDs {
+			gid, err := p.TBChannel(r, t, plan.ChannelSwitch, ci)
+			if err != nil || gid < 0 || gid >= len(groups) {
+				return nil, newErr(Invalid, s, "switch channel index %d does not resolve", ci)
+			}
+			for _, q := range groups[gid].Ranks {
+				if isSignalOp(op.Name) {
+					s.keys = append(s.keys, sigKey{src: r, dst: q, t: plan.ChannelSwitch, k: v.swInst[r][gid]})
+				} else {
+					s.keys = append(s.keys, sigKey{src: q, dst: r, t: plan.ChannelSwitch, k: v.swInst[r][gid]})
+				}
 			}
 		}
 	}
@@ -796,7 +821,10 @@ func (v *verifier) data(t *agent, s *step) {
 		for i := 0; i < r.n; i++ {
 			c := v.cell(r.a.Rank, r.a.Buffer, r.off+i)
 			v.rep.CellAccesses++
-			if c.w.at != nil && c.w.at != s && r.C[c.w.th] < c.w.ep && v.race == nil {
+			// A packet read of packets waits for the flag of the write it
+			// sees (it acquired that writer's clock above), so only plain
+			// reads need ordering by the clocks.
+			if c.w.at != nil && c.w.at != s && !(r.a.Packet && c.pkt) && r.C[c.w.th] < c.w.ep && v.race == nil {
 				v.race = v.raceErr(s, c.w.at, fmt.Sprintf("reads %s, which %s writes", v.chunkName(r.a, r.off+i), c.w.at))
 			}
 			found := false
@@ -887,9 +915,30 @@ func (v *verifier) data(t *agent, s *step) {
 		for i := 0; i < r.n; i++ {
 			c := v.cell(r.a.Rank, r.a.Buffer, r.off+i)
 			v.rep.CellAccesses++
+			if op.Name == plan.OpGroupStorePackets && r.a.Packet && c.pkt && c.w.at != nil && sameValue(c.val, outs[wi][i]) {
+				// An idempotent packet rewrite: a multicast packet store
+				// also writes its own rank's range, typically the very
+				// packets it read (cpkt put them there). A reader sees the
+				// same data and flag from either write, so the rewrite
+				// conflicts with no read and no write of that value. A
+				// reader may have seen either, so it acquires only what
+				// both writers knew (the meet of their clocks; order
+				// independent). Later writes of other data must be ordered
+				// after it too (rw). Only gstorepkt gets this: a repeated
+				// ppkt or cpkt of the same packets stays a race (a
+				// duplicated op is a defect of the plan).
+				c.wC, c.wW = meet(c.wC, snapC), meet(c.wW, snapW)
+				c.rw = append(c.rw, e)
+				continue
+			}
 			if v.race == nil {
 				if c.w.at != nil && c.w.at != s && r.C[c.w.th] < c.w.ep {
 					v.race = v.raceErr(s, c.w.at, fmt.Sprintf("writes %s, which %s also writes", v.chunkName(r.a, r.off+i), c.w.at))
+				}
+				for _, rw := range c.rw {
+					if v.race == nil && rw.at != s && r.C[rw.th] < rw.ep {
+						v.race = v.raceErr(s, rw.at, fmt.Sprintf("writes %s, which %s also writes", v.chunkName(r.a, r.off+i), rw.at))
+					}
 				}
 				for _, rd := range c.reads {
 					if v.race == nil && rd.at != s && r.W[rd.th] < rd.ep {
@@ -898,6 +947,7 @@ func (v *verifier) data(t *agent, s *step) {
 				}
 			}
 			c.w = e
+			c.rw = c.rw[:0]
 			c.reads = c.reads[:0]
 			c.val = outs[wi][i]
 			c.pkt = r.a.Packet
@@ -949,4 +999,18 @@ func (v *verifier) relaxedBetween(src, dst int) bool {
 		}
 	}
 	return false
+}
+
+// meet is the element-wise minimum of two clocks: what both know.
+func meet(a, b clock) clock {
+	if a == nil || b == nil {
+		return nil
+	}
+	out := a.clone()
+	for i, x := range b {
+		if x < out[i] {
+			out[i] = x
+		}
+	}
+	return out
 }
