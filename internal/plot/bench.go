@@ -98,10 +98,7 @@ func Bench(w io.Writer, recs []Record, opt BenchOptions) error {
 		entries = append(entries, legendEntry{name: s.Name, thumbs: thumbs})
 	}
 
-	title := clean(opt.Title)
-	if r := []rune(title); len(r) > 160 {
-		title = string(r[:157]) + "..."
-	}
+	title := cleanN(opt.Title, 160)
 	sub := common
 	if !opt.Date.IsZero() {
 		sub = strings.TrimPrefix(sub+"; "+opt.Date.Format("2006-01-02 15:04 MST"), "; ")

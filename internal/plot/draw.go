@@ -137,8 +137,9 @@ func decades(lo, hi float64) (float64, float64) {
 	return math.Pow(10, a), math.Pow(10, b)
 }
 
-// decadeTicks labels powers of ten (every other one past eight decades)
-// with format and marks 2..9 between them.
+// decadeTicks labels powers of ten (every other one past eight decades;
+// 2 and 5 times them too when the axis spans two decades or less) with
+// format and marks 2..9 between them.
 func decadeTicks(format func(float64) string) gplot.Ticker {
 	return gplot.TickerFunc(func(lo, hi float64) []gplot.Tick {
 		a, b := int(math.Round(math.Log10(lo))), int(math.Round(math.Log10(hi)))
@@ -146,6 +147,7 @@ func decadeTicks(format func(float64) string) gplot.Ticker {
 		if b-a > 8 {
 			s = 2
 		}
+		few := b-a <= 2
 		var ts []gplot.Tick
 		for e := a; e <= b; e++ {
 			v := math.Pow(10, float64(e))
@@ -156,7 +158,11 @@ func decadeTicks(format func(float64) string) gplot.Ticker {
 			ts = append(ts, t)
 			if e < b {
 				for k := 2; k < 10; k++ {
-					ts = append(ts, gplot.Tick{Value: v * float64(k)})
+					t := gplot.Tick{Value: v * float64(k)}
+					if few && (k == 2 || k == 5) {
+						t.Label = format(t.Value)
+					}
+					ts = append(ts, t)
 				}
 			}
 		}

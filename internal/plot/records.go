@@ -220,7 +220,9 @@ func parseLine(b []byte) (*Record, string, error) {
 
 // clean makes a label safe to draw: valid UTF-8, no control characters
 // (XML 1.0 does not allow them in an SVG), at most 80 characters.
-func clean(s string) string {
+func clean(s string) string { return cleanN(s, 80) }
+
+func cleanN(s string, n int) string {
 	s = strings.ToValidUTF8(s, "?")
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffe || r == 0xffff {
@@ -228,8 +230,8 @@ func clean(s string) string {
 		}
 		return r
 	}, s)
-	if r := []rune(s); len(r) > 80 {
-		s = string(r[:77]) + "..."
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-3]) + "..."
 	}
 	return s
 }

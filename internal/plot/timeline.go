@@ -90,7 +90,7 @@ func Timeline(w io.Writer, spans []Span, opt TimelineOptions) error {
 		entries = append(entries, legendEntry{name: n, thumbs: []gplot.Thumbnailer{box{colour(i)}}})
 	}
 	cols := min(4, max(1, (len(entries)+5)/6))
-	title := clean(opt.Title)
+	title := cleanN(opt.Title, 160)
 	if !opt.Date.IsZero() {
 		if title != "" {
 			title += "; "
@@ -144,11 +144,10 @@ func (b *barPlotter) Plot(c draw.Canvas, p *gplot.Plot) {
 	}
 }
 
-// box is a legend thumbnail: a filled square.
+// box is a legend thumbnail: a bar like the ones drawn.
 type box struct{ c color.Color }
 
 func (b box) Thumbnail(c *draw.Canvas) {
-	h := c.Max.Y - c.Min.Y
-	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X + h, Y: c.Min.Y}, {X: c.Min.X + h, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}}
+	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}}
 	c.FillPolygon(b.c, pts)
 }
