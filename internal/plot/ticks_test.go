@@ -5,7 +5,6 @@ import (
 	"testing"
 )
 
-
 func TestTicks(t *testing.T) {
 	bt := func(lo, hi float64) string {
 		var out []string
