@@ -70,6 +70,10 @@ func TestBenchPlot(t *testing.T) {
 	if !strings.Contains(out, "size(B)") || !strings.Contains(errOut, "wrote "+svg+" (2 series)") {
 		t.Errorf("stdout %q, stderr %q: want the table and a note of the plot", out, errOut)
 	}
+	// stderr is not a terminal here: no progress line.
+	if strings.Contains(errOut, "\r") || strings.Contains(errOut, "left") {
+		t.Errorf("progress written to a non-terminal stderr: %q", errOut)
+	}
 	texts := checkSVG(t, svg)
 	for _, want := range []string{"chorus bench allreduce --session threaded", "cpu (threaded)", "gloo (process)", "bus bandwidth", "time per call", "1K"} {
 		if !strings.Contains(texts, want) {
