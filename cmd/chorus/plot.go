@@ -194,6 +194,11 @@ func cmdPlot(args []string, out, errOut io.Writer) error {
 	if err := checkOutDir(*output); err != nil {
 		return err
 	}
+	for _, f := range append(append([]string{}, files...), anchors...) {
+		if sameFile(f, *output) {
+			return usageError{fmt.Sprintf("plot: --out %s is one of the inputs", *output)}
+		}
+	}
 	recs, err := readJSONLines(files, false, errOut)
 	if err != nil {
 		return err
@@ -207,6 +212,16 @@ func cmdPlot(args []string, out, errOut io.Writer) error {
 		t = commandLine(append([]string{"plot"}, args...)...)
 	}
 	return writePlot(*output, append(recs, anc...), t, errOut)
+}
+
+// sameFile reports whether a and b name one file (b need not exist).
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	if err1 == nil && err2 == nil {
+		return os.SameFile(sa, sb)
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
 }
 
 // interleaved moves flags before the positional arguments (the flag

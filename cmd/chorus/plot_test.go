@@ -130,6 +130,8 @@ func TestPlotCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"plot"}, 2, "which files"},
+		{[]string{"plot", "--help"}, 0, "Usage: chorus plot"},
+		{[]string{"plot", runs, "--out", filepath.Join(dir, ".", "runs.jsonl.svg"), "--anchor", filepath.Join(dir, "runs.jsonl.svg")}, 2, "is one of the inputs"},
 		{[]string{"plot", runs, "--out", filepath.Join(dir, "x.png")}, 2, "name it .svg"},
 		{[]string{"plot", runs, "--out", filepath.Join(dir, "no", "x.svg")}, 2, "does not exist"},
 		{[]string{"plot", bad, "--out", filepath.Join(dir, "b.svg")}, 1, bad + `:3: size row without "time_us"`},

@@ -50,8 +50,8 @@ func textStyle(size vg.Length) text.Style {
 	return text.Style{Color: color.Black, Font: font.From(gplot.DefaultFont, size), Handler: gplot.DefaultTextHandler}
 }
 
-// palette: Okabe-Ito's colour-blind-safe colours (black moved last), then
-// hues a golden angle apart.
+// palette: Okabe-Ito's colour-blind-safe colours (yellow, faint on white,
+// last), then hues a golden angle apart.
 var okabeIto = []color.Color{
 	color.RGBA{0, 114, 178, 255},   // blue
 	color.RGBA{213, 94, 0, 255},    // vermillion
@@ -59,8 +59,8 @@ var okabeIto = []color.Color{
 	color.RGBA{204, 121, 167, 255}, // reddish purple
 	color.RGBA{230, 159, 0, 255},   // orange
 	color.RGBA{86, 180, 233, 255},  // sky blue
-	color.RGBA{240, 228, 66, 255},  // yellow
 	color.RGBA{0, 0, 0, 255},       // black
+	color.RGBA{240, 228, 66, 255},  // yellow
 }
 
 func colour(i int) color.Color {
