@@ -123,6 +123,21 @@ func TestTimelineSVG(t *testing.T) {
 			t.Errorf("SVG has no text %q; texts: %q", want, texts)
 		}
 	}
+	// Tracks given first, in that order, before the others.
+	out.Reset()
+	if err := Timeline(&out, spans, TimelineOptions{Tracks: []string{"worker 1", "idle worker"}}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, x := range svgTexts(t, out.Bytes()) {
+		if strings.HasPrefix(x, "worker") || strings.HasPrefix(x, "idle") || strings.HasPrefix(x, "gpu") {
+			rows = append(rows, x)
+		}
+	}
+	// Tick labels are drawn bottom-up: the last row first.
+	if got := strings.Join(rows, "|"); got != "gpu 1 <stream>|worker 0|idle worker|worker 1" {
+		t.Errorf("row labels bottom-up %q", got)
+	}
 	// A 3 s range is labelled in seconds.
 	out.Reset()
 	if err := Timeline(&out, []Span{{Track: "a", Name: "x", Start: 0, Dur: 3e9}}, TimelineOptions{}); err != nil {

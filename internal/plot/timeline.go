@@ -26,15 +26,20 @@ type Span struct {
 type TimelineOptions struct {
 	Title string
 	Date  time.Time
+	// Tracks, when given, orders the rows (top first): these tracks
+	// first, then any others in the order they first appear. Tracks
+	// listed without spans get an empty row.
+	Tracks []string
 }
 
 // MaxSpans bounds one picture (an SVG of a million bars is no use to
 // anyone; summarise or cut the trace first).
 const MaxSpans = 200_000
 
-// Timeline draws spans as horizontal bars, one row per track (in the
-// order tracks first appear), one colour per event name (legend under the
-// picture), on a time axis from the earliest start in us, ms or s.
+// Timeline draws spans as horizontal bars, one row per track (opt.Tracks
+// first, then in the order tracks first appear), one colour per event
+// name (legend under the picture), on a time axis from the earliest start
+// in us, ms or s.
 func Timeline(w io.Writer, spans []Span, opt TimelineOptions) error {
 	if len(spans) == 0 {
 		return fmt.Errorf("plot: %w: no spans", ErrNoData)
@@ -44,6 +49,12 @@ func Timeline(w io.Writer, spans []Span, opt TimelineOptions) error {
 	}
 	var tracks, names []string
 	trackRow, nameIdx := map[string]int{}, map[string]int{}
+	for _, t := range opt.Tracks {
+		if _, ok := trackRow[t]; !ok {
+			trackRow[t] = len(tracks)
+			tracks = append(tracks, clean(t))
+		}
+	}
 	t0, t1 := int64(math.MaxInt64), int64(math.MinInt64)
 	for i, s := range spans {
 		if s.Dur < 0 || s.Start > math.MaxInt64-s.Dur {
