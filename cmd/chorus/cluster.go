@@ -278,7 +278,11 @@ func clusterBenchCollective(ctx context.Context, name string, args []string, out
 	iters := fs.Int("iters", 0, "timed iterations per size (0: by size)")
 	iterCap := fs.Int("iters-cap", 500, "with --iters 0: at most this many per size")
 	asJSON := fs.Bool("json", false, "JSON lines")
+	pf := addPlotFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := pf.prepare(commandLine(append([]string{"cluster", "bench", name}, args...)...), errOut); err != nil {
 		return err
 	}
 	dt, err := tensor.ParseDType(*dtype)
@@ -294,9 +298,10 @@ func clusterBenchCollective(ctx context.Context, name string, args []string, out
 		return usageError{err.Error()}
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: "cpu", Session: fmt.Sprintf("remote-%dnodes", *cf.nodes), DType: dt,
-		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, IterCap: *iterCap, Open: cf.open(errOut)}
+		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, IterCap: *iterCap, Open: cf.open(errOut), Progress: newProgress(errOut)}
 	first := true
-	return bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
+	err = bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
+		pf.add(r)
 		if *asJSON {
 			_ = bench.WriteJSON(out, []bench.CollectiveResult{r})
 			return
@@ -308,6 +313,10 @@ func clusterBenchCollective(ctx context.Context, name string, args []string, out
 		}
 		bench.CollectiveRow(out, r)
 	})
+	if err != nil {
+		return err
+	}
+	return pf.write(errOut)
 }
 
 func clusterBenchSession(ctx context.Context, args []string, out, errOut io.Writer) error {

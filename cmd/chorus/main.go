@@ -19,6 +19,7 @@ import (
 	"github.com/chorus-rt/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/internal/demo"
 	"github.com/chorus-rt/chorus/internal/gpuprobe"
+	"github.com/chorus-rt/chorus/internal/progress"
 	_ "github.com/chorus-rt/chorus/model/shardload" // chorus.shard.* on the CLI's workers
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
@@ -47,6 +48,9 @@ Commands:
   bench peercopy  copy-engine transfers into a peer GPU's IPC memory (the link's bound)
   bench mlp       time per step and peak memory of the MLP on the VM
   bench planops   cost per op of the GPU plan executor next to a device copy (GPU)
+                  (benches with size rows take --plot FILE.svg [--anchor FILE.jsonl]...)
+  plot FILE.jsonl...
+                  draw saved JSON lines as an SVG: bus bandwidth and time against size
   funcs           list the functions workers can call
   plan show|run|build|verify
                   execution plans: list, run on the CPU executor, build, verify
@@ -85,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdFuncs(args[1:], stdout)
 	case "compile":
 		err = cmdCompile(args[1:], stdout)
+	case "plot":
+		err = cmdPlot(args[1:], stdout, stderr)
 	case "plan":
 		err = cmdPlan(ctx, args[1:], stdout, stderr)
 	case "node":
@@ -240,7 +246,7 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case bench.IsCollective(args[0]) && benchPlanFlagged(args[1:]):
 		return benchPlan(ctx, args[0], args[1:], out, errOut)
 	case bench.IsCollective(args[0]):
-		return benchCollective(ctx, args[0], args[1:], out)
+		return benchCollective(ctx, args[0], args[1:], out, errOut)
 	}
 	return usageError{fmt.Sprintf("bench: unknown benchmark %q", args[0])}
 }
@@ -264,6 +270,15 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 		return usageError{"bench session: --workers: " + err.Error()}
 	}
 	var rows []bench.SessionResult
+	var steps []progress.Step
+	for _, k := range strings.Split(*kinds, ",") {
+		for _, n := range ns {
+			steps = append(steps, progress.Step{Label: fmt.Sprintf("%s, %d workers", strings.TrimSpace(k), n)})
+		}
+	}
+	prog := newProgress(errOut)
+	prog.Begin("bench session", steps)
+	defer prog.End()
 	for _, k := range strings.Split(*kinds, ",") {
 		var sess, tr string
 		switch strings.TrimSpace(k) {
@@ -277,10 +292,12 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 			return usageError{fmt.Sprintf("bench session: unknown session %q", k)}
 		}
 		for _, n := range ns {
+			prog.Step(len(rows))
 			r, err := bench.Session(ctx, bench.SessionConfig{Session: sess, Transport: tr, Workers: n, Iters: *iters, Warmup: *warmup, Idle: *idle, Process: processOptions(tr)})
 			if err != nil {
 				return fmt.Errorf("bench session %s/%s with %d workers: %w", sess, tr, n, err)
 			}
+			prog.Clear()
 			if *asJSON {
 				if err := bench.WriteJSON(out, []bench.SessionResult{r}); err != nil {
 					return err
@@ -312,8 +329,8 @@ func benchMemBW(args []string, out io.Writer) error {
 	return nil
 }
 
-func benchCollective(ctx context.Context, name string, args []string, out io.Writer) error {
-	fs := newFlags("bench "+name, "chorus bench "+name+" [--backend cpu] [--workers N] [--session threaded|process] [--dtype float32] [--min 1K] [--max 64M] [--step 4] [--json]", out)
+func benchCollective(ctx context.Context, name string, args []string, out, errOut io.Writer) error {
+	fs := newFlags("bench "+name, "chorus bench "+name+" [--backend cpu] [--workers N] [--session threaded|process] [--dtype float32] [--min 1K] [--max 64M] [--step 4] [--json] [--plot FILE.svg [--anchor FILE.jsonl]...]", out)
 	backend := fs.String("backend", "cpu", "collective backend")
 	workers := fs.Int("workers", 2, "number of workers")
 	kind := fs.String("session", "process", "session kind: process or threaded")
@@ -330,7 +347,11 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	rounds := fs.Int("rounds", 3, "interleaved rounds; each row reports the medians")
 	graph := fs.Bool("graph", false, "GPU workers: capture each size's timed calls in a CUDA graph and time its replays (like nccl-tests -G)")
 	membw := fs.Float64("membw", 0, "cpu backend: host memory bandwidth in GB/s for the bound column (0: measure it in this run, <0: no bound)")
+	pf := addPlotFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := pf.prepare(commandLine(append([]string{"bench", name}, args...)...), errOut); err != nil {
 		return err
 	}
 	var deviceIDs []int
@@ -398,13 +419,19 @@ func benchCollective(ctx context.Context, name string, args []string, out io.Wri
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)
 	}
-	return bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
+	cfg.Progress = newProgress(errOut)
+	err = bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
+		pf.add(r)
 		if *asJSON {
 			_ = bench.WriteJSON(out, []bench.CollectiveResult{r})
 		} else {
 			bench.CollectiveRow(out, r)
 		}
 	})
+	if err != nil {
+		return err
+	}
+	return pf.write(errOut)
 }
 
 func benchHostPoll(args []string, out io.Writer) error {

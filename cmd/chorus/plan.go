@@ -18,6 +18,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/verify"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/bench"
+	"github.com/chorus-rt/chorus/internal/progress"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -261,6 +262,7 @@ type sweep struct {
 	devices []int
 	graph   bool
 	force   bool
+	plot    *plotFlags
 }
 
 func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
@@ -278,9 +280,10 @@ func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
 	devs := fs.String("devices", "0", "with --device cuda: GPU ordinals, comma-separated (worker i on the (i mod len)-th; several workers may share one)")
 	graph := fs.Bool("graph", false, "with --device cuda: time replays of a CUDA graph of one call")
 	force := fs.Bool("force", false, "with --device cuda: run a plan the verifier rejects")
+	pf := addPlotFlags(fs)
 	return func() (sweep, error) {
 		sw := sweep{kind: *kind, tr: *tr, workers: *workers, step: *step, iters: *iters, warmup: *warmup, json: *asJSON,
-			device: *dev, graph: *graph, force: *force}
+			device: *dev, graph: *graph, force: *force, plot: pf}
 		var err error
 		if sw.device != "cpu" && sw.device != "cuda" {
 			return sw, usageError{fmt.Sprintf("--device %q: want cpu or cuda", sw.device)}
@@ -318,6 +321,20 @@ func (sw sweep) session(ctx context.Context) (*session.Session, error) {
 	return newSession(ctx, sw.kind, sw.tr, sw.workers)
 }
 
+// progress begins the progress line of a sweep over the sizes (plan run
+// and plan benches); the caller ends it.
+func (sw sweep) progress(task string, errOut io.Writer) *progress.Reporter {
+	var steps []progress.Step
+	for b := sw.lo; b <= sw.hi; b *= sw.step {
+		// planItersFor keeps a size near the same time until its floor
+		// of 5 calls (about 26 MiB), like bench's sweeps.
+		steps = append(steps, progress.Step{Label: progress.FormatBytes(b), Weight: progress.SizeWeight(b, 32<<20)})
+	}
+	prog := newProgress(errOut)
+	prog.Begin(task, steps)
+	return prog
+}
+
 func (sw sweep) itersWarm(bytes int64) (int, int) {
 	it := sw.iters
 	if it <= 0 {
@@ -347,6 +364,9 @@ func planRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	if p.NumRanks() != sw.workers {
 		return usageError{fmt.Sprintf("plan run: plan %q has %d ranks; run it with --workers %d", p.Name, p.NumRanks(), p.NumRanks())}
+	}
+	if err := sw.plot.prepare(commandLine(append([]string{"plan", "run"}, args...)...), errOut); err != nil {
+		return err
 	}
 	return planSweep(ctx, p, sw, false, out, errOut)
 }
@@ -388,9 +408,13 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 	}
 	es := int64(sw.dt.Size())
 	var failed int64
-	for b := sw.lo; b <= sw.hi; b *= sw.step {
+	prog := sw.progress(p.Name, errOut)
+	defer prog.End()
+	for i, b := 0, sw.lo; b <= sw.hi; i, b = i+1, b*sw.step {
+		prog.Step(i)
 		inN, outN := planrun.Counts(p, sw.dt, b)
 		if inN == 0 {
+			prog.Clear()
 			fmt.Fprintf(errOut, "plan %q: no message size up to %d bytes fits the plan; row skipped\n", p.Name, b)
 			continue
 		}
@@ -421,6 +445,8 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 			row.Ratio = row.TimeUs / row.CPUTimeUs
 		}
 		failed += row.Wrong
+		prog.Clear()
+		sw.plot.add(row)
 		switch {
 		case sw.json:
 			if err := json.NewEncoder(out).Encode(row); err != nil {
@@ -441,7 +467,7 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 	if failed > 0 {
 		return fmt.Errorf("plan %q: %d wrong elements", p.Name, failed)
 	}
-	return nil
+	return sw.plot.write(errOut)
 }
 
 // benchHandWritten times the cpu backend's collective through the bench
@@ -514,6 +540,9 @@ func benchPlan(ctx context.Context, name string, args []string, out, errOut io.W
 	if string(p.Collective) != want {
 		return usageError{fmt.Sprintf("bench %s: plan %q is a %s", name, p.Name, p.Collective)}
 	}
+	if err := sw.plot.prepare(commandLine(append([]string{"bench", name}, args...)...), errOut); err != nil {
+		return err
+	}
 	start := time.Now()
 	err = planSweep(ctx, p, sw, true, out, errOut)
 	if err == nil && !sw.json {
@@ -559,9 +588,13 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 	}
 	es := int64(sw.dt.Size())
 	var failed int64
-	for b := sw.lo; b <= sw.hi; b *= sw.step {
+	prog := sw.progress(p.Name, errOut)
+	defer prog.End()
+	for i, b := 0, sw.lo; b <= sw.hi; i, b = i+1, b*sw.step {
+		prog.Step(i)
 		inN, outN := planrun.Counts(p, sw.dt, b)
 		if inN == 0 {
+			prog.Clear()
 			fmt.Fprintf(errOut, "plan %q: no message size up to %d bytes fits the plan; row skipped\n", p.Name, b)
 			continue
 		}
@@ -596,6 +629,8 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 			row.BusBW = row.AlgBW * busFactor(p.Collective, sw.workers)
 		}
 		failed += row.Wrong
+		prog.Clear()
+		sw.plot.add(row)
 		if sw.json {
 			if err := json.NewEncoder(out).Encode(row); err != nil {
 				return err
@@ -613,5 +648,5 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 	if failed > 0 {
 		return fmt.Errorf("plan %q: %d wrong elements", p.Name, failed)
 	}
-	return nil
+	return sw.plot.write(errOut)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/progress"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
@@ -72,7 +73,17 @@ type CollectiveConfig struct {
 	// Open, when set, makes the session instead (multi-host sessions:
 	// Session names it, Workers is taken from it).
 	Open func(ctx context.Context) (*session.Session, error)
+	// Progress, when set, shows the sweep's progress (size, round, time
+	// left); Collective begins, clears it before each row it emits, and
+	// ends it.
+	Progress *progress.Reporter
 }
+
+// ProgressKnee is the size past which a sweep's step is weighted by its
+// size for the time-left estimate: itersFor keeps every size near the
+// same time until the iteration count reaches its floor of samples (10
+// calls at about 50 MiB), and the time grows with the size past it.
+const ProgressKnee = 64 << 20
 
 // CollectiveResult is one row, in the JSON shape scripts expect.
 type CollectiveResult struct {
@@ -507,9 +518,29 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 	for i := range runs {
 		runs[i] = make([][]CollectiveResult, len(strategies))
 	}
+	var steps []progress.Step
+	for round := range rounds {
+		for _, b := range sizes {
+			for _, strategy := range strategies {
+				label := progress.FormatBytes(b)
+				if strategy != "" {
+					label += " " + strategy
+				}
+				if rounds > 1 {
+					label += fmt.Sprintf(" round %d/%d", round+1, rounds)
+				}
+				steps = append(steps, progress.Step{Label: label, Weight: progress.SizeWeight(b, ProgressKnee)})
+			}
+		}
+	}
+	cfg.Progress.Begin(cfg.Bench, steps)
+	defer cfg.Progress.End()
+	done := 0
 	for round := range rounds {
 		for i, b := range sizes {
 			for j, strategy := range strategies {
+				cfg.Progress.Step(done)
+				done++
 				row, err := collectiveOnce(ctx, s, f, cfg, strategy, b, factor)
 				if err != nil {
 					return err
@@ -517,6 +548,7 @@ func Collective(ctx context.Context, cfg CollectiveConfig, emit func(CollectiveR
 				runs[i][j] = append(runs[i][j], row)
 			}
 			if round == rounds-1 {
+				cfg.Progress.Clear()
 				for j := range strategies {
 					emit(medianRow(runs[i][j], cfg, factor(cfg.Workers)))
 				}

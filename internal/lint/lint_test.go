@@ -20,6 +20,8 @@ const module = "github.com/chorus-rt/chorus"
 var layers = map[string]int{
 	"tensor":                  0,
 	"internal/leaktest":       0,
+	"internal/plot":           0, // SVG pictures (gonum/plot): benchmark curves, timelines
+	"internal/progress":       0, // progress line on a terminal's stderr
 	"internal/shmem":          0,
 	"internal/dl":             0,
 	"gpu/cudasrc":             0,
