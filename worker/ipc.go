@@ -105,7 +105,10 @@ func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy s
 	if err != nil {
 		return err
 	}
-	return ar.AllReduce(w.ctx, send, recv, o, s)
+	end := CollectiveSpan(env, "allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
+	err = ar.AllReduce(w.ctx, send, recv, o, s)
+	end(err)
+	return err
 }
 
 // LastStrategy is the strategy the worker's latest custom all-reduce ran.

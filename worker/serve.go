@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/wire"
@@ -49,6 +50,14 @@ func Serve(w *Worker, conn transport.Conn) error {
 		if reply != nil {
 			if err := send(reply); err != nil {
 				return fmt.Errorf("worker %d: send: %w", w.cfg.ID, err)
+			}
+			// Trace events go to their file at syncs, after the reply
+			// (the controller does not wait for the write).
+			if cmd.Action == wire.ActSyncWorker || cmd.Action == wire.ActPing {
+				if err := w.FlushTrace(); err != nil {
+					fmt.Fprintf(os.Stderr, "chorus worker %d: trace: %v (tracing stops)\n", w.cfg.ID, err)
+					w.traceOut = nil
+				}
 			}
 		}
 		if stop {

@@ -21,6 +21,7 @@ var layers = map[string]int{
 	"tensor":                  0,
 	"internal/leaktest":       0,
 	"internal/shmem":          0,
+	"internal/trace":          0, // events, flight ring, Trace Event Format; imports nothing of chorus
 	"internal/dl":             0,
 	"gpu/cudasrc":             0,
 	"gpu/cuda":                1,
