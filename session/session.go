@@ -492,6 +492,11 @@ func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]err
 		s.obs.answer(ws[first], c.Seq)
 		left--
 	}
+	// A worker declared lost while we waited (WorkerDeadline) fails the
+	// call even if its reply came after all.
+	if lost := s.drv.lost(); lost != nil {
+		return finish(), lost
+	}
 	return finish(), nil
 }
 
