@@ -169,9 +169,18 @@ func (ob *observer) pending() []int {
 		if one != wire.AllWorkers && int(one) != w {
 			continue
 		}
-		if ob.answered[w].Load() < seq {
-			out = append(out, w)
+		if ob.answered[w].Load() >= seq {
+			continue
 		}
+		// The controller reads replies in order and may still be
+		// blocked on another worker's; the flight recorder knows that
+		// this one has finished the awaited command.
+		if r := ob.rings[w]; r != nil {
+			if c := r.Snapshot().Command; c.Phase == trace.End && c.Args.Seq >= seq {
+				continue
+			}
+		}
+		out = append(out, w)
 	}
 	return out
 }

@@ -85,7 +85,7 @@ func CollectiveSpan(env registry.Env, name, comm, backend string, bytes int64) (
 		Args: trace.Args{Bytes: bytes, Seq: seq, Rank: int32(w.cfg.ID), Set: trace.HasRank, Comm: comm, Backend: backend}}
 	w.rec.Record(&b)
 	return func(err error) {
-		e := trace.Event{Track: w.colTrack, Name: name, Cat: trace.CatCollective, Phase: trace.End, Args: trace.Args{Seq: seq, Comm: comm}}
+		e := trace.Event{Track: w.colTrack, Name: name, Cat: trace.CatCollective, Phase: trace.End, Args: trace.Args{Seq: seq, Comm: comm, Bytes: bytes, Backend: backend}}
 		if err != nil {
 			e.Args.Error = err.Error()
 		}
@@ -105,6 +105,8 @@ type tracedComm struct {
 	comm    string
 	backend string
 	seq     uint64
+	bytes   int64  // of the collective in progress, repeated on its end
+	op      string // (so the flight recorder's state says what ended)
 }
 
 func newTracedComm(c ccl.Comm, w *Worker, comm, backend string) *tracedComm {
@@ -127,6 +129,7 @@ func (t *tracedComm) PathFor(k ccl.Kind, n int) string {
 
 func (t *tracedComm) begin(k ccl.Kind, bytes int64, op string, peer int) uint64 {
 	t.seq++
+	t.bytes, t.op = bytes, op
 	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.Begin,
 		Args: trace.Args{Bytes: bytes, Seq: t.seq, Rank: t.rank, Set: trace.HasRank, Comm: t.comm, Backend: t.backend, Op: op}}
 	if peer >= 0 {
@@ -137,7 +140,8 @@ func (t *tracedComm) begin(k ccl.Kind, bytes int64, op string, peer int) uint64 
 }
 
 func (t *tracedComm) end(k ccl.Kind, seq uint64, err error) error {
-	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.End, Args: trace.Args{Seq: seq, Comm: t.comm}}
+	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.End,
+		Args: trace.Args{Seq: seq, Comm: t.comm, Bytes: t.bytes, Backend: t.backend, Op: t.op}}
 	if err != nil {
 		e.Args.Error = err.Error()
 	}
