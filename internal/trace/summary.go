@@ -137,13 +137,15 @@ func Summarize(f *File) Summary {
 	type arrival struct {
 		worker     int
 		start, end int64
+		args       *Args
 	}
 	colls := map[ckey][]arrival{}
 	var corder []ckey
-	for _, sp := range spans {
+	for i := range spans {
+		sp := &spans[i]
 		if sp.Instant {
 			if sp.Cat == CatFault || sp.Cat == CatHang {
-				s.Faults = append(s.Faults, sp)
+				s.Faults = append(s.Faults, *sp)
 			}
 			continue
 		}
@@ -172,7 +174,7 @@ func Summarize(f *File) Summary {
 			if _, ok := colls[ck]; !ok {
 				corder = append(corder, ck)
 			}
-			colls[ck] = append(colls[ck], arrival{w, sp.Start, sp.Start + sp.Dur})
+			colls[ck] = append(colls[ck], arrival{w, sp.Start, sp.Start + sp.Dur, &sp.Args})
 		}
 	}
 	for _, o := range ops {
@@ -200,7 +202,8 @@ func Summarize(f *File) Summary {
 			}
 		}
 		st := Straggler{Name: ck.name, Comm: ck.comm, Seq: ck.seq, Ranks: len(as), Slowest: slow,
-			Late: time.Duration(last - first), Took: time.Duration(endAll - first)}
+			Late: time.Duration(last - first), Took: time.Duration(endAll - first),
+			Backend: as[0].args.Backend, Bytes: as[0].args.Bytes}
 		s.Collectives = append(s.Collectives, st)
 		r := ranks[slow]
 		if r == nil {
@@ -209,19 +212,6 @@ func Summarize(f *File) Summary {
 		}
 		r.Last++
 		r.Late += st.Late
-	}
-	// Backend and size from any rank's span (they agree).
-	for i := range s.Collectives {
-		c := &s.Collectives[i]
-		for _, sp := range spans {
-			if sp.Cat == CatCollective && sp.Name == c.Name && sp.Args.Comm == c.Comm && sp.Args.Seq == c.Seq {
-				c.Backend, c.Bytes = sp.Args.Backend, sp.Args.Bytes
-				break
-			}
-		}
-		if i > 1000 {
-			break // enough for the report; the rest keep zero
-		}
 	}
 	sort.SliceStable(s.Collectives, func(i, j int) bool { return s.Collectives[i].Late > s.Collectives[j].Late })
 	for _, r := range ranks {
