@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/wire"
 )
@@ -169,5 +171,59 @@ func TestFirstCauseFirst(t *testing.T) {
 	}
 	if !errors.Is(errs[2], ccl.ErrFailed) || !strings.Contains(errs[2].Error(), "timed out in allreduce #1 waiting for ranks [0]") {
 		t.Errorf("secondary failure does not carry the first cause: %v", errs[2])
+	}
+}
+
+// TestTraceWorkerKilled: the trace of a session that lost a worker is
+// still complete and valid: the dead worker's last events come from its
+// flight recorder (the span it died in is closed as unfinished), the
+// loss is a fault on the controller's track.
+func TestTraceWorkerKilled(t *testing.T) {
+	leaktest.Check(t)
+	path := filepath.Join(t.TempDir(), "lost.json")
+	s := processSession(t, 3, session.Options{Trace: path, HangReport: -1})
+	if err := s.InitCCL(bg(t), "cpu", 0); err != nil {
+		t.Fatal(err)
+	}
+	loop := mustFunc(t, s, "test.allreduce_loop")
+	if err := s.CallPackedDiscard(loop, int64(256), 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	sleep := mustFunc(t, s, "test.sleep_ms")
+	if err := s.CallPackedDiscard(sleep, 60_000); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(s.PIDs()[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(bg(t)); !errors.Is(err, session.ErrWorkerLost) {
+		t.Fatalf("Sync = %v, want a lost worker", err)
+	}
+	if err := s.Shutdown(); err != nil {
+		t.Logf("Shutdown: %v", err)
+	}
+	f := readTrace(t, path)
+	var died, lost bool
+	colls := map[string]int{}
+	for _, sp := range trace.Spans(f) {
+		switch {
+		case sp.Track.Process == "worker 1" && sp.Name == "test.sleep_ms":
+			died = sp.Args.Set&trace.HasUnfinished != 0
+		case sp.Cat == trace.CatFault && sp.Name == "worker lost" && strings.Contains(sp.Args.Error, "worker 1 lost"):
+			lost = true
+		case sp.Cat == trace.CatCollective:
+			colls[sp.Track.Process]++
+		}
+	}
+	if !died || !lost {
+		t.Errorf("unfinished sleep on worker 1: %v; loss recorded: %v", died, lost)
+	}
+	for w := range 3 {
+		if colls[trace.ProcWorker(w)] != 2 {
+			t.Errorf("worker %d: %d collectives, want 2 (%v)", w, colls[trace.ProcWorker(w)], colls)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/chorus-rt/chorus/internal/trace"
@@ -161,11 +162,16 @@ func Run() int {
 		return ExitError
 	}
 	defer w.Close()
-	defer func() {
+	flush := func() {
 		if err := w.FlushTrace(); err != nil {
 			fmt.Fprintf(os.Stderr, "chorus worker %d: trace: %v\n", spec.ID, err)
 		}
-	}()
+	}
+	defer flush()
+	// A worker that exits because its controller is gone (the session
+	// failed) still hands over its trace events.
+	exitFlush.Store(&flush)
+	defer exitFlush.Store(nil)
 	// The controller sends SignalAbort when a peer worker is lost, so a
 	// collective waiting for that peer ends instead of hanging.
 	sig := make(chan os.Signal, 1)
@@ -230,6 +236,13 @@ var ErrPeerLost = errors.New("a peer worker was lost")
 // even while the worker is busy in a long function.
 func watchLifeline(f *os.File, id int) {
 	_, _ = io.Copy(io.Discard, f)
+	if fl := exitFlush.Load(); fl != nil {
+		(*fl)()
+	}
 	fmt.Fprintf(os.Stderr, "chorus worker %d: controller gone, exiting\n", id)
 	os.Exit(ExitOrphaned)
 }
+
+// exitFlush writes the worker's trace events before the lifeline ends
+// the process (os.Exit runs no deferred calls).
+var exitFlush atomic.Pointer[func()]
