@@ -232,3 +232,46 @@ func TestHangReportThreaded(t *testing.T) {
 		t.Fatalf("Sync after the loss = %v", err)
 	}
 }
+
+// TestTraceGPUFake: device copies are timed with the device's stopwatch
+// (the Fake's host clock here, CUDA events on a GPU) and drawn on the
+// worker's GPU stream track.
+func TestTraceGPUFake(t *testing.T) {
+	leaktest.Check(t)
+	path := filepath.Join(t.TempDir(), "gpu.json")
+	s, err := session.NewThreaded(session.Options{NumWorkers: 2, DeviceIDs: []int{0, 1}, OpenDevice: worker.OpenFake, Trace: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := mustFunc(t, s, "chorus.empty")
+	x := mustCall(t, s, empty, tensor.Shape{1024}, tensor.Float32, nil, false, false)
+	host, err := tensor.New(tensor.Float32, tensor.Shape{1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CopyToWorker0(host, x); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DebugGetFromRemote(bg(t), x, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	f := readTrace(t, path)
+	got := map[string]bool{}
+	for _, e := range f.Events {
+		if e.Cat == trace.CatGPU {
+			if e.Track != (trace.Track{Process: "worker 0 gpu", Thread: "stream 0"}) || e.Args.Bytes != 4096 || e.Phase != trace.Complete {
+				t.Errorf("gpu event %+v", e)
+			}
+			got[e.Name] = true
+		}
+	}
+	if !got["copy H2D"] || !got["copy D2H"] {
+		t.Fatalf("gpu events %v, want both copies", got)
+	}
+}

@@ -106,7 +106,9 @@ func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy s
 		return err
 	}
 	end := CollectiveSpan(env, "allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
+	g := w.gpuBegin()
 	err = ar.AllReduce(w.ctx, send, recv, o, s)
+	w.gpuEnd(g, "allreduce ipc/"+s.String(), nbytes(send))
 	end(err)
 	return err
 }

@@ -107,13 +107,17 @@ type tracedComm struct {
 	seq     uint64
 	bytes   int64  // of the collective in progress, repeated on its end
 	op      string // (so the flight recorder's state says what ended)
+	w       *Worker
+	onGPU   bool // a GPU backend: the device work is timed too
+	gpuMark bool // gpuBegin's answer for the collective in progress
 }
 
 func newTracedComm(c ccl.Comm, w *Worker, comm, backend string) *tracedComm {
 	if c == nil {
 		return nil
 	}
-	return &tracedComm{Comm: c, rec: w.rec, track: w.colTrack, rank: int32(c.Rank()), comm: comm, backend: backend}
+	return &tracedComm{Comm: c, rec: w.rec, track: w.colTrack, rank: int32(c.Rank()), comm: comm, backend: backend,
+		w: w, onGPU: backend != "cpu" && backend != "cpu-hier"}
 }
 
 // Unwrap is the backend's communicator.
@@ -136,10 +140,17 @@ func (t *tracedComm) begin(k ccl.Kind, bytes int64, op string, peer int) uint64 
 		e.Args.Peer, e.Args.Set = int32(peer), e.Args.Set|trace.HasPeer
 	}
 	t.rec.Record(&e)
+	if t.onGPU {
+		t.gpuMark = t.w.gpuBegin()
+	}
 	return t.seq
 }
 
 func (t *tracedComm) end(k ccl.Kind, seq uint64, err error) error {
+	if t.gpuMark {
+		t.gpuMark = false
+		t.w.gpuEnd(true, k.String()+" "+t.backend, t.bytes)
+	}
 	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.End,
 		Args: trace.Args{Seq: seq, Comm: t.comm, Bytes: t.bytes, Backend: t.backend, Op: t.op}}
 	if err != nil {

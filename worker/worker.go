@@ -101,6 +101,7 @@ type Worker struct {
 	colTrack trace.Track
 	tcomms   struct{ global, group *tracedComm } // what Comm returns
 	spanSeq  map[string]uint64                   // CollectiveSpan numbering, per sequence name
+	gpu      *gpuTimer                           // device work timed for the trace
 
 	pending  []*wire.WorkerError
 	dropped  uint32
@@ -140,6 +141,7 @@ func (w *Worker) Close() {
 	w.cancel()
 	w.closeCCL()
 	w.regs = nil
+	w.closeGPUTimer()
 	w.closeDevice()
 }
 
@@ -212,7 +214,9 @@ func (w *Worker) handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) 
 	case wire.ActSyncWorker, wire.ActPing:
 		if w.dev != nil {
 			// A sync covers the device: queued copies and kernels finish.
-			if err := w.dev.Sync(); err != nil {
+			err := w.dev.Sync()
+			w.gpuResolve()
+			if err != nil {
 				w.fail(c, "", wire.CodeInternal, err.Error())
 			} else if err := w.checkIPC(); err != nil {
 				w.fail(c, "", codeOf(err), err.Error())
