@@ -105,11 +105,11 @@ func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy s
 	if err != nil {
 		return err
 	}
-	end := CollectiveSpan(env, "allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
+	span := BeginCollective(env, "allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
 	g := w.gpuBegin()
 	err = ar.AllReduce(w.ctx, send, recv, o, s)
 	w.gpuEnd(g, "allreduce ipc/"+s.String(), nbytes(send))
-	end(err)
+	span.End(err)
 	return err
 }
 

@@ -69,28 +69,45 @@ func (w *Worker) traceCommandEnd(c *wire.Command, name string, before int) {
 	w.rec.Record(&e)
 }
 
-// CollectiveSpan records the start of a collective that does not go
-// through a ccl.Comm (a plan, the custom all-reduce) and returns the
-// call that records its end. name is the collective ("allreduce"),
-// backend how it runs ("ipc/oneshot", "plan/allreduce_ring"), comm the
-// sequence it is numbered in.
-func CollectiveSpan(env registry.Env, name, comm, backend string, bytes int64) (end func(error)) {
+// CollectiveSpan is a collective being recorded that does not go
+// through a ccl.Comm (a plan, the custom all-reduce): BeginCollective
+// starts it, End ends it. A value; recording allocates nothing.
+type CollectiveSpan struct {
+	w                   *Worker
+	name, comm, backend string
+	bytes               int64
+	seq                 uint64
+}
+
+// BeginCollective records the start of a collective on this worker's
+// collectives track. name is the collective ("allreduce"), comm the
+// sequence it is numbered in (one per communicator or plan: the numbers
+// match across ranks), backend how it runs ("ipc/oneshot",
+// "plan/allreduce_ring").
+func BeginCollective(env registry.Env, name, comm, backend string, bytes int64) CollectiveSpan {
 	w, ok := env.(*Worker)
 	if !ok {
-		return func(error) {}
+		return CollectiveSpan{}
 	}
 	w.spanSeq[comm]++
-	seq := w.spanSeq[comm]
+	s := CollectiveSpan{w: w, name: name, comm: comm, backend: backend, bytes: bytes, seq: w.spanSeq[comm]}
 	b := trace.Event{Track: w.colTrack, Name: name, Cat: trace.CatCollective, Phase: trace.Begin,
-		Args: trace.Args{Bytes: bytes, Seq: seq, Rank: int32(w.cfg.ID), Set: trace.HasRank, Comm: comm, Backend: backend}}
+		Args: trace.Args{Bytes: bytes, Seq: s.seq, Rank: int32(w.cfg.ID), Set: trace.HasRank, Comm: comm, Backend: backend}}
 	w.rec.Record(&b)
-	return func(err error) {
-		e := trace.Event{Track: w.colTrack, Name: name, Cat: trace.CatCollective, Phase: trace.End, Args: trace.Args{Seq: seq, Comm: comm, Bytes: bytes, Backend: backend}}
-		if err != nil {
-			e.Args.Error = err.Error()
-		}
-		w.rec.Record(&e)
+	return s
+}
+
+// End records the end of the collective, with its failure if any.
+func (s CollectiveSpan) End(err error) {
+	if s.w == nil {
+		return
 	}
+	e := trace.Event{Track: s.w.colTrack, Name: s.name, Cat: trace.CatCollective, Phase: trace.End,
+		Args: trace.Args{Seq: s.seq, Comm: s.comm, Bytes: s.bytes, Backend: s.backend}}
+	if err != nil {
+		e.Args.Error = err.Error()
+	}
+	s.w.rec.Record(&e)
 }
 
 // tracedComm records every collective of the communicator it wraps. The
