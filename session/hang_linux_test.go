@@ -181,7 +181,8 @@ func TestFirstCauseFirst(t *testing.T) {
 func TestTraceWorkerKilled(t *testing.T) {
 	leaktest.Check(t)
 	path := filepath.Join(t.TempDir(), "lost.json")
-	s := processSession(t, 3, session.Options{Trace: path, HangReport: -1})
+	var out lockedBuffer
+	s := processSession(t, 3, session.Options{Trace: path, HangReport: 20 * time.Millisecond, HangOutput: &out})
 	if err := s.InitCCL(bg(t), "cpu", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -196,10 +197,14 @@ func TestTraceWorkerKilled(t *testing.T) {
 	if err := s.CallPackedDiscard(sleep, 60_000); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan error, 1)
+	go func() { done <- s.Sync(context.Background()) }()
+	// Kill it once it is inside the call (its flight recorder says so).
+	waitFor(t, "worker 1 to sleep", func() bool { return strings.Contains(out.String(), "in CallPacked test.sleep_ms") })
 	if err := syscall.Kill(s.PIDs()[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sync(bg(t)); !errors.Is(err, session.ErrWorkerLost) {
+	if err := <-done; !errors.Is(err, session.ErrWorkerLost) {
 		t.Fatalf("Sync = %v, want a lost worker", err)
 	}
 	if err := s.Shutdown(); err != nil {

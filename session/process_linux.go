@@ -44,7 +44,7 @@ type process struct {
 	shmConns []*shm.Conn // every connection, when all are shared memory
 	watchers sync.WaitGroup
 	lifeOnce sync.Once
-	onLost   func(*LostError)
+	onLost   atomic.Pointer[func(*LostError)] // set after the watchers start
 }
 
 // NewProcess starts a session whose workers are child processes, waits
@@ -94,7 +94,8 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 		}
 	}
 	obs.kill = p.kill
-	p.onLost = func(le *LostError) { obs.fault("worker lost", le.Error()) }
+	onLost := func(le *LostError) { obs.fault("worker lost", le.Error()) }
+	p.onLost.Store(&onLost)
 	s := newSession("process", n, groups, p, opts.grace(), obs)
 	timeout := opts.StartTimeout
 	if timeout <= 0 {
@@ -169,7 +170,9 @@ func yieldFor(n int) bool {
 }
 
 // partPath is where worker id writes its trace events.
-func partPath(tracePath string, id int) string { return fmt.Sprintf("%s.worker-%d.part", tracePath, id) }
+func partPath(tracePath string, id int) string {
+	return fmt.Sprintf("%s.worker-%d.part", tracePath, id)
+}
 
 // newFlight makes worker id's flight recorder in a memfd that the worker
 // maps too, so that the controller can read it whatever the worker's
@@ -277,8 +280,8 @@ func (p *process) fail(le *LostError) {
 	if !p.lostErr.CompareAndSwap(nil, le) {
 		return
 	}
-	if p.onLost != nil {
-		p.onLost(le)
+	if f := p.onLost.Load(); f != nil {
+		(*f)(le)
 	}
 	p.abortAll(le)
 	for _, o := range p.ws {
