@@ -79,9 +79,9 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	tracePath := ""
+	tracePath := "" // the prefix of the workers' part files
 	if obs.path != "" {
-		tracePath = obs.path
+		tracePath = fmt.Sprintf("%s.%d", obs.path, partTags.Add(1))
 	}
 	p, err := startProcesses(opts, prog, stderr, 0, n, n, groups, tracePath)
 	if err != nil {
@@ -169,10 +169,14 @@ func yieldFor(n int) bool {
 	return n+1 > runtime.NumCPU()
 }
 
-// partPath is where worker id writes its trace events.
-func partPath(tracePath string, id int) string {
-	return fmt.Sprintf("%s.worker-%d.part", tracePath, id)
+// partPath is where worker id writes its trace events: prefix is the
+// trace file's name and a number that keeps sessions of one process
+// apart (partTags).
+func partPath(prefix string, id int) string {
+	return fmt.Sprintf("%s.worker-%d.part", prefix, id)
 }
+
+var partTags atomic.Uint64
 
 // newFlight makes worker id's flight recorder in a memfd that the worker
 // maps too, so that the controller can read it whatever the worker's
