@@ -26,7 +26,7 @@ var sessionCommands = map[string]bool{
 // accumulate in one file). It works through session.EnvTrace, which run
 // restores when the command ends.
 func addTraceFlag(fs *flag.FlagSet) {
-	if !sessionCommands[fs.Name()] && !strings.HasPrefix(fs.Name(), "bench ") {
+	if !sessionCommands[fs.Name()] {
 		return
 	}
 	fs.Func("trace", "write a trace of the run to `FILE` (Trace Event Format: open it in ui.perfetto.dev; chorus trace summary FILE)", func(v string) error {

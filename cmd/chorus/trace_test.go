@@ -41,7 +41,7 @@ func TestTraceFlag(t *testing.T) {
 	if code, _, errOut := runCLI(t, "trace", "check", bad); code != 1 || !strings.Contains(errOut, "never end") {
 		t.Fatalf("trace check of an unbalanced file: %d %s", code, errOut)
 	}
-	for _, args := range [][]string{{"info", "--trace", path}, {"trace"}, {"trace", "frobnicate"}, {"trace", "summary"}} {
+	for _, args := range [][]string{{"info", "--trace", path}, {"bench", "membw", "--trace", path}, {"trace"}, {"trace", "frobnicate"}, {"trace", "summary"}} {
 		if code, _, _ := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
