@@ -42,6 +42,10 @@ type process struct {
 	stopping atomic.Bool
 	frame    []byte      // encode buffer, used under the session lock
 	shmConns []*shm.Conn // every connection, when all are shared memory
+	// acked[i] is the last acknowledgement of worker i turned into a
+	// reply (shm: a worker acknowledges a reply without payload instead
+	// of sending a frame, see worker.Serve).
+	acked    []uint64
 	watchers sync.WaitGroup
 	lifeOnce sync.Once
 	onLost   atomic.Pointer[func(*LostError)] // set after the watchers start
@@ -144,6 +148,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 		for _, pw := range p.ws {
 			p.shmConns = append(p.shmConns, pw.conn.(*shm.Conn))
 		}
+		p.acked = make([]uint64, len(p.ws))
 	}
 	// Watchers start only once p.ws is final: they read it.
 	for _, pw := range p.ws {
@@ -344,17 +349,17 @@ func (p *process) send(c *wire.Command) error {
 	if c.Worker != wire.AllWorkers {
 		return p.sendTo(int(c.Worker)-p.base, true)
 	}
+	if p.shmConns != nil {
+		// One entry and one publication for all rings (see shm.SendAll).
+		if i, err := shm.SendAll(p.shmConns, p.frame); err != nil {
+			return p.ioErr(i, err)
+		}
+		return nil
+	}
 	for i := range p.ws {
 		if err := p.sendTo(i, false); err != nil {
 			return err
 		}
-	}
-	if p.shmConns != nil {
-		// One publication for all rings (see shm.FlushAll).
-		if i, err := shm.FlushAll(p.shmConns); err != nil {
-			return p.ioErr(i, err)
-		}
-		return nil
 	}
 	for i, w := range p.ws {
 		if err := w.conn.Flush(); err != nil {
@@ -396,7 +401,17 @@ func (p *process) ioErr(w int, err error) error {
 }
 
 func (p *process) recv(ctx context.Context, w int) (*wire.Reply, error) {
-	frame, err := p.ws[w].conn.Recv(ctx)
+	var frame []byte
+	var err error
+	if p.shmConns != nil {
+		var ack uint64
+		frame, ack, err = p.shmConns[w].RecvOrAck(ctx, p.acked[w]+1)
+		if err == nil && frame == nil {
+			return p.ackReply(w, ack), nil
+		}
+	} else {
+		frame, err = p.ws[w].conn.Recv(ctx)
+	}
 	if err != nil {
 		// The transport's deadline may fire a moment before ctx's own
 		// timer, so test the error, not only ctx.
@@ -421,11 +436,34 @@ func (p *process) cheapPoll() bool { return p.shmConns != nil }
 // has arrived (shared memory by looking at the ring, a stream with a
 // zero-timeout ppoll).
 func (p *process) poll(w int) (*wire.Reply, error) {
+	if p.shmConns != nil {
+		c := p.shmConns[w]
+		// The acknowledgement first: frames sent before it are then
+		// Pending, and are read first.
+		ack := c.Acked()
+		if p.lost() != nil {
+			return nil, nil
+		}
+		if !c.Pending() {
+			if ack > p.acked[w] {
+				return p.ackReply(w, ack), nil
+			}
+			return nil, nil
+		}
+		return p.recv(context.Background(), w)
+	}
 	pc, ok := p.ws[w].conn.(transport.Poller)
 	if !ok || p.lost() != nil || !pc.Pending() {
 		return nil, nil
 	}
 	return p.recv(context.Background(), w)
+}
+
+// ackReply is the reply that worker w's acknowledgement ack stands for:
+// the reply to command ack, with no value and no failures.
+func (p *process) ackReply(w int, ack uint64) *wire.Reply {
+	p.acked[w] = ack
+	return &wire.Reply{Action: wire.ActReply, Seq: ack, Worker: int32(p.base + w)}
 }
 
 // stop ends the children: wait for a clean exit after the Shutdown command,

@@ -154,7 +154,7 @@ func (l *mlog[T]) wait(c *cursor[T], p waitPolicy, yields int, ctx context.Conte
 	var start time.Time
 	switch {
 	case p.busy:
-		pc := pausePerPoll()
+		pc := shmem.PollPauses()
 		start = time.Now()
 		for i := 1; ; i++ {
 			shmem.Pause(pc)

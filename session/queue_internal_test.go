@@ -82,28 +82,6 @@ func TestNextBudget(t *testing.T) {
 	}
 }
 
-func TestPausesFor(t *testing.T) {
-	for _, tc := range []struct {
-		per  time.Duration
-		want uint32
-	}{
-		{0, 16},  // a clock too coarse to measure
-		{1, 16},  // capped
-		{4, 13},  // old Intel cores: about 10 cycles
-		{25, 2},  // recent AMD: 65 cycles at 2.6 GHz
-		{50, 1},  // Skylake and later: 140 cycles
-		{200, 1}, // at least one
-		{time.Microsecond, 1},
-	} {
-		if got := pausesFor(tc.per); got != tc.want {
-			t.Errorf("pausesFor(%v) = %d, want %d", tc.per, got, tc.want)
-		}
-	}
-	if n := pausePerPoll(); n < 1 || n > 16 {
-		t.Fatalf("pausePerPoll() = %d, want 1..16", n)
-	}
-}
-
 func policies(t *testing.T) map[string]waitPolicy {
 	out := map[string]waitPolicy{}
 	for _, m := range []string{"busy", "yield", "park"} {

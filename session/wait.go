@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sync"
 	"time"
-
-	"github.com/chorus-rt/chorus/internal/shmem"
 )
 
 // How a waiting goroutine of a threaded session (a worker waiting for its
@@ -17,7 +14,7 @@ import (
 //
 //   - busy: when every goroutine of the session has a P of its own
 //     (workers + 1 <= GOMAXPROCS), poll the published counter with PAUSE
-//     between loads (pausePerPoll, about targetPollTime), without entering
+//     between loads (shmem.PollPauses, about shmem.TargetPollTime), without entering
 //     the scheduler, for an adaptive budget in [minBusySpin, maxBusySpin]
 //     (nextBudget: twice the last wait if polling that long would have
 //     covered it, half the budget after a longer wait). Then park in the
@@ -47,13 +44,9 @@ const (
 	minBusySpin = 2 * time.Microsecond
 	maxBusySpin = 50 * time.Microsecond
 	// busyClockEvery is how many polls a busy waiter makes between two
-	// reads of the clock (a poll is pausePerPoll PAUSEs, about
-	// targetPollTime).
+	// reads of the clock (a poll is shmem.PollPauses PAUSEs, about
+	// shmem.TargetPollTime).
 	busyClockEvery = 16
-	// targetPollTime is the time between two polls of a busy waiter: the
-	// delay it adds to noticing a new entry, against the load it puts on
-	// the shared line and on a hyper-thread sibling.
-	targetPollTime = 50 * time.Nanosecond
 )
 
 // nextBudget is a busy waiter's next polling budget after a wait of
@@ -71,41 +64,6 @@ func nextBudget(p waitPolicy, budget, waited time.Duration) time.Duration {
 		return max(p.minSpin, budget/2)
 	}
 	return min(p.maxSpin, max(budget, 2*waited, p.minSpin))
-}
-
-var (
-	pauseOnce    sync.Once
-	pausesInPoll uint32
-)
-
-// pausePerPoll is the number of PAUSEs between two polls of a busy
-// waiter, measured once per process: a PAUSE takes about 10 cycles on
-// older Intel cores, 140 on Skylake and later, 65 on recent AMD cores, so
-// a fixed count gives poll intervals 14x apart (4 PAUSEs, as in the first
-// version, are 0.2 us on the Xeon hosts: that much later, on average half
-// of it, is each hop of a round trip noticed).
-func pausePerPoll() uint32 {
-	pauseOnce.Do(func() {
-		const n = 2000
-		best := time.Duration(1 << 62)
-		for range 3 {
-			t0 := time.Now()
-			for range n {
-				shmem.Pause(1)
-			}
-			best = min(best, time.Since(t0))
-		}
-		pausesInPoll = pausesFor(best / n)
-	})
-	return pausesInPoll
-}
-
-// pausesFor is the PAUSE count per poll for a PAUSE that takes per.
-func pausesFor(per time.Duration) uint32 {
-	if per <= 0 {
-		return 16
-	}
-	return uint32(min(16, max(1, (targetPollTime+per/2)/per)))
 }
 
 // EnvSessionWait overrides the threaded session's wait policy: "busy",

@@ -74,6 +74,14 @@ type Reply struct {
 	Dropped uint32
 }
 
+// Plain reports whether r is a reply that carries nothing but its
+// sequence number (no value, no failures): the answer to nearly every
+// Sync, which sessions may deliver as an acknowledgement instead of a
+// message.
+func (r *Reply) Plain() bool {
+	return r.Action == ActReply && r.Seq != 0 && r.Value == nil && len(r.Errors) == 0 && r.Dropped == 0
+}
+
 // Code classifies a worker failure so callers can test it with errors.Is
 // even when it crossed a process boundary.
 type Code uint8

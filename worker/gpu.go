@@ -228,6 +228,17 @@ func CopyTensor(env registry.Env, dst, src *tensor.Tensor) error {
 	return w.dev.Copy(db, dst.Offset(), sb, src.Offset(), dst.NumBytes())
 }
 
+// GPU returns the device the worker is bound to (CUDA or a Fake), for
+// packages that move data to it themselves (the shard loader's pinned
+// staging); ok is false on host-only workers.
+func GPU(env registry.Env) (dev device.Device, ok bool) {
+	w, isWorker := env.(*Worker)
+	if !isWorker || w.dev == nil {
+		return nil, false
+	}
+	return w.dev, true
+}
+
 // CUDADevice returns the worker's CUDA device (for packages that launch
 // their own kernels on its context and stream), if it has one.
 func CUDADevice(env registry.Env) (*device.CUDA, bool) {

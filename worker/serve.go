@@ -12,9 +12,19 @@ import (
 // Serve runs w's command loop over conn until Shutdown (nil) or a transport
 // or protocol error. A frame that does not decode means the stream can no
 // longer be trusted, so the worker stops rather than guess.
+//
+// On a connection that can acknowledge (shared memory), a reply with no
+// value and no failures, the answer to nearly every Sync, is an
+// acknowledgement of its sequence number instead of a frame: the
+// controller reads one word per worker instead of reading and decoding N
+// frames.
 func Serve(w *Worker, conn transport.Conn) error {
 	var out []byte
+	acker, _ := conn.(interface{ Ack(uint64) error })
 	send := func(r *wire.Reply) error {
+		if acker != nil && r.Plain() {
+			return acker.Ack(r.Seq)
+		}
 		var err error
 		out, err = wire.AppendReply(out[:0], r)
 		if err != nil {

@@ -134,6 +134,11 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 			return nil, err
 		}
 	}
+	here := 1
+	if c.peers != nil {
+		here = c.n
+	}
+	c.pauses = shmem.RelaxPauses(here)
 	if c.peers == nil {
 		if err := c.joinCMA(ctx); err != nil {
 			c.Close()
@@ -149,7 +154,8 @@ type Comm struct {
 	rank, n int
 	timeout time.Duration
 	opts    Options
-	yield   bool // more ranks than CPUs: give the CPU away while polling
+	yield   bool   // more ranks than CPUs: give the CPU away while polling
+	pauses  uint32 // shmem.Relax between polls
 
 	epoch  uint64 // syncs arrived at
 	parity int    // slot parity of the next staging round
@@ -221,7 +227,7 @@ func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, mis
 		if cond() {
 			return nil
 		}
-		runtime.Gosched()
+		shmem.Relax(c.pauses)
 		if c.yield {
 			shmem.Yield()
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/chorus-rt/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/internal/demo"
 	"github.com/chorus-rt/chorus/internal/gpuprobe"
+	_ "github.com/chorus-rt/chorus/model/shardload" // chorus.shard.* on the CLI's workers
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"

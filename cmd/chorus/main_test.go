@@ -67,7 +67,7 @@ func TestInfo(t *testing.T) {
 
 func TestFuncs(t *testing.T) {
 	code, out, _ := runCLI(t, "funcs")
-	for _, name := range []string{"chorus.worker_id", "chorus.empty", "demo.shard_sum_squares"} {
+	for _, name := range []string{"chorus.worker_id", "chorus.empty", "demo.shard_sum_squares", "chorus.shard.load"} {
 		if code != 0 || !strings.Contains(out, name) {
 			t.Errorf("funcs lacks %s:\n%s", name, out)
 		}

@@ -210,6 +210,38 @@ func (b *FuncBuilder) Add(x, y, out Ref) { b.Emit("", OpAdd, nil, x, y, out) }
 // Gelu emits gelu(%x, %out).
 func (b *FuncBuilder) Gelu(x, out Ref) { b.Emit("", OpGelu, nil, x, out) }
 
+// Embedding emits embedding(%ids, %table, %out).
+func (b *FuncBuilder) Embedding(ids, table, out Ref) { b.Emit("", OpEmbedding, nil, ids, table, out) }
+
+// RMSNorm emits rms_norm(%x, %w, eps, %out).
+func (b *FuncBuilder) RMSNorm(x, w Ref, eps float64, out Ref) {
+	b.Emit("", OpRMSNorm, nil, x, w, Float(eps), out)
+}
+
+// LayerNorm emits layer_norm(%x, %w, %bias, eps, %out).
+func (b *FuncBuilder) LayerNorm(x, w, bias Ref, eps float64, out Ref) {
+	b.Emit("", OpLayerNorm, nil, x, w, bias, Float(eps), out)
+}
+
+// Rope emits rope(%x, %pos, theta, %out).
+func (b *FuncBuilder) Rope(x, pos Ref, theta float64, out Ref) {
+	b.Emit("", OpRope, nil, x, pos, Float(theta), out)
+}
+
+// Attention emits attention(%q, %k, %v, %kCache, %vCache, %pos, %out).
+func (b *FuncBuilder) Attention(q, k, v, kCache, vCache, pos, out Ref) {
+	b.Emit("", OpAttention, nil, q, k, v, kCache, vCache, pos, out)
+}
+
+// Silu emits silu(%x, %out).
+func (b *FuncBuilder) Silu(x, out Ref) { b.Emit("", OpSilu, nil, x, out) }
+
+// Mul emits mul(%x, %y, %out).
+func (b *FuncBuilder) Mul(x, y, out Ref) { b.Emit("", OpMul, nil, x, y, out) }
+
+// Argmax emits argmax(%x, %out).
+func (b *FuncBuilder) Argmax(x, out Ref) { b.Emit("", OpArgmax, nil, x, out) }
+
 // TypeOf returns the type of a value defined so far.
 func (b *FuncBuilder) TypeOf(r Ref) (Type, bool) {
 	t, ok := b.env.defined[r]

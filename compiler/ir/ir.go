@@ -241,6 +241,12 @@ type Str string
 // reduction op (sum) or the all-reduce strategy (one_shot).
 type Sym string
 
+// Float is a floating-point immediate (an attribute such as a norm's
+// epsilon), printed in the shortest form that reads back to the same
+// value and always with a '.' or an exponent (1e-05, 10000.0), so that it
+// does not read back as an Int. Verify rejects NaN and infinities.
+type Float float64
+
 // Bool is a boolean immediate, printed true or false.
 type Bool bool
 
@@ -258,15 +264,26 @@ func (Int) isArg()      {}
 func (Str) isArg()      {}
 func (Sym) isArg()      {}
 func (Bool) isArg()     {}
+func (Float) isArg()    {}
 func (ShapeLit) isArg() {}
 func (DTypeLit) isArg() {}
 func (VDLit) isArg()    {}
 
-func (r Ref) String() string      { return "%" + string(r) }
-func (i Int) String() string      { return strconv.FormatInt(int64(i), 10) }
-func (s Str) String() string      { return strconv.Quote(string(s)) }
-func (s Sym) String() string      { return string(s) }
-func (b Bool) String() string     { return strconv.FormatBool(bool(b)) }
+func (r Ref) String() string  { return "%" + string(r) }
+func (i Int) String() string  { return strconv.FormatInt(int64(i), 10) }
+func (s Str) String() string  { return strconv.Quote(string(s)) }
+func (s Sym) String() string  { return string(s) }
+func (b Bool) String() string { return strconv.FormatBool(bool(b)) }
+
+func (f Float) String() string {
+	s := strconv.FormatFloat(float64(f), 'g', -1, 64)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '.' || c == 'e' || c == 'N' || c == 'I' {
+			return s
+		}
+	}
+	return s + ".0"
+}
 func (d DTypeLit) String() string { return tensor.DType(d).String() }
 func (v VDLit) String() string    { return vdevice.VirtualDevice(v).String() }
 func (s ShapeLit) String() string { return shapeString(tensor.Shape(s)) }
@@ -295,6 +312,8 @@ func argKindName(a Arg) string {
 		return "symbol"
 	case Bool:
 		return "bool"
+	case Float:
+		return "float"
 	case ShapeLit:
 		return "shape"
 	case DTypeLit:

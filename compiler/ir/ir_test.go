@@ -163,6 +163,18 @@ func TestVerifyErrors(t *testing.T) {
 		{"result on no-result op", out + "    %z = gelu(%o, %o) : object", ErrBadArg, "defines no value"},
 		{"packed without name", `    call_packed("")`, ErrBadArg, "empty function name"},
 		{"allgather multiple", out + "    allgather(%x, %o)", ErrShape, "not a multiple"},
+		{"rms_norm weights", out + "    rms_norm(%o, %o, 1e-05, %o)", ErrShape, "needs weights [8]"},
+		{"rms_norm eps", out + "    %w8 = alloc_tensor([8], float32, {}, \"global\") : tensor<[8], float32, {scope=\"global\"}>\n    rms_norm(%o, %w8, -1.5, %o)", ErrBadArg, "eps -1.5"},
+		{"rms_norm eps kind", out + "    rms_norm(%o, %o, \"1e-5\", %o)", ErrBadArg, "argument 3 must be a number"},
+		{"rope rank", out + "    rope(%o, %o, 10000.0, %o)", ErrShape, "[tokens, heads, head_dim]"},
+		{"embedding ids", out + "    embedding(%o, %w, %o)", ErrTypeMismatch, "ids must be int32"},
+		{"argmax out", out + "    argmax(%o, %o)", ErrTypeMismatch, "out must be int32"},
+		{"mul ints", "    %i = alloc_tensor([8], int32, {}, \"global\") : tensor<[8], int32, {scope=\"global\"}>\n    mul(%i, %i, %i)", ErrTypeMismatch, "mul of int32"},
+		{"attention groups", "    %q = alloc_tensor([1, 3, 4], float32, {}, \"global\") : tensor<[1, 3, 4], float32, {scope=\"global\"}>\n" +
+			"    %k = alloc_tensor([1, 2, 4], float32, {}, \"global\") : tensor<[1, 2, 4], float32, {scope=\"global\"}>\n" +
+			"    %c = alloc_tensor([8, 2, 4], float32, {}, \"global\") : tensor<[8, 2, 4], float32, {scope=\"global\"}>\n" +
+			"    %p = alloc_tensor([1], int32, {}, \"global\") : tensor<[1], int32, {scope=\"global\"}>\n" +
+			"    attention(%q, %k, %k, %c, %c, %p, %q)", ErrShape, "3 query heads are not a multiple of 2 kv heads"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -359,6 +371,32 @@ func TestParseVirtualDevice(t *testing.T) {
 	for _, s := range []string{"", "{", "{} x", "{gpu:0}", "{cpu target=cuda}"} {
 		if _, err := ParseVirtualDevice(s); !errors.Is(err, ErrSyntax) {
 			t.Errorf("%q: %v", s, err)
+		}
+	}
+}
+
+// TestFloatArgs: floats print so that they read back as floats (never as
+// ints) with the same value, and malformed numbers are syntax errors.
+func TestFloatArgs(t *testing.T) {
+	for _, tc := range []struct {
+		f    float64
+		text string
+	}{{1e-5, "1e-05"}, {10000, "10000.0"}, {-0.5, "-0.5"}, {1e300, "1e+300"}, {0.1, "0.1"}, {3, "3.0"}} {
+		if got := Float(tc.f).String(); got != tc.text {
+			t.Errorf("Float(%v) prints %q, want %q", tc.f, got, tc.text)
+		}
+		m, err := Parse(`module @m func @f() { block { call_packed("x", ` + tc.text + `) } return }`)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.text, err)
+		}
+		if a := m.Funcs[0].Blocks[0].Bindings[0].Args[1]; a != Float(tc.f) {
+			t.Errorf("%s parses to %#v", tc.text, a)
+		}
+	}
+	for _, bad := range []string{"1.", "1.e5", "1e", "1e+", "2.5x", "1.5.5"} {
+		_, err := Parse(`module @m func @f() { block { call_packed("x", ` + bad + `) } return }`)
+		if !errors.Is(err, ErrSyntax) {
+			t.Errorf("%q: %v, want a syntax error", bad, err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -49,6 +50,34 @@ const (
 	OpAdd
 	// gelu(%x, %out): GELU, tanh approximation.
 	OpGelu
+	// embedding(%ids, %table, %out): out[..., :] = table[ids[...], :];
+	// ids int32 of any shape S, table [V, H], out S+[H].
+	OpEmbedding
+	// rms_norm(%x, %w, eps, %out): x / sqrt(mean(x²) + eps) · w over the
+	// last dim; w [H].
+	OpRMSNorm
+	// layer_norm(%x, %w, %b, eps, %out): (x - mean) / sqrt(var + eps) · w
+	// + b over the last dim (biased variance); w, b [H].
+	OpLayerNorm
+	// rope(%x, %pos, theta, %out): rotary position embedding, the
+	// rotate-half form (GPT-NeoX, Llama): x [T, heads, D] (D even), pos
+	// int32 [T]; pair (i, i + D/2) turns by pos·theta^(-2i/D).
+	OpRope
+	// attention(%q, %k, %v, %k_cache, %v_cache, %pos, %out): writes this
+	// step's k and v into the caches at rows pos, then causal attention
+	// of every query t over cache rows 0..pos[t] (softmax scale
+	// 1/sqrt(D)); grouped-query heads: query head h reads kv head
+	// h / (Hq/Hkv). q [T, Hq, D], k and v [T, Hkv, D], caches [S, Hkv, D],
+	// pos int32 [T], out [T, Hq, D]. The caches are written too (they
+	// persist across calls: pass them as parameters).
+	OpAttention
+	// silu(%x, %out): x · sigmoid(x).
+	OpSilu
+	// mul(%a, %b, %out): elementwise product with numpy broadcasting.
+	OpMul
+	// argmax(%x, %out): index of the largest element over the last dim
+	// (the first on ties; NaN never wins), x [..., N] float, out [...] int32.
+	OpArgmax
 	numOps
 )
 
@@ -63,10 +92,11 @@ const (
 	kDType
 	kVD
 	kStrategy // a symbol or a string (custom_allreduce's strategy)
+	kFloat    // a float or an int immediate (an attribute such as eps)
 )
 
 var kindNames = [...]string{kRef: "value", kInt: "int", kStr: "string", kSym: "symbol", kShape: "shape", kDType: "dtype", kVD: "virtual device",
-	kStrategy: "strategy symbol or plan string"}
+	kStrategy: "strategy symbol or plan string", kFloat: "number"}
 
 type resultKind uint8
 
@@ -99,6 +129,14 @@ var opTable = [numOps]opInfo{
 	OpMatmul:          {"matmul", []argKind{kRef, kRef, kRef}, false, resNone},
 	OpAdd:             {"add", []argKind{kRef, kRef, kRef}, false, resNone},
 	OpGelu:            {"gelu", []argKind{kRef, kRef}, false, resNone},
+	OpEmbedding:       {"embedding", []argKind{kRef, kRef, kRef}, false, resNone},
+	OpRMSNorm:         {"rms_norm", []argKind{kRef, kRef, kFloat, kRef}, false, resNone},
+	OpLayerNorm:       {"layer_norm", []argKind{kRef, kRef, kRef, kFloat, kRef}, false, resNone},
+	OpRope:            {"rope", []argKind{kRef, kRef, kFloat, kRef}, false, resNone},
+	OpAttention:       {"attention", []argKind{kRef, kRef, kRef, kRef, kRef, kRef, kRef}, false, resNone},
+	OpSilu:            {"silu", []argKind{kRef, kRef}, false, resNone},
+	OpMul:             {"mul", []argKind{kRef, kRef, kRef}, false, resNone},
+	OpArgmax:          {"argmax", []argKind{kRef, kRef}, false, resNone},
 }
 
 // Reduction ops of allreduce and reduce_scatter, and the strategies of
@@ -168,10 +206,53 @@ func (o Op) IsView() bool { return o == OpAlias || o == OpReshape || o == OpAllo
 func (b *Binding) Out() (Ref, bool) {
 	switch b.Op {
 	case OpAllreduce, OpAllgather, OpReduceScatter, OpBroadcast, OpCustomAllreduce,
-		OpDeviceCopy, OpMatmul, OpAdd, OpGelu:
+		OpDeviceCopy, OpMatmul, OpAdd, OpGelu, OpEmbedding, OpRMSNorm, OpLayerNorm, OpRope,
+		OpAttention, OpSilu, OpMul, OpArgmax:
 		return b.Ref(len(b.Args) - 1)
 	}
 	return "", false
+}
+
+// IsKernel reports whether o is a compute kernel or a collective: an op
+// whose tensor operands must live on one device (device planning joins
+// them and copies inputs that cannot).
+func (o Op) IsKernel() bool {
+	switch o {
+	case OpMatmul, OpAdd, OpGelu, OpAllreduce, OpAllgather, OpReduceScatter, OpBroadcast,
+		OpCustomAllreduce, OpEmbedding, OpRMSNorm, OpLayerNorm, OpRope, OpAttention, OpSilu,
+		OpMul, OpArgmax:
+		return true
+	}
+	return false
+}
+
+// Writes returns the operands an op writes: its out operand, and for
+// attention also the two caches (operands 4 and 5).
+func (b *Binding) Writes() []Ref {
+	out, ok := b.Out()
+	if !ok {
+		return nil
+	}
+	if b.Op == OpAttention {
+		kc, _ := b.Ref(3)
+		vc, _ := b.Ref(4)
+		return []Ref{kc, vc, out}
+	}
+	return []Ref{out}
+}
+
+// FloatArg returns argument i as a float (a Float or an Int immediate).
+func (b *Binding) FloatArg(i int) (float64, bool) {
+	if i < 0 || i >= len(b.Args) {
+		return 0, false
+	}
+	switch x := b.Args[i].(type) {
+	case Float:
+		return float64(x), true
+	case Int:
+		return float64(x), true
+	}
+	return 0, false
 }
 
 // typeEnv answers the questions the checker asks about operands.
@@ -245,6 +326,9 @@ func argIs(a Arg, k argKind) bool {
 		return ok
 	case kStrategy:
 		return argIs(a, kSym) || argIs(a, kStr)
+	case kFloat:
+		_, isF := a.(Float)
+		return isF || argIs(a, kInt)
 	}
 	return false
 }
@@ -507,8 +591,164 @@ func infer(b *Binding, env typeEnv) (Type, error) {
 			return nil, fmt.Errorf("%w: add of %v and %v gives %v, out is %v", ErrShape, x.Shape, y.Shape, want, out.Shape)
 		}
 		return nil, nil
+
+	case OpEmbedding, OpRMSNorm, OpLayerNorm, OpRope, OpAttention, OpSilu, OpMul, OpArgmax:
+		ts, err := tensors()
+		if err != nil {
+			return nil, err
+		}
+		if err := sameDevice(ts); err != nil {
+			return nil, err
+		}
+		return nil, inferModelOp(b, ts)
 	}
 	return nil, fmt.Errorf("%w: %v", ErrUnknownOp, b.Op)
+}
+
+// isFloat reports the floating-point dtypes the model ops take.
+func isFloat(dt tensor.DType) bool {
+	return dt == tensor.Float32 || dt == tensor.Float16 || dt == tensor.BFloat16 || dt == tensor.Float64
+}
+
+// inferModelOp checks the operands of the ops a transformer decoder
+// needs (ts are the tensor operands in order; the last is out).
+func inferModelOp(b *Binding, ts []TensorType) error {
+	out := ts[len(ts)-1]
+	op := b.Op
+	floats := func(xs ...TensorType) error {
+		for _, x := range xs {
+			if !isFloat(x.DType) {
+				return fmt.Errorf("%w: %s of %s (float32, float16, bfloat16, float64)", ErrTypeMismatch, op, x.DType)
+			}
+			if x.DType != xs[0].DType {
+				return fmt.Errorf("%w: %s dtypes differ: %s and %s", ErrTypeMismatch, op, xs[0].DType, x.DType)
+			}
+		}
+		return nil
+	}
+	positions := func(p TensorType, t int64) error {
+		if p.DType != tensor.Int32 || len(p.Shape) != 1 || p.Shape[0] != t {
+			return fmt.Errorf("%w: %s positions must be int32 [%d], are %s%v", ErrShape, op, t, p.DType, p.Shape)
+		}
+		return nil
+	}
+	attr := func(i int, what string, positive bool) error {
+		f, _ := b.FloatArg(i)
+		if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || (positive && f == 0) {
+			return fmt.Errorf("%w: %s %s %v", ErrBadArg, op, what, f)
+		}
+		return nil
+	}
+	same := func(x TensorType) error {
+		if !x.Shape.Equal(out.Shape) || x.DType != out.DType {
+			return fmt.Errorf("%w: %s input is %v %v, out is %v %v", ErrShape, op, x.Shape, x.DType, out.Shape, out.DType)
+		}
+		return nil
+	}
+	lastDim := func(x TensorType) int64 {
+		if len(x.Shape) == 0 {
+			return -1
+		}
+		return x.Shape[len(x.Shape)-1]
+	}
+	switch op {
+	case OpEmbedding:
+		ids, table := ts[0], ts[1]
+		if ids.DType != tensor.Int32 {
+			return fmt.Errorf("%w: embedding ids must be int32, are %s", ErrTypeMismatch, ids.DType)
+		}
+		if len(table.Shape) != 2 {
+			return fmt.Errorf("%w: embedding table must be [vocab, hidden], is %v", ErrShape, table.Shape)
+		}
+		if err := floats(table, out); err != nil {
+			return err
+		}
+		want := append(ids.Shape.Clone(), table.Shape[1])
+		if !out.Shape.Equal(want) {
+			return fmt.Errorf("%w: embedding of ids %v in %v gives %v, out is %v", ErrShape, ids.Shape, table.Shape, want, out.Shape)
+		}
+	case OpRMSNorm, OpLayerNorm:
+		x, w := ts[0], ts[1]
+		params := ts[1 : len(ts)-1]
+		if err := floats(append([]TensorType{x, out}, params...)...); err != nil {
+			return err
+		}
+		if err := same(x); err != nil {
+			return err
+		}
+		for _, p := range params {
+			if len(p.Shape) != 1 || p.Shape[0] != lastDim(x) || lastDim(x) < 1 {
+				return fmt.Errorf("%w: %s of %v needs weights [%d], got %v", ErrShape, op, x.Shape, lastDim(x), w.Shape)
+			}
+		}
+		return attr(len(b.Args)-2, "eps", false)
+	case OpRope:
+		x, pos := ts[0], ts[1]
+		if err := floats(x, out); err != nil {
+			return err
+		}
+		if err := same(x); err != nil {
+			return err
+		}
+		if len(x.Shape) != 3 || x.Shape[2]%2 != 0 {
+			return fmt.Errorf("%w: rope input must be [tokens, heads, head_dim] with an even head_dim, is %v", ErrShape, x.Shape)
+		}
+		if err := positions(pos, x.Shape[0]); err != nil {
+			return err
+		}
+		return attr(2, "theta", true)
+	case OpAttention:
+		q, k, v, kc, vc, pos := ts[0], ts[1], ts[2], ts[3], ts[4], ts[5]
+		if err := floats(q, k, v, kc, vc, out); err != nil {
+			return err
+		}
+		if err := same(q); err != nil {
+			return err
+		}
+		if len(q.Shape) != 3 || len(k.Shape) != 3 || len(kc.Shape) != 3 {
+			return fmt.Errorf("%w: attention needs q, k, v [tokens, heads, head_dim] and caches [max_seq, kv_heads, head_dim], got %v, %v, %v", ErrShape, q.Shape, k.Shape, kc.Shape)
+		}
+		t, hq, d, hkv := q.Shape[0], q.Shape[1], q.Shape[2], k.Shape[1]
+		if !v.Shape.Equal(k.Shape) || k.Shape[0] != t || k.Shape[2] != d {
+			return fmt.Errorf("%w: attention q %v, k %v, v %v", ErrShape, q.Shape, k.Shape, v.Shape)
+		}
+		if hkv < 1 || hq%hkv != 0 {
+			return fmt.Errorf("%w: attention %d query heads are not a multiple of %d kv heads", ErrShape, hq, hkv)
+		}
+		if !vc.Shape.Equal(kc.Shape) || kc.Shape[1] != hkv || kc.Shape[2] != d || kc.Shape[0] < 1 {
+			return fmt.Errorf("%w: attention caches %v and %v for kv %v", ErrShape, kc.Shape, vc.Shape, k.Shape)
+		}
+		return positions(pos, t)
+	case OpSilu:
+		if err := floats(ts[0], out); err != nil {
+			return err
+		}
+		return same(ts[0])
+	case OpMul:
+		x, y := ts[0], ts[1]
+		if err := floats(x, y, out); err != nil {
+			return err
+		}
+		want, err := BroadcastShapes(x.Shape, y.Shape)
+		if err != nil {
+			return err
+		}
+		if !out.Shape.Equal(want) {
+			return fmt.Errorf("%w: mul of %v and %v gives %v, out is %v", ErrShape, x.Shape, y.Shape, want, out.Shape)
+		}
+	case OpArgmax:
+		x := ts[0]
+		if err := floats(x); err != nil {
+			return err
+		}
+		if out.DType != tensor.Int32 {
+			return fmt.Errorf("%w: argmax out must be int32, is %s", ErrTypeMismatch, out.DType)
+		}
+		if len(x.Shape) < 1 || x.Shape[len(x.Shape)-1] < 1 || !out.Shape.Equal(x.Shape[:len(x.Shape)-1]) {
+			return fmt.Errorf("%w: argmax of %v gives %v, out is %v", ErrShape, x.Shape, x.Shape[:max(len(x.Shape)-1, 0)], out.Shape)
+		}
+	}
+	return nil
 }
 
 // allocDevice is an allocation's virtual device: the device argument with

@@ -16,6 +16,7 @@ const (
 	tValue          // %name (text holds the name)
 	tGlobal         // @name (text holds the name)
 	tInt            // -12
+	tFloat          // -1.5, 1e-05, 10000.0
 	tString         // "..." (text holds the unquoted value)
 	tPunct          // one of ( ) { } [ ] < > , : = ?
 )
@@ -108,15 +109,34 @@ func (l *lexer) next() (token, error) {
 		for end < len(l.src) && l.src[end] >= '0' && l.src[end] <= '9' {
 			end++
 		}
-		text := l.src[l.off:end]
-		if text == "-" {
+		if end == l.off+1 && c == '-' {
 			return token{}, l.errorf(pos, "expected digits after '-'")
 		}
+		digits := func(i int) int {
+			for i < len(l.src) && l.src[i] >= '0' && l.src[i] <= '9' {
+				i++
+			}
+			return i
+		}
+		kind := tInt
+		if end+1 < len(l.src) && l.src[end] == '.' && l.src[end+1] >= '0' && l.src[end+1] <= '9' {
+			kind, end = tFloat, digits(end+1)
+		}
+		if end < len(l.src) && (l.src[end] == 'e' || l.src[end] == 'E') {
+			i := end + 1
+			if i < len(l.src) && (l.src[i] == '-' || l.src[i] == '+') {
+				i++
+			}
+			if j := digits(i); j > i {
+				kind, end = tFloat, j
+			}
+		}
+		text := l.src[l.off:end]
 		if end < len(l.src) && isNameByte(l.src[end]) {
 			return token{}, l.errorf(pos, "bad number %q", l.src[l.off:end+1])
 		}
 		l.advance(len(text))
-		return token{tInt, text, pos}, nil
+		return token{kind, text, pos}, nil
 	case c == '"':
 		end := l.off + 1
 		for end < len(l.src) && l.src[end] != '"' && l.src[end] != '\n' {
@@ -379,6 +399,12 @@ func (p *parser) arg() (Arg, error) {
 			return nil, p.errorf("integer %s out of range", t.text)
 		}
 		return Int(n), p.advance()
+	case t.kind == tFloat:
+		f, err := strconv.ParseFloat(t.text, 64)
+		if err != nil {
+			return nil, p.errorf("number %s out of range", t.text)
+		}
+		return Float(f), p.advance()
 	case t.kind == tString:
 		return Str(t.text), p.advance()
 	case t.kind == tIdent:

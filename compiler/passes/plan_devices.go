@@ -103,14 +103,7 @@ func (u *unionFind) union(a, b string) bool {
 	return true
 }
 
-func isKernel(op ir.Op) bool {
-	switch op {
-	case ir.OpMatmul, ir.OpAdd, ir.OpGelu, ir.OpAllreduce, ir.OpAllgather,
-		ir.OpReduceScatter, ir.OpBroadcast, ir.OpCustomAllreduce:
-		return true
-	}
-	return false
-}
+func isKernel(op ir.Op) bool { return op.IsKernel() }
 
 func planDevices(f *ir.Function, def vdevice.VirtualDevice) error {
 	// dev unifies device parts; scope unifies memory scopes of values
@@ -242,6 +235,13 @@ func planKernel(b *ir.Binding, dev, scope *unionFind, types map[string]ir.Type, 
 	var copies []*ir.Binding
 	for _, i := range conflicts {
 		x := b.Args[i].(ir.Ref)
+		for _, w := range b.Writes() {
+			if w == x {
+				// A copy of an operand the kernel writes (attention's
+				// caches) would take the writes away from it.
+				return nil, fmt.Errorf("%w: %s writes %v, which is on %v, the kernel runs on %v", ErrDeviceConflict, b.Op, x, dev.get(string(x)), where)
+			}
+		}
 		tt, ok := types[string(x)].(ir.TensorType)
 		if !ok {
 			continue

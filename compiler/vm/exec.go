@@ -225,6 +225,13 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		}
 		return m.kernel(env, in.op, t)
 
+	case ir.OpEmbedding, ir.OpRMSNorm, ir.OpLayerNorm, ir.OpRope, ir.OpAttention, ir.OpSilu, ir.OpMul, ir.OpArgmax:
+		t, err := ts()
+		if err != nil {
+			return err
+		}
+		return m.modelKernel(env, in, t)
+
 	default:
 		return fmt.Errorf("%w: op %v", ErrUnsupported, in.op)
 	}
@@ -337,4 +344,46 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 		return cpuAdd(t[0], t[1], t[2])
 	}
 	return cpuGelu(t[0], t[1])
+}
+
+// modelKernel runs one of the decoder ops on the operands' device (every
+// operand on the host, or every operand on the worker's GPU).
+func (m *Module) modelKernel(env registry.Env, in *instr, t []*tensor.Tensor) error {
+	host, dev := 0, 0
+	for _, x := range t {
+		if x.IsHost() {
+			host++
+		} else {
+			dev++
+		}
+	}
+	if host > 0 && dev > 0 {
+		return fmt.Errorf("%w: %v with operands on the host and on the GPU", ErrUnsupported, in.op)
+	}
+	if dev > 0 {
+		g, err := m.gpuKernels(env)
+		if err != nil {
+			return err
+		}
+		return g.model(in.op, in.f, t)
+	}
+	switch in.op {
+	case ir.OpEmbedding:
+		return cpuEmbedding(t[0], t[1], t[2])
+	case ir.OpRMSNorm:
+		return cpuRMSNorm(t[0], t[1], in.f, t[2])
+	case ir.OpLayerNorm:
+		return cpuLayerNorm(t[0], t[1], t[2], in.f, t[3])
+	case ir.OpRope:
+		return cpuRope(t[0], t[1], in.f, t[2])
+	case ir.OpAttention:
+		return cpuAttention(t[0], t[1], t[2], t[3], t[4], t[5], t[6])
+	case ir.OpSilu:
+		return cpuSilu(t[0], t[1])
+	case ir.OpMul:
+		return cpuMul(t[0], t[1], t[2])
+	case ir.OpArgmax:
+		return cpuArgmax(t[0], t[1])
+	}
+	return fmt.Errorf("%w: op %v", ErrUnsupported, in.op)
 }

@@ -1,7 +1,8 @@
 // chorus VM kernels: elementwise add with numpy broadcasting and GELU
 // (tanh approximation), for float32, float16 and bfloat16, computing in
 // float. Compiled at run time by NVRTC (no headers: half conversions are
-// PTX cvt instructions), one module per worker.
+// PTX cvt instructions), one module per worker. The decoder ops are in
+// kernels_model.cu (compiled after this file, as a second module).
 
 
 // h2f, f2h, b2f, f2b: gpu/cudasrc/half.cuh, prepended by the Go side.
@@ -72,3 +73,4 @@ __device__ void gelu_impl(const typename E::T* x, typename E::T* out, long long 
 KERNELS(f32, F32)
 KERNELS(f16, F16)
 KERNELS(bf16, BF16)
+

@@ -30,6 +30,9 @@ type gpuState struct {
 	h    cublas.Handle
 	mod  cuda.Module
 	fns  map[string]cuda.Function
+	// modelMod holds the decoder kernels (kernels_model.cu), loaded at
+	// the first decoder op.
+	modelMod cuda.Module
 }
 
 // kernelThreads is the block size of the elementwise kernels.
@@ -124,6 +127,10 @@ func (g *gpuState) close() {
 		if g.mod != 0 {
 			g.drv.ModuleUnload(g.mod)
 			g.mod = 0
+		}
+		if g.modelMod != 0 {
+			g.drv.ModuleUnload(g.modelMod)
+			g.modelMod = 0
 		}
 		return nil
 	})

@@ -100,6 +100,7 @@ type instr struct {
 	scope   string
 	n       int64 // alloc_storage bytes, view offset
 	align   int64
+	f       float64 // rms_norm/layer_norm eps, rope theta
 	redOp   reduce.Op
 	strat   string // custom_allreduce strategy, as worker.CustomAllReduce spells it
 	plan    string // custom_allreduce naming a plan: the plan (Module.plans)
@@ -360,6 +361,29 @@ func decode(env registry.Env, b *ir.Binding, slots map[string]int, types map[str
 		in.strat = strings.ReplaceAll(string(b.Args[1].(ir.Sym)), "_", "")
 		if vd, ok := ir.DeviceOf(types[string(b.Args[0].(ir.Ref))]); ok && vd.DeviceType() == vdevice.CPU {
 			return in, fmt.Errorf("%w: custom_allreduce of host memory: the IPC all-reduce runs on GPUs only (compile CPU programs without ipc-allreduce-rewrite; vm.Pipeline does)", ErrUnsupported)
+		}
+	case ir.OpEmbedding, ir.OpRMSNorm, ir.OpLayerNorm, ir.OpRope, ir.OpAttention, ir.OpSilu, ir.OpMul, ir.OpArgmax:
+		switch b.Op {
+		case ir.OpRMSNorm, ir.OpRope:
+			in.f, _ = b.FloatArg(2)
+		case ir.OpLayerNorm:
+			in.f, _ = b.FloatArg(3)
+		}
+		// The float operand decides the kernel: the table of an
+		// embedding, the input of the rest.
+		i := 0
+		if b.Op == ir.OpEmbedding {
+			i = 1
+		}
+		t, _ := types[string(b.Args[i].(ir.Ref))].(ir.TensorType)
+		switch t.DType {
+		case tensor.Float32, tensor.Float16, tensor.BFloat16:
+		case tensor.Float64:
+			if t.Device.DeviceType() != vdevice.CPU {
+				return in, fmt.Errorf("%w: %s of float64 on a GPU (float32, float16, bfloat16)", ErrUnsupported, b.Op)
+			}
+		default:
+			return in, fmt.Errorf("%w: %s of %s (float32, float16, bfloat16, float64)", ErrUnsupported, b.Op, t.DType)
 		}
 	case ir.OpMatmul, ir.OpAdd, ir.OpGelu:
 		t, _ := types[string(b.Args[0].(ir.Ref))].(ir.TensorType)

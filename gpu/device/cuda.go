@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 )
@@ -261,4 +262,65 @@ func (c *CUDA) Close() error {
 		c.mu.Unlock()
 	})
 	return err
+}
+
+var _ Stager = (*CUDA)(nil)
+
+// AllocPinned allocates page-locked host memory (cuMemHostAlloc,
+// portable), so CopyInAsync runs as DMA without the driver staging it.
+func (c *CUDA) AllocPinned(n int64) (*PinnedBuffer, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("device %d: AllocPinned: negative size %d", c.ordinal, n)
+	}
+	var p unsafe.Pointer
+	err := c.do(func() (err error) {
+		if n == 0 {
+			return nil
+		}
+		p, err = c.d.MemHostAlloc(n, cuda.MemHostAllocPortable)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	pb := &PinnedBuffer{dev: c.ordinal}
+	if n > 0 {
+		pb.b = unsafe.Slice((*byte)(p), n)
+	}
+	return pb, nil
+}
+
+// FreePinned waits for the stream (copies may still read p) and frees p.
+func (c *CUDA) FreePinned(p *PinnedBuffer) error {
+	return c.do(func() error {
+		if err := checkPinned("FreePinned", p, 0, 0, c.ordinal); err != nil {
+			return err
+		}
+		p.freed = true
+		if len(p.b) == 0 {
+			return nil
+		}
+		err := c.d.StreamSynchronize(c.stream)
+		if ferr := c.d.MemFreeHost(unsafe.Pointer(unsafe.SliceData(p.b))); err == nil {
+			err = ferr
+		}
+		p.b = nil
+		return err
+	})
+}
+
+// CopyInAsync queues the copy on the stream and returns.
+func (c *CUDA) CopyInAsync(dst *Buffer, doff int64, src *PinnedBuffer, soff, n int64) error {
+	if err := checkRange("CopyInAsync", dst, doff, n, c.ordinal); err != nil {
+		return err
+	}
+	return c.do(func() error {
+		if c.capturing {
+			return fmt.Errorf("CopyInAsync: %w", ErrCapturing)
+		}
+		if err := checkPinned("CopyInAsync", src, soff, n, c.ordinal); err != nil || n == 0 {
+			return err
+		}
+		return c.d.MemcpyHtoDAsync(cuda.DevicePtr(dst.ptr+uint64(doff)), src.b[soff:soff+n], c.stream)
+	})
 }

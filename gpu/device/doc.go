@@ -5,5 +5,7 @@
 // device's one stream) and Fake (host
 // memory), so that sessions, allocators and collectives are tested
 // without a GPU. Pool adds a caching allocator with statistics on top of
-// any Device.
+// any Device. Stager (both implement it) adds pinned host memory and
+// asynchronous host-to-device copies from it, for loaders that stage
+// data through a pair of pinned buffers.
 package device

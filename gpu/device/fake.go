@@ -18,14 +18,94 @@ type Fake struct {
 	// rec holds the Copy and Memset calls recorded since BeginCapture
 	// (nil: not capturing).
 	rec []func() error
+	// pending holds the CopyInAsync copies not yet done: they run at the
+	// next call that orders after them (Sync, copies, Memset, Free...),
+	// reading the pinned buffer then, so a caller that writes a pinned
+	// buffer before Sync sees its data corrupted, as on a GPU.
+	pending []func() error
+	pinned  map[*PinnedBuffer]bool
 }
 
 // NewFake makes a fake device with capacity bytes of memory.
 func NewFake(ordinal int, capacity int64) *Fake {
-	return &Fake{ordinal: ordinal, capacity: capacity, next: 1 << 32, mem: map[uint64][]byte{}}
+	return &Fake{ordinal: ordinal, capacity: capacity, next: 1 << 32, mem: map[uint64][]byte{}, pinned: map[*PinnedBuffer]bool{}}
 }
 
-var _ Capturer = (*Fake)(nil)
+var (
+	_ Capturer = (*Fake)(nil)
+	_ Stager   = (*Fake)(nil)
+)
+
+// flush runs the queued asynchronous copies (the stream reaching them).
+func (f *Fake) flush() error {
+	var first error
+	for _, op := range f.pending {
+		if err := op(); err != nil && first == nil {
+			first = err
+		}
+	}
+	f.pending = nil
+	return first
+}
+
+// AllocPinned returns n bytes of (ordinary) host memory posing as pinned.
+func (f *Fake) AllocPinned(n int64) (*PinnedBuffer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, ErrClosed
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("device %d: AllocPinned: negative size %d", f.ordinal, n)
+	}
+	p := &PinnedBuffer{b: make([]byte, n), dev: f.ordinal}
+	f.pinned[p] = true
+	return p, nil
+}
+
+func (f *Fake) FreePinned(p *PinnedBuffer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := checkPinned("FreePinned", p, 0, 0, f.ordinal); err != nil {
+		return err
+	}
+	err := f.flush()
+	p.freed = true
+	delete(f.pinned, p)
+	return err
+}
+
+// PinnedInUse counts pinned buffers not freed (tests check for leaks).
+func (f *Fake) PinnedInUse() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pinned)
+}
+
+func (f *Fake) CopyInAsync(dst *Buffer, doff int64, src *PinnedBuffer, soff, n int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rec != nil {
+		return fmt.Errorf("CopyInAsync: %w", ErrCapturing)
+	}
+	if err := checkPinned("CopyInAsync", src, soff, n, f.ordinal); err != nil {
+		return err
+	}
+	if _, err := f.lookup("CopyInAsync", dst, doff, n); err != nil {
+		return err
+	}
+	f.pending = append(f.pending, func() error {
+		if src.freed {
+			return fmt.Errorf("device %d: CopyInAsync: %w before the copy ran", f.ordinal, ErrPinnedFreed)
+		}
+		m, err := f.lookup("CopyInAsync", dst, doff, n)
+		if err == nil {
+			copy(m, src.b[soff:soff+n])
+		}
+		return err
+	})
+	return nil
+}
 
 func (f *Fake) Ordinal() int { return f.ordinal }
 
@@ -63,6 +143,9 @@ func (f *Fake) lookup(op string, b *Buffer, off, n int64) ([]byte, error) {
 func (f *Fake) Free(b *Buffer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.flush(); err != nil {
+		return err
+	}
 	if _, err := f.lookup("Free", b, 0, 0); err != nil {
 		return err
 	}
@@ -77,6 +160,9 @@ func (f *Fake) CopyIn(b *Buffer, off int64, src []byte) error {
 	if f.rec != nil {
 		return fmt.Errorf("CopyIn: %w", ErrCapturing)
 	}
+	if err := f.flush(); err != nil {
+		return err
+	}
 	m, err := f.lookup("CopyIn", b, off, int64(len(src)))
 	if err == nil {
 		copy(m, src)
@@ -89,6 +175,9 @@ func (f *Fake) CopyOut(dst []byte, b *Buffer, off int64) error {
 	defer f.mu.Unlock()
 	if f.rec != nil {
 		return fmt.Errorf("CopyOut: %w", ErrCapturing)
+	}
+	if err := f.flush(); err != nil {
+		return err
 	}
 	m, err := f.lookup("CopyOut", b, off, int64(len(dst)))
 	if err == nil {
@@ -106,6 +195,9 @@ func (f *Fake) Copy(dst *Buffer, doff int64, src *Buffer, soff int64, n int64) e
 // record runs op now, or appends it to the capture (after checking it
 // would run now, so a bad call fails at capture time as on CUDA).
 func (f *Fake) record(op func() error) error {
+	if err := f.flush(); err != nil {
+		return err
+	}
 	if f.rec == nil {
 		return op()
 	}
@@ -164,6 +256,9 @@ func (f *Fake) BeginCapture() error {
 	}
 	if f.rec != nil {
 		return fmt.Errorf("BeginCapture: already capturing: %w", ErrNotCapturing)
+	}
+	if err := f.flush(); err != nil {
+		return err
 	}
 	f.rec = []func() error{}
 	return nil
@@ -225,7 +320,7 @@ func (f *Fake) Sync() error {
 	if f.rec != nil {
 		return fmt.Errorf("Sync: %w", ErrCapturing)
 	}
-	return nil
+	return f.flush()
 }
 
 func (f *Fake) MemInfo() (int64, int64, error) {
@@ -238,7 +333,9 @@ func (f *Fake) MemInfo() (int64, int64, error) {
 func (f *Fake) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.flush()
 	f.closed = true
 	f.mem = nil
+	f.pinned = nil
 	return nil
 }

@@ -70,6 +70,11 @@ var layers = map[string]int{
 	"compiler/passes":  3,
 	"compiler/vm":      7, // runs compiled IR on workers: registry, worker, session
 	"internal/mlp":     8, // the tensor-parallel MLP on the VM (demo, bench)
+	"model/decoder":    8, // the tensor-parallel transformer decoder on the VM
+	// Model weights: safetensors files, sharding, loading on workers.
+	"model/safetensors": 1,
+	"model/shard":       3,
+	"model/shardload":   7,
 }
 
 // Only these packages may load GPU libraries.

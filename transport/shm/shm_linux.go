@@ -8,12 +8,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/chorus-rt/chorus/internal/shmem"
 	"github.com/chorus-rt/chorus/transport"
 )
 
@@ -30,6 +30,8 @@ import (
 // and the consumer's hot words never share a cache line:
 //
 //	+0    tail u64: bytes published by the producer (free-running)
+//	+8    ack u64: the producer's latest acknowledgement (Ack), on the
+//	      tail's line so that one load tells the consumer about both
 //	+128  head u64: bytes consumed by the consumer (free-running)
 //	+256  consWaiting u32, prodWaiting u32, prodClosed u32, consClosed u32
 //	      (written rarely, read on the fast path)
@@ -40,7 +42,7 @@ import (
 // The producer never publishes part of a length word.
 const (
 	magic   = 0x314d485353524843 // "CHRSSHM1"
-	version = 1
+	version = 2
 
 	offMagic    = 0
 	offVersion  = 8
@@ -57,6 +59,7 @@ const (
 	dataOff    = 4096
 
 	ctlTail        = 0
+	ctlAck         = 8
 	ctlHead        = 128
 	ctlConsWaiting = 256
 	ctlProdWaiting = 260
@@ -85,6 +88,7 @@ type ring struct {
 	data        []byte
 	size, mask  uint64
 	tail, head  *uint64
+	ack         *uint64
 	consWaiting *uint32
 	prodWaiting *uint32
 	prodClosed  *uint32
@@ -103,6 +107,7 @@ func newRing(m []byte, idx int, size uint64) ring {
 		mask:        size - 1,
 		tail:        (*uint64)(unsafe.Pointer(&m[ctl+ctlTail])),
 		head:        (*uint64)(unsafe.Pointer(&m[ctl+ctlHead])),
+		ack:         (*uint64)(unsafe.Pointer(&m[ctl+ctlAck])),
 		consWaiting: u32(ctlConsWaiting),
 		prodWaiting: u32(ctlProdWaiting),
 		prodClosed:  u32(ctlProdClosed),
@@ -177,7 +182,8 @@ type Conn struct {
 	abortErr   atomic.Pointer[error]
 	mem        []byte
 	spin       time.Duration
-	yield      bool // sched_yield between polls (Options.Yield)
+	yield      bool   // sched_yield between polls (Options.Yield)
+	pauses     uint32 // shmem.Relax between polls
 	id         uint64
 	race       *raceSync
 	txIdx      int
@@ -306,6 +312,7 @@ func newConn(m []byte, ringSize uint64, spin time.Duration, id uint64, side int)
 	c.rxHead = atomic.LoadUint64(c.rx.head)
 	c.rxPub, c.rxTail = c.rxHead, c.rxHead
 	c.race = raceAttach(id)
+	c.pauses = shmem.RelaxPauses(1)
 	return c
 }
 
@@ -344,6 +351,11 @@ func (c *Conn) Send(frame []byte) error {
 		return transport.ErrClosed
 	}
 	defer c.sendCalls.n.Add(-1)
+	return c.sendLocked(frame)
+}
+
+// sendLocked is Send inside the sendCalls guard.
+func (c *Conn) sendLocked(frame []byte) error {
 	if p := c.abortErr.Load(); p != nil {
 		return *p
 	}
@@ -442,6 +454,41 @@ func (c *Conn) publishTo(pos uint64) {
 	}
 }
 
+// Ack publishes the frames sent so far, then v as this end's
+// acknowledgement, and wakes the peer if it sleeps. An acknowledgement is
+// a reply without payload that costs the peer one load (Acked, RecvOrAck)
+// instead of reading and decoding a frame. v must grow from call to call;
+// the peer sees the latest value only.
+func (c *Conn) Ack(v uint64) error {
+	if !c.enter(&c.sendCalls) {
+		return transport.ErrClosed
+	}
+	defer c.sendCalls.n.Add(-1)
+	if p := c.abortErr.Load(); p != nil {
+		return *p
+	}
+	if atomic.LoadUint32(c.tx.consClosed) != 0 {
+		return errPeerClosed
+	}
+	r := &c.tx
+	if c.txTail != c.txPub {
+		c.race.release(c.txIdx)
+		storeRelease(r.tail, c.txTail)
+		c.txPub = c.txTail
+	}
+	// Sequentially consistent store then load, as in publishTo.
+	atomic.StoreUint64(r.ack, v)
+	if atomic.LoadUint32(r.consWaiting) != 0 {
+		bump(r.dataSeq)
+	}
+	return nil
+}
+
+// Acked returns the peer's latest acknowledgement (0 before any). A
+// caller that then finds no frame Pending has seen every frame the peer
+// sent before that acknowledgement.
+func (c *Conn) Acked() uint64 { return atomic.LoadUint64(c.rx.ack) }
+
 // Flush publishes the frames sent so far and wakes the peer if it sleeps.
 func (c *Conn) Flush() error {
 	if !c.enter(&c.sendCalls) {
@@ -463,15 +510,28 @@ func (c *Conn) Flush() error {
 // once if ctx is already done); the part read so far is kept, and the frame
 // is delivered by a later Recv.
 func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
+	frame, _, err := c.recv(ctx, 0)
+	return frame, err
+}
+
+// RecvOrAck is Recv that also returns when the peer's acknowledgement
+// (Ack) reaches want, with a nil frame and the acknowledgement: whichever
+// comes first. Frames the peer sent before that acknowledgement are
+// returned first. want 0 is Recv.
+func (c *Conn) RecvOrAck(ctx context.Context, want uint64) (frame []byte, ack uint64, err error) {
+	return c.recv(ctx, want)
+}
+
+func (c *Conn) recv(ctx context.Context, want uint64) ([]byte, uint64, error) {
 	if !c.enter(&c.recvCalls) {
-		return nil, transport.ErrClosed
+		return nil, 0, transport.ErrClosed
 	}
 	defer c.recvCalls.n.Add(-1)
 	if p := c.abortErr.Load(); p != nil {
-		return nil, *p
+		return nil, 0, *p
 	}
 	if c.rerr != nil {
-		return nil, c.rerr
+		return nil, 0, c.rerr
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -479,7 +539,7 @@ func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		default:
 		}
 	}
@@ -496,12 +556,22 @@ func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
 		}
 		avail := c.rxTail - c.rxHead
 		if avail < need {
+			// The acknowledgement is loaded before the tail: frames
+			// published before it are then seen, and returned first.
+			var ack uint64
+			if want != 0 && c.rlen < 0 {
+				ack = atomic.LoadUint64(r.ack)
+			}
 			if err := c.loadTail(); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if avail = c.rxTail - c.rxHead; avail < need {
-				if err := c.waitData(ctx, need); err != nil {
-					return nil, err
+				if want != 0 && c.rlen < 0 && ack >= want {
+					c.publishHead()
+					return nil, ack, nil
+				}
+				if err := c.waitData(ctx, need, want); err != nil {
+					return nil, 0, err
 				}
 				continue
 			}
@@ -520,7 +590,7 @@ func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
 			if n > transport.MaxFrame {
 				c.publishHead()
 				c.rerr = fmt.Errorf("%w: peer sent a %d-byte frame (max %d)", transport.ErrFrameTooLarge, n, transport.MaxFrame)
-				return nil, c.rerr
+				return nil, 0, c.rerr
 			}
 			c.rlen = int(n)
 			// Drop a huge buffer left by an earlier frame, and allocate
@@ -543,7 +613,7 @@ func (c *Conn) Recv(ctx context.Context) ([]byte, error) {
 		if len(c.rbuf) == c.rlen {
 			c.publishHead()
 			c.rdone = true
-			return c.rbuf, nil
+			return c.rbuf, 0, nil
 		}
 	}
 }
@@ -589,12 +659,16 @@ func (c *Conn) publishHead() {
 	}
 }
 
-// waitData waits until at least need unread bytes are published.
-func (c *Conn) waitData(ctx context.Context, need uint64) error {
+// waitData waits until at least need unread bytes are published or, if
+// ackWant is not 0, the peer's acknowledgement reaches it.
+func (c *Conn) waitData(ctx context.Context, need, ackWant uint64) error {
 	c.publishHead()
 	r := &c.rx
 	done := ctx.Done()
 	ready := func() bool {
+		if ackWant != 0 && atomic.LoadUint64(r.ack) >= ackWant {
+			return true
+		}
 		t := atomic.LoadUint64(r.tail)
 		return t-c.rxHead >= need
 	}
@@ -678,10 +752,11 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 			if time.Since(start) >= *budget {
 				break
 			}
-			if c.yield {
+			switch {
+			case c.yield:
 				schedYield()
-			} else {
-				runtime.Gosched()
+			default:
+				shmem.Relax(c.pauses)
 			}
 		}
 		if !c.yield {
@@ -807,13 +882,45 @@ func fence() { fenceWord.Add(1) }
 // the first connection that cannot be flushed and returns its index with
 // the error; connections before it were flushed.
 func FlushAll(cs []*Conn) (int, error) {
+	if i, err := enterAll(cs); err != nil {
+		return i, err
+	}
+	defer leave(cs)
+	return flushAll(cs)
+}
+
+// SendAll is Send of the same frame on every connection of cs, then
+// FlushAll, with one entry per connection instead of one per call: the
+// locked instructions of Send's entry and exit drain the store buffer, so
+// each waited for the cache-line transfers of the frame written into the
+// ring before it, and a broadcast to N workers paid N transfers in a row.
+// It stops at the first connection that fails and returns its index with
+// the error; nothing is published then.
+func SendAll(cs []*Conn, frame []byte) (int, error) {
+	if i, err := enterAll(cs); err != nil {
+		return i, err
+	}
+	defer leave(cs)
+	for i, c := range cs {
+		if err := c.sendLocked(frame); err != nil {
+			return i, err
+		}
+	}
+	return flushAll(cs)
+}
+
+func enterAll(cs []*Conn) (int, error) {
 	for i, c := range cs {
 		if !c.enter(&c.sendCalls) {
 			leave(cs[:i])
 			return i, transport.ErrClosed
 		}
 	}
-	defer leave(cs)
+	return len(cs), nil
+}
+
+// flushAll is FlushAll inside the connections' sendCalls guards.
+func flushAll(cs []*Conn) (int, error) {
 	for i, c := range cs {
 		if p := c.abortErr.Load(); p != nil {
 			return i, *p

@@ -687,3 +687,111 @@ func TestFlushAll(t *testing.T) {
 		t.Fatalf("FlushAll with connection 1 closed = %d, %v", i, err)
 	}
 }
+
+func TestSendAll(t *testing.T) {
+	const n = 3
+	var ctl, wk []*Conn
+	for range n {
+		c, w := newPair(t, Options{RingSize: 64, SpinDuration: -1}) // tiny rings: frames wrap and fill them
+		ctl, wk = append(ctl, c), append(wk, w)
+	}
+	for round := range 20 {
+		msg := bytes.Repeat([]byte{byte('a' + round)}, 1+round*3) // up to 58 bytes: wraps the 64-byte rings
+		if i, err := SendAll(ctl, msg); err != nil || i != n {
+			t.Fatalf("round %d: SendAll = %d, %v", round, i, err)
+		}
+		for i, w := range wk {
+			f, err := w.Recv(context.Background())
+			if err != nil || !bytes.Equal(f, msg) {
+				t.Fatalf("round %d: worker %d got %q, %v; want %q", round, i, f, err, msg)
+			}
+		}
+	}
+	wk[1].Close()
+	ctl[1].Abort(errors.New("gone"))
+	if i, err := SendAll(ctl, []byte("x")); i != 1 || err == nil {
+		t.Fatalf("SendAll with connection 1 aborted = %d, %v", i, err)
+	}
+	ctl[0].Close()
+	if i, err := SendAll(ctl, []byte("x")); i != 0 || !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("SendAll with connection 0 closed = %d, %v", i, err)
+	}
+}
+
+// An acknowledgement is seen after the frames sent before it, with or
+// without the receiver sleeping, and RecvOrAck with want 0 is Recv.
+func TestAck(t *testing.T) {
+	for _, spin := range []time.Duration{-1, 0} { // sleep at once; default polling
+		t.Run(fmt.Sprint(spin), func(t *testing.T) {
+			c, w := newPair(t, Options{RingSize: 4096, SpinDuration: spin})
+			defer c.Close()
+			defer w.Close()
+			ctx := context.Background()
+			if got := c.Acked(); got != 0 {
+				t.Fatalf("Acked before any Ack = %d", got)
+			}
+			// Frames, then an ack: frames first.
+			for _, m := range []string{"f1", "f2"} {
+				if err := w.Send([]byte(m)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Ack(5); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []string{"f1", "f2"} {
+				f, ack, err := c.RecvOrAck(ctx, 5)
+				if err != nil || string(f) != m || ack != 0 {
+					t.Fatalf("RecvOrAck = %q, %d, %v; want frame %q first", f, ack, err, m)
+				}
+			}
+			if f, ack, err := c.RecvOrAck(ctx, 5); err != nil || f != nil || ack != 5 {
+				t.Fatalf("RecvOrAck after the frames = %q, %d, %v; want ack 5", f, ack, err)
+			}
+			if got := c.Acked(); got != 5 {
+				t.Fatalf("Acked = %d, want 5", got)
+			}
+			// A waiting receiver is woken by an Ack.
+			done := make(chan error, 1)
+			go func() {
+				f, ack, err := c.RecvOrAck(ctx, 6)
+				if err == nil && (f != nil || ack != 7) {
+					err = fmt.Errorf("got %q, ack %d; want ack 7", f, ack)
+				}
+				done <- err
+			}()
+			time.Sleep(time.Millisecond) // let it wait (no assertion on it)
+			if err := w.Ack(7); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("RecvOrAck not woken by Ack")
+			}
+			// An old acknowledgement does not satisfy a newer want; a
+			// frame does, and ctx ends the wait.
+			short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+			defer cancel()
+			if _, _, err := c.RecvOrAck(short, 8); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("RecvOrAck(want 8) with ack 7 = %v, want DeadlineExceeded", err)
+			}
+			if err := w.Send([]byte("f3")); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if f, _, err := c.RecvOrAck(ctx, 8); err != nil || string(f) != "f3" {
+				t.Fatalf("RecvOrAck = %q, %v; want frame f3", f, err)
+			}
+			w.Close()
+			if err := w.Ack(9); !errors.Is(err, transport.ErrClosed) {
+				t.Fatalf("Ack after Close = %v, want ErrClosed", err)
+			}
+		})
+	}
+}

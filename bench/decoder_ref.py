@@ -1,0 +1,354 @@
+"""PyTorch reference of chorus's tensor-parallel decoder (model/decoder).
+
+The same model, parameter names, layouts and sharding as chorus
+(docs/model.md, "The decoder"): matrices are [in, out] (a layer computes
+x @ W), wq/wk/wv and w_gate/w_up are split by columns, wo and w_down by
+rows, the embedding, the norms and lm_head are replicated; one all-reduce
+after attention and one after the MLP (torch.distributed, NCCL).
+
+Weights: --model DIR reads DIR/config.json (model/decoder.Config's JSON)
+and every DIR/*.safetensors file (safetensors' torch loader, or a small
+reader of the format when the package is missing); --random SEED makes
+the random model chorus's decoder.RandomWeights makes with that seed (the
+same hash, so no files are needed), with --config FILE or the defaults of
+decoder.Small.
+
+Run:  python3 bench/decoder_ref.py --random 11 --out ref.json
+      torchrun --nproc-per-node 2 bench/decoder_ref.py --model DIR --out ref.json
+
+It runs a greedy generation (prefill of the prompt, then --steps decode
+steps) and writes, on rank 0, --out: {"config", "world", "prompt",
+"tokens", "logits": [last-row logits of the prefill, then of every decode
+step]}. Then it times (unless --no-bench): prefill tokens/s, decode
+ms/token eager and with the decode step captured as a CUDA graph, peak
+memory per rank; printed as JSON lines on stdout (rank 0).
+
+Attention reads the whole cache with a mask of the rows past each
+token's position (static shapes, so the decode step can be captured);
+rotary angles are computed in float64 as chorus does.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+SMALL = {"vocab": 64, "hidden": 64, "layers": 2, "heads": 8, "kv_heads": 4, "ffn": 128, "max_seq": 16,
+         "dtype": "float32", "norm_eps": 1e-5, "rope_theta": 10000.0, "norm": "rms", "activation": "silu"}
+REPLICATE, COLS, ROWS = 0, 1, 2
+
+
+def params(c):
+    """(name, full shape, split) in model/decoder.Config.Params order."""
+    h, v, f = c["hidden"], c["vocab"], c["ffn"]
+    d = h // c["heads"]
+    q, kv = c["heads"] * d, c["kv_heads"] * d
+    layer = c.get("norm", "rms") == "layer"
+    out = [("embed", (v, h), REPLICATE)]
+
+    def norm(w, b):
+        out.append((w, (h,), REPLICATE))
+        if layer:
+            out.append((b, (h,), REPLICATE))
+
+    for i in range(c["layers"]):
+        p = "layers.%d." % i
+        norm(p + "attn_norm.weight", p + "attn_norm.bias")
+        out += [(p + "attn.wq", (h, q), COLS), (p + "attn.wk", (h, kv), COLS), (p + "attn.wv", (h, kv), COLS),
+                (p + "attn.wo", (q, h), ROWS)]
+        norm(p + "mlp_norm.weight", p + "mlp_norm.bias")
+        out += [(p + "mlp.w_gate", (h, f), COLS), (p + "mlp.w_up", (h, f), COLS), (p + "mlp.w_down", (f, h), ROWS)]
+    norm("norm.weight", "norm.bias")
+    out.append(("lm_head", (h, v), REPLICATE))
+    return out
+
+
+# --- decoder.RandomParam in numpy (uint64 arithmetic wraps) -------------
+M64 = (1 << 64) - 1
+
+
+def _splitmix(z):
+    z = z + np.uint64(0x9e3779b97f4a7c15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+    return z ^ (z >> np.uint64(31))
+
+
+def _fnv64a(s):
+    h = 0xcbf29ce484222325
+    for b in s.encode():
+        h = ((h ^ b) * 0x100000001b3) & M64
+    return h
+
+
+def random_param(name, shape, seed):
+    """The full random parameter as float64 (before rounding to the dtype)."""
+    with np.errstate(over="ignore"):
+        salt = _splitmix(np.array([_fnv64a(name)], dtype=np.uint64))[0]
+        n = int(np.prod(shape))
+        base = np.uint64((seed * 0x100000001b3) & M64) ^ salt
+        u = _splitmix(base ^ np.arange(n, dtype=np.uint64))
+    x = (u >> np.uint64(11)).astype(np.float64) / float(1 << 53) * 2 - 1
+    if name.endswith(".weight"):
+        x = 1 + 0.1 * x
+    elif name.endswith(".bias"):
+        x = 0.1 * x
+    elif name != "embed":
+        x = x / math.sqrt(shape[0])
+    return x.reshape(shape)
+
+
+# --- safetensors -------------------------------------------------------
+ST_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+
+
+def read_safetensors(path):
+    try:
+        from safetensors.torch import load_file
+        return load_file(path)
+    except ImportError:
+        pass
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        t = torch.frombuffer(bytearray(data[a:b]), dtype=ST_DTYPES[info["dtype"]])
+        out[name] = t.reshape(info["shape"])
+    return out
+
+
+def shard(t, split, rank, world):
+    if split == COLS:
+        n = t.shape[-1] // world
+        return t[..., rank * n:(rank + 1) * n]
+    if split == ROWS:
+        n = t.shape[0] // world
+        return t[rank * n:(rank + 1) * n]
+    return t
+
+
+def load_weights(args, c, rank, world, dev):
+    dt = DTYPES[c["dtype"]]
+    full = {}
+    if args.model:
+        for path in sorted(glob.glob(os.path.join(args.model, "*.safetensors"))):
+            full.update(read_safetensors(path))
+    w = {}
+    for name, shape, split in params(c):
+        if args.model:
+            if name not in full:
+                sys.exit("decoder_ref: %s has no tensor %r" % (args.model, name))
+            t = full[name]
+            if tuple(t.shape) != tuple(shape):
+                sys.exit("decoder_ref: %s is %s, want %s" % (name, tuple(t.shape), shape))
+            t = t.to(dt)
+        else:
+            t = torch.from_numpy(random_param(name, shape, args.random)).to(dt)
+        w[name] = shard(t, split, rank, world).contiguous().to(dev)
+    return w
+
+
+# --- the model ----------------------------------------------------------
+class Decoder:
+    def __init__(self, c, w, world, dev):
+        self.c, self.w, self.world, self.dev = c, w, world, dev
+        self.dt = DTYPES[c["dtype"]]
+        self.d = c["hidden"] // c["heads"]
+        self.hq, self.hkv = c["heads"] // world, c["kv_heads"] // world
+        s = c["max_seq"]
+        self.kc = [torch.zeros(s, self.hkv, self.d, dtype=self.dt, device=dev) for _ in range(c["layers"])]
+        self.vc = [torch.zeros(s, self.hkv, self.d, dtype=self.dt, device=dev) for _ in range(c["layers"])]
+        i = torch.arange(self.d // 2, dtype=torch.float64, device=dev)
+        self.inv_freq = torch.pow(torch.tensor(c["rope_theta"], dtype=torch.float64, device=dev), -2 * i / self.d)
+        self.rows = torch.arange(s, device=dev)
+
+    def norm(self, x, prefix):
+        x32 = x.float()
+        if self.c.get("norm", "rms") == "layer":
+            x32 = x32 - x32.mean(-1, keepdim=True)
+            y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.c["norm_eps"]) * self.w[prefix + ".weight"].float()
+            y = y + self.w[prefix + ".bias"].float()
+        else:
+            y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.c["norm_eps"]) * self.w[prefix + ".weight"].float()
+        return y.to(self.dt)
+
+    def rope(self, x, pos):  # x [T, heads, d]
+        ang = pos.double()[:, None] * self.inv_freq[None, :]
+        c, s = torch.cos(ang).float()[:, None, :], torch.sin(ang).float()[:, None, :]
+        h = self.d // 2
+        x1, x2 = x[..., :h].float(), x[..., h:].float()
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1).to(self.dt)
+
+    def allreduce(self, x):
+        if self.world > 1:
+            dist.all_reduce(x)
+        return x
+
+    def step(self, ids, pos):
+        """Logits [T, vocab] for tokens ids at positions pos (int64 tensors)."""
+        t = ids.shape[0]
+        h = self.w["embed"][ids]
+        group = self.hq // self.hkv
+        mask = self.rows[None, :] <= pos[:, None]  # [T, S]
+        for l in range(self.c["layers"]):
+            p = "layers.%d." % l
+            x = self.norm(h, p + "attn_norm")
+            q = self.rope((x @ self.w[p + "attn.wq"]).view(t, self.hq, self.d), pos)
+            k = self.rope((x @ self.w[p + "attn.wk"]).view(t, self.hkv, self.d), pos)
+            v = (x @ self.w[p + "attn.wv"]).view(t, self.hkv, self.d)
+            self.kc[l].index_copy_(0, pos, k)
+            self.vc[l].index_copy_(0, pos, v)
+            kk = self.kc[l].float().repeat_interleave(group, dim=1)  # [S, hq, d]
+            vv = self.vc[l].float().repeat_interleave(group, dim=1)
+            scores = torch.einsum("thd,shd->hts", q.float(), kk) / math.sqrt(self.d)
+            scores = scores.masked_fill(~mask[None], float("-inf"))
+            a = torch.einsum("hts,shd->thd", torch.softmax(scores, -1), vv).to(self.dt)
+            h = h + self.allreduce(a.reshape(t, self.hq * self.d) @ self.w[p + "attn.wo"])
+            x = self.norm(h, p + "mlp_norm")
+            g = x @ self.w[p + "mlp.w_gate"]
+            if self.c.get("activation", "silu") == "gelu":
+                g = torch.nn.functional.gelu(g.float(), approximate="tanh").to(self.dt)
+            else:
+                g = torch.nn.functional.silu(g.float()).to(self.dt)
+            h = h + self.allreduce((g * (x @ self.w[p + "mlp.w_up"])) @ self.w[p + "mlp.w_down"])
+        return self.norm(h, "norm") @ self.w["lm_head"]
+
+
+def sync():
+    torch.cuda.synchronize()
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="folder with config.json and *.safetensors")
+    ap.add_argument("--random", type=int, help="chorus's random model with this seed")
+    ap.add_argument("--config", help="config.json for --random (default: decoder.Small)")
+    ap.add_argument("--dtype", help="override the config's dtype (float32, float16, bfloat16)")
+    ap.add_argument("--prompt", default="3,17,42")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--out", default="decoder_ref.json")
+    ap.add_argument("--iters", type=int, default=50, help="timed decode steps / prefills")
+    ap.add_argument("--no-bench", action="store_true")
+    args = ap.parse_args()
+    if (args.model is None) == (args.random is None):
+        sys.exit("decoder_ref: give exactly one of --model DIR and --random SEED")
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if torch.cuda.is_available():
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    else:
+        dev = torch.device("cpu")
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if world > 1:
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", device_id=dev if dev.type == "cuda" else None)
+    if args.model:
+        with open(os.path.join(args.model, "config.json")) as f:
+            c = json.load(f)
+    elif args.config:
+        with open(args.config) as f:
+            c = json.load(f)
+    else:
+        c = dict(SMALL)
+    if args.dtype:
+        c["dtype"] = args.dtype
+    torch.backends.cuda.matmul.allow_tf32 = False  # chorus's cuBLAS float32 has no TF32 either
+    w = load_weights(args, c, rank, world, dev)
+    m = Decoder(c, w, world, dev)
+
+    prompt = [int(x) for x in args.prompt.split(",")]
+    t = len(prompt)
+    with torch.no_grad():
+        logits = m.step(torch.tensor(prompt, device=dev), torch.arange(t, device=dev))
+        rows = [logits[-1].float().cpu().tolist()]
+        tokens = [int(logits[-1].argmax())]
+        for i in range(args.steps):
+            lg = m.step(torch.tensor([tokens[-1]], device=dev), torch.tensor([t + i], device=dev))
+            rows.append(lg[-1].float().cpu().tolist())
+            tokens.append(int(lg[-1].argmax()))
+    if rank == 0:
+        with open(args.out, "w") as f:
+            json.dump({"config": c, "seed": args.random, "model": args.model, "world": world, "prompt": prompt, "tokens": tokens, "logits": rows}, f)
+        print(json.dumps({"what": "tokens", "world": world, "tokens": tokens}), flush=True)
+    if args.no_bench or dev.type != "cuda":
+        return
+
+    base = {"config": "%s L%d H%d heads%d/%d ffn%d" % (c["dtype"], c["layers"], c["hidden"], c["heads"], c["kv_heads"], c["ffn"]),
+            "world": world, "device": torch.cuda.get_device_name(dev)}
+    with torch.no_grad():
+        # Prefill: the whole cache length minus one decode slot.
+        pt = max(1, c["max_seq"] - 1)
+        pids = torch.randint(0, c["vocab"], (pt,), device=dev)
+        ppos = torch.arange(pt, device=dev)
+        for _ in range(3):
+            m.step(pids, ppos)
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.iters):
+            m.step(pids, ppos)
+        sync()
+        dt = (time.perf_counter() - t0) / args.iters
+        report(rank, dict(base, what="prefill", tokens=pt, ms=dt * 1e3, tokens_per_s=pt / dt))
+
+        # Decode eager: one token at a rotating position.
+        ids = torch.zeros(1, dtype=torch.long, device=dev)
+        pos = torch.zeros(1, dtype=torch.long, device=dev)
+        for i in range(3):
+            m.step(ids, pos)
+        sync()
+        t0 = time.perf_counter()
+        for i in range(args.iters):
+            pos.fill_(i % c["max_seq"])
+            m.step(ids, pos)
+        sync()
+        report(rank, dict(base, what="decode", graph=False, ms_per_token=(time.perf_counter() - t0) / args.iters * 1e3))
+
+        # Decode as a CUDA graph: static ids/pos buffers, written before
+        # every replay.
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                m.step(ids, pos)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = m.step(ids, pos)
+        sync()
+        t0 = time.perf_counter()
+        for i in range(args.iters):
+            pos.fill_(i % c["max_seq"])
+            g.replay()
+        sync()
+        report(rank, dict(base, what="decode", graph=True, ms_per_token=(time.perf_counter() - t0) / args.iters * 1e3))
+        del out
+    report(rank, dict(base, what="memory", peak_bytes=torch.cuda.max_memory_allocated(dev)), every_rank=True)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def report(rank, rec, every_rank=False):
+    if every_rank:
+        rec["rank"] = rank
+    if rank == 0 or every_rank:
+        print(json.dumps(rec), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+package vm
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// Float64 references of the decoder ops, written plainly (index by index)
+// and independently of the kernels' code.
+
+func refRMSNorm(x, w []float64, h int, eps float64) []float64 {
+	out := make([]float64, len(x))
+	for r := 0; r < len(x)/h; r++ {
+		ss := 0.0
+		for j := range h {
+			ss += x[r*h+j] * x[r*h+j]
+		}
+		for j := range h {
+			out[r*h+j] = x[r*h+j] / math.Sqrt(ss/float64(h)+eps) * w[j]
+		}
+	}
+	return out
+}
+
+func refLayerNorm(x, w, b []float64, h int, eps float64) []float64 {
+	out := make([]float64, len(x))
+	for r := 0; r < len(x)/h; r++ {
+		mean, v := 0.0, 0.0
+		for j := range h {
+			mean += x[r*h+j]
+		}
+		mean /= float64(h)
+		for j := range h {
+			v += (x[r*h+j] - mean) * (x[r*h+j] - mean)
+		}
+		v /= float64(h)
+		for j := range h {
+			out[r*h+j] = (x[r*h+j]-mean)/math.Sqrt(v+eps)*w[j] + b[j]
+		}
+	}
+	return out
+}
+
+func refRope(x []float64, pos []int32, heads, d int, theta float64) []float64 {
+	out := make([]float64, len(x))
+	for t, p := range pos {
+		for h := range heads {
+			base := (t*heads + h) * d
+			for i := range d / 2 {
+				ang := float64(p) / math.Pow(theta, float64(2*i)/float64(d))
+				x1, x2 := x[base+i], x[base+i+d/2]
+				out[base+i] = x1*math.Cos(ang) - x2*math.Sin(ang)
+				out[base+i+d/2] = x2*math.Cos(ang) + x1*math.Sin(ang)
+			}
+		}
+	}
+	return out
+}
+
+// refAttention returns out and the caches after the append.
+func refAttention(q, k, v, kc, vc []float64, pos []int32, hq, hkv, d int) (out, kc2, vc2 []float64) {
+	kc2, vc2 = append([]float64(nil), kc...), append([]float64(nil), vc...)
+	row := hkv * d
+	for t, p := range pos {
+		copy(kc2[int(p)*row:], k[t*row:(t+1)*row])
+		copy(vc2[int(p)*row:], v[t*row:(t+1)*row])
+	}
+	out = make([]float64, len(q))
+	for t, p := range pos {
+		for h := range hq {
+			kh := h * hkv / hq
+			s := make([]float64, p+1)
+			m := math.Inf(-1)
+			for j := range s {
+				for i := range d {
+					s[j] += q[(t*hq+h)*d+i] * kc2[(j*hkv+kh)*d+i]
+				}
+				s[j] /= math.Sqrt(float64(d))
+				m = math.Max(m, s[j])
+			}
+			sum := 0.0
+			for j := range s {
+				s[j] = math.Exp(s[j] - m)
+				sum += s[j]
+			}
+			for j := range s {
+				for i := range d {
+					out[(t*hq+h)*d+i] += s[j] / sum * vc2[(j*hkv+kh)*d+i]
+				}
+			}
+		}
+	}
+	return out, kc2, vc2
+}
+
+func int32Tensor(t *testing.T, shape tensor.Shape, vals ...int32) *tensor.Tensor {
+	t.Helper()
+	x := tensor.MustNew(tensor.Int32, shape)
+	d, _ := tensor.Data[int32](x)
+	copy(d, vals)
+	return x
+}
+
+func checkClose(t *testing.T, what string, got *tensor.Tensor, want []float64, rtol, atol float64) {
+	t.Helper()
+	if err := tensor.CloseTo(got, want, rtol, atol); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+var modelDTypes = []tensor.DType{tensor.Float64, tensor.Float32, tensor.Float16, tensor.BFloat16}
+
+func TestCPUNorms(t *testing.T) {
+	for _, dt := range modelDTypes {
+		for _, shape := range []tensor.Shape{{1, 8}, {3, 40}, {2, 3, 17}} {
+			t.Run(dt.String()+shape.String(), func(t *testing.T) {
+				h := int(shape[len(shape)-1])
+				x := randTensor(t, dt, shape, 1)
+				w := randTensor(t, dt, tensor.Shape{int64(h)}, 2)
+				b := randTensor(t, dt, tensor.Shape{int64(h)}, 3)
+				out := tensor.MustNew(dt, shape)
+				rtol, atol := tol(dt, h)
+				if err := cpuRMSNorm(x, w, 1e-5, out); err != nil {
+					t.Fatal(err)
+				}
+				checkClose(t, "rms_norm", out, refRMSNorm(floats(t, x), floats(t, w), h, 1e-5), rtol, atol)
+				if err := cpuLayerNorm(x, w, b, 1e-3, out); err != nil {
+					t.Fatal(err)
+				}
+				checkClose(t, "layer_norm", out, refLayerNorm(floats(t, x), floats(t, w), floats(t, b), h, 1e-3), rtol, atol)
+			})
+		}
+	}
+}
+
+func TestCPURope(t *testing.T) {
+	for _, dt := range modelDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			const tok, heads, d = 3, 2, 16
+			x := randTensor(t, dt, tensor.Shape{tok, heads, d}, 4)
+			pos := int32Tensor(t, tensor.Shape{tok}, 0, 7, 1000)
+			out := tensor.MustNew(dt, x.Shape())
+			if err := cpuRope(x, pos, 10000, out); err != nil {
+				t.Fatal(err)
+			}
+			rtol, atol := tol(dt, 2)
+			checkClose(t, "rope", out, refRope(floats(t, x), []int32{0, 7, 1000}, heads, d, 10000), rtol, atol)
+			// Position 0 is the identity.
+			x0, _ := tensor.ToFloat64(x)
+			o0, _ := tensor.ToFloat64(out)
+			for i := range heads * d {
+				if x0[i] != o0[i] {
+					t.Fatalf("rope at position 0 changed element %d: %v -> %v", i, x0[i], o0[i])
+				}
+			}
+		})
+	}
+}
+
+// TestCPUAttention: a prefill of 3 tokens then a decode step, grouped
+// heads (4 query heads over 2 kv heads), against the reference; the
+// caches hold exactly the appended rows.
+func TestCPUAttention(t *testing.T) {
+	for _, dt := range modelDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			const hq, hkv, d, seq = 4, 2, 8, 6
+			kc := tensor.MustNew(dt, tensor.Shape{seq, hkv, d})
+			vc := tensor.MustNew(dt, tensor.Shape{seq, hkv, d})
+			kcRef, vcRef := make([]float64, seq*hkv*d), make([]float64, seq*hkv*d)
+			rtol, atol := tol(dt, d)
+			rtol, atol = 2*rtol, 2*atol // softmax, then a weighted sum
+			for step, pos := range [][]int32{{0, 1, 2}, {3}, {4}} {
+				n := int64(len(pos))
+				q := randTensor(t, dt, tensor.Shape{n, hq, d}, uint64(10+step))
+				k := randTensor(t, dt, tensor.Shape{n, hkv, d}, uint64(20+step))
+				v := randTensor(t, dt, tensor.Shape{n, hkv, d}, uint64(30+step))
+				out := tensor.MustNew(dt, tensor.Shape{n, hq, d})
+				if err := cpuAttention(q, k, v, kc, vc, int32Tensor(t, tensor.Shape{n}, pos...), out); err != nil {
+					t.Fatal(err)
+				}
+				var want []float64
+				want, kcRef, vcRef = refAttention(floats(t, q), floats(t, k), floats(t, v), kcRef, vcRef, pos, hq, hkv, d)
+				checkClose(t, "attention", out, want, rtol, atol)
+				checkClose(t, "k cache", kc, kcRef, 0, 0)
+				checkClose(t, "v cache", vc, vcRef, 0, 0)
+			}
+			// A position past the cache is an error and writes nothing.
+			q := randTensor(t, dt, tensor.Shape{1, hq, d}, 1)
+			k := randTensor(t, dt, tensor.Shape{1, hkv, d}, 1)
+			before := floats(t, kc)
+			err := cpuAttention(q, k, k, kc, vc, int32Tensor(t, tensor.Shape{1}, seq), tensor.MustNew(dt, q.Shape()))
+			if !errors.Is(err, ErrShape) {
+				t.Errorf("position %d of a %d-row cache: %v", seq, seq, err)
+			}
+			checkClose(t, "k cache after a refused call", kc, before, 0, 0)
+		})
+	}
+}
+
+func TestCPUElementwiseModelOps(t *testing.T) {
+	for _, dt := range modelDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			x := randTensor(t, dt, tensor.Shape{3, 5}, 5)
+			y := randTensor(t, dt, tensor.Shape{5}, 6)
+			out := tensor.MustNew(dt, x.Shape())
+			rtol, atol := tol(dt, 1)
+			xs, ys := floats(t, x), floats(t, y)
+			if err := cpuSilu(x, out); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float64, len(xs))
+			for i, v := range xs {
+				want[i] = v / (1 + math.Exp(-v))
+			}
+			checkClose(t, "silu", out, want, rtol, atol)
+			if err := cpuMul(x, y, out); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range xs {
+				want[i] = v * ys[i%5]
+			}
+			checkClose(t, "mul", out, want, rtol, atol)
+		})
+	}
+}
+
+func TestCPUEmbeddingArgmax(t *testing.T) {
+	for _, dt := range modelDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			table := randTensor(t, dt, tensor.Shape{7, 4}, 8)
+			ids := int32Tensor(t, tensor.Shape{2, 2}, 6, 0, 3, 6)
+			out := tensor.MustNew(dt, tensor.Shape{2, 2, 4})
+			if err := cpuEmbedding(ids, table, out); err != nil {
+				t.Fatal(err)
+			}
+			tv := floats(t, table)
+			var want []float64
+			for _, id := range []int{6, 0, 3, 6} {
+				want = append(want, tv[id*4:id*4+4]...)
+			}
+			checkClose(t, "embedding", out, want, 0, 0)
+			bad := int32Tensor(t, tensor.Shape{2, 2}, 6, 7, 0, 0)
+			if err := cpuEmbedding(bad, table, out); !errors.Is(err, ErrShape) {
+				t.Errorf("id 7 of a 7-row table: %v", err)
+			}
+
+			// argmax: ties go to the first index; NaN never wins.
+			x := tensor.MustNew(dt, tensor.Shape{4, 3})
+			nan := math.NaN()
+			if err := tensor.SetFromFloat64(x, []float64{1, 3, 3, nan, -1, -2, -5, nan, -4, nan, nan, nan}); err != nil {
+				t.Fatal(err)
+			}
+			am := tensor.MustNew(tensor.Int32, tensor.Shape{4})
+			if err := cpuArgmax(x, am); err != nil {
+				t.Fatal(err)
+			}
+			checkClose(t, "argmax", am, []float64{1, 1, 2, 0}, 0, 0)
+		})
+	}
+}
+
+func TestCPUModelKernelErrors(t *testing.T) {
+	f32 := func(s ...int64) *tensor.Tensor { return tensor.MustNew(tensor.Float32, s) }
+	i32 := func(s ...int64) *tensor.Tensor { return tensor.MustNew(tensor.Int32, s) }
+	for name, err := range map[string]error{
+		"rms_norm weight size":  cpuRMSNorm(f32(2, 4), f32(3), 1e-5, f32(2, 4)),
+		"layer_norm out shape":  cpuLayerNorm(f32(2, 4), f32(4), f32(4), 1e-5, f32(4, 2)),
+		"rope odd head dim":     cpuRope(f32(1, 1, 3), i32(1), 1e4, f32(1, 1, 3)),
+		"rope float positions":  cpuRope(f32(1, 1, 4), f32(1), 1e4, f32(1, 1, 4)),
+		"rope negative pos":     cpuRope(f32(1, 1, 4), int32Tensor(t, tensor.Shape{1}, -1), 1e4, f32(1, 1, 4)),
+		"attention heads":       cpuAttention(f32(1, 3, 4), f32(1, 2, 4), f32(1, 2, 4), f32(4, 2, 4), f32(4, 2, 4), i32(1), f32(1, 3, 4)),
+		"attention cache width": cpuAttention(f32(1, 2, 4), f32(1, 2, 4), f32(1, 2, 4), f32(4, 1, 4), f32(4, 1, 4), i32(1), f32(1, 2, 4)),
+		"argmax out dtype":      cpuArgmax(f32(2, 3), f32(2)),
+		"embedding float ids":   cpuEmbedding(f32(2), f32(3, 4), f32(2, 4)),
+		"mul dtypes":            cpuMul(f32(2), i32(2), f32(2)),
+	} {
+		if !errors.Is(err, ErrShape) {
+			t.Errorf("%s: %v, want ErrShape", name, err)
+		}
+	}
+}

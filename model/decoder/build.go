@@ -1,0 +1,160 @@
+package decoder
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/chorus-rt/chorus/compiler/ir"
+	"github.com/chorus-rt/chorus/compiler/passes"
+	"github.com/chorus-rt/chorus/compiler/vdevice"
+	"github.com/chorus-rt/chorus/compiler/vm"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// Function names of the module Build makes.
+const (
+	FuncPrefill = "prefill"
+	FuncDecode  = "decode"
+)
+
+// CacheParam is the IR parameter name of layer i's K ("k") or V ("v")
+// cache.
+func CacheParam(kv string, i int) string { return fmt.Sprintf("%s_cache.%d", kv, i) }
+
+// Build returns the module one worker runs for n workers: @prefill over
+// prefillLen tokens (left out when prefillLen is 0) and @decode over one.
+// Both are
+//
+//	(ids: int32[T], pos: int32[T], params... (Config.Params order, worker
+//	 shards), k_cache.0, v_cache.0, ..., k_cache.L-1, v_cache.L-1)
+//	  -> (logits: [T, vocab], next: int32[T])
+//
+// with devices left to the pipeline. With n > 1 each layer has exactly two
+// all-reduces (sum): the attention output projection's and the MLP down
+// projection's partial sums.
+func Build(c Config, n, prefillLen int) (*ir.Module, error) {
+	if err := c.Validate(n); err != nil {
+		return nil, err
+	}
+	if prefillLen < 0 || prefillLen > c.MaxSeq {
+		return nil, fmt.Errorf("%w: prefill of %d tokens with a %d-row cache", ErrConfig, prefillLen, c.MaxSeq)
+	}
+	m := &ir.Module{Name: "tp_decoder"}
+	if prefillLen > 0 {
+		f, err := buildStep(c, n, FuncPrefill, prefillLen)
+		if err != nil {
+			return nil, err
+		}
+		m.Funcs = append(m.Funcs, f)
+	}
+	f, err := buildStep(c, n, FuncDecode, 1)
+	if err != nil {
+		return nil, err
+	}
+	m.Funcs = append(m.Funcs, f)
+	return m, nil
+}
+
+func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
+	dt, any := c.DType, vdevice.Unconstrained
+	T, H, V, D := int64(t), int64(c.Hidden), int64(c.Vocab), int64(c.HeadDim())
+	hq, hkv, ffn := int64(c.Heads/n), int64(c.KVHeads/n), int64(c.FFN/n)
+	b := ir.NewFunc(name)
+	ids := b.Param("ids", ir.Tensor(tensor.Shape{T}, tensor.Int32, any))
+	pos := b.Param("pos", ir.Tensor(tensor.Shape{T}, tensor.Int32, any))
+	w := map[string]ir.Ref{}
+	for _, p := range c.Params() {
+		w[p.Name] = b.Param(p.Name, ir.Tensor(p.ShardShape(n), dt, any))
+	}
+	kc, vc := make([]ir.Ref, c.Layers), make([]ir.Ref, c.Layers)
+	for i := range c.Layers {
+		kc[i] = b.Param(CacheParam("k", i), ir.Tensor(c.CacheShape(n), dt, any))
+		vc[i] = b.Param(CacheParam("v", i), ir.Tensor(c.CacheShape(n), dt, any))
+	}
+	alloc := func(name string, shape ...int64) ir.Ref { return b.AllocTensor(name, shape, dt, any, "") }
+	norm := func(x ir.Ref, wName, bName, out string) ir.Ref {
+		y := alloc(out, T, H)
+		if c.norm() == NormLayer {
+			b.LayerNorm(x, w[wName], w[bName], c.NormEps, y)
+		} else {
+			b.RMSNorm(x, w[wName], c.NormEps, y)
+		}
+		return y
+	}
+	// residual adds a partial sum (all-reduced first when sharded) to h.
+	residual := func(h, partial ir.Ref, name string) ir.Ref {
+		if n > 1 {
+			sum := alloc(name+"_sum", T, H)
+			b.Allreduce(partial, "sum", sum)
+			partial = sum
+		}
+		out := alloc("h", T, H)
+		b.Add(h, partial, out)
+		return out
+	}
+
+	h := alloc("h", T, H)
+	b.Embedding(ids, w[ParamEmbed], h)
+	for i := range c.Layers {
+		l := func(s string) string { return LayerParam(i, s) }
+		x := norm(h, l(AttnNormW), l(AttnNormB), "x")
+		q := alloc("q", T, hq*D)
+		b.Matmul(x, w[l(AttnWQ)], q)
+		k := alloc("k", T, hkv*D)
+		b.Matmul(x, w[l(AttnWK)], k)
+		v := alloc("v", T, hkv*D)
+		b.Matmul(x, w[l(AttnWV)], v)
+		qr := alloc("q_rope", T, hq, D)
+		b.Rope(b.Reshape("q_heads", q, tensor.Shape{T, hq, D}), pos, c.RopeTheta, qr)
+		kr := alloc("k_rope", T, hkv, D)
+		b.Rope(b.Reshape("k_heads", k, tensor.Shape{T, hkv, D}), pos, c.RopeTheta, kr)
+		a := alloc("attn", T, hq, D)
+		b.Attention(qr, kr, b.Reshape("v_heads", v, tensor.Shape{T, hkv, D}), kc[i], vc[i], pos, a)
+		o := alloc("attn_out", T, H)
+		b.Matmul(b.Reshape("attn_flat", a, tensor.Shape{T, hq * D}), w[l(AttnWO)], o)
+		h = residual(h, o, "attn_out")
+
+		x = norm(h, l(MLPNormW), l(MLPNormB), "x")
+		g := alloc("gate", T, ffn)
+		b.Matmul(x, w[l(MLPWGate)], g)
+		u := alloc("up", T, ffn)
+		b.Matmul(x, w[l(MLPWUp)], u)
+		ga := alloc("act", T, ffn)
+		if c.act() == ActGELU {
+			b.Gelu(g, ga)
+		} else {
+			b.Silu(g, ga)
+		}
+		p := alloc("gated", T, ffn)
+		b.Mul(ga, u, p)
+		d := alloc("down", T, H)
+		b.Matmul(p, w[l(MLPWDown)], d)
+		h = residual(h, d, "down")
+	}
+	x := norm(h, ParamNormW, ParamNormB, "x")
+	logits := alloc("logits", T, V)
+	b.Matmul(x, w[ParamLMHead], logits)
+	next := b.AllocTensor("next", tensor.Shape{T}, tensor.Int32, any, "")
+	b.Argmax(logits, next)
+	b.Return(logits, next)
+	return b.Finish()
+}
+
+// Compile builds the decoder for n workers on dev (cpu, or cuda for GPU
+// workers) and runs vm.Pipeline(dev, strategy) on it; with printAfter
+// set, the IR after every pass goes there.
+func Compile(c Config, n, prefillLen int, dev tensor.Device, strategy string, printAfter io.Writer) (*ir.Module, error) {
+	src, err := Build(c, n, prefillLen)
+	if err != nil {
+		return nil, err
+	}
+	p, err := vm.Pipeline(dev, strategy)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.Run(src, passes.RunOptions{PrintAfterEach: printAfter})
+	if err != nil {
+		return nil, fmt.Errorf("decoder: compile: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,220 @@
+package decoder
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// ErrConfig is returned for a configuration that cannot be built or run
+// (sizes, divisibility by the worker count, dtype, norm, activation).
+var ErrConfig = errors.New("decoder: bad configuration")
+
+// Norm kinds and activations.
+const (
+	NormRMS   = "rms"   // RMSNorm: x / sqrt(mean(x²) + eps) · w
+	NormLayer = "layer" // LayerNorm with bias: (x - mean) / sqrt(var + eps) · w + b
+	ActSiLU   = "silu"  // gated MLP: silu(x·w_gate) · (x·w_up)
+	ActGELU   = "gelu"  // gated MLP with GELU (tanh approximation)
+)
+
+// Config is the model's shape and numerics.
+type Config struct {
+	Vocab   int
+	Hidden  int
+	Layers  int
+	Heads   int // query heads
+	KVHeads int // key/value heads (Heads a multiple of it)
+	FFN     int // MLP inner size
+	MaxSeq  int // KV cache rows
+
+	DType     tensor.DType
+	NormEps   float64
+	RopeTheta float64
+	Norm      string // NormRMS (default) or NormLayer
+	Act       string // ActSiLU (default) or ActGELU
+}
+
+// Small is a small configuration for tests and demos.
+func Small(dt tensor.DType) Config {
+	return Config{Vocab: 64, Hidden: 64, Layers: 2, Heads: 8, KVHeads: 4, FFN: 128, MaxSeq: 16, DType: dt, NormEps: 1e-5, RopeTheta: 10000}
+}
+
+// HeadDim is Hidden / Heads.
+func (c Config) HeadDim() int { return c.Hidden / max(c.Heads, 1) }
+
+func (c Config) norm() string {
+	if c.Norm == "" {
+		return NormRMS
+	}
+	return c.Norm
+}
+
+func (c Config) act() string {
+	if c.Act == "" {
+		return ActSiLU
+	}
+	return c.Act
+}
+
+func (c Config) String() string {
+	return fmt.Sprintf("vocab %d, hidden %d, %d layers, %d heads (%d kv, head dim %d), ffn %d, max seq %d, %s, %s norm, %s",
+		c.Vocab, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.HeadDim(), c.FFN, c.MaxSeq, c.DType, c.norm(), c.act())
+}
+
+// Validate checks the configuration for n workers: positive sizes, whole
+// heads (Hidden = Heads · head_dim, even head_dim), Heads a multiple of
+// KVHeads, and KVHeads and FFN divisible by n (every worker gets whole kv
+// heads and an equal FFN slice).
+func (c Config) Validate(n int) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s (%v)", ErrConfig, fmt.Sprintf(format, args...), c)
+	}
+	switch {
+	case c.Vocab < 1 || c.Hidden < 1 || c.Layers < 1 || c.Heads < 1 || c.KVHeads < 1 || c.FFN < 1 || c.MaxSeq < 1:
+		return bad("sizes must be positive")
+	case c.Vocab > math.MaxInt32:
+		return bad("vocab %d does not fit int32 token ids", c.Vocab)
+	case c.Hidden%c.Heads != 0 || c.HeadDim()%2 != 0:
+		return bad("hidden %d is not %d heads of an even head dim", c.Hidden, c.Heads)
+	case c.Heads%c.KVHeads != 0:
+		return bad("%d heads are not a multiple of %d kv heads", c.Heads, c.KVHeads)
+	case n < 1 || c.KVHeads%n != 0:
+		return bad("%d kv heads do not split over %d workers", c.KVHeads, n)
+	case c.FFN%n != 0:
+		return bad("ffn %d does not split over %d workers", c.FFN, n)
+	case c.DType != tensor.Float32 && c.DType != tensor.Float16 && c.DType != tensor.BFloat16:
+		return bad("dtype %s (float32, float16, bfloat16)", c.DType)
+	case math.IsNaN(c.NormEps) || c.NormEps < 0 || math.IsInf(c.NormEps, 0):
+		return bad("norm eps %v", c.NormEps)
+	case !(c.RopeTheta > 0) || math.IsInf(c.RopeTheta, 0):
+		return bad("rope theta %v", c.RopeTheta)
+	case c.norm() != NormRMS && c.norm() != NormLayer:
+		return bad("norm %q (%q or %q)", c.Norm, NormRMS, NormLayer)
+	case c.act() != ActSiLU && c.act() != ActGELU:
+		return bad("activation %q (%q or %q)", c.Act, ActSiLU, ActGELU)
+	}
+	return nil
+}
+
+// Split is how a parameter is divided over the workers.
+type Split int
+
+const (
+	Replicate Split = iota // every worker holds all of it
+	SplitCols              // worker r holds columns [r·C/n, (r+1)·C/n)
+	SplitRows              // worker r holds rows [r·R/n, (r+1)·R/n)
+)
+
+func (s Split) String() string {
+	switch s {
+	case Replicate:
+		return "replicate"
+	case SplitCols:
+		return "split columns"
+	case SplitRows:
+		return "split rows"
+	}
+	return fmt.Sprintf("split(%d)", int(s))
+}
+
+// ParamSpec is one parameter: its name (as in the checkpoint and the IR),
+// its full shape and how it is sharded. Matrices are [in, out]: a layer
+// computes x·W (PyTorch's nn.Linear stores W transposed, [out, in]).
+type ParamSpec struct {
+	Name  string
+	Shape tensor.Shape // full, unsharded
+	Split Split
+}
+
+// ShardShape is worker r's shape of the parameter for n workers (the
+// same for every r: splits are even).
+func (p ParamSpec) ShardShape(n int) tensor.Shape {
+	s := p.Shape.Clone()
+	switch p.Split {
+	case SplitCols:
+		s[len(s)-1] /= int64(n)
+	case SplitRows:
+		s[0] /= int64(n)
+	}
+	return s
+}
+
+// ShardRange is worker r's block of the full parameter: rows [r0, r1)
+// and columns [c0, c1) (1-D parameters have one row).
+func (p ParamSpec) ShardRange(r, n int) (r0, r1, c0, c1 int64) {
+	rows, cols := int64(1), p.Shape[len(p.Shape)-1]
+	if len(p.Shape) == 2 {
+		rows = p.Shape[0]
+	}
+	r0, r1, c0, c1 = 0, rows, 0, cols
+	switch p.Split {
+	case SplitCols:
+		c0, c1 = int64(r)*cols/int64(n), int64(r+1)*cols/int64(n)
+	case SplitRows:
+		r0, r1 = int64(r)*rows/int64(n), int64(r+1)*rows/int64(n)
+	}
+	return r0, r1, c0, c1
+}
+
+// Parameter names. Layer i's names are LayerParam(i, suffix).
+const (
+	ParamEmbed     = "embed"       // [vocab, hidden], replicated
+	ParamNormW     = "norm.weight" // final norm [hidden], replicated
+	ParamNormB     = "norm.bias"   // LayerNorm only
+	ParamLMHead    = "lm_head"     // [hidden, vocab], replicated
+	AttnNormW      = "attn_norm.weight"
+	AttnNormB      = "attn_norm.bias"
+	AttnWQ         = "attn.wq" // [hidden, heads·head_dim], columns
+	AttnWK         = "attn.wk" // [hidden, kv_heads·head_dim], columns
+	AttnWV         = "attn.wv" // [hidden, kv_heads·head_dim], columns
+	AttnWO         = "attn.wo" // [heads·head_dim, hidden], rows
+	MLPNormW       = "mlp_norm.weight"
+	MLPNormB       = "mlp_norm.bias"
+	MLPWGate       = "mlp.w_gate" // [hidden, ffn], columns
+	MLPWUp         = "mlp.w_up"   // [hidden, ffn], columns
+	MLPWDown       = "mlp.w_down" // [ffn, hidden], rows
+	layerPrefixFmt = "layers.%d."
+)
+
+// LayerParam is the name of layer i's parameter suffix ("attn.wq" ->
+// "layers.3.attn.wq").
+func LayerParam(i int, suffix string) string { return fmt.Sprintf(layerPrefixFmt, i) + suffix }
+
+// Params lists every parameter in the order the IR functions take them.
+func (c Config) Params() []ParamSpec {
+	h, v, f := int64(c.Hidden), int64(c.Vocab), int64(c.FFN)
+	q, kv := int64(c.Heads*c.HeadDim()), int64(c.KVHeads*c.HeadDim())
+	layer := c.norm() == NormLayer
+	ps := []ParamSpec{{ParamEmbed, tensor.Shape{v, h}, Replicate}}
+	norm := func(w, b string) {
+		ps = append(ps, ParamSpec{w, tensor.Shape{h}, Replicate})
+		if layer {
+			ps = append(ps, ParamSpec{b, tensor.Shape{h}, Replicate})
+		}
+	}
+	for i := range c.Layers {
+		l := func(s string) string { return LayerParam(i, s) }
+		norm(l(AttnNormW), l(AttnNormB))
+		ps = append(ps,
+			ParamSpec{l(AttnWQ), tensor.Shape{h, q}, SplitCols},
+			ParamSpec{l(AttnWK), tensor.Shape{h, kv}, SplitCols},
+			ParamSpec{l(AttnWV), tensor.Shape{h, kv}, SplitCols},
+			ParamSpec{l(AttnWO), tensor.Shape{q, h}, SplitRows})
+		norm(l(MLPNormW), l(MLPNormB))
+		ps = append(ps,
+			ParamSpec{l(MLPWGate), tensor.Shape{h, f}, SplitCols},
+			ParamSpec{l(MLPWUp), tensor.Shape{h, f}, SplitCols},
+			ParamSpec{l(MLPWDown), tensor.Shape{f, h}, SplitRows})
+	}
+	norm(ParamNormW, ParamNormB)
+	return append(ps, ParamSpec{ParamLMHead, tensor.Shape{h, v}, Replicate})
+}
+
+// CacheShape is one worker's K (or V) cache of one layer for n workers:
+// [max_seq, kv_heads/n, head_dim].
+func (c Config) CacheShape(n int) tensor.Shape {
+	return tensor.Shape{int64(c.MaxSeq), int64(c.KVHeads / n), int64(c.HeadDim())}
+}

@@ -1,0 +1,641 @@
+package decoder_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/model/decoder"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/worker"
+)
+
+func TestMain(m *testing.M) {
+	worker.Main() // process sessions re-execute this binary as workers
+	os.Exit(m.Run())
+}
+
+func bg(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+const seed = 11
+
+// TestShardsCoverParams: the shards of any worker count put together are
+// the full parameter, for every parameter of a model with LayerNorm.
+func TestShardsCoverParams(t *testing.T) {
+	c := decoder.Small(tensor.Float32)
+	c.Norm = decoder.NormLayer
+	for _, p := range c.Params() {
+		full := decoder.RandomParam(p, seed, c.DType)
+		for _, n := range []int{1, 2, 4} {
+			got := make([]float64, len(full))
+			cols := p.Shape[len(p.Shape)-1]
+			for r := range n {
+				sh, err := decoder.RandomShard(p, seed, c.DType, r, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !sh.Shape().Equal(p.ShardShape(n)) {
+					t.Fatalf("%s: shard %v, ShardShape %v", p.Name, sh.Shape(), p.ShardShape(n))
+				}
+				v, _ := tensor.ToFloat64(sh)
+				r0, r1, c0, c1 := p.ShardRange(r, n)
+				k := 0
+				for i := r0; i < r1; i++ {
+					for j := c0; j < c1; j++ {
+						got[i*cols+j] = v[k]
+						k++
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(full) {
+				t.Errorf("%s: %d workers' shards differ from the full parameter", p.Name, n)
+			}
+		}
+	}
+}
+
+func TestBuild(t *testing.T) {
+	c := decoder.Small(tensor.Float16)
+	for _, n := range []int{1, 2, 4} {
+		m, err := decoder.Build(c, n, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Funcs) != 2 || m.Func(decoder.FuncPrefill) == nil || m.Func(decoder.FuncDecode) == nil {
+			t.Fatalf("n=%d: functions %v", n, m.Funcs)
+		}
+		// Two all-reduces per layer and function when sharded, none on
+		// one worker.
+		want := 0
+		if n > 1 {
+			want = 2 * c.Layers * 2
+		}
+		if got := strings.Count(m.String(), "allreduce("); got != want {
+			t.Errorf("n=%d: %d all-reduces, want %d", n, got, want)
+		}
+		if got, want := len(m.Func(decoder.FuncDecode).Params), 2+len(c.Params())+2*c.Layers; got != want {
+			t.Errorf("n=%d: @decode has %d parameters, want %d", n, got, want)
+		}
+	}
+	gpu, err := decoder.Compile(c, 2, 3, tensor.CUDADevice(0), "one_shot", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(gpu.String(), "custom_allreduce("); got != 2*c.Layers*2 {
+		t.Errorf("GPU program has %d custom all-reduces, want %d", got, 2*c.Layers*2)
+	}
+	cpu, err := decoder.Compile(c, 2, 0, tensor.CPUDevice, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpu.Funcs) != 1 || strings.Contains(cpu.String(), "custom_allreduce") {
+		t.Errorf("CPU program without prefill: %d functions, custom all-reduce %v", len(cpu.Funcs), strings.Contains(cpu.String(), "custom_allreduce"))
+	}
+	for name, bad := range map[string]func(*decoder.Config){
+		"kv heads over 3": func(c *decoder.Config) {},
+		"odd head dim":    func(c *decoder.Config) { c.Hidden, c.Heads, c.KVHeads = 24, 8, 8 },
+		"groups":          func(c *decoder.Config) { c.KVHeads = 5 },
+		"dtype":           func(c *decoder.Config) { c.DType = tensor.Int32 },
+		"norm":            func(c *decoder.Config) { c.Norm = "batch" },
+		"theta":           func(c *decoder.Config) { c.RopeTheta = 0 },
+	} {
+		cc := decoder.Small(tensor.Float32)
+		bad(&cc)
+		if _, err := decoder.Build(cc, 3, 0); !errors.Is(err, decoder.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+	if _, err := decoder.Build(c, 1, c.MaxSeq+1); !errors.Is(err, decoder.ErrConfig) {
+		t.Errorf("prefill longer than the cache: %v", err)
+	}
+}
+
+// TestReferenceIncremental: the reference's KV cache makes a prefill of
+// T tokens and T single steps give the same logits.
+func TestReferenceIncremental(t *testing.T) {
+	c := decoder.Small(tensor.Float32)
+	ids, pos := []int32{5, 9, 2, 63}, []int32{0, 1, 2, 3}
+	a, _ := decoder.NewRandomReference(c, seed)
+	b, _ := decoder.NewRandomReference(c, seed)
+	all, err := a.Step(ids, pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ids {
+		one, err := b.Step(ids[i:i+1], pos[i:i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range one[0] {
+			if math.Abs(v-all[i][j]) > 1e-9 {
+				t.Fatalf("token %d logit %d: step by step %v, prefill %v", i, j, v, all[i][j])
+			}
+		}
+	}
+	// The logits depend on the position and the history.
+	c2, _ := decoder.NewRandomReference(c, seed)
+	shifted, _ := c2.Step(ids[:1], []int32{1})
+	if shifted[0][0] == all[0][0] {
+		t.Error("the same token at positions 0 and 1 gives the same logits")
+	}
+}
+
+// Tolerance is |got - want| <= atol + rtol·|want| on the logits, with
+// atol relative to the largest reference logit (maxRef).
+func tolerance(dt tensor.DType, maxRef float64) (rtol, atol float64) {
+	switch dt {
+	case tensor.Float16:
+		return 1e-2, 1e-2 * maxRef
+	case tensor.BFloat16:
+		return 4e-2, 4e-2 * maxRef
+	}
+	return 2e-5, 2e-5 * maxRef
+}
+
+// run is one configuration of the end-to-end test.
+type run struct {
+	kind string // threaded or process
+	n    int
+	dt   tensor.DType
+	norm string
+	act  string
+}
+
+func (r run) String() string {
+	s := fmt.Sprintf("%s/%d/%s", r.kind, r.n, r.dt)
+	if r.norm != "" {
+		s += "/" + r.norm + "-" + r.act
+	}
+	return s
+}
+
+func newSession(t *testing.T, ctx context.Context, kind string, n int, ids []int) *session.Session {
+	t.Helper()
+	var s *session.Session
+	var err error
+	if kind == "threaded" {
+		s, err = session.NewThreaded(session.Options{NumWorkers: n, DeviceIDs: ids})
+	} else {
+		s, err = session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: ids}})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Shutdown(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// compare checks every worker's logits of a step against the reference's
+// and returns the largest error relative to the largest logit.
+func compare(t *testing.T, ctx context.Context, m *decoder.Model, st *decoder.Step, want [][]float64, what string) float64 {
+	t.Helper()
+	maxRef := 0.0
+	for _, row := range want {
+		for _, v := range row {
+			maxRef = math.Max(maxRef, math.Abs(v))
+		}
+	}
+	rtol, atol := tolerance(m.Config.DType, maxRef)
+	worst := 0.0
+	var first []float64
+	for w := range m.Workers() {
+		got, err := m.Logits(ctx, st, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want)*m.Config.Vocab {
+			t.Fatalf("%s: worker %d: %d logits, want %d", what, w, len(got), len(want)*m.Config.Vocab)
+		}
+		for i, row := range want {
+			for j, v := range row {
+				g := got[i*m.Config.Vocab+j]
+				e := math.Abs(g - v)
+				worst = math.Max(worst, e/maxRef)
+				if !(e <= atol+rtol*math.Abs(v)) {
+					t.Fatalf("%s: worker %d token %d logit %d: %v, reference %v (rtol %g, atol %g)", what, w, i, j, g, v, rtol, atol)
+				}
+			}
+		}
+		// Every worker computes the same logits (the LM head is
+		// replicated after the same all-reduced activations).
+		if first == nil {
+			first = got
+		} else if fmt.Sprint(first) != fmt.Sprint(got) {
+			t.Errorf("%s: worker %d's logits differ from worker 0's", what, w)
+		}
+	}
+	return worst
+}
+
+// margin is the gap between the two largest values of a row.
+func margin(row []float64) float64 {
+	a, b := math.Inf(-1), math.Inf(-1)
+	for _, v := range row {
+		if v > a {
+			a, b = v, a
+		} else if v > b {
+			b = v
+		}
+	}
+	return a - b
+}
+
+// generate runs a prefill of 3 tokens and 4 decode steps on m and on the
+// reference, feeding both the reference's greedy token, and checks the
+// logits of every step on every worker and the greedy tokens. replay
+// uses the captured decode graph.
+func generate(t *testing.T, ctx context.Context, m *decoder.Model, replay bool) float64 {
+	c := m.Config
+	ref, err := decoder.NewRandomReference(c, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{3, 17, 42}
+	st, err := m.Prefill(ctx, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Step(prompt, []int32{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replay {
+		if err := m.CaptureDecode(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	worst := 0.0
+	for step := 0; ; step++ {
+		worst = math.Max(worst, compare(t, ctx, m, st, want, fmt.Sprintf("step %d", step)))
+		toks, err := m.Tokens(ctx, st, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, row := range want {
+			rtol, atol := tolerance(c.DType, 1)
+			if toks[i] != int32(decoder.Argmax(row)) && margin(row) > 2*(atol+rtol) {
+				t.Errorf("step %d token %d: greedy %d, reference %d (margin %g)", step, i, toks[i], decoder.Argmax(row), margin(row))
+			}
+		}
+		st.Release()
+		if step == 4 {
+			break
+		}
+		next := int32(decoder.Argmax(want[len(want)-1]))
+		if replay {
+			st, err = m.ReplayDecode(ctx, next)
+		} else {
+			st, err = m.Decode(ctx, next)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, err = ref.Step([]int32{next}, []int32{int32(m.Pos() - 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return worst
+}
+
+// TestDecoder runs the tensor-parallel decoder on 1, 2 and 4 CPU workers
+// of threaded and process sessions against the float64 reference:
+// a prefill of 3 tokens and 4 decode steps, logits of every step on
+// every worker. The half types and the LayerNorm/GELU variant run on two
+// threaded workers.
+func TestDecoder(t *testing.T) {
+	var runs []run
+	for _, k := range []string{"threaded", "process"} {
+		for _, n := range []int{1, 2, 4} {
+			runs = append(runs, run{kind: k, n: n, dt: tensor.Float32})
+		}
+	}
+	runs = append(runs, run{kind: "threaded", n: 2, dt: tensor.Float16}, run{kind: "threaded", n: 2, dt: tensor.BFloat16},
+		run{kind: "threaded", n: 4, dt: tensor.Float32, norm: decoder.NormLayer, act: decoder.ActGELU})
+	for _, r := range runs {
+		t.Run(r.String(), func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := bg(t)
+			s := newSession(t, ctx, r.kind, r.n, nil)
+			if r.n > 1 {
+				if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := decoder.Small(r.dt)
+			c.Norm, c.Act = r.norm, r.act
+			w, err := decoder.RandomWeights(ctx, s, c, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer decoder.ReleaseWeights(w)
+			m, err := decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{PrefillLen: 3}, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Release()
+			worst := generate(t, ctx, m, false)
+			t.Logf("largest logit error / largest logit: %.2g", worst)
+		})
+	}
+}
+
+func TestLoadAndStepErrors(t *testing.T) {
+	leaktest.Check(t)
+	ctx := bg(t)
+	s := newSession(t, ctx, "threaded", 2, nil)
+	if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+		t.Fatal(err)
+	}
+	c := decoder.Small(tensor.Float32)
+	w, err := decoder.RandomWeights(ctx, s, c, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decoder.ReleaseWeights(w)
+
+	missing := map[string]*session.DRef{}
+	for k, v := range w {
+		if k != decoder.LayerParam(1, decoder.AttnWO) {
+			missing[k] = v
+		}
+	}
+	missing["layers.9.attn.wq"] = w[decoder.ParamEmbed]
+	_, err = decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{}, missing)
+	if !errors.Is(err, decoder.ErrWeights) || !strings.Contains(err.Error(), "layers.1.attn.wo") || !strings.Contains(err.Error(), "layers.9.attn.wq") {
+		t.Errorf("missing and unknown weights: %v", err)
+	}
+
+	// A shard of the wrong shape fails at the first step, naming the
+	// parameter.
+	swapped := map[string]*session.DRef{}
+	for k, v := range w {
+		swapped[k] = v
+	}
+	swapped[decoder.LayerParam(0, decoder.AttnWQ)] = w[decoder.LayerParam(0, decoder.AttnWO)]
+	m, err := decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{}, swapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Decode(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Release()
+	if err := s.Sync(ctx); err == nil || !strings.Contains(err.Error(), "layers.0.attn.wq") {
+		t.Errorf("wrong shard shape: %v", err)
+	}
+	m.Release()
+
+	m, err = decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{PrefillLen: 4}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	if _, err := m.Prefill(ctx, []int32{1, 2, 3}); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("prefill of 3 tokens compiled for 4: %v", err)
+	}
+	if _, err := m.Decode(ctx, int32(c.Vocab)); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("token outside the vocabulary: %v", err)
+	}
+	// Fill the cache, then one more step is refused before anything is
+	// sent; Reset starts over.
+	for range c.MaxSeq {
+		st, err := m.Decode(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Release()
+	}
+	if _, err := m.Decode(ctx, 1); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("step past the cache: %v", err)
+	}
+	m.Reset()
+	g, err := m.Generate(ctx, []int32{1, 2, 3, 4}, 3, false)
+	if err != nil || len(g.Tokens) != 4 || len(g.Steps) != 3 || m.Pos() != 7 {
+		t.Errorf("generate after reset: %+v, %v, position %d", g, err, m.Pos())
+	}
+	// CPU workers cannot capture graphs.
+	if err := m.CaptureDecode(ctx); err == nil {
+		t.Error("CaptureDecode on CPU workers succeeded")
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Logf("after the refused capture: %v", err)
+	}
+}
+
+// TestDecoderGPU runs the decoder on GPUs (cuBLAS matmuls, the NVRTC
+// decoder kernels, custom all-reduces): one worker, and two workers (two
+// GPUs over NCCL, or two processes sharing one GPU through the "ipc"
+// backend), float16, bfloat16 and float32, eagerly and then with the
+// decode step captured as a CUDA graph and replayed with new ids and
+// positions; logits of every step on every worker against the float64
+// reference with the CPU tolerances.
+func TestDecoderGPU(t *testing.T) {
+	gpus := gpuCount(t)
+	for _, n := range []int{1, 2} {
+		ids, backend := []int{0, 1}, "nccl"
+		if gpus < 2 {
+			ids, backend = []int{0, 0}, "ipc"
+		}
+		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16, tensor.Float32} {
+			t.Run(fmt.Sprintf("%d/%s", n, dt), func(t *testing.T) {
+				ctx := bg(t)
+				s := newSession(t, ctx, "process", n, ids[:n])
+				if n > 1 {
+					if err := s.InitCCL(ctx, backend, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c := decoder.Small(dt)
+				c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = 256, 4, 2, 512, 300 // head dim 64
+				w, err := decoder.RandomWeights(ctx, s, c, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer decoder.ReleaseWeights(w)
+				m, err := decoder.Load(ctx, s, c, tensor.CUDADevice(0), decoder.Options{PrefillLen: 3, Strategy: "auto"}, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Release()
+				eager := generate(t, ctx, m, false)
+				m.Reset()
+				graph := generate(t, ctx, m, true)
+				t.Logf("largest logit error / largest logit: eager %.2g, graph %.2g", eager, graph)
+			})
+		}
+	}
+}
+
+// gpuCount is the number of GPUs, or skips the test.
+func gpuCount(t *testing.T) int {
+	d, err := cuda.Load()
+	if err != nil {
+		t.Skipf("no CUDA driver: %v", err)
+	}
+	if err := d.Init(); err != nil {
+		t.Skipf("cuInit: %v", err)
+	}
+	n, err := d.DeviceCount()
+	if err != nil || n < 1 {
+		t.Skipf("no GPU: %d, %v", n, err)
+	}
+	return n
+}
+
+func TestConfigJSON(t *testing.T) {
+	c := decoder.Small(tensor.BFloat16)
+	c.Norm = decoder.NormLayer
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"dtype":"bfloat16"`) || !strings.Contains(string(b), `"activation":"silu"`) {
+		t.Errorf("config JSON %s", b)
+	}
+	var back decoder.Config
+	if err := json.Unmarshal(b, &back); err != nil || back.String() != c.String() {
+		t.Errorf("round trip: %v, %v", back, err)
+	}
+	for _, bad := range []string{`{"vocab": 1, "hiden": 2}`, `{"dtype": "float8"}`, `[]`} {
+		if err := json.Unmarshal([]byte(bad), &back); !errors.Is(err, decoder.ErrConfig) {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+// FuzzConfigJSON: decoding never panics, and what decodes and validates
+// encodes to JSON that decodes to the same configuration.
+func FuzzConfigJSON(f *testing.F) {
+	b, _ := json.Marshal(decoder.Small(tensor.Float16))
+	f.Add(string(b))
+	f.Add(`{"vocab": -1, "dtype": "float32"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		var c decoder.Config
+		if json.Unmarshal([]byte(s), &c) != nil || c.Validate(1) != nil {
+			return
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d decoder.Config
+		if err := json.Unmarshal(b, &d); err != nil || d.String() != c.String() {
+			t.Fatalf("%s -> %s -> %v, %v", s, b, d, err)
+		}
+	})
+}
+
+// TestAgainstPyTorch compares the decoder with bench/decoder_ref.py's
+// output when CHORUS_DECODER_REF names it (the script run with --random
+// SEED): the chorus decoder runs the script's prompt and feeds it the
+// script's tokens on CHORUS_DECODER_WORKERS workers (default 1; GPUs when
+// present, over NCCL, else CPU workers over the cpu backend), and every
+// step's last-row logits must match the script's within the tolerance of
+// the dtype (the same as against the float64 reference).
+func TestAgainstPyTorch(t *testing.T) {
+	path := os.Getenv("CHORUS_DECODER_REF")
+	if path == "" {
+		t.Skip("CHORUS_DECODER_REF is not set (bench/decoder_ref.py --random SEED --out FILE)")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Config json.RawMessage
+		Seed   *uint64
+		World  int
+		Prompt []int32
+		Tokens []int32
+		Logits [][]float64
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if ref.Seed == nil {
+		t.Skip("the reference ran on checkpoint files (--model); this test makes the random model (--random)")
+	}
+	var c decoder.Config
+	if err := json.Unmarshal(ref.Config, &c); err != nil {
+		t.Fatal(err)
+	}
+	n := 1
+	if v := os.Getenv("CHORUS_DECODER_WORKERS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	ctx := bg(t)
+	dev, ids, backend := tensor.CPUDevice, []int(nil), "cpu"
+	if d, err := cuda.Load(); err == nil && d.Init() == nil {
+		if g, err := d.DeviceCount(); err == nil && g >= n {
+			dev, backend = tensor.CUDADevice(0), "nccl"
+			for i := range n {
+				ids = append(ids, i)
+			}
+		}
+	}
+	s := newSession(t, ctx, "process", n, ids)
+	if n > 1 {
+		if err := s.InitCCL(ctx, backend, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := decoder.RandomWeights(ctx, s, c, *ref.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decoder.ReleaseWeights(w)
+	m, err := decoder.Load(ctx, s, c, dev, decoder.Options{PrefillLen: len(ref.Prompt)}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Release()
+	st, err := m.Prefill(ctx, ref.Prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range ref.Logits {
+		got, err := m.Logits(ctx, st, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[len(got)-c.Vocab:]
+		maxRef := 0.0
+		for _, v := range want {
+			maxRef = math.Max(maxRef, math.Abs(v))
+		}
+		rtol, atol := tolerance(c.DType, maxRef)
+		worst := 0.0
+		for j, v := range want {
+			e := math.Abs(got[j] - v)
+			worst = math.Max(worst, e/maxRef)
+			if !(e <= atol+rtol*math.Abs(v)) {
+				t.Fatalf("step %d logit %d: chorus %v, PyTorch %v (rtol %g, atol %g)", i, j, got[j], v, rtol, atol)
+			}
+		}
+		t.Logf("step %d: largest error / largest logit %.2g (chorus %d workers on %v, PyTorch world %d)", i, worst, n, dev, ref.World)
+		st.Release()
+		if i+1 < len(ref.Logits) {
+			if st, err = m.Decode(ctx, ref.Tokens[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

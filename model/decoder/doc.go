@@ -1,0 +1,28 @@
+// Package decoder is a tensor-parallel transformer decoder (Llama-style:
+// RMSNorm or LayerNorm, rotary embeddings, grouped-query attention with a
+// KV cache per worker, a gated MLP with SiLU or GELU) built with the
+// compiler/ir builder and run by compiler/vm on every worker of a session.
+//
+// Sharding is Megatron's: the query, key and value projections and the
+// gate and up projections are split by columns (whole heads, whole FFN
+// slices) over n workers, the attention output and down projections by
+// rows; every worker then holds partial sums of the residual update,
+// completed by one all-reduce after attention and one after the MLP
+// (on GPUs the IPC rewrite makes them custom all-reduces). Embedding,
+// norms and the LM head are replicated, so every worker computes the
+// same logits and the same greedy token (decision: no gather of the
+// vocabulary, at the price of vocab × hidden weights per worker).
+//
+// Build emits @prefill (T tokens) and @decode (one token): both take the
+// token ids and their positions as int32 tensors, then the parameters in
+// Config.Params order, then the KV caches, and return the logits and the
+// argmax tokens. Positions are data, not constants, so the decode step is
+// one program for every position and can be captured as a CUDA graph and
+// replayed after writing the next id and position into the same buffers
+// (Model.CaptureDecode / ReplayDecode).
+//
+// Reference is the same model in float64 on the full (unsharded)
+// weights, single process, for tests; bench/decoder_ref.py is the same
+// model in PyTorch. docs/model.md ("The decoder") has the parameter
+// names, layouts and tolerances.
+package decoder

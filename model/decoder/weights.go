@@ -1,0 +1,159 @@
+package decoder
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strings"
+
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/worker"
+)
+
+// RandomParamFunc is the worker function that makes a worker's shard of
+// a random parameter: (name string, full shape, split int64, seed int64,
+// dtype) -> tensor on the worker's device. Every worker computes only its
+// own block; element (i, j) of the full parameter is a hash of (seed,
+// name, i, j), so shards agree with RandomParam whatever the worker count.
+const RandomParamFunc = "decoder.random_param"
+
+func splitmix(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// randomScale keeps activations near unit size: norm weights near 1,
+// biases small, matrices scaled by 1/sqrt(fan-in).
+func randomScale(p ParamSpec) (scale, offset float64) {
+	switch {
+	case strings.HasSuffix(p.Name, ".weight"):
+		return 0.1, 1
+	case strings.HasSuffix(p.Name, ".bias"):
+		return 0.1, 0
+	case p.Name == ParamEmbed:
+		return 1, 0
+	}
+	return 1 / math.Sqrt(float64(p.Shape[0])), 0
+}
+
+// randomValue is element (i, j) of the full parameter, rounded to dt.
+func randomValue(p ParamSpec, seed uint64, salt uint64, i, j int64, dt tensor.DType) float64 {
+	cols := p.Shape[len(p.Shape)-1]
+	u := splitmix(seed*0x100000001b3 ^ salt ^ uint64(i*cols+j))
+	scale, off := randomScale(p)
+	return roundTo(dt, off+(float64(u>>11)/(1<<53)*2-1)*scale)
+}
+
+func nameSalt(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return splitmix(h.Sum64())
+}
+
+func roundTo(dt tensor.DType, v float64) float64 {
+	switch dt {
+	case tensor.Float16:
+		return tensor.F16FromFloat64(v).Float64()
+	case tensor.BFloat16:
+		return tensor.BF16FromFloat64(v).Float64()
+	case tensor.Float32:
+		return float64(float32(v))
+	}
+	return v
+}
+
+// RandomParam is the full random parameter (row-major, rounded to dt).
+func RandomParam(p ParamSpec, seed uint64, dt tensor.DType) []float64 {
+	r0, r1, c0, c1 := p.ShardRange(0, 1)
+	return randomBlock(p, seed, dt, r0, r1, c0, c1)
+}
+
+func randomBlock(p ParamSpec, seed uint64, dt tensor.DType, r0, r1, c0, c1 int64) []float64 {
+	salt := nameSalt(p.Name)
+	out := make([]float64, 0, (r1-r0)*(c1-c0))
+	for i := r0; i < r1; i++ {
+		for j := c0; j < c1; j++ {
+			out = append(out, randomValue(p, seed, salt, i, j, dt))
+		}
+	}
+	return out
+}
+
+// RandomShard is worker r of n's shard of a random parameter, on the host.
+func RandomShard(p ParamSpec, seed uint64, dt tensor.DType, r, n int) (*tensor.Tensor, error) {
+	if r < 0 || r >= n {
+		return nil, fmt.Errorf("%w: worker %d of %d", ErrConfig, r, n)
+	}
+	if len(p.Shape) < 1 || len(p.Shape) > 2 {
+		return nil, fmt.Errorf("%w: parameter %s of shape %v (1 or 2 dims)", ErrConfig, p.Name, p.Shape)
+	}
+	s := p.ShardShape(n)
+	full := p.Shape
+	if (p.Split == SplitCols && full[len(full)-1]%int64(n) != 0) || (p.Split == SplitRows && full[0]%int64(n) != 0) {
+		return nil, fmt.Errorf("%w: %s %v does not %s over %d workers", ErrConfig, p.Name, full, p.Split, n)
+	}
+	t, err := tensor.New(dt, s)
+	if err != nil {
+		return nil, err
+	}
+	r0, r1, c0, c1 := p.ShardRange(r, n)
+	return t, tensor.SetFromFloat64(t, randomBlock(p, seed, dt, r0, r1, c0, c1))
+}
+
+func init() {
+	registry.MustRegisterTyped(RandomParamFunc, func(env registry.Env, name string, shape tensor.Shape, split, seed int64, dt tensor.DType) (*tensor.Tensor, error) {
+		h, err := RandomShard(ParamSpec{Name: name, Shape: shape, Split: Split(split)}, uint64(seed), dt, env.WorkerID(), env.NumWorkers())
+		if err != nil {
+			return nil, err
+		}
+		if env.Device().Kind == tensor.CPU {
+			return h, nil
+		}
+		t, err := env.Alloc(dt, h.Shape(), env.Device(), tensor.ScopeGlobal)
+		if err != nil {
+			return nil, err
+		}
+		return t, worker.FromHost(env, t, h)
+	})
+}
+
+// RandomWeights makes every worker's shards of a random model (seeded)
+// on the workers' devices: the map Load takes. The caller owns the DRefs
+// (ReleaseWeights).
+func RandomWeights(ctx context.Context, s *session.Session, c Config, seed uint64) (map[string]*session.DRef, error) {
+	if err := c.Validate(s.NumWorkers()); err != nil {
+		return nil, err
+	}
+	f, err := s.GetGlobalFunc(ctx, RandomParamFunc)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release()
+	w := map[string]*session.DRef{}
+	for _, p := range c.Params() {
+		r, err := s.CallPacked(f, p.Name, p.Shape, int64(p.Split), int64(seed), c.DType)
+		if err != nil {
+			ReleaseWeights(w)
+			return nil, err
+		}
+		w[p.Name] = r
+	}
+	if err := s.Sync(ctx); err != nil {
+		ReleaseWeights(w)
+		return nil, fmt.Errorf("decoder: random weights: %w", err)
+	}
+	return w, nil
+}
+
+// ReleaseWeights drops every DRef of a weight map.
+func ReleaseWeights(w map[string]*session.DRef) {
+	for k, r := range w {
+		r.Release()
+		delete(w, k)
+	}
+}
