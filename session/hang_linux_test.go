@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,7 +28,30 @@ func stopWorker(t *testing.T, pid int) (resume func()) {
 	}
 	resume = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
 	t.Cleanup(resume)
+	// The signal takes effect asynchronously (a thread spinning in user
+	// space stops at its next interrupt): wait until the kernel says so.
+	waitFor(t, "the worker to stop", func() bool { return procStopped(pid) })
 	return resume
+}
+
+// procStopped reports whether every thread of pid is stopped.
+func procStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 func processSession(t *testing.T, n int, o session.Options) *session.Session {
