@@ -257,3 +257,62 @@ func TestTraceWorkerKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestHangReportNamesPeers: the controller waits for worker 0 alone,
+// which waits inside an allreduce for worker 1, frozen: the report names
+// worker 1 as not having reached that collective.
+func TestHangReportNamesPeers(t *testing.T) {
+	leaktest.Check(t)
+	var out lockedBuffer
+	s := processSession(t, 2, session.Options{HangReport: 30 * time.Millisecond, HangOutput: &out})
+	defer s.Shutdown()
+	if err := s.InitCCL(bg(t), "cpu", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	loop := mustFunc(t, s, "test.allreduce_loop")
+	resume := stopWorker(t, s.PIDs()[1])
+	if err := s.CallPackedDiscard(loop, int64(1024), 1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.SyncWorker(context.Background(), 0) }()
+	waitFor(t, "a report naming worker 1", func() bool { return strings.Contains(out.String(), "has not reached") })
+	resume()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	rep := out.String()
+	t.Logf("%s", rep)
+	for _, want := range []string{"for worker 0 (of 2)", "worker 0 (pid", "in allreduce #1 (cpu, 4 KiB)", "stopped (SIGSTOP or job control)) has not reached allreduce #1 (cpu, 4 KiB): idle for"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// TestWorkerDeadlineCulprit: when the awaited worker waits inside a
+// collective for a frozen peer, the deadline takes the peer, not it.
+func TestWorkerDeadlineCulprit(t *testing.T) {
+	leaktest.Check(t)
+	var out lockedBuffer
+	s := processSession(t, 2, session.Options{HangReport: 30 * time.Millisecond, HangOutput: &out, WorkerDeadline: 300 * time.Millisecond})
+	defer s.Shutdown()
+	if err := s.InitCCL(bg(t), "cpu", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	loop := mustFunc(t, s, "test.allreduce_loop")
+	pid := s.PIDs()[1]
+	stopWorker(t, pid)
+	if err := s.CallPackedDiscard(loop, int64(1024), 1); err != nil {
+		t.Fatal(err)
+	}
+	err := s.SyncWorker(context.Background(), 0)
+	var le *session.LostError
+	if !errors.As(err, &le) || le.Worker != 1 || !strings.Contains(err.Error(), "did not reach allreduce #1 (cpu, 4 KiB)") {
+		t.Fatalf("SyncWorker(0) = %v, want worker 1 lost for not reaching the allreduce", err)
+	}
+	waitGone(t, pid)
+}

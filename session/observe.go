@@ -219,8 +219,19 @@ func (ob *observer) watch() {
 		}
 		if ob.deadline > 0 && waited >= ob.deadline && !killed && ob.kill != nil {
 			killed = true
-			for _, w := range ob.pending() {
-				ob.kill(w, fmt.Sprintf("did not answer for %v (WorkerDeadline %v); %s", round(waited), ob.deadline, ob.doing(w, trace.Now())))
+			// The workers that hold the others up: those that have not
+			// reached the collective the awaited ones wait in, else the
+			// awaited ones themselves.
+			pend := ob.pending()
+			in, behind := ob.behind(pend)
+			now := trace.Now()
+			for _, w := range behind {
+				ob.kill(w, fmt.Sprintf("did not reach %s for %v (WorkerDeadline %v); %s", describeCollective(in), round(waited), ob.deadline, ob.doing(w, now)))
+			}
+			if len(behind) == 0 {
+				for _, w := range pend {
+					ob.kill(w, fmt.Sprintf("did not answer for %v (WorkerDeadline %v); %s", round(waited), ob.deadline, ob.doing(w, now)))
+				}
 			}
 		}
 	}
@@ -231,6 +242,41 @@ func round(d time.Duration) time.Duration {
 		return d.Round(100 * time.Millisecond)
 	}
 	return d.Round(time.Millisecond)
+}
+
+// maxBehind bounds the workers a report lists as not having reached a
+// collective.
+const maxBehind = 16
+
+// behind finds the collective the awaited workers wait inside (the one
+// with the highest sequence number) and the other workers that have not
+// reached it: a worker waiting in a collective waits for its peers, which
+// may have answered the controller long ago.
+func (ob *observer) behind(pend []int) (in trace.Event, out []int) {
+	waiting := map[int]bool{}
+	for _, w := range pend {
+		waiting[w] = true
+		if r := ob.rings[w]; r != nil {
+			if c := r.Snapshot().Collective; c.Phase == trace.Begin && c.Args.Seq > in.Args.Seq {
+				in = c
+			}
+		}
+	}
+	if in.Phase != trace.Begin {
+		return in, nil
+	}
+	for w := range ob.n {
+		r := ob.rings[w]
+		if waiting[w] || r == nil {
+			continue
+		}
+		c := r.Snapshot().Collective
+		if c.Phase != 0 && (c.Args.Backend != in.Args.Backend || c.Args.Seq >= in.Args.Seq) {
+			continue // there already (or in another communicator)
+		}
+		out = append(out, w)
+	}
+	return in, out
 }
 
 // report writes a hang report and records it in the trace.
@@ -254,8 +300,16 @@ func (ob *observer) report(waited, next time.Duration) {
 		b.WriteString("s")
 	}
 	fmt.Fprintf(&b, " %s (of %d)\n", workerList(ws), ob.n)
+	in, behind := ob.behind(pend)
 	for _, w := range pend {
 		fmt.Fprintf(&b, "  worker %d%s: %s\n", w, ob.procInfo(w), ob.doing(w, now))
+	}
+	for i, w := range behind {
+		if i == maxBehind {
+			fmt.Fprintf(&b, "  ... and %d more\n", len(behind)-i)
+			break
+		}
+		fmt.Fprintf(&b, "  worker %d%s has not reached %s: %s\n", w, ob.procInfo(w), describeCollective(in), ob.doing(w, now))
 	}
 	if ob.deadline > 0 {
 		fmt.Fprintf(&b, "  unresponsive workers count as lost after %v (WorkerDeadline)", ob.deadline)
