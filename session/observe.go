@@ -199,6 +199,10 @@ func (ob *observer) watch() {
 	var since int64
 	var next time.Duration
 	var killed bool
+	// Progress: a worker whose flight recorder moves (commands and
+	// collectives start and end) is working, however long the call.
+	written := make([]uint64, ob.n)
+	moved := make([]int64, ob.n)
 	for {
 		select {
 		case <-ob.stop:
@@ -209,30 +213,55 @@ func (ob *observer) watch() {
 		if s == 0 {
 			continue
 		}
+		now := trace.Now()
 		if s != since {
 			since, next, killed = s, ob.hang, false
 		}
-		waited := time.Duration(trace.Now() - s)
+		for w, r := range ob.rings {
+			if r == nil {
+				continue
+			}
+			if n := r.Written(); n != written[w] {
+				written[w], moved[w] = n, now
+			}
+		}
+		waited := time.Duration(now - s)
 		if ob.hang > 0 && waited >= next {
 			ob.report(waited, next*2)
 			next *= 2
 		}
-		if ob.deadline > 0 && waited >= ob.deadline && !killed && ob.kill != nil {
-			killed = true
-			// The workers that hold the others up: those that have not
-			// reached the collective the awaited ones wait in, else the
-			// awaited ones themselves.
+		if ob.deadline > 0 && !killed && ob.kill != nil {
+			// The deadline runs from the later of the wait's start and
+			// the last progress of any awaited worker.
 			pend := ob.pending()
-			in, behind := ob.behind(pend)
-			now := trace.Now()
-			for _, w := range behind {
-				ob.kill(w, fmt.Sprintf("did not reach %s for %v (WorkerDeadline %v); %s", describeCollective(in), round(waited), ob.deadline, ob.doing(w, now)))
+			last := s
+			for _, w := range pend {
+				last = max(last, moved[w])
 			}
-			if len(behind) == 0 {
-				for _, w := range pend {
-					ob.kill(w, fmt.Sprintf("did not answer for %v (WorkerDeadline %v); %s", round(waited), ob.deadline, ob.doing(w, now)))
-				}
+			if stalled := time.Duration(now - last); len(pend) > 0 && stalled >= ob.deadline {
+				killed = true
+				ob.expire(pend, stalled, now)
 			}
+		}
+	}
+}
+
+// expire declares lost the workers that hold the awaited ones (pend) up:
+// those that have not reached the collective the awaited ones wait in,
+// and those whose process is not running; if there are none, the awaited
+// workers themselves.
+func (ob *observer) expire(pend []int, stalled time.Duration, now int64) {
+	in, behind := ob.behind(pend)
+	for _, w := range behind {
+		ob.kill(w, fmt.Sprintf("did not reach %s for %v (WorkerDeadline %v); %s", describeCollective(in), round(stalled), ob.deadline, ob.doing(w, now)))
+	}
+	halted := ob.halted(pend, behind)
+	for _, w := range halted {
+		ob.kill(w, fmt.Sprintf("not running (%s) while others made no progress for %v (WorkerDeadline %v); %s", procState(ob.pids[w]), round(stalled), ob.deadline, ob.doing(w, now)))
+	}
+	if len(behind)+len(halted) == 0 {
+		for _, w := range pend {
+			ob.kill(w, fmt.Sprintf("no answer and no progress for %v (WorkerDeadline %v); %s", round(stalled), ob.deadline, ob.doing(w, now)))
 		}
 	}
 }
@@ -279,6 +308,26 @@ func (ob *observer) behind(pend []int) (in trace.Event, out []int) {
 	return in, out
 }
 
+// halted lists the workers, other than the awaited ones and skip, whose
+// process is not running (stopped, a zombie, gone): a peer frozen inside
+// a collective holds the others up although it has reached it.
+func (ob *observer) halted(pend, skip []int) []int {
+	not := map[int]bool{}
+	for _, w := range append(append([]int(nil), pend...), skip...) {
+		not[w] = true
+	}
+	var out []int
+	for w := range ob.n {
+		if not[w] || ob.pids[w] == 0 {
+			continue
+		}
+		if st := procState(ob.pids[w]); strings.HasPrefix(st, "stopped") || strings.HasPrefix(st, "exited") || st == "no such process" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // report writes a hang report and records it in the trace.
 func (ob *observer) report(waited, next time.Duration) {
 	pend := ob.pending()
@@ -310,6 +359,9 @@ func (ob *observer) report(waited, next time.Duration) {
 			break
 		}
 		fmt.Fprintf(&b, "  worker %d%s has not reached %s: %s\n", w, ob.procInfo(w), describeCollective(in), ob.doing(w, now))
+	}
+	for _, w := range ob.halted(pend, behind) {
+		fmt.Fprintf(&b, "  worker %d%s is not running: %s\n", w, ob.procInfo(w), ob.doing(w, now))
 	}
 	if ob.deadline > 0 {
 		fmt.Fprintf(&b, "  unresponsive workers count as lost after %v (WorkerDeadline)", ob.deadline)

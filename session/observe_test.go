@@ -36,6 +36,20 @@ func init() {
 		}
 		return nil
 	})
+	// progress(iters, ms): iters rounds of a pause and a barrier.
+	registry.MustRegisterTyped("test.progress", func(env registry.Env, iters, ms int) error {
+		c, err := worker.Comm(env, false)
+		if err != nil {
+			return err
+		}
+		for range iters {
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+			if err := c.Barrier(env.Context()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	// block_on(w): worker w waits until its context ends (the worker is
 	// aborted); the others return at once.
 	registry.MustRegisterTyped("test.block_on", func(env registry.Env, w int) {
@@ -273,5 +287,33 @@ func TestTraceGPUFake(t *testing.T) {
 	}
 	if !got["copy H2D"] || !got["copy D2H"] {
 		t.Fatalf("gpu events %v, want both copies", got)
+	}
+}
+
+// TestWorkerDeadlineProgress: a call that runs longer than the
+// WorkerDeadline while its workers make progress (collectives complete)
+// is not cut short.
+func TestWorkerDeadlineProgress(t *testing.T) {
+	leaktest.Check(t)
+	var out lockedBuffer
+	const deadline = 400 * time.Millisecond
+	s, err := session.NewThreaded(session.Options{NumWorkers: 2, HangReport: -1, HangOutput: &out, WorkerDeadline: deadline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	if err := s.InitCCL(bg(t), "cpu", 0); err != nil {
+		t.Fatal(err)
+	}
+	f := mustFunc(t, s, "test.progress")
+	// Twice the deadline in all, a barrier every eighth of it.
+	if err := s.CallPackedDiscard(f, 16, int(deadline/8/time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(bg(t)); err != nil {
+		t.Fatalf("a worker making progress was cut short: %v", err)
+	}
+	if out.String() != "" {
+		t.Errorf("reports although they are off: %s", out.String())
 	}
 }
