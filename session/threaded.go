@@ -47,10 +47,13 @@ type Options struct {
 	HangReport time.Duration
 	// HangOutput receives hang reports; nil means os.Stderr.
 	HangOutput io.Writer
-	// WorkerDeadline: a worker that has not answered a blocking call for
-	// this long counts as lost (a LostError; a process worker is killed
-	// and the others' collectives aborted). 0 means
-	// CHORUS_WORKER_DEADLINE, or never; negative: never.
+	// WorkerDeadline: when the workers a blocking call awaits have
+	// neither answered nor made progress (their flight recorders did not
+	// move) for this long, the workers holding them up count as lost (a
+	// LostError; a process worker is killed and the others' collectives
+	// aborted): peers that have not reached the collective the awaited
+	// workers wait in, or whose process is not running, else the awaited
+	// workers. 0 means CHORUS_WORKER_DEADLINE, or never; negative: never.
 	WorkerDeadline time.Duration
 }
 
