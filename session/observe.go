@@ -490,12 +490,15 @@ func (ob *observer) writeTrace() error {
 			last = max(last, part[i].TS)
 		}
 		if r := ob.rings[w]; r != nil {
+			var tail []trace.Event
 			for _, e := range r.Snapshot().Recent {
 				if e.TS > last {
 					e.Args.Set |= trace.HasUnfinished
-					evs = append(evs, e)
+					tail = append(tail, e)
 				}
 			}
+			evs = append(evs, trace.Reopen(part, tail)...)
+			evs = append(evs, tail...)
 		}
 		os.Remove(p)
 	}

@@ -134,3 +134,47 @@ func Close(events []Event, at int64) []Event {
 	}
 	return add
 }
+
+// Reopen returns B events for the E events of tail that close spans not
+// begun in head or tail (a flight recorder keeps only the latest events:
+// the start of a long call may have left it). Each B is placed at the
+// time of tail's first event on its track and marked unfinished; put the
+// result between head and tail, in the order returned.
+func Reopen(head, tail []Event) []Event {
+	open := map[Track]int{}
+	for i := range head {
+		switch head[i].Phase {
+		case Begin:
+			open[head[i].Track]++
+		case End:
+			if open[head[i].Track] > 0 {
+				open[head[i].Track]--
+			}
+		}
+	}
+	first := map[Track]int64{}
+	var unmatched []*Event
+	for i := range tail {
+		e := &tail[i]
+		if _, ok := first[e.Track]; !ok {
+			first[e.Track] = e.TS
+		}
+		switch e.Phase {
+		case Begin:
+			open[e.Track]++
+		case End:
+			if open[e.Track] > 0 {
+				open[e.Track]--
+			} else {
+				unmatched = append(unmatched, e)
+			}
+		}
+	}
+	out := make([]Event, 0, len(unmatched))
+	for i := len(unmatched) - 1; i >= 0; i-- { // outermost first
+		e := unmatched[i]
+		out = append(out, Event{Track: e.Track, Name: e.Name, Cat: e.Cat, Phase: Begin, TS: first[e.Track],
+			Args: Args{Set: HasUnfinished, Error: "began before the flight recorder's window"}})
+	}
+	return out
+}

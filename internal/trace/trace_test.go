@@ -336,3 +336,32 @@ func TestWorkerOf(t *testing.T) {
 		}
 	}
 }
+
+func TestReopen(t *testing.T) {
+	tr := Track{ProcWorker(1), ThreadCommands}
+	head := []Event{{Track: tr, Name: "sync", Phase: Begin, TS: 1}, {Track: tr, Name: "sync", Phase: End, TS: 2}}
+	// The ring lost the starts of "outer" and "inner" (and kept a whole
+	// span "x" inside them).
+	tail := []Event{
+		{Track: tr, Name: "x", Phase: Begin, TS: 10}, {Track: tr, Name: "x", Phase: End, TS: 11},
+		{Track: tr, Name: "inner", Phase: End, TS: 12}, {Track: tr, Name: "outer", Phase: End, TS: 13},
+		{Track: tr, Name: "next", Phase: Begin, TS: 14},
+	}
+	re := Reopen(head, tail)
+	if len(re) != 2 || re[0].Name != "outer" || re[1].Name != "inner" || re[0].TS != 10 || re[0].Args.Set&HasUnfinished == 0 {
+		t.Fatalf("Reopen = %+v", re)
+	}
+	all := append(append(append([]Event(nil), head...), re...), tail...)
+	all = append(all, Close(all, 20)...)
+	var buf bytes.Buffer
+	if err := Write(&buf, all); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Read(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(f); err != nil {
+		t.Fatal(err)
+	}
+}
