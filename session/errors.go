@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/chorus-rt/chorus/registry"
@@ -125,7 +126,8 @@ func workerList(ws []int32) string {
 	return strings.Join(parts, ",")
 }
 
-// joinErrors returns nil for no errors, else an Errors.
+// joinErrors returns nil for no errors, else an Errors with the first
+// causes first (see causeRank).
 func joinErrors(errs []error) error {
 	var out Errors
 	for _, e := range errs {
@@ -136,5 +138,27 @@ func joinErrors(errs []error) error {
 	if len(out) == 0 {
 		return nil
 	}
+	sort.SliceStable(out, func(i, j int) bool { return causeRank(out[i]) < causeRank(out[j]) })
 	return out
+}
+
+// causeRank orders failures so that what the user reads first is what
+// went wrong first: a lost worker or a collective timeout (naming the
+// ranks that never arrived), then ordinary failures, then the ones that
+// only follow from another (a communicator that an earlier failure
+// broke, a result that depends on a failed call, an aborted peer).
+func causeRank(err error) int {
+	var we *wire.WorkerError
+	switch {
+	case errors.Is(err, ErrWorkerLost):
+		return 0
+	case errors.As(err, &we):
+		switch we.Code {
+		case wire.CodeCCLTimeout:
+			return 0
+		case wire.CodeCCLFailed, wire.CodeDepFailed:
+			return 2
+		}
+	}
+	return 1
 }

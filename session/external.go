@@ -69,7 +69,11 @@ func NewExternal(ctx context.Context, kind string, n, groups int, d Driver, grac
 	if grace <= 0 {
 		grace = 5 * time.Second
 	}
-	s := newSession(kind, n, groups, external{d}, grace)
+	obs, err := newObserver(Options{}, n)
+	if err != nil {
+		return nil, err
+	}
+	s := newSession(kind, n, groups, external{d}, grace, obs)
 	if startTimeout <= 0 {
 		startTimeout = 30 * time.Second
 	}

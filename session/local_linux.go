@@ -49,7 +49,7 @@ func StartLocal(opts ProcessOptions, base, total int) (*Local, error) {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	p, err := startProcesses(opts, prog, stderr, base, n, total, groups)
+	p, err := startProcesses(opts, prog, stderr, base, n, total, groups, "")
 	if err != nil {
 		return nil, err
 	}

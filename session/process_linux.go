@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/shm"
 	"github.com/chorus-rt/chorus/wire"
@@ -27,6 +29,8 @@ type procWorker struct {
 	exited chan struct{}
 	status string // how the process ended, set before exited is closed
 	clean  bool   // it exited with status 0
+	ring   *trace.Ring
+	ringM  []byte // the flight recorder's mapping
 }
 
 // process runs each worker as a child process.
@@ -44,6 +48,7 @@ type process struct {
 	acked    []uint64
 	watchers sync.WaitGroup
 	lifeOnce sync.Once
+	onLost   atomic.Pointer[func(*LostError)] // set after the watchers start
 }
 
 // NewProcess starts a session whose workers are child processes, waits
@@ -74,11 +79,28 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 		stderr = os.Stderr
 	}
 	n := opts.NumWorkers
-	p, err := startProcesses(opts, prog, stderr, 0, n, n, groups)
+	obs, err := newObserver(opts.Options, n)
 	if err != nil {
 		return nil, err
 	}
-	s := newSession("process", n, groups, p, opts.grace())
+	tracePath := "" // the prefix of the workers' part files
+	if obs.path != "" {
+		tracePath = fmt.Sprintf("%s.%d", obs.path, partTags.Add(1))
+	}
+	p, err := startProcesses(opts, prog, stderr, 0, n, n, groups, tracePath)
+	if err != nil {
+		return nil, err
+	}
+	for i, w := range p.ws {
+		obs.rings[i], obs.pids[i] = w.ring, w.cmd.Process.Pid
+		if tracePath != "" {
+			obs.parts = append(obs.parts, partPath(tracePath, w.id))
+		}
+	}
+	obs.kill = p.kill
+	onLost := func(le *LostError) { obs.fault("worker lost", le.Error()) }
+	p.onLost.Store(&onLost)
+	s := newSession("process", n, groups, p, opts.grace(), obs)
 	timeout := opts.StartTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -105,7 +127,7 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 
 // startProcesses starts count worker processes with global ids base,
 // base+1, ... of a session of total workers.
-func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, count, total, groups int) (*process, error) {
+func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, count, total, groups int, tracePath string) (*process, error) {
 	p := &process{base: base}
 	lr, lw, err := os.Pipe()
 	if err != nil {
@@ -115,7 +137,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 	defer lr.Close()
 	var startErr error
 	for i := range count {
-		pw, err := p.start(i, count, total, groups, prog, opts, lr, stderr)
+		pw, err := p.start(i, count, total, groups, prog, opts, lr, stderr, tracePath)
 		if err != nil {
 			startErr = fmt.Errorf("session: start worker %d: %w", base+i, err)
 			break
@@ -152,7 +174,44 @@ func yieldFor(n int) bool {
 	return n+1 > runtime.NumCPU()
 }
 
-func (p *process) start(i, n, total, groups int, prog string, opts ProcessOptions, lifeline *os.File, stderr io.Writer) (*procWorker, error) {
+// partPath is where worker id writes its trace events: prefix is the
+// trace file's name and a number that keeps sessions of one process
+// apart (partTags).
+func partPath(prefix string, id int) string {
+	return fmt.Sprintf("%s.worker-%d.part", prefix, id)
+}
+
+var partTags atomic.Uint64
+
+// newFlight makes worker id's flight recorder in a memfd that the worker
+// maps too, so that the controller can read it whatever the worker's
+// state.
+func newFlight(id int) (*trace.Ring, []byte, *os.File, error) {
+	fd, err := shmem.MemfdCreate(fmt.Sprintf("chorus-flight-%d", id))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	f := os.NewFile(uintptr(fd), "chorus-flight")
+	size := trace.RingSize(trace.DefaultRingSlots)
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("flight recorder: %w", err)
+	}
+	mem, err := shmem.Map(fd, size)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("flight recorder: %w", err)
+	}
+	r, err := trace.NewRing(mem, trace.DefaultRingSlots, id)
+	if err != nil {
+		shmem.Unmap(mem)
+		f.Close()
+		return nil, nil, nil, err
+	}
+	return r, mem, f, nil
+}
+
+func (p *process) start(i, n, total, groups int, prog string, opts ProcessOptions, lifeline *os.File, stderr io.Writer, tracePath string) (*procWorker, error) {
 	var conn transport.Conn
 	var child *os.File
 	switch opts.Transport {
@@ -177,18 +236,29 @@ func (p *process) start(i, n, total, groups int, prog string, opts ProcessOption
 		conn = transport.NewStream(os.NewFile(uintptr(fds[0]), fmt.Sprintf("chorus-worker-%d", i)), 0)
 		child = os.NewFile(uintptr(fds[1]), "chorus-transport")
 	}
-	spec := worker.Spec{ID: p.base + i, NumWorkers: total, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i)}
-	cmd := exec.Command(prog, opts.Args...)
-	cmd.Env = append(append(os.Environ(), opts.Env...), worker.EnvSpec+"="+spec.String())
-	cmd.ExtraFiles = []*os.File{lifeline, child} // fds 3 and 4
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	err := cmd.Start()
-	child.Close()
+	ring, ringM, flight, err := newFlight(p.base + i)
 	if err != nil {
+		child.Close()
 		conn.Close()
 		return nil, err
 	}
-	return &procWorker{id: p.base + i, cmd: cmd, conn: conn, exited: make(chan struct{})}, nil
+	defer flight.Close()
+	spec := worker.Spec{ID: p.base + i, NumWorkers: total, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i)}
+	cmd := exec.Command(prog, opts.Args...)
+	cmd.Env = append(append(os.Environ(), opts.Env...), worker.EnvSpec+"="+spec.String(), worker.EnvFlight+"=1")
+	if tracePath != "" {
+		cmd.Env = append(cmd.Env, worker.EnvTrace+"="+partPath(tracePath, p.base+i))
+	}
+	cmd.ExtraFiles = []*os.File{lifeline, child, flight} // fds 3, 4 and 5
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	err = cmd.Start()
+	child.Close()
+	if err != nil {
+		conn.Close()
+		shmem.Unmap(ringM)
+		return nil, err
+	}
+	return &procWorker{id: p.base + i, cmd: cmd, conn: conn, exited: make(chan struct{}), ring: ring, ringM: ringM}, nil
 }
 
 // watch owns the wait on one child. A child that exits while the session
@@ -219,6 +289,9 @@ func (p *process) fail(le *LostError) {
 	if !p.lostErr.CompareAndSwap(nil, le) {
 		return
 	}
+	if f := p.onLost.Load(); f != nil {
+		(*f)(le)
+	}
 	p.abortAll(le)
 	for _, o := range p.ws {
 		if o.id == le.Worker {
@@ -230,6 +303,20 @@ func (p *process) fail(le *LostError) {
 			_ = o.cmd.Process.Signal(worker.SignalAbort)
 		}
 	}
+}
+
+// kill ends worker w (a global id) that did not answer by the session's
+// WorkerDeadline: the session fails with a LostError naming it, the other
+// workers abort their collectives, and the process is killed (also when
+// it is stopped).
+func (p *process) kill(w int, why string) {
+	i := w - p.base
+	if i < 0 || i >= len(p.ws) {
+		return
+	}
+	pw := p.ws[i]
+	p.fail(&LostError{Worker: w, PID: pw.cmd.Process.Pid, Status: why})
+	_ = pw.cmd.Process.Kill()
 }
 
 func (p *process) abortAll(err error) {
@@ -443,6 +530,11 @@ func (p *process) closeLifeline() {
 func (p *process) close() {
 	for _, w := range p.ws {
 		w.conn.Close()
+		if w.ringM != nil {
+			w.ring = nil
+			shmem.Unmap(w.ringM)
+			w.ringM = nil
+		}
 	}
 	p.closeLifeline()
 }

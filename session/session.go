@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/value"
 	"github.com/chorus-rt/chorus/wire"
@@ -58,6 +59,7 @@ type Session struct {
 	closed  atomic.Bool
 	stopped sync.Once
 	stopErr error
+	obs     *observer
 }
 
 type noticeState struct {
@@ -65,11 +67,12 @@ type noticeState struct {
 	reported bool
 }
 
-func newSession(kind string, n, groups int, drv driver, grace time.Duration) *Session {
+func newSession(kind string, n, groups int, drv driver, grace time.Duration, obs *observer) *Session {
 	s := &Session{
 		id: sessionIDs.Add(1), n: n, groups: groups, kind: kind, drv: drv, grace: grace,
-		lock: make(chan struct{}, 1), regs: newRegAlloc(), notice: make([]*noticeState, n),
+		lock: make(chan struct{}, 1), regs: newRegAlloc(), notice: make([]*noticeState, n), obs: obs,
 	}
+	obs.start()
 	for i := range s.notice {
 		s.notice[i] = &noticeState{}
 	}
@@ -121,9 +124,10 @@ func (s *Session) usable() error {
 
 // DRef names the object in one register on every worker.
 type DRef struct {
-	s   *Session
-	reg int64
-	gen uint64
+	s    *Session
+	reg  int64
+	gen  uint64
+	name string // the function's, for a DRef made by GetGlobalFunc (traces)
 }
 
 // Reg is the register id.
@@ -172,10 +176,34 @@ func (s *Session) checkWorker(w int, what string) error {
 	return nil
 }
 
-func (s *Session) sendLocked(c *wire.Command) error {
+func (s *Session) sendLocked(c *wire.Command) error { return s.sendNamedLocked(c, "") }
+
+// sendNamedLocked sends c; fn names the function of a CallPacked (for
+// the trace).
+func (s *Session) sendNamedLocked(c *wire.Command, fn string) error {
 	s.seq++
 	c.Seq = s.seq
-	if err := s.drv.send(c); err != nil {
+	var t0 int64
+	if s.obs.rec.Timeline() {
+		t0 = trace.Now()
+	}
+	err := s.drv.send(c)
+	if t0 != 0 {
+		name := c.Action.String()
+		if fn != "" {
+			name += " " + fn
+		}
+		e := trace.Event{Track: s.obs.rec.Track(trace.ThreadCommands), Name: name, Cat: trace.CatCommand, Phase: trace.Complete,
+			TS: t0, Dur: trace.Now() - t0, Args: trace.Args{Op: c.Action.String(), Seq: c.Seq}}
+		if c.Action == wire.ActGetGlobalFunc {
+			e.Name += " " + c.Name
+		}
+		if err != nil {
+			e.Args.Error = err.Error()
+		}
+		s.obs.rec.Record(&e)
+	}
+	if err != nil {
 		return s.wrapErr(c.Action.String(), err)
 	}
 	return nil
@@ -205,6 +233,7 @@ func (s *Session) GetGlobalFunc(ctx context.Context, name string) (*DRef, error)
 		return nil, fmt.Errorf("session: GetGlobalFunc %q: %w", name, err)
 	}
 	ref := s.newRef()
+	ref.name = name
 	c := &wire.Command{Action: wire.ActGetGlobalFunc, Worker: wire.AllWorkers, Reg: ref.reg, Name: name}
 	if err := s.sendLocked(c); err != nil {
 		s.regs.release(ref.reg, ref.gen)
@@ -280,7 +309,7 @@ func (s *Session) callLocked(f *DRef, keep bool, args []any) (*DRef, error) {
 		ref = s.newRef()
 		reg = ref.reg
 	}
-	if err := s.sendLocked(&wire.Command{Action: wire.ActCallPacked, Worker: wire.AllWorkers, Reg: reg, Func: f.reg, Args: wargs}); err != nil {
+	if err := s.sendNamedLocked(&wire.Command{Action: wire.ActCallPacked, Worker: wire.AllWorkers, Reg: reg, Func: f.reg, Args: wargs}, f.name); err != nil {
 		if ref != nil {
 			s.regs.release(ref.reg, ref.gen)
 		}
@@ -330,6 +359,11 @@ func (s *Session) takeErrors(own []error) error {
 	s.gatherNotices()
 	all := append(s.stash, own...)
 	s.stash = nil
+	if s.obs.rec.Timeline() {
+		for _, e := range all {
+			s.obs.fault("worker error", e.Error())
+		}
+	}
 	return joinErrors(all)
 }
 
@@ -399,6 +433,12 @@ func (s *Session) replyErrors(r *wire.Reply) []error {
 // process sessions) all came after it. Their failures are still reported
 // in worker order.
 func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]error, error) {
+	one := int32(wire.AllWorkers)
+	if len(ws) == 1 && s.n > 1 {
+		one = int32(ws[0])
+	}
+	on := s.beginWait(c, one)
+	defer s.endWait(c, on)
 	got := make([]*wire.Reply, len(ws))
 	left := len(ws)
 	finish := func() []error {
@@ -419,6 +459,7 @@ func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]err
 				return finish(), err
 			}
 			got[first] = r
+			s.obs.answer(ws[first], c.Seq)
 			first++
 			left--
 			continue
@@ -434,6 +475,7 @@ func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]err
 			if r != nil {
 				got[i] = r
 				left--
+				s.obs.answer(ws[i], c.Seq)
 			}
 		}
 		for first < len(ws) && got[first] != nil {
@@ -447,7 +489,13 @@ func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]err
 			return finish(), err
 		}
 		got[first] = r
+		s.obs.answer(ws[first], c.Seq)
 		left--
+	}
+	// A worker declared lost while we waited (WorkerDeadline) fails the
+	// call even if its reply came after all.
+	if lost := s.drv.lost(); lost != nil {
+		return finish(), lost
 	}
 	return finish(), nil
 }
@@ -493,7 +541,9 @@ func (s *Session) await(ctx context.Context, c *wire.Command, w int) (*wire.Repl
 		r, err := s.drv.recv(ctx, w)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("waiting for worker %d: %w", w, ctx.Err())
+				err := fmt.Errorf("waiting for worker %d: %w", w, ctx.Err())
+				s.obs.fault("wait ended", err.Error())
+				return nil, err
 			}
 			if lost := s.drv.lost(); lost != nil {
 				return nil, lost
@@ -515,7 +565,12 @@ func (s *Session) fetch(ctx context.Context, op string, c *wire.Command, w int) 
 	if err := s.sendLocked(c); err != nil {
 		return nil, err
 	}
+	on := s.beginWait(c, int32(w))
 	r, err := s.await(ctx, c, w)
+	if err == nil {
+		s.obs.answer(w, c.Seq)
+	}
+	s.endWait(c, on)
 	if err != nil {
 		return nil, fmt.Errorf("session: %s: %w", op, err)
 	}
@@ -685,7 +740,11 @@ func (s *Session) Shutdown() error {
 			s.seq++
 			_ = s.drv.send(&wire.Command{Action: wire.ActShutdown, Seq: s.seq, Worker: wire.AllWorkers})
 		}
+		s.obs.close()
 		s.stopErr = s.drv.stop(s.grace)
+		if err := s.obs.writeTrace(); err != nil {
+			s.stopErr = errors.Join(s.stopErr, fmt.Errorf("session: trace %s: %w", s.obs.path, err))
+		}
 		if !locked {
 			// The stuck call returns now that its connection is aborted.
 			s.acquire()
@@ -694,6 +753,39 @@ func (s *Session) Shutdown() error {
 		s.release()
 	})
 	return s.stopErr
+}
+
+// waitOps names blocking calls in hang reports.
+var waitOps = map[wire.Action]*string{}
+
+func init() {
+	for _, a := range []wire.Action{wire.ActGetGlobalFunc, wire.ActSyncWorker, wire.ActCopyFromWorker0, wire.ActDebugGet, wire.ActPing} {
+		name := a.String()
+		waitOps[a] = &name
+	}
+}
+
+// beginWait marks the start of a blocking wait for the hang watch and
+// the trace; endWait (with what beginWait returned) marks its end.
+func (s *Session) beginWait(c *wire.Command, one int32) (traced bool) {
+	op := waitOps[c.Action]
+	if op == nil {
+		name := c.Action.String()
+		op = &name
+	}
+	s.obs.beginWait(c, one, op)
+	if !s.obs.rec.Timeline() {
+		return false
+	}
+	s.obs.rec.Record(&trace.Event{Track: s.obs.rec.Track(trace.ThreadCommands), Name: "wait " + *op, Cat: trace.CatCommand, Phase: trace.Begin, Args: trace.Args{Seq: c.Seq}})
+	return true
+}
+
+func (s *Session) endWait(c *wire.Command, traced bool) {
+	s.obs.endWait()
+	if traced {
+		s.obs.rec.Record(&trace.Event{Track: s.obs.rec.Track(trace.ThreadCommands), Name: "wait " + *s.obs.waitOp.Load(), Cat: trace.CatCommand, Phase: trace.End, Args: trace.Args{Seq: c.Seq}})
+	}
 }
 
 func allWorkers(n int) []int {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/wire"
@@ -32,6 +35,26 @@ type Options struct {
 	// the real CUDA devices (worker.OpenFake gives host-memory fakes).
 	// Process workers use CUDA, or fakes when CHORUS_FAKE_GPU=1.
 	OpenDevice worker.DeviceOpener
+
+	// Trace writes a trace of the session (Trace Event Format) to this
+	// file at Shutdown; "" means the CHORUS_TRACE environment variable,
+	// or no trace (docs/observability.md).
+	Trace string
+	// HangReport: when a blocking call (Sync, GetGlobalFunc, a fetch) has
+	// waited this long, the controller reports which workers have not
+	// answered and what each was last doing, again after twice as long,
+	// and so on. 0 means CHORUS_HANG_REPORT or 10 s; negative: never.
+	HangReport time.Duration
+	// HangOutput receives hang reports; nil means os.Stderr.
+	HangOutput io.Writer
+	// WorkerDeadline: when the workers a blocking call awaits have
+	// neither answered nor made progress (their flight recorders did not
+	// move) for this long, the workers holding them up count as lost (a
+	// LostError; a process worker is killed and the others' collectives
+	// aborted): peers that have not reached the collective the awaited
+	// workers wait in, or whose process is not running, else the awaited
+	// workers. 0 means CHORUS_WORKER_DEADLINE, or never; negative: never.
+	WorkerDeadline time.Duration
 }
 
 func (o Options) checkDevices() error {
@@ -73,6 +96,39 @@ type threaded struct {
 	exited  []chan struct{}
 	ws      []*worker.Worker // for Abort from stop; otherwise owned by run
 	wg      sync.WaitGroup
+	lostErr atomic.Pointer[LostError]
+	onLost  func(*LostError)
+	endOnce sync.Once
+}
+
+// fail marks worker le.Worker lost (it did not answer by the session's
+// WorkerDeadline): the session fails, every worker's communicators are
+// aborted (a collective waiting for it ends), and every wait returns.
+// The goroutine of a worker stuck inside a function cannot be stopped;
+// Shutdown reports it.
+func (t *threaded) fail(le *LostError) {
+	if !t.lostErr.CompareAndSwap(nil, le) {
+		return
+	}
+	if t.onLost != nil {
+		t.onLost(le)
+	}
+	for _, w := range t.ws {
+		w.Abort(le)
+	}
+	t.end()
+}
+
+// end closes done once and wakes every parked waiter.
+func (t *threaded) end() {
+	t.endOnce.Do(func() {
+		close(t.done)
+		// Futex-parked waiters do not select on done: wake them.
+		t.cmds.wakeAll()
+		for _, l := range t.replies {
+			l.wakeAll()
+		}
+	})
 }
 
 // NewThreaded starts a session whose workers are goroutines.
@@ -89,10 +145,18 @@ func NewThreaded(opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	obs, err := newObserver(opts, n)
+	if err != nil {
+		return nil, err
+	}
 	t := &threaded{n: n, pol: pol, cmds: newLog[wire.Command](n, pol), done: make(chan struct{})}
 	ws := make([]*worker.Worker, n)
 	for i := range n {
-		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: opts.deviceOf(i), Registry: opts.Registry, OpenDevice: opts.OpenDevice})
+		ring := trace.NewHeapRing(trace.DefaultRingSlots, i)
+		rec := trace.NewRecorder(trace.ProcWorker(i), ring, obs.path != "")
+		obs.rings[i] = ring
+		obs.workerRecs = append(obs.workerRecs, rec)
+		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: opts.deviceOf(i), Registry: opts.Registry, OpenDevice: opts.OpenDevice, Trace: rec})
 		if err != nil {
 			for _, o := range ws[:i] {
 				o.Close()
@@ -108,7 +172,9 @@ func NewThreaded(opts Options) (*Session, error) {
 		t.wg.Add(1)
 		go t.run(i, w)
 	}
-	return newSession("threaded", n, groups, t, opts.grace()), nil
+	obs.kill = func(w int, why string) { t.fail(&LostError{Worker: w, Status: why}) }
+	t.onLost = func(le *LostError) { obs.fault("worker lost", le.Error()) }
+	return newSession("threaded", n, groups, t, opts.grace(), obs), nil
 }
 
 // run is worker i's goroutine; it exits on Shutdown or when stop gives up.
@@ -182,7 +248,12 @@ func (t *threaded) poll(w int) (*wire.Reply, error) {
 	return r, nil
 }
 
-func (t *threaded) lost() error { return nil }
+func (t *threaded) lost() error {
+	if le := t.lostErr.Load(); le != nil {
+		return le
+	}
+	return nil
+}
 
 func (t *threaded) quiesce() {}
 
@@ -214,12 +285,7 @@ func (t *threaded) stop(grace time.Duration) error {
 			}
 		}
 	}
-	close(t.done)
-	// Futex-parked waiters do not select on done: wake them.
-	t.cmds.wakeAll()
-	for _, l := range t.replies {
-		l.wakeAll()
-	}
+	t.end()
 	if len(stuck) > 0 {
 		return fmt.Errorf("session: Shutdown: %w", errors.Join(stuck...))
 	}

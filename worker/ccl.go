@@ -36,10 +36,10 @@ func (w *Worker) comm(inGroup bool) (ccl.Comm, error) {
 	if w.comms.global == nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, ErrNoCCL)
 	}
-	if inGroup && w.comms.group != nil {
-		return w.comms.group, nil
+	if inGroup && w.tcomms.group != nil {
+		return w.tcomms.group, nil
 	}
-	return w.comms.global, nil
+	return w.tcomms.global, nil
 }
 
 // initCCL joins the global communicator and, with several groups, this
@@ -114,6 +114,8 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 			return fmt.Errorf("join %s group communicator: %w", backend, err)
 		}
 	}
+	w.tcomms.global = newTracedComm(cs.global, w, "global", backend)
+	w.tcomms.group = newTracedComm(cs.group, w, fmt.Sprintf("group %d", w.GroupID()), backend)
 	w.commMu.Lock()
 	w.comms, cs = cs, commSet{}
 	w.commMu.Unlock()
@@ -152,6 +154,7 @@ func (cs *commSet) close() {
 
 func (w *Worker) closeCCL() {
 	w.closeIPC()
+	w.tcomms.global, w.tcomms.group = nil, nil
 	w.commMu.Lock()
 	cs := w.comms
 	w.comms = commSet{}

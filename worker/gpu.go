@@ -130,7 +130,10 @@ func (w *Worker) toHost(t *tensor.Tensor) (*tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := w.dev.CopyOut(h.Bytes(), b, t.Offset()); err != nil {
+	g := w.gpuBegin()
+	err = w.dev.CopyOut(h.Bytes(), b, t.Offset())
+	w.gpuEnd(g, "copy D2H", t.NumBytes())
+	if err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -145,7 +148,10 @@ func (w *Worker) fromHost(dst, src *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	return w.dev.CopyIn(b, dst.Offset(), src.Bytes())
+	g := w.gpuBegin()
+	err = w.dev.CopyIn(b, dst.Offset(), src.Bytes())
+	w.gpuEnd(g, "copy H2D", src.NumBytes())
+	return err
 }
 
 // ToHost returns a host copy of t, for functions running on a worker

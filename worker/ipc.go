@@ -105,7 +105,12 @@ func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy s
 	if err != nil {
 		return err
 	}
-	return ar.AllReduce(w.ctx, send, recv, o, s)
+	span := BeginCollective(env, "allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
+	g := w.gpuBegin()
+	err = ar.AllReduce(w.ctx, send, recv, o, s)
+	w.gpuEnd(g, "allreduce ipc/"+s.String(), nbytes(send))
+	span.End(err)
+	return err
 }
 
 // LastStrategy is the strategy the worker's latest custom all-reduce ran.

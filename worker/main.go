@@ -8,8 +8,10 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/shm"
@@ -26,6 +28,18 @@ const (
 	FDLifeline = 3
 	// FDTransport is the transport: a memfd (shm) or a socket (stream).
 	FDTransport = 4
+	// FDFlight is the flight recorder's memfd, when EnvFlight is set.
+	FDFlight = 5
+)
+
+// Environment of a worker process besides EnvSpec.
+const (
+	// EnvFlight=1: fd FDFlight holds the flight recorder (trace.Ring)
+	// the controller reads.
+	EnvFlight = "CHORUS_WORKER_FLIGHT"
+	// EnvTrace names the file the worker appends its trace events to
+	// (trace part lines); the controller merges it at Shutdown.
+	EnvTrace = "CHORUS_WORKER_TRACE"
 )
 
 // Exit codes of a worker process.
@@ -131,12 +145,33 @@ func Run() int {
 		conn = transport.NewStream(f, 0)
 	}
 	defer conn.Close()
-	w, err := New(Config{ID: spec.ID, NumWorkers: spec.NumWorkers, NumGroups: spec.NumGroups, Device: spec.Device})
+	cfg := Config{ID: spec.ID, NumWorkers: spec.NumWorkers, NumGroups: spec.NumGroups, Device: spec.Device}
+	rec, out, err := processTrace(spec.ID)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
+		return ExitError
+	}
+	if out != nil {
+		defer out.Close()
+		cfg.TraceOut = out
+	}
+	cfg.Trace = rec
+	w, err := New(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
 		return ExitError
 	}
 	defer w.Close()
+	flush := func() {
+		if err := w.FlushTrace(); err != nil {
+			fmt.Fprintf(os.Stderr, "chorus worker %d: trace: %v\n", spec.ID, err)
+		}
+	}
+	defer flush()
+	// A worker that exits because its controller is gone (the session
+	// failed) still hands over its trace events.
+	exitFlush.Store(&flush)
+	defer exitFlush.Store(nil)
 	// The controller sends SignalAbort when a peer worker is lost, so a
 	// collective waiting for that peer ends instead of hanging.
 	sig := make(chan os.Signal, 1)
@@ -164,6 +199,32 @@ func Run() int {
 	return ExitOK
 }
 
+// processTrace makes a process worker's recorder: the flight recorder
+// the controller shares with it (EnvFlight), and a trace part file
+// (EnvTrace) when the session traces.
+func processTrace(id int) (*trace.Recorder, *os.File, error) {
+	var ring *trace.Ring
+	if os.Getenv(EnvFlight) == "1" {
+		syscall.CloseOnExec(FDFlight)
+		r, err := attachFlight()
+		if err != nil {
+			return nil, nil, err
+		}
+		ring = r
+	} else {
+		ring = trace.NewHeapRing(trace.DefaultRingSlots, id)
+	}
+	path := os.Getenv(EnvTrace)
+	if path == "" {
+		return trace.NewRecorder(trace.ProcWorker(id), ring, false), nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, nil, fmt.Errorf("trace: %w", err)
+	}
+	return trace.NewRecorder(trace.ProcWorker(id), ring, true), f, nil
+}
+
 // SignalAbort asks a worker process to abort its communicators.
 const SignalAbort = syscall.SIGUSR1
 
@@ -175,6 +236,13 @@ var ErrPeerLost = errors.New("a peer worker was lost")
 // even while the worker is busy in a long function.
 func watchLifeline(f *os.File, id int) {
 	_, _ = io.Copy(io.Discard, f)
+	if fl := exitFlush.Load(); fl != nil {
+		(*fl)()
+	}
 	fmt.Fprintf(os.Stderr, "chorus worker %d: controller gone, exiting\n", id)
 	os.Exit(ExitOrphaned)
 }
+
+// exitFlush writes the worker's trace events before the lifeline ends
+// the process (os.Exit runs no deferred calls).
+var exitFlush atomic.Pointer[func()]

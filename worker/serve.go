@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/wire"
@@ -59,6 +60,13 @@ func Serve(w *Worker, conn transport.Conn) error {
 		if reply != nil {
 			if err := send(reply); err != nil {
 				return fmt.Errorf("worker %d: send: %w", w.cfg.ID, err)
+			}
+			// Trace events go to their file after every reply (the
+			// controller does not wait for the write), so a worker that
+			// dies loses only what its flight recorder does not hold.
+			if err := w.FlushTrace(); err != nil {
+				fmt.Fprintf(os.Stderr, "chorus worker %d: trace: %v (tracing stops)\n", w.cfg.ID, err)
+				w.traceOut = nil
 			}
 		}
 		if stop {

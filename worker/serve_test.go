@@ -56,7 +56,7 @@ func TestServeAcknowledges(t *testing.T) {
 	send(&wire.Command{Action: wire.ActSyncWorker, Seq: 4, Worker: 0})
 	var sawErr bool
 	for {
-		f, ack, err := ctl.RecvOrAck(ctx, 2)
+		f, ack, err := ctl.RecvOrAck(ctx, 4) // 4, not 2: ack 3 may come before 4 is published
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/value"
@@ -32,6 +34,12 @@ type Config struct {
 	// OpenDevice binds a cuda:N Device; nil means the real GPU (or a fake
 	// when CHORUS_FAKE_GPU=1).
 	OpenDevice DeviceOpener
+	// Trace records the worker's events; nil means a recorder with a
+	// flight recorder in ordinary memory and no timeline.
+	Trace *trace.Recorder
+	// TraceOut receives the events of a process worker whose Trace keeps
+	// them (FlushTrace writes part lines; docs/observability.md).
+	TraceOut io.Writer
 }
 
 // Validate checks the ids and group layout.
@@ -87,6 +95,14 @@ type Worker struct {
 	ipc    ipcState     // IPC memory and the custom all-reduce (after InitCCL)
 	graphs atomic.Int64 // CUDA graphs captured here and not yet closed
 
+	rec      *trace.Recorder
+	traceOut io.Writer
+	cmdTrack trace.Track
+	colTrack trace.Track
+	tcomms   struct{ global, group *tracedComm } // what Comm returns
+	spanSeq  map[string]uint64                   // CollectiveSpan numbering, per sequence name
+	gpu      *gpuTimer                           // device work timed for the trace
+
 	pending  []*wire.WorkerError
 	dropped  uint32
 	notified bool // a Failure notice was sent since the last reply
@@ -107,7 +123,12 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Registry = registry.Global
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{cfg: cfg, groupN: cfg.NumWorkers / cfg.NumGroups, regs: make([]slot, 16), ctx: ctx, cancel: cancel}
+	w := &Worker{cfg: cfg, groupN: cfg.NumWorkers / cfg.NumGroups, regs: make([]slot, 16), ctx: ctx, cancel: cancel,
+		rec: cfg.Trace, traceOut: cfg.TraceOut, spanSeq: map[string]uint64{}}
+	if w.rec == nil {
+		w.rec = trace.NewRecorder(trace.ProcWorker(cfg.ID), trace.NewHeapRing(trace.DefaultRingSlots, cfg.ID), false)
+	}
+	w.cmdTrack, w.colTrack = w.rec.Track(trace.ThreadCommands), w.rec.Track(trace.ThreadCollectives)
 	if err := w.openDevice(cfg.OpenDevice); err != nil {
 		cancel()
 		return nil, err
@@ -120,6 +141,7 @@ func (w *Worker) Close() {
 	w.cancel()
 	w.closeCCL()
 	w.regs = nil
+	w.closeGPUTimer()
 	w.closeDevice()
 }
 
@@ -162,6 +184,19 @@ var _ registry.Env = (*Worker)(nil)
 // command has none), a Failure notice to send first (nil unless this is the
 // first failure since the last reply), and stop=true for Shutdown.
 func (w *Worker) Handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) {
+	if c.Action == wire.ActShutdown {
+		return nil, nil, true
+	}
+	// The name is taken before the command runs: a CallPacked may
+	// overwrite the register that held its function.
+	name := w.commandName(c)
+	before := w.traceCommand(c, name)
+	reply, notice, stop = w.handle(c)
+	w.traceCommandEnd(c, name, before)
+	return reply, notice, stop
+}
+
+func (w *Worker) handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) {
 	switch c.Action {
 	case wire.ActShutdown:
 		return nil, nil, true
@@ -179,7 +214,9 @@ func (w *Worker) Handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) 
 	case wire.ActSyncWorker, wire.ActPing:
 		if w.dev != nil {
 			// A sync covers the device: queued copies and kernels finish.
-			if err := w.dev.Sync(); err != nil {
+			err := w.dev.Sync()
+			w.gpuResolve()
+			if err != nil {
 				w.fail(c, "", wire.CodeInternal, err.Error())
 			} else if err := w.checkIPC(); err != nil {
 				w.fail(c, "", codeOf(err), err.Error())

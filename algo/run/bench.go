@@ -9,6 +9,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/worker"
 )
 
 // benchValue is element i of rank r's input: small integers, exact in
@@ -104,8 +105,12 @@ func benchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iter
 	}
 	tensor.Poison(recv)
 	t0 := time.Now()
+	comm, backend := "plan "+p.Name, "plan/"+p.Name
 	for range iters {
-		if err := x.Run(ctx, send, recv, reduce.Sum); err != nil {
+		span := worker.BeginCollective(env, string(p.Collective), comm, backend, send.NumBytes())
+		err := x.Run(ctx, send, recv, reduce.Sum)
+		span.End(err)
+		if err != nil {
 			return nil, err
 		}
 	}

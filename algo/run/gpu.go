@@ -54,7 +54,10 @@ func init() {
 		if err != nil {
 			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
 		}
-		return x.Run(env.Context(), send, recv, o)
+		span := traceRun(env, x.Plan(), "gpuplan/", send)
+		err = x.Run(env.Context(), send, recv, o)
+		span.End(err)
+		return err
 	})
 	registry.MustRegisterTyped(FuncGPUClose, func(env registry.Env, h any) error {
 		hd, ok := h.(*gpuworker.Executor)

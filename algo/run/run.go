@@ -17,6 +17,7 @@ import (
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/worker"
 )
 
 // Names of the worker functions this package registers in registry.Global.
@@ -86,7 +87,10 @@ func init() {
 		if err != nil {
 			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
 		}
-		return x.Run(env.Context(), send, recv, o)
+		span := traceRun(env, x.Plan(), "plan/", send)
+		err = x.Run(env.Context(), send, recv, o)
+		span.End(err)
+		return err
 	})
 	registry.MustRegisterTyped(FuncClose, func(h any) error {
 		hd, ok := h.(*handle)
@@ -101,6 +105,16 @@ func init() {
 		return err
 	})
 	registry.MustRegisterTyped(FuncBench, benchWorker)
+}
+
+// traceRun records a run of plan p as a collective of the worker's trace
+// (numbered per plan name, so runs match across ranks).
+func traceRun(env registry.Env, p *plan.Plan, kind string, send *tensor.Tensor) worker.CollectiveSpan {
+	var n int64
+	if send != nil {
+		n = send.NumBytes()
+	}
+	return worker.BeginCollective(env, string(p.Collective), "plan "+p.Name, kind+p.Name, n)
 }
 
 // Collective is a plan loaded on every worker of a session: a collective

@@ -167,7 +167,7 @@ func (c *Comm) cmaAllReduce(ctx context.Context, a ccl.Args, local error, op red
 		return nil
 	})
 	if err != nil {
-		c.seg.fail()
+		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
 		return err
 	}
 	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil {
@@ -195,7 +195,7 @@ func (c *Comm) cmaAllReduce(ctx context.Context, a ccl.Args, local error, op red
 		return nil
 	})
 	if err != nil {
-		c.seg.fail()
+		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
 		return err
 	}
 	return c.barrier(ctx, ccl.KindAllReduce)

@@ -202,6 +202,9 @@ func (c *Comm) usable() error {
 		return ccl.ErrClosed
 	}
 	if c.seg.failed() {
+		if cause := c.seg.cause(); cause != "" {
+			return fmt.Errorf("%w: rank %d: an earlier collective failed (%s); create a new communicator", ccl.ErrFailed, c.rank, cause)
+		}
 		return fmt.Errorf("%w: rank %d: an earlier collective failed (timeout or a lost rank); create a new communicator", ccl.ErrFailed, c.rank)
 	}
 	return nil
@@ -247,13 +250,14 @@ func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, mis
 		if err := ctx.Err(); err != nil {
 			// Others may be waiting for us: the communicator cannot
 			// continue consistently.
-			c.seg.fail()
+			c.seg.failWith(c.rank, kind, c.seq, causeCanceled, nil)
 			return fmt.Errorf("ccl/cpu: rank %d: %s #%d: %w", c.rank, kind, c.seq, err)
 		}
 		now := time.Now()
 		if now.After(deadline) {
-			c.seg.fail()
-			return &ccl.TimeoutError{Kind: kind, Seq: c.seq, Rank: c.rank, Missing: missing(), After: c.timeout}
+			m := missing()
+			c.seg.failWith(c.rank, kind, c.seq, causeTimeout, m)
+			return &ccl.TimeoutError{Kind: kind, Seq: c.seq, Rank: c.rank, Missing: m, After: c.timeout}
 		}
 		atomic.AddUint32(sleepers, 1)
 		if !cond() {

@@ -37,6 +37,13 @@ const (
 	offFailed   = 256 // u32, non-zero once the communicator failed
 	offBell     = 384 // u32 futex word, bumped after every publication
 	offSleepers = 512 // u32, ranks asleep on the bell
+	// The first failure's cause, for the ErrFailed of later calls: a
+	// claim word (the first rank to fail wins it), then what happened,
+	// published by the cause word written last.
+	offCauseClaim   = 640 // u32
+	offCauseSeq     = 648 // u64: the collective's sequence number
+	offCauseMissing = 656 // u64: bit r: rank r had not arrived (ranks < 64)
+	offCause        = 664 // u64: 1<<63 | reason<<40 | kind<<32 | rank
 
 	// per-rank control block fields
 	ctlArrive = 0 // u64: syncs this rank has arrived at
@@ -257,6 +264,56 @@ func (s *segment) failed() bool { return atomic.LoadUint32(s.u32(offFailed)) != 
 func (s *segment) fail() {
 	atomic.StoreUint32(s.u32(offFailed), 1)
 	s.ring()
+}
+
+// Reasons a rank failed the communicator.
+const (
+	causeTimeout  = 1 // ranks never arrived
+	causeCanceled = 2 // the rank's context ended (its worker was aborted)
+	causeCopy     = 3 // a single-copy read of a peer failed
+)
+
+// failWith records why rank failed the communicator (when it is the
+// first to), then fails it.
+func (s *segment) failWith(rank int, kind ccl.Kind, seq uint64, reason uint64, missing []int) {
+	if atomic.CompareAndSwapUint32(s.u32(offCauseClaim), 0, 1) {
+		var mask uint64
+		for _, r := range missing {
+			if r < 64 {
+				mask |= 1 << r
+			}
+		}
+		atomic.StoreUint64(s.u64(offCauseSeq), seq)
+		atomic.StoreUint64(s.u64(offCauseMissing), mask)
+		atomic.StoreUint64(s.u64(offCause), 1<<63|reason<<40|uint64(kind)<<32|uint64(uint32(rank)))
+	}
+	s.fail()
+}
+
+// cause describes the first failure, or "" if none was recorded.
+func (s *segment) cause() string {
+	v := atomic.LoadUint64(s.u64(offCause))
+	if v == 0 {
+		return ""
+	}
+	rank, kind, reason := int(uint32(v)), ccl.Kind(v>>32&0xff), v>>40&0xff
+	seq := atomic.LoadUint64(s.u64(offCauseSeq))
+	switch reason {
+	case causeTimeout:
+		mask := atomic.LoadUint64(s.u64(offCauseMissing))
+		var m []int
+		for r := range 64 {
+			if mask&(1<<r) != 0 {
+				m = append(m, r)
+			}
+		}
+		return fmt.Sprintf("rank %d timed out in %s #%d waiting for ranks %v", rank, kind, seq, m)
+	case causeCanceled:
+		return fmt.Sprintf("rank %d was canceled in %s #%d", rank, kind, seq)
+	case causeCopy:
+		return fmt.Sprintf("rank %d could not read a peer's buffer in %s #%d", rank, kind, seq)
+	}
+	return fmt.Sprintf("rank %d failed in %s #%d", rank, kind, seq)
 }
 
 func (s *segment) close() error {

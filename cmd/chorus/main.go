@@ -57,6 +57,11 @@ Commands:
   node            a node agent of a multi-host session (--connect HOST:PORT)
   cluster         a multi-host controller: check, bench (docs/multi-host.md)
   cert            cluster credentials: CA, node certificates, tokens
+  trace summary|check FILE
+                  what a trace holds (per-op times, stragglers, faults), or whether it is valid
+
+Every command that runs a session takes --trace FILE (or set CHORUS_TRACE=FILE):
+a timeline of commands, collectives and faults for ui.perfetto.dev (docs/observability.md).
 
 Run 'chorus <command> --help' for a command's flags.
 `
@@ -74,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	defer restoreEnv(session.EnvTrace)()
 	var err error
 	switch args[0] {
 	case "-h", "--help", "help":
@@ -99,6 +105,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdCluster(ctx, args[1:], stdout, stderr)
 	case "cert":
 		err = cmdCert(args[1:], stdout)
+	case "trace":
+		err = cmdTrace(args[1:], stdout)
 	case "worker":
 		// Hidden: the worker entry point, for sessions that start this
 		// binary with an explicit argument. It needs the environment a
@@ -150,6 +158,7 @@ func newFlags(name, synopsis string, out io.Writer) *flag.FlagSet {
 		fmt.Fprintf(out, "Usage: %s\n\n", synopsis)
 		fs.PrintDefaults()
 	}
+	addTraceFlag(fs)
 	return fs
 }
 

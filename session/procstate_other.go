@@ -1,0 +1,5 @@
+//go:build !linux
+
+package session
+
+func procState(pid int) string { return "" }

@@ -1,0 +1,230 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/wire"
+)
+
+// What a worker records (docs/observability.md): every command (B at
+// start, E at end, named after the function for CallPacked, with the
+// failure it ended with) on "worker N / commands", and every collective
+// called through the communicators Comm returns (B on arrival, E at the
+// end: bytes, backend, op, communicator, its sequence number there) on
+// "worker N / collectives". Both go to the flight recorder always, and
+// to the timeline when the worker's Recorder keeps events.
+
+// Recorder is the worker's event recorder (never nil for a worker made by
+// New).
+func (w *Worker) Recorder() *trace.Recorder { return w.rec }
+
+// Trace returns the recorder of the worker behind env, or nil.
+func Trace(env registry.Env) *trace.Recorder {
+	if w, ok := env.(*Worker); ok {
+		return w.rec
+	}
+	return nil
+}
+
+// FlushTrace writes the events recorded since the last flush to the
+// worker's trace output (process workers with tracing on); no-op
+// otherwise.
+func (w *Worker) FlushTrace() error {
+	if w.traceOut == nil {
+		return nil
+	}
+	return w.rec.Drain(func(evs []trace.Event) error { return trace.WritePart(w.traceOut, evs) })
+}
+
+// commandName is what a command's span is called: the function for
+// CallPacked, else the action.
+func (w *Worker) commandName(c *wire.Command) string {
+	if c.Action == wire.ActCallPacked && c.Func > 0 && int(c.Func) < len(w.regs) {
+		if f, ok := w.regs[c.Func].v.(funcValue); ok {
+			return f.name
+		}
+	}
+	return c.Action.String()
+}
+
+// traceCommand records the start of c and returns how many failures were
+// pending, for traceCommandEnd.
+func (w *Worker) traceCommand(c *wire.Command, name string) int {
+	e := trace.Event{Track: w.cmdTrack, Name: name, Cat: trace.CatCommand, Phase: trace.Begin,
+		Args: trace.Args{Op: c.Action.String(), Seq: c.Seq}}
+	w.rec.Record(&e)
+	return len(w.pending) + int(w.dropped)
+}
+
+func (w *Worker) traceCommandEnd(c *wire.Command, name string, before int) {
+	e := trace.Event{Track: w.cmdTrack, Name: name, Cat: trace.CatCommand, Phase: trace.End, Args: trace.Args{Seq: c.Seq}}
+	if n := len(w.pending); n+int(w.dropped) > before && n > 0 {
+		e.Args.Error = w.pending[n-1].Msg
+	}
+	w.rec.Record(&e)
+}
+
+// CollectiveSpan is a collective being recorded that does not go
+// through a ccl.Comm (a plan, the custom all-reduce): BeginCollective
+// starts it, End ends it. A value; recording allocates nothing.
+type CollectiveSpan struct {
+	w                   *Worker
+	name, comm, backend string
+	bytes               int64
+	seq                 uint64
+}
+
+// BeginCollective records the start of a collective on this worker's
+// collectives track. name is the collective ("allreduce"), comm the
+// sequence it is numbered in (one per communicator or plan: the numbers
+// match across ranks), backend how it runs ("ipc/oneshot",
+// "plan/allreduce_ring").
+func BeginCollective(env registry.Env, name, comm, backend string, bytes int64) CollectiveSpan {
+	w, ok := env.(*Worker)
+	if !ok {
+		return CollectiveSpan{}
+	}
+	w.spanSeq[comm]++
+	s := CollectiveSpan{w: w, name: name, comm: comm, backend: backend, bytes: bytes, seq: w.spanSeq[comm]}
+	b := trace.Event{Track: w.colTrack, Name: name, Cat: trace.CatCollective, Phase: trace.Begin,
+		Args: trace.Args{Bytes: bytes, Seq: s.seq, Rank: int32(w.cfg.ID), Set: trace.HasRank, Comm: comm, Backend: backend}}
+	w.rec.Record(&b)
+	return s
+}
+
+// End records the end of the collective, with its failure if any.
+func (s CollectiveSpan) End(err error) {
+	if s.w == nil {
+		return
+	}
+	e := trace.Event{Track: s.w.colTrack, Name: s.name, Cat: trace.CatCollective, Phase: trace.End,
+		Args: trace.Args{Seq: s.seq, Comm: s.comm, Bytes: s.bytes, Backend: s.backend}}
+	if err != nil {
+		e.Args.Error = err.Error()
+	}
+	s.w.rec.Record(&e)
+}
+
+// tracedComm records every collective of the communicator it wraps. The
+// sequence numbers count the calls on this communicator, which every rank
+// makes in the same order, so they match across ranks (and the cpu
+// backend's own numbers in its TimeoutErrors).
+type tracedComm struct {
+	ccl.Comm
+	rec     *trace.Recorder
+	track   trace.Track
+	rank    int32
+	comm    string
+	backend string
+	seq     uint64
+	bytes   int64  // of the collective in progress, repeated on its end
+	op      string // (so the flight recorder's state says what ended)
+	w       *Worker
+	onGPU   bool // a GPU backend: the device work is timed too
+	gpuMark bool // gpuBegin's answer for the collective in progress
+}
+
+func newTracedComm(c ccl.Comm, w *Worker, comm, backend string) *tracedComm {
+	if c == nil {
+		return nil
+	}
+	return &tracedComm{Comm: c, rec: w.rec, track: w.colTrack, rank: int32(c.Rank()), comm: comm, backend: backend,
+		w: w, onGPU: backend != "cpu" && backend != "cpu-hier"}
+}
+
+// Unwrap is the backend's communicator.
+func (t *tracedComm) Unwrap() ccl.Comm { return t.Comm }
+
+// PathFor forwards the cpu backend's path report (benchmarks print it).
+func (t *tracedComm) PathFor(k ccl.Kind, n int) string {
+	if p, ok := t.Comm.(interface{ PathFor(ccl.Kind, int) string }); ok {
+		return p.PathFor(k, n)
+	}
+	return ""
+}
+
+func (t *tracedComm) begin(k ccl.Kind, bytes int64, op string, peer int) uint64 {
+	t.seq++
+	t.bytes, t.op = bytes, op
+	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.Begin,
+		Args: trace.Args{Bytes: bytes, Seq: t.seq, Rank: t.rank, Set: trace.HasRank, Comm: t.comm, Backend: t.backend, Op: op}}
+	if peer >= 0 {
+		e.Args.Peer, e.Args.Set = int32(peer), e.Args.Set|trace.HasPeer
+	}
+	t.rec.Record(&e)
+	if t.onGPU {
+		t.gpuMark = t.w.gpuBegin()
+	}
+	return t.seq
+}
+
+func (t *tracedComm) end(k ccl.Kind, seq uint64, err error) error {
+	if t.gpuMark {
+		t.gpuMark = false
+		t.w.gpuEnd(true, k.String()+" "+t.backend, t.bytes)
+	}
+	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.End,
+		Args: trace.Args{Seq: seq, Comm: t.comm, Bytes: t.bytes, Backend: t.backend, Op: t.op}}
+	if err != nil {
+		e.Args.Error = err.Error()
+	}
+	t.rec.Record(&e)
+	return err
+}
+
+func nbytes(t *tensor.Tensor) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.NumBytes()
+}
+
+func (t *tracedComm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
+	s := t.begin(ccl.KindAllReduce, nbytes(send), op.String(), -1)
+	return t.end(ccl.KindAllReduce, s, t.Comm.AllReduce(ctx, send, recv, op))
+}
+
+func (t *tracedComm) AllGather(ctx context.Context, send, recv *tensor.Tensor) error {
+	s := t.begin(ccl.KindAllGather, nbytes(recv), "", -1)
+	return t.end(ccl.KindAllGather, s, t.Comm.AllGather(ctx, send, recv))
+}
+
+func (t *tracedComm) ReduceScatter(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op) error {
+	s := t.begin(ccl.KindReduceScatter, nbytes(send), op.String(), -1)
+	return t.end(ccl.KindReduceScatter, s, t.Comm.ReduceScatter(ctx, send, recv, op))
+}
+
+func (t *tracedComm) Broadcast(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	s := t.begin(ccl.KindBroadcast, nbytes(recv), "", root)
+	return t.end(ccl.KindBroadcast, s, t.Comm.Broadcast(ctx, send, recv, root))
+}
+
+func (t *tracedComm) Scatter(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	s := t.begin(ccl.KindScatter, nbytes(recv), "", root)
+	return t.end(ccl.KindScatter, s, t.Comm.Scatter(ctx, send, recv, root))
+}
+
+func (t *tracedComm) Gather(ctx context.Context, send, recv *tensor.Tensor, root int) error {
+	s := t.begin(ccl.KindGather, nbytes(send), "", root)
+	return t.end(ccl.KindGather, s, t.Comm.Gather(ctx, send, recv, root))
+}
+
+func (t *tracedComm) Send(ctx context.Context, x *tensor.Tensor, peer int) error {
+	s := t.begin(ccl.KindSend, nbytes(x), "", peer)
+	return t.end(ccl.KindSend, s, t.Comm.Send(ctx, x, peer))
+}
+
+func (t *tracedComm) Recv(ctx context.Context, x *tensor.Tensor, peer int) error {
+	s := t.begin(ccl.KindRecv, nbytes(x), "", peer)
+	return t.end(ccl.KindRecv, s, t.Comm.Recv(ctx, x, peer))
+}
+
+func (t *tracedComm) Barrier(ctx context.Context) error {
+	s := t.begin(ccl.KindBarrier, 0, "", -1)
+	return t.end(ccl.KindBarrier, s, t.Comm.Barrier(ctx))
+}
