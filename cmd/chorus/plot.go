@@ -130,22 +130,7 @@ func writePlot(out string, recs []plot.Record, title string, errOut io.Writer) e
 	if err := plot.Bench(&buf, recs, plot.BenchOptions{Title: title, Date: time.Now()}); err != nil {
 		return fmt.Errorf("--plot %s: %w", out, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".chorus-plot-*.svg")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(buf.Bytes())
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), out)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := writeFileAtomic(out, buf.Bytes()); err != nil {
 		return fmt.Errorf("--plot %s: %w", out, err)
 	}
 	series, _ := plot.Group(recs)
@@ -253,4 +238,27 @@ func interleaved(fs *flag.FlagSet, args []string) []string {
 		}
 	}
 	return append(append(flags, "--"), pos...)
+}
+
+// writeFileAtomic writes data to path through a file in the same folder
+// renamed over it, so that a failure never leaves half a file.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".chorus-*"+filepath.Ext(path))
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }

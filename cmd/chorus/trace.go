@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"flag"
+	"math"
+	"path/filepath"
+	"sort"
+	"time"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/chorus-rt/chorus/internal/plot"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/session"
 )
@@ -53,6 +59,8 @@ const traceUsage = `Usage:
   chorus trace summary FILE [--top N]   per-op counts and times, stragglers of each collective, faults
   chorus trace check FILE               validate a trace (parses, begin/end balanced, monotonic per track,
                                         one track per worker)
+  chorus trace svg FILE [--out F.svg] [--from US] [--to US]
+                                        a timeline picture: one row per track, a bar per span
 `
 
 func cmdTrace(args []string, out io.Writer) error {
@@ -63,12 +71,15 @@ func cmdTrace(args []string, out io.Writer) error {
 	case "-h", "--help", "help":
 		fmt.Fprint(out, traceUsage)
 		return flag.ErrHelp
-	case "summary", "check":
+	case "summary", "check", "svg":
 	default:
 		return usageError{fmt.Sprintf("trace: unknown subcommand %q\n%s", args[0], traceUsage)}
 	}
 	fs := newFlags("trace "+args[0], "chorus trace "+args[0]+" FILE", out)
 	top := fs.Int("top", 10, "collectives to list, slowest arrival first")
+	outSVG := fs.String("out", "", "svg: the picture's file (default FILE with .svg)")
+	from := fs.Float64("from", 0, "svg: start of the window, microseconds after the trace's first event")
+	to := fs.Float64("to", 0, "svg: end of the window, microseconds after the first event (0: the end)")
 	// The file may come before or after the flags.
 	rest := args[1:]
 	var file string
@@ -98,6 +109,9 @@ func cmdTrace(args []string, out io.Writer) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	verr := trace.Validate(f)
+	if args[0] == "svg" {
+		return traceSVG(f, file, *outSVG, *from, *to, out)
+	}
 	if args[0] == "check" {
 		if verr != nil {
 			return fmt.Errorf("%s: %w", file, verr)
@@ -113,4 +127,73 @@ func cmdTrace(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "warning: %v\n\n", verr)
 	}
 	return trace.Summarize(f).Print(out, *top)
+}
+
+// traceSVG draws the spans of f between from and to (microseconds after
+// its first event) as a timeline picture.
+func traceSVG(f *trace.File, file, out string, from, to float64, stdout io.Writer) error {
+	if out == "" {
+		out = strings.TrimSuffix(file, filepath.Ext(file)) + ".svg"
+	}
+	if out == file {
+		return usageError{"trace svg: --out is the trace file itself"}
+	}
+	spans := trace.Spans(f)
+	if len(spans) == 0 {
+		return fmt.Errorf("trace svg: %s has no spans", file)
+	}
+	t0 := spans[0].Start
+	for _, sp := range spans {
+		t0 = min(t0, sp.Start)
+	}
+	lo := t0 + int64(from*1e3)
+	hi := int64(math.MaxInt64)
+	if to > 0 {
+		if to <= from {
+			return usageError{"trace svg: --to must be after --from"}
+		}
+		hi = t0 + int64(to*1e3)
+	}
+	var ps []plot.Span
+	var tracks []string
+	seen := map[string]bool{}
+	for _, sp := range spans {
+		if sp.Start+sp.Dur < lo || sp.Start > hi {
+			continue
+		}
+		tr := sp.Track.String()
+		if !seen[tr] {
+			seen[tr] = true
+			tracks = append(tracks, tr)
+		}
+		ps = append(ps, plot.Span{Track: tr, Name: sp.Name, Start: sp.Start - t0, Dur: sp.Dur})
+	}
+	if len(ps) == 0 {
+		return fmt.Errorf("trace svg: no span of %s between %v and %v us", file, from, to)
+	}
+	// Controller first, then workers in order, each worker's GPU
+	// streams after it: the order of the names sorts that way.
+	sort.SliceStable(tracks, func(i, j int) bool { return trackKey(tracks[i]) < trackKey(tracks[j]) })
+	var buf bytes.Buffer
+	if err := plot.Timeline(&buf, ps, plot.TimelineOptions{Title: "chorus trace " + filepath.Base(file), Date: time.Now(), Tracks: tracks}); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(out, buf.Bytes()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d spans on %d tracks\n", out, len(ps), len(tracks))
+	return nil
+}
+
+// trackKey orders track names: the controller first, then workers by
+// number.
+func trackKey(t string) string {
+	if strings.HasPrefix(t, "controller") {
+		return "0" + t
+	}
+	var n int
+	if _, err := fmt.Sscanf(t, "worker %d", &n); err == nil {
+		return fmt.Sprintf("1%06d%s", n, t)
+	}
+	return "2" + t
 }

@@ -2,6 +2,7 @@ package vm_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -32,14 +33,45 @@ func init() {
 		}
 		return t, worker.FromHost(env, t, h)
 	})
+	// int32_steps_on(shape, lo, hi): n distinct int32 values spread evenly
+	// over [lo, hi], in decreasing order (positions of one attention call:
+	// two tokens at one position would write one cache row twice, in an
+	// order the GPU does not fix).
+	registry.MustRegisterTyped("vmtest.int32_steps_on", func(env registry.Env, shape tensor.Shape, lo, hi int64) (*tensor.Tensor, error) {
+		n, err := shape.NumElements()
+		if err != nil {
+			return nil, err
+		}
+		if n > hi-lo+1 {
+			return nil, fmt.Errorf("%d distinct values do not fit in [%d, %d]", n, lo, hi)
+		}
+		h, err := tensor.New(tensor.Int32, shape)
+		if err != nil {
+			return nil, err
+		}
+		step := int64(0)
+		if n > 1 {
+			step = (hi - lo) / (n - 1)
+		}
+		b := h.Bytes()
+		for i := range n {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(hi-i*step)))
+		}
+		t, err := env.Alloc(tensor.Int32, shape, env.Device(), tensor.ScopeGlobal)
+		if err != nil {
+			return nil, err
+		}
+		return t, worker.FromHost(env, t, h)
+	})
 }
 
 // modelInput is a parameter of a model-op test function: floats of the
 // case's dtype in [-1, 1), or int32 values in [lo, hi] when ints is set.
 type modelInput struct {
-	shape  tensor.Shape
-	ints   bool
-	lo, hi int64
+	shape    tensor.Shape
+	ints     bool
+	distinct bool // ints: distinct values (int32_steps_on)
+	lo, hi   int64
 }
 
 // modelCase is one decoder op as a function of its inputs; results are
@@ -62,7 +94,7 @@ func modelCases() []modelCase {
 		return b.AllocTensor("out", s, dt, vdevice.Unconstrained, "")
 	}
 	attention := func(name string, t, hq, hkv, d, seq, lo, hi int64) modelCase {
-		return modelCase{name, []modelInput{floatIn(t, hq, d), floatIn(t, hkv, d), floatIn(t, hkv, d), floatIn(seq, hkv, d), floatIn(seq, hkv, d), intIn(lo, hi, t)},
+		return modelCase{name, []modelInput{floatIn(t, hq, d), floatIn(t, hkv, d), floatIn(t, hkv, d), floatIn(seq, hkv, d), floatIn(seq, hkv, d), modelInput{shape: tensor.Shape{t}, ints: true, distinct: true, lo: lo, hi: hi}},
 			func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 				o := out(b, dt, t, hq, d)
 				b.Attention(in[0], in[1], in[2], in[3], in[4], in[5], o)
@@ -140,11 +172,15 @@ func runModelCase(t *testing.T, ctx context.Context, s *session.Session, dev ten
 	}
 	defer prog.Release()
 	fillOn, intOn := mustFunc(t, s, "vmtest.fill_on"), mustFunc(t, s, "vmtest.int32_on")
+	stepsOn := mustFunc(t, s, "vmtest.int32_steps_on")
 	var args []any
 	for i, x := range c.inputs {
-		if x.ints {
+		switch {
+		case x.distinct:
+			args = append(args, mustCall(t, s, stepsOn, x.shape, x.lo, x.hi))
+		case x.ints:
 			args = append(args, mustCall(t, s, intOn, x.shape, x.lo, x.hi, int64(100+i)))
-		} else {
+		default:
 			args = append(args, mustCall(t, s, fillOn, x.shape, dt, int64(100+i)))
 		}
 	}
