@@ -39,6 +39,8 @@ Commands:
   info            version, CPU, and which GPU libraries were found
   demo            run a session of workers and print what each computed, then
                   a tensor-parallel MLP compiled and run on the VM (GPUs if present)
+  model           a random transformer decoder written as safetensors, loaded sharded
+                  over the workers, prefill + greedy decode, time per token (--check)
   compile FILE    run a compiler pipeline on a text IR file and print the IR
                   (--pipeline NAME|SPEC, --print-after-all)
   bench session   latency of a no-op call + sync, per session kind
@@ -89,6 +91,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdInfo(args[1:], stdout)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout)
+	case "model":
+		err = cmdModel(ctx, args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "funcs":

@@ -3,14 +3,14 @@ package main
 import (
 	"bytes"
 	"flag"
-	"math"
-	"path/filepath"
-	"sort"
-	"time"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/chorus-rt/chorus/internal/plot"
 	"github.com/chorus-rt/chorus/internal/trace"
@@ -21,7 +21,7 @@ import (
 // --trace FILE. (The others would ignore it, which is worse than
 // refusing it.)
 var sessionCommands = map[string]bool{
-	"demo": true, "bench session": true, "bench allreduce": true, "bench allgather": true,
+	"demo": true, "model": true, "bench session": true, "bench allreduce": true, "bench allgather": true,
 	"bench reducescatter": true, "bench broadcast": true, "bench peercopy": true, "bench mlp": true,
 	"bench planops": true, "plan run": true, "cluster check": true,
 	"cluster bench allreduce": true, "cluster bench session": true,

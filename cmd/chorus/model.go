@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/chorus-rt/chorus/model/decoder"
+	"github.com/chorus-rt/chorus/model/shardload"
+	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--ffn 1408] [--vocab 4096] [--dtype auto] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR]"
+
+// cmdModel runs a small random transformer decoder end to end: written as
+// safetensors, loaded shard by shard by the workers, a prefill and greedy
+// decode steps, with the time per token (and, with --check, every step's
+// logits against the float64 reference).
+func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := newFlags("model", modelSynopsis, out)
+	n := fs.Int("workers", 2, "workers (tensor-parallel ranks)")
+	kind := fs.String("session", "process", "session kind: process or threaded")
+	dev := fs.String("device", "auto", "auto (GPUs when present), cpu or cuda")
+	layers := fs.Int("layers", 4, "decoder layers")
+	hidden := fs.Int("hidden", 512, "hidden size")
+	heads := fs.Int("heads", 8, "attention heads")
+	kvHeads := fs.Int("kv-heads", 8, "key/value heads (grouped-query attention when fewer than --heads)")
+	ffn := fs.Int("ffn", 1408, "MLP inner size")
+	vocab := fs.Int("vocab", 4096, "vocabulary size")
+	dtype := fs.String("dtype", "auto", "float32, float16, bfloat16 or auto (float16 on GPUs, float32 on CPUs)")
+	promptLen := fs.Int("prompt", 8, "prompt length (the prefill)")
+	steps := fs.Int("steps", 32, "decode steps")
+	graph := fs.Bool("graph", false, "GPUs: replay the decode step as a CUDA graph")
+	check := fs.Bool("check", false, "compare every step's logits with the float64 reference (slow for large models)")
+	dir := fs.String("dir", "", "folder for the checkpoint (default: a temporary one, removed at the end)")
+	seed := fs.Uint64("seed", 1, "seed of the random weights and prompt")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	gpus := 0
+	switch *dev {
+	case "auto":
+		gpus = gpuCount()
+	case "cuda":
+		if gpus = gpuCount(); gpus == 0 {
+			return errors.New("model: --device cuda, but no GPU was found")
+		}
+	case "cpu":
+	default:
+		return usageError{fmt.Sprintf("model: unknown --device %q (auto, cpu or cuda)", *dev)}
+	}
+	if *graph && gpus == 0 {
+		return usageError{"model: --graph needs GPUs"}
+	}
+	if *n < 1 || *promptLen < 1 || *steps < 0 {
+		return usageError{"model: need --workers >= 1, --prompt >= 1 and --steps >= 0"}
+	}
+	dt := tensor.Float32
+	if gpus > 0 {
+		dt = tensor.Float16
+	}
+	if *dtype != "auto" {
+		var err error
+		if dt, err = tensor.ParseDType(*dtype); err != nil {
+			return usageError{"model: --dtype: " + err.Error()}
+		}
+	}
+	c := decoder.Small(dt)
+	c.Layers, c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = *layers, *hidden, *heads, *kvHeads, *ffn, *vocab
+	c.MaxSeq = max(c.MaxSeq, *promptLen+*steps+1)
+	if err := c.Validate(*n); err != nil {
+		return usageError{"model: " + err.Error()}
+	}
+	folder := *dir
+	if folder == "" {
+		tmp, err := os.MkdirTemp("", "chorus-model-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		folder = tmp
+	}
+	t0 := time.Now()
+	if err := decoder.WriteRandom(folder, c, *seed); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "model: %s, %d parameters, written to %s in %v\n", c, paramCount(c), folder, time.Since(t0).Round(time.Millisecond))
+
+	// The session: CPU workers, or one process per GPU (several sharing
+	// one when there are fewer GPUs than workers).
+	var s *session.Session
+	var err error
+	device, backend, strategy := tensor.CPUDevice, "cpu", ""
+	if gpus > 0 {
+		ids := make([]int, *n)
+		for i := range ids {
+			ids[i] = i % gpus
+		}
+		po := processOptions("shm")
+		po.NumWorkers, po.DeviceIDs = *n, ids
+		s, err = session.NewProcess(ctx, po)
+		device, backend, strategy = tensor.CUDADevice(0), "nccl", "auto"
+		if gpus < *n {
+			backend = "ipc" // NCCL refuses two ranks on one GPU
+		}
+	} else {
+		s, err = newSession(ctx, *kind, "shm", *n)
+	}
+	if err != nil {
+		return err
+	}
+	rerr := func() error {
+		if *n > 1 {
+			if err := s.InitCCL(ctx, backend, 0); err != nil {
+				return err
+			}
+		}
+		t0 := time.Now()
+		w, err := shardload.LoadSharded(ctx, s, folder, c.ShardSpec())
+		if err != nil {
+			return err
+		}
+		defer decoder.ReleaseWeights(w)
+		fmt.Fprintf(out, "loaded: %d tensors sharded over %d workers (%s) in %v\n", len(w), *n, device, time.Since(t0).Round(time.Millisecond))
+		m, err := decoder.Load(ctx, s, c, device, decoder.Options{PrefillLen: *promptLen, Strategy: strategy}, w)
+		if err != nil {
+			return err
+		}
+		defer m.Release()
+		prompt := make([]int32, *promptLen)
+		for i := range prompt {
+			prompt[i] = int32((uint64(i)*2654435761 + *seed) % uint64(c.Vocab))
+		}
+		g, err := m.Generate(ctx, prompt, *steps, *graph)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "prompt: %v\ntokens: %v\n", prompt, g.Tokens)
+		fmt.Fprintf(out, "prefill: %d tokens in %v (%.0f tokens/s)\n", len(prompt), g.Prefill.Round(time.Microsecond), float64(len(prompt))/g.Prefill.Seconds())
+		if len(g.Steps) > 0 {
+			d := slices.Clone(g.Steps)
+			slices.Sort(d)
+			what := "eager"
+			if *graph {
+				what = "CUDA graph"
+			}
+			fmt.Fprintf(out, "decode: %d steps (%s), per token p50 %v, min %v, max %v\n", len(d), what, d[len(d)/2].Round(time.Microsecond), d[0].Round(time.Microsecond), d[len(d)-1].Round(time.Microsecond))
+		}
+		if *check {
+			return checkTokens(c, *seed, prompt, g.Tokens, out)
+		}
+		return nil
+	}()
+	return errors.Join(rerr, s.Shutdown())
+}
+
+// paramCount is the number of weights of c.
+func paramCount(c decoder.Config) int64 {
+	var n int64
+	for _, p := range c.Params() {
+		k, _ := p.Shape.NumElements()
+		n += k
+	}
+	return n
+}
+
+// checkTokens runs the float64 reference greedily on the same prompt and
+// reports where its tokens and the run's part, with the reference's
+// margin there (a tie within rounding may flip a greedy choice).
+func checkTokens(c decoder.Config, seed uint64, prompt, got []int32, out io.Writer) error {
+	ref, err := decoder.NewRandomReference(c, seed)
+	if err != nil {
+		return err
+	}
+	pos := make([]int32, len(prompt))
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	logits, err := ref.Step(prompt, pos)
+	if err != nil {
+		return err
+	}
+	// A greedy choice between logits closer than the dtype's rounding
+	// may go either way: a tie, not a failure.
+	rel := map[tensor.DType]float64{tensor.Float32: 1e-4, tensor.Float16: 2e-2, tensor.BFloat16: 8e-2}[c.DType]
+	ties := 0
+	for i, tok := range got {
+		row := logits[len(logits)-1]
+		want := int32(decoder.Argmax(row))
+		if tok != want {
+			top := 0.0
+			for _, v := range row {
+				top = max(top, math.Abs(v))
+			}
+			if gap := row[want] - row[tok]; gap > rel*top {
+				return fmt.Errorf("model: --check: token %d is %d, the float64 reference's is %d (logit gap %.3g, %.2g of the largest logit)", i, tok, want, gap, gap/top)
+			}
+			ties++
+		}
+		if i == len(got)-1 {
+			break
+		}
+		if logits, err = ref.Step([]int32{tok}, []int32{int32(len(prompt) + i)}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "check: %d tokens equal the float64 reference's greedy choice, %d within rounding of it (the run's token fed on)\n", len(got)-ties, ties)
+	return nil
+}
