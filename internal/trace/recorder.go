@@ -51,10 +51,14 @@ func (r *Recorder) Record(e *Event) {
 	if r == nil {
 		return
 	}
+	toRing := r.ring != nil && (e.Cat == CatCommand || e.Cat == CatCollective) && e.Track.Process == r.proc
+	if !toRing && !r.keep {
+		return // the controller's recorder with tracing off: not even the clock
+	}
 	if e.TS == 0 {
 		e.TS = Now()
 	}
-	if r.ring != nil && (e.Cat == CatCommand || e.Cat == CatCollective) && e.Track.Process == r.proc {
+	if toRing {
 		r.ring.Put(e)
 	}
 	if !r.keep {

@@ -133,7 +133,7 @@ func (r *Ring) Put(e *Event) {
 
 func (r *Ring) store(s []uint64, e *Event) {
 	seq := atomic.LoadUint64(&s[0])
-	atomic.StoreUint64(&s[0], seq|1) // odd: being written
+	storeSeq(&s[0], seq|1) // odd: being written
 	ec := uint64(0)
 	if e.Args.Error != "" {
 		ec = 1
@@ -155,7 +155,7 @@ func (r *Ring) store(s []uint64, e *Event) {
 	storeWord(&s[5], uint64(uint32(e.Args.Rank))|uint64(e.Args.Set)<<32)
 	putText(s[6:12], e.Name, "")
 	putText(s[12:16], e.Args.Backend, e.Args.Op)
-	atomic.StoreUint64(&s[0], (seq|1)+1) // even: complete
+	storeSeq(&s[0], (seq|1)+1) // even: complete
 }
 
 // putText packs a, then b, into words, cut to fit.
