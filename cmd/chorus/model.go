@@ -78,7 +78,11 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return usageError{"model: " + err.Error()}
 	}
 	folder := *dir
-	if folder == "" {
+	if folder != "" {
+		if err := os.MkdirAll(folder, 0o755); err != nil {
+			return err
+		}
+	} else {
 		tmp, err := os.MkdirTemp("", "chorus-model-")
 		if err != nil {
 			return err
