@@ -51,6 +51,17 @@ var ErrRing = errors.New("trace: not a flight recorder")
 type Ring struct {
 	w     []uint64
 	slots int
+	// last holds, per slot, the strings whose bytes its text words hold
+	// (writer side): an event with the same strings, nearly every event
+	// of a loop, skips packing them again (a third of an event's cost).
+	// The pointers keep the strings alive, so an address cannot be
+	// reused for other bytes.
+	last []textKey
+}
+
+type textKey struct {
+	name, backend, op *byte
+	nl, bl, ol        int
 }
 
 // NewRing formats mem (8-byte aligned, at least RingSize(slots) bytes,
@@ -59,7 +70,7 @@ func NewRing(mem []byte, slots, worker int) (*Ring, error) {
 	if slots < 1 || len(mem) < RingSize(slots) || uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%8 != 0 {
 		return nil, fmt.Errorf("trace: ring of %d slots needs %d aligned bytes, have %d", slots, RingSize(slots), len(mem))
 	}
-	r := &Ring{w: words(mem), slots: slots}
+	r := &Ring{w: words(mem), slots: slots, last: make([]textKey, numStates+slots)}
 	atomic.StoreUint64(&r.w[hVersion], ringVersion)
 	atomic.StoreUint64(&r.w[hSlots], uint64(slots))
 	atomic.StoreUint64(&r.w[hWorker], uint64(worker))
@@ -127,11 +138,12 @@ func stateIndex(thread string) int {
 // bytes are cut.
 func (r *Ring) Put(e *Event) {
 	i := atomic.AddUint64(&r.w[hHead], 1) - 1
-	r.store(r.slot(numStates+int(i%uint64(r.slots))), e)
-	r.store(r.slot(stateIndex(e.Track.Thread)), e)
+	r.store(numStates+int(i%uint64(r.slots)), e)
+	r.store(stateIndex(e.Track.Thread), e)
 }
 
-func (r *Ring) store(s []uint64, e *Event) {
+func (r *Ring) store(idx int, e *Event) {
+	s := r.slot(idx)
 	seq := atomic.LoadUint64(&s[0])
 	storeSeq(&s[0], seq|1) // odd: being written
 	ec := uint64(0)
@@ -153,8 +165,14 @@ func (r *Ring) store(s []uint64, e *Event) {
 	storeWord(&s[3], uint64(e.Args.Bytes))
 	storeWord(&s[4], e.Args.Seq)
 	storeWord(&s[5], uint64(uint32(e.Args.Rank))|uint64(e.Args.Set)<<32)
-	putText(s[6:12], e.Name, "")
-	putText(s[12:16], e.Args.Backend, e.Args.Op)
+	k := textKey{unsafe.StringData(e.Name), unsafe.StringData(e.Args.Backend), unsafe.StringData(e.Args.Op), len(e.Name), len(e.Args.Backend), len(e.Args.Op)}
+	if idx >= len(r.last) || r.last[idx] != k {
+		putText(s[6:12], e.Name, "")
+		putText(s[12:16], e.Args.Backend, e.Args.Op)
+		if idx < len(r.last) {
+			r.last[idx] = k
+		}
+	}
 	storeSeq(&s[0], (seq|1)+1) // even: complete
 }
 
