@@ -112,6 +112,23 @@ func gpuCount() int {
 	return n
 }
 
+// gpusFor is how many GPUs a command's --device value (auto, cpu or
+// cuda) gives it: auto takes what the driver sees, cuda needs at least one.
+func gpusFor(cmd, device string) (int, error) {
+	switch device {
+	case "auto":
+		return gpuCount(), nil
+	case "cuda":
+		if n := gpuCount(); n > 0 {
+			return n, nil
+		}
+		return 0, fmt.Errorf("%s: --device cuda, but no GPU was found", cmd)
+	case "cpu":
+		return 0, nil
+	}
+	return 0, usageError{fmt.Sprintf("%s: unknown --device %q (auto, cpu or cuda)", cmd, device)}
+}
+
 // demoConfig is the demo's MLP for n workers (FFN rounded up to split evenly).
 func demoConfig(n int, dt tensor.DType) mlp.Config {
 	ffn := (256 + int64(n) - 1) / int64(n) * int64(n)
@@ -123,17 +140,9 @@ func demoConfig(n int, dt tensor.DType) mlp.Config {
 // backend and the custom IPC all-reduce), else on s's CPU workers.
 func demoMLP(ctx context.Context, out io.Writer, s *session.Session, n int, device string) error {
 	fmt.Fprintln(out, "4. a program built with the compiler/ir builder, compiled by a pass pipeline, run by the VM on every worker:")
-	gpus := 0
-	switch device {
-	case "auto":
-		gpus = gpuCount()
-	case "cuda":
-		if gpus = gpuCount(); gpus == 0 {
-			return errors.New("demo: --device cuda, but no GPU was found")
-		}
-	case "cpu":
-	default:
-		return usageError{fmt.Sprintf("demo: unknown --device %q (auto, cpu or cuda)", device)}
+	gpus, err := gpusFor("demo", device)
+	if err != nil {
+		return err
 	}
 	if gpus == 0 {
 		if err := s.InitCCL(ctx, "cpu", 0); err != nil {

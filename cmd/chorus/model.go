@@ -43,17 +43,9 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	gpus := 0
-	switch *dev {
-	case "auto":
-		gpus = gpuCount()
-	case "cuda":
-		if gpus = gpuCount(); gpus == 0 {
-			return errors.New("model: --device cuda, but no GPU was found")
-		}
-	case "cpu":
-	default:
-		return usageError{fmt.Sprintf("model: unknown --device %q (auto, cpu or cuda)", *dev)}
+	gpus, err := gpusFor("model", *dev)
+	if err != nil {
+		return err
 	}
 	if *graph && gpus == 0 {
 		return usageError{"model: --graph needs GPUs"}
@@ -99,7 +91,6 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	// The session: CPU workers, or one process per GPU (several sharing
 	// one when there are fewer GPUs than workers).
 	var s *session.Session
-	var err error
 	device, backend, strategy := tensor.CPUDevice, "cpu", ""
 	if gpus > 0 {
 		ids := make([]int, *n)
