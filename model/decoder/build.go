@@ -55,6 +55,23 @@ func Build(c Config, n, prefillLen int) (*ir.Module, error) {
 	return m, nil
 }
 
+// BuildPrefill returns a module with @prefill over t tokens only (the
+// same signature as Build's): what Model compiles, on first use, for a
+// prompt length it has no program for.
+func BuildPrefill(c Config, n, t int) (*ir.Module, error) {
+	if err := c.Validate(n); err != nil {
+		return nil, err
+	}
+	if t < 1 || t > c.MaxSeq {
+		return nil, fmt.Errorf("%w: prefill of %d tokens with a %d-row cache", ErrConfig, t, c.MaxSeq)
+	}
+	f, err := buildStep(c, n, FuncPrefill, t)
+	if err != nil {
+		return nil, err
+	}
+	return &ir.Module{Name: fmt.Sprintf("tp_decoder_prefill_%d", t), Funcs: []*ir.Function{f}}, nil
+}
+
 func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 	dt, any := c.DType, vdevice.Unconstrained
 	T, H, V, D := int64(t), int64(c.Hidden), int64(c.Vocab), int64(c.HeadDim())
@@ -148,6 +165,11 @@ func Compile(c Config, n, prefillLen int, dev tensor.Device, strategy string, pr
 	if err != nil {
 		return nil, err
 	}
+	return compileModule(src, dev, strategy, printAfter)
+}
+
+// compileModule runs vm.Pipeline(dev, strategy) on src.
+func compileModule(src *ir.Module, dev tensor.Device, strategy string, printAfter io.Writer) (*ir.Module, error) {
 	p, err := vm.Pipeline(dev, strategy)
 	if err != nil {
 		return nil, err

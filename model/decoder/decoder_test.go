@@ -356,6 +356,98 @@ func TestDecoder(t *testing.T) {
 	}
 }
 
+// TestPrefillLengths: prompts of lengths 1, 3, 8 and 13 (the model is
+// compiled for 3 at Load; the others at first use) on 1, 2 and 4
+// threaded workers, each followed by two decode steps, against the
+// float64 reference; with a cache of two lengths, the least recently
+// used is released and compiled again when it comes back.
+func TestPrefillLengths(t *testing.T) {
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := bg(t)
+			s := newSession(t, ctx, "threaded", n, nil)
+			if n > 1 {
+				if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := decoder.Small(tensor.Float32)
+			w, err := decoder.RandomWeights(ctx, s, c, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer decoder.ReleaseWeights(w)
+			m, err := decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{PrefillLen: 3, PrefillCache: 2}, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Release()
+			for _, tc := range []struct {
+				len    int
+				cached []int // PrefillLengths after the prompt
+			}{{1, nil}, {3, nil}, {8, []int{8}}, {13, []int{8, 13}}, {8, []int{13, 8}}, {5, []int{8, 5}}, {13, []int{5, 13}}} {
+				m.Reset()
+				ref, err := decoder.NewRandomReference(c, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prompt, pos := make([]int32, tc.len), make([]int32, tc.len)
+				for i := range prompt {
+					prompt[i], pos[i] = int32((i*37+tc.len)%c.Vocab), int32(i)
+				}
+				st, err := m.Prefill(ctx, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := ref.Step(prompt, pos)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for step := 0; ; step++ {
+					compare(t, ctx, m, st, want, fmt.Sprintf("prompt of %d, step %d", tc.len, step))
+					st.Release()
+					if step == 2 {
+						break
+					}
+					next := int32(decoder.Argmax(want[len(want)-1]))
+					if st, err = m.Decode(ctx, next); err != nil {
+						t.Fatal(err)
+					}
+					if want, err = ref.Step([]int32{next}, []int32{int32(m.Pos() - 1)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := m.PrefillLengths(); fmt.Sprint(got) != fmt.Sprint(tc.cached) && !(len(got) == 0 && len(tc.cached) == 0) {
+					t.Errorf("after a prompt of %d: compiled lengths %v, want %v", tc.len, got, tc.cached)
+				}
+			}
+			// A prompt in two chunks continues the cache: the second
+			// chunk's logits are the last rows of the whole prompt's.
+			m.Reset()
+			ref, _ := decoder.NewRandomReference(c, seed)
+			prompt, pos := make([]int32, 13), make([]int32, 13)
+			for i := range prompt {
+				prompt[i], pos[i] = int32((i*11+5)%c.Vocab), int32(i)
+			}
+			want, err := ref.Step(prompt, pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := m.Prefill(ctx, prompt[:8])
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Release()
+			if st, err = m.Prefill(ctx, prompt[8:]); err != nil {
+				t.Fatal(err)
+			}
+			compare(t, ctx, m, st, want[8:], "second chunk")
+			st.Release()
+		})
+	}
+}
+
 func TestLoadAndStepErrors(t *testing.T) {
 	leaktest.Check(t)
 	ctx := bg(t)
@@ -408,8 +500,17 @@ func TestLoadAndStepErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Release()
-	if _, err := m.Prefill(ctx, []int32{1, 2, 3}); !errors.Is(err, decoder.ErrSeq) {
-		t.Errorf("prefill of 3 tokens compiled for 4: %v", err)
+	if _, err := m.Prefill(ctx, nil); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("empty prefill: %v", err)
+	}
+	if _, err := m.Prefill(ctx, make([]int32, c.MaxSeq+1)); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("prefill longer than the cache: %v", err)
+	}
+	if _, err := m.Prefill(ctx, []int32{1, int32(c.Vocab)}); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("prefill with a token outside the vocabulary: %v", err)
+	}
+	if len(m.PrefillLengths()) != 0 || m.Pos() != 0 {
+		t.Errorf("refused prefills compiled %v, position %d", m.PrefillLengths(), m.Pos())
 	}
 	if _, err := m.Decode(ctx, int32(c.Vocab)); !errors.Is(err, decoder.ErrSeq) {
 		t.Errorf("token outside the vocabulary: %v", err)
