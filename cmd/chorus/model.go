@@ -16,7 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--ffn 1408] [--vocab 4096] [--dtype auto] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR]"
+const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--ffn 1408] [--vocab 4096] [--dtype auto] [--layout chorus|hf] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR]"
 
 // cmdModel runs a small random transformer decoder end to end: written as
 // safetensors, loaded shard by shard by the workers, a prefill and greedy
@@ -34,6 +34,7 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	ffn := fs.Int("ffn", 1408, "MLP inner size")
 	vocab := fs.Int("vocab", 4096, "vocabulary size")
 	dtype := fs.String("dtype", "auto", "float32, float16, bfloat16 or auto (float16 on GPUs, float32 on CPUs)")
+	layout := fs.String("layout", decoder.LayoutChorus, "matrix layout of the checkpoint: chorus ([in, out]) or hf ([out, in], as nn.Linear and Hugging Face store them)")
 	promptLen := fs.Int("prompt", 8, "prompt length (the prefill)")
 	steps := fs.Int("steps", 32, "decode steps")
 	graph := fs.Bool("graph", false, "GPUs: replay the decode step as a CUDA graph")
@@ -65,6 +66,7 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	c := decoder.Small(dt)
 	c.Layers, c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = *layers, *hidden, *heads, *kvHeads, *ffn, *vocab
+	c.Layout = *layout
 	c.MaxSeq = max(c.MaxSeq, *promptLen+*steps+1)
 	if err := c.Validate(*n); err != nil {
 		return usageError{"model: " + err.Error()}

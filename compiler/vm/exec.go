@@ -218,7 +218,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		}
 		return deviceCopy(env, t[0], t[1])
 
-	case ir.OpMatmul, ir.OpAdd, ir.OpGelu:
+	case ir.OpMatmul, ir.OpMatmulNT, ir.OpAdd, ir.OpGelu:
 		t, err := ts()
 		if err != nil {
 			return err
@@ -318,7 +318,7 @@ func deviceCopy(env registry.Env, x, out *tensor.Tensor) error {
 	return worker.FromHost(env, out, h)
 }
 
-// kernel runs matmul, add or gelu on the operands' device.
+// kernel runs matmul, matmul_nt, add or gelu on the operands' device.
 func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 	host := true
 	for _, x := range t {
@@ -332,6 +332,8 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 		switch op {
 		case ir.OpMatmul:
 			return g.matmul(t[0], t[1], t[2])
+		case ir.OpMatmulNT:
+			return g.matmulNT(t[0], t[1], t[2])
 		case ir.OpAdd:
 			return g.add(t[0], t[1], t[2])
 		}
@@ -340,6 +342,8 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 	switch op {
 	case ir.OpMatmul:
 		return cpuMatmul(t[0], t[1], t[2])
+	case ir.OpMatmulNT:
+		return cpuMatmulNT(t[0], t[1], t[2])
 	case ir.OpAdd:
 		return cpuAdd(t[0], t[1], t[2])
 	}

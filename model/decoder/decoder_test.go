@@ -33,11 +33,14 @@ func bg(t *testing.T) context.Context {
 const seed = 11
 
 // TestShardsCoverParams: the shards of any worker count put together are
-// the full parameter, for every parameter of a model with LayerNorm.
+// the full parameter, for every parameter of a model with LayerNorm, in
+// both layouts.
 func TestShardsCoverParams(t *testing.T) {
 	c := decoder.Small(tensor.Float32)
 	c.Norm = decoder.NormLayer
-	for _, p := range c.Params() {
+	hf := c
+	hf.Layout = decoder.LayoutHF
+	for _, p := range append(c.Params(), hf.Params()...) {
 		full := decoder.RandomParam(p, seed, c.DType)
 		for _, n := range []int{1, 2, 4} {
 			got := make([]float64, len(full))
@@ -544,7 +547,8 @@ func TestLoadAndStepErrors(t *testing.T) {
 // TestDecoderGPU runs the decoder on GPUs (cuBLAS matmuls, the NVRTC
 // decoder kernels, custom all-reduces): one worker, and two workers (two
 // GPUs over NCCL, or two processes sharing one GPU through the "ipc"
-// backend), float16, bfloat16 and float32, eagerly and then with the
+// backend), float16, bfloat16 and float32, and float16 with weights in
+// the HF layout ([out, in], matmul_nt), eagerly and then with the
 // decode step captured as a CUDA graph and replayed with new ids and
 // positions; logits of every step on every worker against the float64
 // reference with the CPU tolerances.
@@ -555,8 +559,16 @@ func TestDecoderGPU(t *testing.T) {
 		if gpus < 2 {
 			ids, backend = []int{0, 0}, "ipc"
 		}
-		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16, tensor.Float32} {
-			t.Run(fmt.Sprintf("%d/%s", n, dt), func(t *testing.T) {
+		for _, v := range []struct {
+			dt     tensor.DType
+			layout string
+		}{{tensor.Float16, ""}, {tensor.BFloat16, ""}, {tensor.Float32, ""}, {tensor.Float16, decoder.LayoutHF}} {
+			dt := v.dt
+			name := fmt.Sprintf("%d/%s", n, dt)
+			if v.layout != "" {
+				name += "/" + v.layout
+			}
+			t.Run(name, func(t *testing.T) {
 				ctx := bg(t)
 				s := newSession(t, ctx, "process", n, ids[:n])
 				if n > 1 {
@@ -566,6 +578,7 @@ func TestDecoderGPU(t *testing.T) {
 				}
 				c := decoder.Small(dt)
 				c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = 256, 4, 2, 512, 300 // head dim 64
+				c.Layout = v.layout                                                // the HF layout runs every matrix through matmul_nt (cuBLAS op T)
 				w, err := decoder.RandomWeights(ctx, s, c, seed)
 				if err != nil {
 					t.Fatal(err)
@@ -648,7 +661,8 @@ func FuzzConfigJSON(f *testing.F) {
 // output when CHORUS_DECODER_REF names it (the script run with --random
 // SEED): the chorus decoder runs the script's prompt and feeds it the
 // script's tokens on CHORUS_DECODER_WORKERS workers (default 1; GPUs when
-// present, over NCCL, else CPU workers over the cpu backend), and every
+// present, shared when there are fewer than the workers, else CPU
+// workers over the cpu backend), and every
 // step's last-row logits must match the script's within the tolerance of
 // the dtype (the same as against the float64 reference).
 func TestAgainstPyTorch(t *testing.T) {
@@ -683,12 +697,18 @@ func TestAgainstPyTorch(t *testing.T) {
 		fmt.Sscan(v, &n)
 	}
 	ctx := bg(t)
+	// GPUs when present: worker i on GPU i mod #GPUs, over NCCL with a GPU
+	// each, else through the "ipc" backend (NCCL refuses two ranks on
+	// one GPU). CHORUS_DECODER_DEVICE=cpu forces CPU workers.
 	dev, ids, backend := tensor.CPUDevice, []int(nil), "cpu"
-	if d, err := cuda.Load(); err == nil && d.Init() == nil {
-		if g, err := d.DeviceCount(); err == nil && g >= n {
+	if d, err := cuda.Load(); err == nil && d.Init() == nil && os.Getenv("CHORUS_DECODER_DEVICE") != "cpu" {
+		if g, err := d.DeviceCount(); err == nil && g >= 1 {
 			dev, backend = tensor.CUDADevice(0), "nccl"
+			if g < n {
+				backend = "ipc"
+			}
 			for i := range n {
-				ids = append(ids, i)
+				ids = append(ids, i%g)
 			}
 		}
 	}
