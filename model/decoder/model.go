@@ -539,5 +539,14 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, steps int, graph b
 	return g, nil
 }
 
+// PeakMemory returns every worker's memory high-water marks
+// (session.Memory): the peak resident memory of its process (shared by
+// threaded workers and the controller: HostShared) and, on GPUs, the most
+// device memory its allocator held plus its IPC memory. It waits for the
+// work sent before it.
+func (m *Model) PeakMemory(ctx context.Context) ([]worker.MemoryStats, error) {
+	return m.s.Memory(ctx)
+}
+
 // Workers is the number of workers of the model's session.
 func (m *Model) Workers() int { return m.s.NumWorkers() }
