@@ -279,14 +279,21 @@ def main():
     ap.add_argument("--out", default="decoder_ref.json")
     ap.add_argument("--iters", type=int, default=50, help="timed decode steps / prefills")
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                    help="auto: cuda when available; cpu runs any world size (gloo), e.g. 4 ranks on a 1-GPU machine")
     args = ap.parse_args()
     if (args.model is None) == (args.random is None):
         sys.exit("decoder_ref: give exactly one of --model DIR and --random SEED")
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    if torch.cuda.is_available():
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available() or local >= torch.cuda.device_count():
+            sys.exit("decoder_ref: rank %d needs cuda:%d, this machine has %d GPUs (NCCL takes one GPU per rank): "
+                     "run one process (the math does not depend on the world size) or --device cpu"
+                     % (rank, local, torch.cuda.device_count() if torch.cuda.is_available() else 0))
+        dev = torch.device("cuda", local)
     else:
         dev = torch.device("cpu")
     if dev.type == "cuda":

@@ -545,24 +545,38 @@ func TestLoadAndStepErrors(t *testing.T) {
 }
 
 // TestDecoderGPU runs the decoder on GPUs (cuBLAS matmuls, the NVRTC
-// decoder kernels, custom all-reduces): one worker, and two workers (two
-// GPUs over NCCL, or two processes sharing one GPU through the "ipc"
-// backend), float16, bfloat16 and float32, and float16 with weights in
-// the HF layout ([out, in], matmul_nt), eagerly and then with the
+// decoder kernels, custom all-reduces): one worker, two and four workers
+// (a GPU each over NCCL, or processes sharing GPUs through the "ipc"
+// backend), float16, bfloat16 and float32 (four workers: float16 only),
+// and float16 with weights in the HF layout ([out, in], matmul_nt),
+// then a 13-token prompt (a @prefill compiled at first use) and every
+// worker's peak memory; eagerly and then with the
 // decode step captured as a CUDA graph and replayed with new ids and
 // positions; logits of every step on every worker against the float64
 // reference with the CPU tolerances.
 func TestDecoderGPU(t *testing.T) {
 	gpus := gpuCount(t)
-	for _, n := range []int{1, 2} {
-		ids, backend := []int{0, 1}, "nccl"
-		if gpus < 2 {
-			ids, backend = []int{0, 0}, "ipc"
+	for _, n := range []int{1, 2, 4} {
+		// Worker i on GPU i mod #GPUs: NCCL with a GPU each, else the
+		// "ipc" backend (NCCL refuses two ranks on one GPU).
+		ids, backend := make([]int, n), "nccl"
+		for i := range ids {
+			ids[i] = i % gpus
 		}
-		for _, v := range []struct {
+		if gpus < n {
+			backend = "ipc"
+		}
+		variants := []struct {
 			dt     tensor.DType
 			layout string
-		}{{tensor.Float16, ""}, {tensor.BFloat16, ""}, {tensor.Float32, ""}, {tensor.Float16, decoder.LayoutHF}} {
+		}{{tensor.Float16, ""}, {tensor.BFloat16, ""}, {tensor.Float32, ""}, {tensor.Float16, decoder.LayoutHF}}
+		if n == 4 {
+			variants = []struct {
+				dt     tensor.DType
+				layout string
+			}{{tensor.Float16, ""}, {tensor.Float16, decoder.LayoutHF}}
+		}
+		for _, v := range variants {
 			dt := v.dt
 			name := fmt.Sprintf("%d/%s", n, dt)
 			if v.layout != "" {
@@ -570,15 +584,15 @@ func TestDecoderGPU(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				ctx := bg(t)
-				s := newSession(t, ctx, "process", n, ids[:n])
+				s := newSession(t, ctx, "process", n, ids)
 				if n > 1 {
 					if err := s.InitCCL(ctx, backend, 0); err != nil {
 						t.Fatal(err)
 					}
 				}
 				c := decoder.Small(dt)
-				c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = 256, 4, 2, 512, 300 // head dim 64
-				c.Layout = v.layout                                                // the HF layout runs every matrix through matmul_nt (cuBLAS op T)
+				c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = 256, 4, max(2, n), 512, 300 // head dim 64
+				c.Layout = v.layout                                                        // the HF layout runs every matrix through matmul_nt (cuBLAS op T)
 				w, err := decoder.RandomWeights(ctx, s, c, seed)
 				if err != nil {
 					t.Fatal(err)
@@ -593,6 +607,36 @@ func TestDecoderGPU(t *testing.T) {
 				m.Reset()
 				graph := generate(t, ctx, m, true)
 				t.Logf("largest logit error / largest logit: eager %.2g, graph %.2g", eager, graph)
+
+				// A prompt of another length: @prefill compiled and loaded
+				// (with its own IPC buffers) at first use.
+				m.Reset()
+				ref, _ := decoder.NewRandomReference(c, seed)
+				prompt, pos := make([]int32, 13), make([]int32, 13)
+				for i := range prompt {
+					prompt[i], pos[i] = int32((i*37+1)%c.Vocab), int32(i)
+				}
+				want, err := ref.Step(prompt, pos)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := m.Prefill(ctx, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compare(t, ctx, m, st, want, "prefill of 13")
+				st.Release()
+
+				mem, err := m.PeakMemory(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range mem {
+					if !r.HasDevice || r.DevicePeakBytes <= 0 || (n > 1 && backend == "ipc" && r.IPCBytes <= 0) || r.HostPeakBytes <= 0 {
+						t.Errorf("memory of worker %d: %+v", r.Worker, r)
+					}
+					t.Logf("worker %d: host peak %d B, GPU peak %d B + %d B IPC", r.Worker, r.HostPeakBytes, r.DevicePeakBytes, r.IPCBytes)
+				}
 			})
 		}
 	}
