@@ -221,7 +221,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		}
 		return deviceCopy(env, t[0], t[1])
 
-	case ir.OpMatmul, ir.OpAdd, ir.OpGelu:
+	case ir.OpMatmul, ir.OpMatmulNT, ir.OpAdd, ir.OpGelu:
 		t, err := ts()
 		if err != nil {
 			return err
@@ -321,7 +321,7 @@ func deviceCopy(env registry.Env, x, out *tensor.Tensor) error {
 	return worker.FromHost(env, out, h)
 }
 
-// kernel runs matmul, add or gelu on the operands' device.
+// kernel runs matmul, matmul_nt, add or gelu on the operands' device.
 func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 	host := true
 	for _, x := range t {
@@ -336,6 +336,8 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 		switch op {
 		case ir.OpMatmul:
 			err = g.matmul(t[0], t[1], t[2])
+		case ir.OpMatmulNT:
+			err = g.matmulNT(t[0], t[1], t[2])
 		case ir.OpAdd:
 			err = g.add(t[0], t[1], t[2])
 		default:
@@ -348,6 +350,8 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 	switch op {
 	case ir.OpMatmul:
 		return cpuMatmul(t[0], t[1], t[2])
+	case ir.OpMatmulNT:
+		return cpuMatmulNT(t[0], t[1], t[2])
 	case ir.OpAdd:
 		return cpuAdd(t[0], t[1], t[2])
 	}
