@@ -114,6 +114,9 @@ func (c *Comm) threads(bytes int) int {
 // cmaChunk is the piece of a peer's part read into scratch before it is
 // reduced: small enough that the n-1 pieces of a thread stay in its L2.
 func (c *Comm) cmaChunk(es int) int {
+	if c.opts.CMAChunk > 0 {
+		return chunkSize(max(es, c.opts.CMAChunk), es)
+	}
 	return chunkSize(max(es, min(c.opts.SlotBytes/4, (256<<10)/max(1, c.n-1))), es)
 }
 

@@ -44,6 +44,10 @@ type Options struct {
 	// ThreadMinBytes is the least work per thread worth starting one
 	// for (default 256 KiB).
 	ThreadMinBytes int
+	// CMAChunk is the piece of each peer's input a single-copy
+	// reduction reads per system call (0: cmaChunk's choice, or
+	// CHORUS_CCL_CMA_CHUNK). A rank's own choice: ranks need not agree.
+	CMAChunk int
 }
 
 // oneShotMaxFor is the default one-shot limit for n ranks: 256 KiB at 2
@@ -57,6 +61,9 @@ func oneShotMaxFor(n int) int {
 }
 
 func (o Options) withDefaults(n int) Options {
+	if o.CMAChunk <= 0 {
+		o.CMAChunk = envInt("CHORUS_CCL_CMA_CHUNK", 0)
+	}
 	if o.SlotBytes <= 0 {
 		o.SlotBytes = envInt("CHORUS_CCL_SLOT_BYTES", 256<<10)
 	}

@@ -394,8 +394,13 @@ func pickOpts(rng *rand.Rand) (cpu.Options, string) {
 		return cpu.Options{}, "default"
 	case 1, 2, 3:
 		return smallStaged, "staged"
-	case 4, 5:
+	case 4:
 		return smallCMA, "cma"
+	case 5:
+		// An odd chunk that is not a multiple of 8-byte elements' rows.
+		o := smallCMA
+		o.CMAChunk = 1000
+		return o, "cma-chunk"
 	case 6:
 		return smallThreads, "threads"
 	}
