@@ -94,3 +94,50 @@ func TestClockEstimateRefuses(t *testing.T) {
 		t.Fatal("an estimate from a refused sample")
 	}
 }
+
+// TestClockDrift: the best samples of the start and of the end (after
+// markEnd) say how far the offset moved; the session's offset is still
+// the best sample overall.
+func TestClockDrift(t *testing.T) {
+	ms, us := int64(time.Millisecond), int64(time.Microsecond)
+	cases := []struct {
+		name         string
+		start, end   int64 // true offsets
+		startD, endD [][2]int64
+		drift, bound int64
+		offset       int64
+		noEnd        bool // no drift to tell
+	}{
+		{"no drift", 2 * ms, 2 * ms, [][2]int64{{ms, ms}, {us, us}}, [][2]int64{{3 * us, 3 * us}}, 0, 4 * us, 2 * ms, false},
+		{"3 ms ahead later", 0, 3 * ms, [][2]int64{{10 * us, 10 * us}}, [][2]int64{{5 * us, 5 * us}, {ms, ms}}, 3 * ms, 15 * us, 3 * ms, false},
+		{"asymmetric end", 0, -ms, [][2]int64{{10 * us, 10 * us}}, [][2]int64{{20 * us, 40 * us}}, -ms - 10*us, 10*us + 30*us, 0, false},
+		{"no end samples", 0, 0, [][2]int64{{us, us}}, nil, 0, 0, 0, true},
+		{"no start samples", 0, 0, nil, [][2]int64{{us, us}}, 0, 0, 0, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var e clockEst
+			for _, s := range fakePings(c.start, c.startD) {
+				e.add(s)
+			}
+			e.markEnd()
+			for _, s := range fakePings(c.end, c.endD) {
+				s.sent, s.remote, s.recv = s.sent+int64(time.Hour), s.remote+int64(time.Hour), s.recv+int64(time.Hour)
+				e.add(s)
+			}
+			d, b, over, ok := e.drift()
+			if ok == c.noEnd {
+				t.Fatalf("drift ok %v", ok)
+			}
+			if !ok {
+				return
+			}
+			if d != c.drift || b != c.bound || over < int64(time.Hour)/2 {
+				t.Fatalf("drift %d ± %d over %d, want %d ± %d", d, b, over, c.drift, c.bound)
+			}
+			if off, _, _ := e.estimate(); off != c.offset {
+				t.Fatalf("offset %d, want %d (the best sample)", off, c.offset)
+			}
+		})
+	}
+}

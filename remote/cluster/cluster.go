@@ -580,6 +580,7 @@ func (d *driver) Quiesce() {
 		var wg sync.WaitGroup
 		for _, h := range d.hosts {
 			wg.Add(1)
+			h.tr.endClock()
 			go func() {
 				defer wg.Done()
 				d.pingBurst(h, time.Millisecond)

@@ -102,6 +102,13 @@ func (t *hostTrace) ended(e ctrl.TraceEnd) {
 // workers that died and the spans reopened after a cut come on top.
 func (d *driver) traceBound() int64 { return d.traceLimit + d.traceLimit/4 + 1<<20 }
 
+// endClock: the samples from now on describe the session's end.
+func (t *hostTrace) endClock() {
+	t.mu.Lock()
+	t.clock.markEnd()
+	t.mu.Unlock()
+}
+
 // ping sends h a ping (false when the connection failed).
 func (d *driver) ping(h *host_) bool {
 	now := trace.Now()
@@ -180,6 +187,9 @@ func (d *driver) TraceEvents() ([]trace.Event, map[string]any) {
 		off, unc, ok := t.clock.estimate()
 		if ok {
 			m["clock_offset_ns"], m["clock_uncertainty_ns"] = off, unc
+			if dr, du, over, ok := t.clock.drift(); ok {
+				m["clock_drift_ns"], m["clock_drift_uncertainty_ns"], m["clock_drift_over_ns"] = dr, du, over
+			}
 		} else if len(t.events) > 0 {
 			m["clock"] = "not aligned: no ping was answered"
 		}

@@ -92,6 +92,8 @@ type hostMeta struct {
 	ClockSamples  int    `json:"clock_samples"`
 	Offset        *int64 `json:"clock_offset_ns"`
 	Uncertainty   int64  `json:"clock_uncertainty_ns"`
+	Drift         *int64 `json:"clock_drift_ns"`
+	DriftBound    int64  `json:"clock_drift_uncertainty_ns"`
 	Dropped       int64  `json:"dropped_events"`
 	EventsMissing string `json:"events_missing"`
 }
@@ -216,6 +218,10 @@ func TestTraceAcrossHosts(t *testing.T) {
 		}
 		if d := *h.Offset - want; d > h.Uncertainty+int64(time.Millisecond) || -d > h.Uncertainty+int64(time.Millisecond) {
 			t.Errorf("host %d: offset %d ± %d, want %d", i, *h.Offset, h.Uncertainty, want)
+		}
+		// Samples from the start and from Shutdown; one clock, no drift.
+		if h.Drift == nil || *h.Drift > h.DriftBound+int64(time.Millisecond) || -*h.Drift > h.DriftBound+int64(time.Millisecond) {
+			t.Errorf("host %d: drift %v ± %d", i, h.Drift, h.DriftBound)
 		}
 	}
 	// Aligned, node 1's worker 2 ran inside the controller's session;
