@@ -21,7 +21,7 @@ import (
 
 // startTraced is startCluster with tracing to a file, agent i started
 // with env[i] (nil: none).
-func startTraced(t *testing.T, workers []int, env [][]string, mod func(*cluster.Options)) (*session.Session, []*agent, string) {
+func startTraced(t *testing.T, workers []int, env [][]string, mod func(*cluster.Options)) (*session.Session, []*agent, string, []string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "run.json")
 	c := tokenCreds(t)
@@ -36,10 +36,14 @@ func startTraced(t *testing.T, workers []int, env [][]string, mod func(*cluster.
 		t.Fatal(err)
 	}
 	var agents []*agent
+	var tmps []string
 	for i, n := range workers {
-		var e []string
+		// Agents keep their workers' part files under TMPDIR; one that is
+		// killed leaves them there.
+		tmps = append(tmps, t.TempDir())
+		e := []string{"TMPDIR=" + tmps[i]}
 		if i < len(env) {
-			e = env[i]
+			e = append(e, env[i]...)
 		}
 		agents = append(agents, startAgent(t, l.Addr(), n, i, c.files, e...))
 	}
@@ -48,7 +52,18 @@ func startTraced(t *testing.T, workers []int, env [][]string, mod func(*cluster.
 		t.Fatalf("%v\ncontroller log:\n%s", err, lb.String())
 	}
 	t.Cleanup(func() { s.Shutdown() })
-	return s, agents, path
+	return s, agents, path, tmps
+}
+
+// cleanedUp fails unless every directory is empty: an agent that ended
+// normally removes its trace directory.
+func cleanedUp(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {
+			t.Errorf("%s after the agent ended: %v, %v", d, ents, err)
+		}
+	}
 }
 
 // readTrace reads and validates a trace file.
@@ -124,7 +139,7 @@ func TestTraceAcrossHosts(t *testing.T) {
 	leaktest.Check(t)
 	const skew = 5 * time.Second
 	workers := []int{2, 1, 2}
-	s, agents, path := startTraced(t, workers, [][]string{nil, {trace.EnvSkew + "=" + skew.String()}}, nil)
+	s, agents, path, tmps := startTraced(t, workers, [][]string{nil, {trace.EnvSkew + "=" + skew.String()}}, nil)
 	ctx := context.Background()
 	if err := s.InitCCL(ctx, "cpu", 20*time.Second); err != nil {
 		t.Fatal(err)
@@ -161,6 +176,7 @@ func TestTraceAcrossHosts(t *testing.T) {
 			t.Fatalf("agent: %v\n%s", err, a.out.String())
 		}
 	}
+	cleanedUp(t, tmps...)
 	f := readTrace(t, path)
 
 	total := 5
@@ -243,64 +259,73 @@ func TestTraceAcrossHosts(t *testing.T) {
 	}
 }
 
-// TestTraceHostLost: a host killed mid-session cannot send its events;
-// the trace is still written, valid, with the survivors' events, and
-// says (metadata and a fault) which host's events are missing.
+// TestTraceHostLost: a host killed (or stopped: a partition looks the
+// same) mid-session cannot send its events; the trace is still written,
+// valid, with the survivors' events, and says (metadata and a fault)
+// which host's events are missing.
 func TestTraceHostLost(t *testing.T) {
-	leaktest.Check(t)
-	s, agents, path := startTraced(t, []int{1, 1, 1}, nil, nil)
-	ctx := context.Background()
-	if err := s.InitCCL(ctx, "cpu", 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	ps := pids(t, s)
-	done := pendingSync(t, s)
-	if err := agents[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; !errors.Is(err, cluster.ErrHostLost) {
-		t.Fatalf("Sync: %v", err)
-	}
-	if err := s.Shutdown(); err != nil {
-		t.Logf("Shutdown: %v", err)
-	}
-	for _, a := range agents[:2] {
-		a.wait(t, 10*time.Second)
-	}
-	gone(t, ps, 5*time.Second)
-	f := readTrace(t, path)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			leaktest.Check(t)
+			s, agents, path, tmps := startTraced(t, []int{1, 1, 1}, nil, nil)
+			ctx := context.Background()
+			if err := s.InitCCL(ctx, "cpu", 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			ps := pids(t, s)
+			done := pendingSync(t, s)
+			if err := agents[2].cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; !errors.Is(err, cluster.ErrHostLost) {
+				t.Fatalf("Sync: %v", err)
+			}
+			if err := s.Shutdown(); err != nil {
+				t.Logf("Shutdown: %v", err)
+			}
+			for _, a := range agents[:2] {
+				a.wait(t, 10*time.Second)
+			}
+			gone(t, ps[:2], 5*time.Second)
+			cleanedUp(t, tmps[:2]...)
+			_ = agents[2].cmd.Process.Kill()
+			gone(t, ps[2:], 5*time.Second)
+			f := readTrace(t, path)
 
-	var missing []missingMeta
-	if !metaInto(t, f, "hosts_missing", &missing) || len(missing) != 1 || missing[0].Node != 2 || missing[0].State != "missing" {
-		t.Fatalf("otherData.hosts_missing: %v", f.Meta["hosts_missing"])
-	}
-	var hosts []hostMeta
-	if !metaInto(t, f, "hosts", &hosts) || len(hosts) != 3 || hosts[2].EventsMissing == "" {
-		t.Fatalf("otherData.hosts: %v", f.Meta["hosts"])
-	}
-	var names []string
-	for _, e := range f.Events {
-		if e.Track == (trace.Track{Process: trace.ProcController, Thread: trace.ThreadFaults}) {
-			names = append(names, e.Name+": "+e.Args.Error)
-		}
-	}
-	all := strings.Join(names, "\n")
-	for _, want := range []string{"host lost: node 2", "trace events missing: node 2"} {
-		if !strings.Contains(all, want) {
-			t.Errorf("controller faults lack %q:\n%s", want, all)
-		}
-	}
-	// The survivors' workers sent theirs: the long call, unfinished.
-	for w := range 2 {
-		cmds := spans(f, trace.Track{Process: trace.ProcWorker(w), Thread: trace.ThreadCommands})
-		if cmds["test.sleep_ms"] != 1 || cmds["test.pid"] != 1 {
-			t.Errorf("worker %d's commands: %v", w, cmds)
-		}
-	}
-	for _, e := range f.Events {
-		if p := e.Track.Process; p == trace.ProcWorker(2) || p == cluster.ProcAgent(2) {
-			t.Fatalf("an event of the dead host: %+v", e)
-		}
+			var missing []missingMeta
+			if !metaInto(t, f, "hosts_missing", &missing) || len(missing) != 1 || missing[0].Node != 2 || missing[0].State != "missing" {
+				t.Fatalf("otherData.hosts_missing: %v", f.Meta["hosts_missing"])
+			}
+			var hosts []hostMeta
+			if !metaInto(t, f, "hosts", &hosts) || len(hosts) != 3 || hosts[2].EventsMissing == "" {
+				t.Fatalf("otherData.hosts: %v", f.Meta["hosts"])
+			}
+			var names []string
+			for _, e := range f.Events {
+				if e.Track == (trace.Track{Process: trace.ProcController, Thread: trace.ThreadFaults}) {
+					names = append(names, e.Name+": "+e.Args.Error)
+				}
+			}
+			all := strings.Join(names, "\n")
+			for _, want := range []string{"host lost: node 2", "trace events missing: node 2"} {
+				if !strings.Contains(all, want) {
+					t.Errorf("controller faults lack %q:\n%s", want, all)
+				}
+			}
+			// The survivors' workers sent theirs, the long call included
+			// (closed as unfinished if it was still running).
+			for w := range 2 {
+				cmds := spans(f, trace.Track{Process: trace.ProcWorker(w), Thread: trace.ThreadCommands})
+				if cmds["test.sleep_ms"] != 1 || cmds["test.pid"] != 1 {
+					t.Errorf("worker %d's commands: %v", w, cmds)
+				}
+			}
+			for _, e := range f.Events {
+				if p := e.Track.Process; p == trace.ProcWorker(2) || p == cluster.ProcAgent(2) {
+					t.Fatalf("an event of the lost host: %+v", e)
+				}
+			}
+		})
 	}
 }
 
@@ -309,7 +334,7 @@ func TestTraceHostLost(t *testing.T) {
 func TestTraceLimit(t *testing.T) {
 	leaktest.Check(t)
 	const limit = 8 << 10
-	s, _, path := startTraced(t, []int{1, 1}, nil, func(o *cluster.Options) { o.TraceLimit = limit })
+	s, _, path, _ := startTraced(t, []int{1, 1}, nil, func(o *cluster.Options) { o.TraceLimit = limit })
 	ctx := context.Background()
 	f, err := s.GetGlobalFunc(ctx, "chorus.worker_id")
 	if err != nil {
