@@ -14,6 +14,7 @@ import (
 
 	"github.com/chorus-rt/chorus/internal/leaktest"
 	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
@@ -327,6 +328,93 @@ func TestTraceHostLost(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTraceWorkerKilled: a worker that dies on a remote host leaves its
+// agent alive; the agent sends what the worker flushed and what its
+// flight recorder still holds, and no host is missing.
+func TestTraceWorkerKilled(t *testing.T) {
+	leaktest.Check(t)
+	s, agents, path, _ := startTraced(t, []int{1, 2}, nil, nil)
+	ps := pids(t, s)
+	// Every worker marks that it started a long call; worker 2 dies in it.
+	dir := t.TempDir()
+	ctx := context.Background()
+	mark, err := s.GetGlobalFunc(ctx, "test.mark_sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CallPackedDiscard(mark, dir, 60_000); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		done <- s.Sync(ctx)
+	}()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(dir, "worker-2")); err == nil {
+			break
+		}
+		if i > 2000 {
+			t.Fatal("worker 2 never started the long call")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(ps[2], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var le *session.LostError
+	if err := <-done; !errors.As(err, &le) || le.Worker != 2 {
+		t.Fatalf("Sync: %v", err)
+	}
+	s.Shutdown()
+	for _, a := range agents {
+		a.wait(t, 10*time.Second)
+	}
+	f := readTrace(t, path)
+	if m, ok := f.Meta["hosts_missing"]; ok {
+		t.Fatalf("hosts missing: %v", m)
+	}
+	var lost bool
+	for _, e := range f.Events {
+		if e.Track == (trace.Track{Process: trace.ProcController, Thread: trace.ThreadFaults}) && e.Name == "worker lost" && strings.Contains(e.Args.Error, "worker 2") {
+			lost = true
+		}
+	}
+	if !lost {
+		t.Error("no worker lost fault for worker 2")
+	}
+	for w := range 3 {
+		if cmds := spans(f, trace.Track{Process: trace.ProcWorker(w), Thread: trace.ThreadCommands}); cmds["test.pid"] != 1 || cmds["test.mark_sleep"] != 1 {
+			t.Errorf("worker %d's commands: %v", w, cmds)
+		}
+	}
+	// Worker 2 never flushed the start of the call it died in: it comes
+	// from its flight recorder, marked.
+	var fromRing bool
+	for _, e := range f.Events {
+		if e.Track.Process == trace.ProcWorker(2) && e.Name == "test.mark_sleep" && e.Phase == trace.Begin && e.Args.Set&trace.HasUnfinished != 0 {
+			fromRing = true
+		}
+	}
+	if !fromRing {
+		t.Error("worker 2's last call is not in the trace, marked unfinished")
+	}
+}
+
+func init() {
+	registry.MustRegisterTyped("test.mark_sleep", func(env registry.Env, dir string, ms int) error {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("worker-%d", env.WorkerID())), nil, 0o644); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-env.Context().Done():
+		}
+		return nil
+	})
 }
 
 // TestTraceLimit: a host whose events exceed TraceLimit sends its newest
