@@ -2,9 +2,14 @@
 
 The same model, parameter names, layouts and sharding as chorus
 (docs/model.md, "The decoder"): matrices are [in, out] (a layer computes
-x @ W), wq/wk/wv and w_gate/w_up are split by columns, wo and w_down by
-rows, the embedding, the norms and lm_head are replicated; one all-reduce
-after attention and one after the MLP (torch.distributed, NCCL).
+x @ W), or [out, in] with "layout": "hf" in the config (x @ W.T, as
+nn.Linear stores them); wq/wk/wv and w_gate/w_up are split by output
+features (columns of [in, out], rows of [out, in]), wo and w_down by
+input features, the embedding, the norms and lm_head are replicated; one
+all-reduce after attention and one after the MLP (torch.distributed,
+NCCL). The math is the same for every world size: run it unsharded (one
+process) and compare chorus on 1, 2 and 4 workers with the same output
+(model/decoder TestAgainstPyTorch, CHORUS_DECODER_WORKERS).
 
 Weights: --model DIR reads DIR/config.json (model/decoder.Config's JSON)
 and every DIR/*.safetensors file (safetensors' torch loader, or a small
@@ -46,28 +51,48 @@ SMALL = {"vocab": 64, "hidden": 64, "layers": 2, "heads": 8, "kv_heads": 4, "ffn
 REPLICATE, COLS, ROWS = 0, 1, 2
 
 
+def hf_layout(c):
+    layout = c.get("layout", "chorus")
+    if layout not in ("chorus", "hf"):
+        sys.exit("decoder_ref: layout %r (chorus or hf)" % layout)
+    return layout == "hf"
+
+
 def params(c):
-    """(name, full shape, split) in model/decoder.Config.Params order."""
+    """(name, full shape as stored, split, transposed) in
+    model/decoder.Config.Params order; transposed: stored [out, in]."""
     h, v, f = c["hidden"], c["vocab"], c["ffn"]
     d = h // c["heads"]
     q, kv = c["heads"] * d, c["kv_heads"] * d
     layer = c.get("norm", "rms") == "layer"
-    out = [("embed", (v, h), REPLICATE)]
+    hf = hf_layout(c)
+    out = [("embed", (v, h), REPLICATE, False)]
 
     def norm(w, b):
-        out.append((w, (h,), REPLICATE))
+        out.append((w, (h,), REPLICATE, False))
         if layer:
-            out.append((b, (h,), REPLICATE))
+            out.append((b, (h,), REPLICATE, False))
+
+    def lin(name, fin, fout, split):
+        if hf:
+            split = {COLS: ROWS, ROWS: COLS}.get(split, split)
+            out.append((name, (fout, fin), split, True))
+        else:
+            out.append((name, (fin, fout), split, False))
 
     for i in range(c["layers"]):
         p = "layers.%d." % i
         norm(p + "attn_norm.weight", p + "attn_norm.bias")
-        out += [(p + "attn.wq", (h, q), COLS), (p + "attn.wk", (h, kv), COLS), (p + "attn.wv", (h, kv), COLS),
-                (p + "attn.wo", (q, h), ROWS)]
+        lin(p + "attn.wq", h, q, COLS)
+        lin(p + "attn.wk", h, kv, COLS)
+        lin(p + "attn.wv", h, kv, COLS)
+        lin(p + "attn.wo", q, h, ROWS)
         norm(p + "mlp_norm.weight", p + "mlp_norm.bias")
-        out += [(p + "mlp.w_gate", (h, f), COLS), (p + "mlp.w_up", (h, f), COLS), (p + "mlp.w_down", (f, h), ROWS)]
+        lin(p + "mlp.w_gate", h, f, COLS)
+        lin(p + "mlp.w_up", h, f, COLS)
+        lin(p + "mlp.w_down", f, h, ROWS)
     norm("norm.weight", "norm.bias")
-    out.append(("lm_head", (h, v), REPLICATE))
+    lin("lm_head", h, v, REPLICATE)
     return out
 
 
@@ -147,7 +172,7 @@ def load_weights(args, c, rank, world, dev):
         for path in sorted(glob.glob(os.path.join(args.model, "*.safetensors"))):
             full.update(read_safetensors(path))
     w = {}
-    for name, shape, split in params(c):
+    for name, shape, split, transposed in params(c):
         if args.model:
             if name not in full:
                 sys.exit("decoder_ref: %s has no tensor %r" % (args.model, name))
@@ -155,6 +180,10 @@ def load_weights(args, c, rank, world, dev):
             if tuple(t.shape) != tuple(shape):
                 sys.exit("decoder_ref: %s is %s, want %s" % (name, tuple(t.shape), shape))
             t = t.to(dt)
+        elif transposed:
+            # The values of the [in, out] parameter (decoder.RandomParam
+            # of the HF layout is the transpose of the chorus one).
+            t = torch.from_numpy(np.ascontiguousarray(random_param(name, shape[::-1], args.random).T)).to(dt)
         else:
             t = torch.from_numpy(random_param(name, shape, args.random)).to(dt)
         w[name] = shard(t, split, rank, world).contiguous().to(dev)
@@ -174,6 +203,12 @@ class Decoder:
         i = torch.arange(self.d // 2, dtype=torch.float64, device=dev)
         self.inv_freq = torch.pow(torch.tensor(c["rope_theta"], dtype=torch.float64, device=dev), -2 * i / self.d)
         self.rows = torch.arange(s, device=dev)
+        self.hf = hf_layout(c)
+
+    def lin(self, x, name):
+        """x times the matrix name: x @ W ([in, out]) or x @ W.T ([out, in])."""
+        w = self.w[name]
+        return x @ (w.t() if self.hf else w)
 
     def norm(self, x, prefix):
         x32 = x.float()
@@ -206,9 +241,9 @@ class Decoder:
         for l in range(self.c["layers"]):
             p = "layers.%d." % l
             x = self.norm(h, p + "attn_norm")
-            q = self.rope((x @ self.w[p + "attn.wq"]).view(t, self.hq, self.d), pos)
-            k = self.rope((x @ self.w[p + "attn.wk"]).view(t, self.hkv, self.d), pos)
-            v = (x @ self.w[p + "attn.wv"]).view(t, self.hkv, self.d)
+            q = self.rope(self.lin(x, p + "attn.wq").view(t, self.hq, self.d), pos)
+            k = self.rope(self.lin(x, p + "attn.wk").view(t, self.hkv, self.d), pos)
+            v = self.lin(x, p + "attn.wv").view(t, self.hkv, self.d)
             self.kc[l].index_copy_(0, pos, k)
             self.vc[l].index_copy_(0, pos, v)
             kk = self.kc[l].float().repeat_interleave(group, dim=1)  # [S, hq, d]
@@ -216,15 +251,15 @@ class Decoder:
             scores = torch.einsum("thd,shd->hts", q.float(), kk) / math.sqrt(self.d)
             scores = scores.masked_fill(~mask[None], float("-inf"))
             a = torch.einsum("hts,shd->thd", torch.softmax(scores, -1), vv).to(self.dt)
-            h = h + self.allreduce(a.reshape(t, self.hq * self.d) @ self.w[p + "attn.wo"])
+            h = h + self.allreduce(self.lin(a.reshape(t, self.hq * self.d), p + "attn.wo"))
             x = self.norm(h, p + "mlp_norm")
-            g = x @ self.w[p + "mlp.w_gate"]
+            g = self.lin(x, p + "mlp.w_gate")
             if self.c.get("activation", "silu") == "gelu":
                 g = torch.nn.functional.gelu(g.float(), approximate="tanh").to(self.dt)
             else:
                 g = torch.nn.functional.silu(g.float()).to(self.dt)
-            h = h + self.allreduce((g * (x @ self.w[p + "mlp.w_up"])) @ self.w[p + "mlp.w_down"])
-        return self.norm(h, "norm") @ self.w["lm_head"]
+            h = h + self.allreduce(self.lin(g * self.lin(x, p + "mlp.w_up"), p + "mlp.w_down"))
+        return self.lin(self.norm(h, "norm"), "lm_head")
 
 
 def sync():
@@ -244,14 +279,21 @@ def main():
     ap.add_argument("--out", default="decoder_ref.json")
     ap.add_argument("--iters", type=int, default=50, help="timed decode steps / prefills")
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                    help="auto: cuda when available; cpu runs any world size (gloo), e.g. 4 ranks on a 1-GPU machine")
     args = ap.parse_args()
     if (args.model is None) == (args.random is None):
         sys.exit("decoder_ref: give exactly one of --model DIR and --random SEED")
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    if torch.cuda.is_available():
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available() or local >= torch.cuda.device_count():
+            sys.exit("decoder_ref: rank %d needs cuda:%d, this machine has %d GPUs (NCCL takes one GPU per rank): "
+                     "run one process (the math does not depend on the world size) or --device cpu"
+                     % (rank, local, torch.cuda.device_count() if torch.cuda.is_available() else 0))
+        dev = torch.device("cuda", local)
     else:
         dev = torch.device("cpu")
     if dev.type == "cuda":

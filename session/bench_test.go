@@ -11,7 +11,7 @@ import (
 // followed by a sync of every worker.
 func BenchmarkNoopSync(b *testing.B) {
 	for _, k := range kinds {
-		for _, n := range []int{1, 4} {
+		for _, n := range []int{1, 4, 8} {
 			b.Run(k.name+"/"+itoa(n), func(b *testing.B) {
 				t := &testing.T{}
 				_ = t

@@ -99,9 +99,12 @@ func TestHangReportFrozenWorker(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Sync(context.Background()) }()
+	// Reports of the slow start-up's Ping (under load, with the race
+	// detector) name the workers too: wait for the Sync's.
 	waitFor(t, "a hang report naming the frozen worker", func() bool {
 		r := out.String()
-		return strings.Contains(r, "worker 1 (pid") && strings.Contains(r, "worker 0 (pid")
+		i := strings.Index(r, "hang report: SyncWorker has waited")
+		return i >= 0 && strings.Contains(r[i:], "worker 1 (pid") && strings.Contains(r[i:], "worker 0 (pid")
 	})
 	resume()
 	if err := <-done; err != nil {

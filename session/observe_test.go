@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,6 +270,11 @@ func TestTraceGPUFake(t *testing.T) {
 	if _, err := s.DebugGetFromRemote(bg(t), x, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Work timed outside package worker, with a copy inside it: the
+	// outer span names it, the inner one is not recorded.
+	if err := s.CallPackedDiscard(mustFunc(t, s, "tracetest.gpu_nested"), x); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Sync(bg(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -276,17 +282,18 @@ func TestTraceGPUFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := readTrace(t, path)
-	got := map[string]bool{}
+	got := map[string]int{}
 	for _, e := range f.Events {
 		if e.Cat == trace.CatGPU {
-			if e.Track != (trace.Track{Process: "worker 0 gpu", Thread: "stream 0"}) || e.Args.Bytes != 4096 || e.Phase != trace.Complete {
+			if e.Track.Thread != "stream 0" || e.Args.Bytes != 4096 || e.Phase != trace.Complete {
 				t.Errorf("gpu event %+v", e)
 			}
-			got[e.Name] = true
+			got[e.Track.Process+"/"+e.Name]++
 		}
 	}
-	if !got["copy H2D"] || !got["copy D2H"] {
-		t.Fatalf("gpu events %v, want both copies", got)
+	want := map[string]int{"worker 0 gpu/copy H2D": 1, "worker 0 gpu/copy D2H": 1, "worker 0 gpu/outer": 1, "worker 1 gpu/outer": 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("gpu events %v, want %v", got, want)
 	}
 }
 

@@ -200,6 +200,7 @@ func (t *threaded) run(i int, w *worker.Worker) {
 			if reply != nil {
 				t.replies[i].put(reply, 1)
 			}
+			w.FinishCommand()
 			// Released after replying: for a broadcast the N workers'
 			// releases touch one cache line, which must not delay a reply.
 			release(e)

@@ -13,6 +13,18 @@ import (
 )
 
 func init() {
+	// tracetest.gpu_nested(x): device work issued outside package worker
+	// (BeginGPU/End) around a host->device copy that times itself.
+	registry.MustRegisterTyped("tracetest.gpu_nested", func(env registry.Env, x *tensor.Tensor) error {
+		h, err := tensor.New(x.DType(), x.Shape())
+		if err != nil {
+			return err
+		}
+		g := worker.BeginGPU(env)
+		err = worker.FromHost(env, x, h)
+		g.End("outer", x.NumBytes())
+		return err
+	})
 	// tracetest.gpu_step(n): a host->device copy, an NCCL allreduce, a
 	// custom all-reduce on IPC memory and a device->host copy.
 	registry.MustRegisterTyped("tracetest.gpu_step", func(env registry.Env, n int64) error {

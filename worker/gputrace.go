@@ -3,6 +3,7 @@ package worker
 import (
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/registry"
 )
 
 // GPU work in the trace: when the timeline is on and the worker's device
@@ -14,9 +15,12 @@ import (
 // device (Sync, Ping) or closes. Device time between marks is exact;
 // where the stream's timeline sits against the host's is anchored at the
 // host time of the first mark after each resolution (the stream may have
-// started that work later, if it was busy). Not covered: VM kernels and
-// plan executors' kernels (they run inside compiler/vm and algo/gpuexec),
-// work inside a CUDA graph capture (marks are not allowed there).
+// started that work later, if it was busy). Code outside this package
+// that issues device work (compiler/vm's kernels, plan executors) times
+// it with BeginGPU. Spans do not nest: a mark pair opened inside another
+// (the custom all-reduce inside a VM instruction) is skipped, and the
+// outer one names the work. Not covered: work inside a CUDA graph capture
+// (marks are not allowed there).
 
 // gpuMarks bounds the marks between two resolutions; a full stopwatch is
 // resolved early (which waits for the device).
@@ -32,6 +36,7 @@ type gpuTimer struct {
 	ops    []gpuOp
 	anchor int64 // host trace time of the first mark since the last resolution
 	track  trace.Track
+	open   bool // a begin mark without its end: inner spans are skipped
 }
 
 // gpuBegin marks the stream before device work; it returns false when
@@ -44,6 +49,9 @@ func (w *Worker) gpuBegin() bool {
 		return false
 	}
 	g := w.gpu
+	if g != nil && g.open {
+		return false
+	}
 	if g == nil {
 		tm, ok := w.dev.(device.Timer)
 		if !ok {
@@ -62,7 +70,8 @@ func (w *Worker) gpuBegin() bool {
 	if len(g.ops) == 0 {
 		g.anchor = trace.Now()
 	}
-	return g.sw.Mark() == nil
+	g.open = g.sw.Mark() == nil
+	return g.open
 }
 
 // gpuEnd marks the stream after the work gpuBegin (true) marked before.
@@ -70,6 +79,7 @@ func (w *Worker) gpuEnd(began bool, name string, bytes int64) {
 	if !began {
 		return
 	}
+	w.gpu.open = false
 	if w.gpu.sw.Mark() != nil {
 		// The pair is broken: the laps would no longer line up.
 		w.gpu.sw.Laps()
@@ -107,5 +117,32 @@ func (w *Worker) closeGPUTimer() {
 		w.gpuResolve()
 		w.gpu.sw.Close()
 		w.gpu = nil
+	}
+}
+
+// GPUSpan is device work issued outside this package (a VM kernel, a
+// plan executor's kernels) being timed on the worker's stream: BeginGPU
+// marks the stream before it, End after it. A value; with the timeline
+// off it costs a branch and records nothing.
+type GPUSpan struct {
+	w  *Worker
+	on bool
+}
+
+// BeginGPU marks the worker's stream before device work that env's
+// worker issues on it (on its CUDA stream: worker.CUDADevice).
+func BeginGPU(env registry.Env) GPUSpan {
+	w, ok := env.(*Worker)
+	if !ok {
+		return GPUSpan{}
+	}
+	return GPUSpan{w: w, on: w.gpuBegin()}
+}
+
+// End marks the stream after the work and names it in the trace
+// ("matmul", "allreduce gpuplan/NAME"); bytes is the data it wrote.
+func (s GPUSpan) End(name string, bytes int64) {
+	if s.on {
+		s.w.gpuEnd(true, name, bytes)
 	}
 }

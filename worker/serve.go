@@ -61,6 +61,7 @@ func Serve(w *Worker, conn transport.Conn) error {
 			if err := send(reply); err != nil {
 				return fmt.Errorf("worker %d: send: %w", w.cfg.ID, err)
 			}
+			w.FinishCommand()
 			// Trace events go to their file after every reply (the
 			// controller does not wait for the write), so a worker that
 			// dies loses only what its flight recorder does not hold.

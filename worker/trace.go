@@ -61,11 +61,36 @@ func (w *Worker) traceCommand(c *wire.Command, name string) int {
 	return len(w.pending) + int(w.dropped)
 }
 
-func (w *Worker) traceCommandEnd(c *wire.Command, name string, before int) {
-	e := trace.Event{Track: w.cmdTrack, Name: name, Cat: trace.CatCommand, Phase: trace.End, Args: trace.Args{Seq: c.Seq}}
+// endPending is the end of the last command Handle ran, timed when it
+// ended and recorded by FinishCommand after its reply went out.
+type endPending struct {
+	set       bool
+	seq       uint64
+	ts        int64
+	name, err string
+}
+
+// stampCommandEnd times the end of c; FinishCommand records it.
+func (w *Worker) stampCommandEnd(c *wire.Command, name string, before int) {
+	e := endPending{set: true, seq: c.Seq, ts: trace.Now(), name: name}
 	if n := len(w.pending); n+int(w.dropped) > before && n > 0 {
-		e.Args.Error = w.pending[n-1].Msg
+		e.err = w.pending[n-1].Msg
 	}
+	w.cmdEnd = e
+}
+
+// FinishCommand records the end of the command Handle last ran (a no-op
+// when it is recorded already). Recording costs a worker about as much
+// as a no-op command's work on a many-core host (a slot write into the
+// flight recorder and the event when tracing), so serving loops call it
+// after sending the reply, not before.
+func (w *Worker) FinishCommand() {
+	p := &w.cmdEnd
+	if !p.set {
+		return
+	}
+	p.set = false
+	e := trace.Event{Track: w.cmdTrack, Name: p.name, Cat: trace.CatCommand, Phase: trace.End, TS: p.ts, Args: trace.Args{Seq: p.seq, Error: p.err}}
 	w.rec.Record(&e)
 }
 

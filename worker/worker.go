@@ -98,6 +98,7 @@ type Worker struct {
 	rec      *trace.Recorder
 	traceOut io.Writer
 	cmdTrack trace.Track
+	cmdEnd   endPending // the last command's end, until FinishCommand records it
 	colTrack trace.Track
 	tcomms   struct{ global, group *tracedComm } // what Comm returns
 	spanSeq  map[string]uint64                   // CollectiveSpan numbering, per sequence name
@@ -138,6 +139,7 @@ func New(cfg Config) (*Worker, error) {
 
 // Close cancels the context functions see and closes communicators.
 func (w *Worker) Close() {
+	w.FinishCommand()
 	w.cancel()
 	w.closeCCL()
 	w.regs = nil
@@ -182,8 +184,12 @@ var _ registry.Env = (*Worker)(nil)
 
 // Handle executes one command. It returns the reply to send (nil when the
 // command has none), a Failure notice to send first (nil unless this is the
-// first failure since the last reply), and stop=true for Shutdown.
+// first failure since the last reply), and stop=true for Shutdown. The
+// caller calls FinishCommand after sending the reply: the command's end
+// is timed before Handle returns but recorded then, off the reply's path
+// (otherwise the next Handle records it).
 func (w *Worker) Handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) {
+	w.FinishCommand()
 	if c.Action == wire.ActShutdown {
 		return nil, nil, true
 	}
@@ -192,7 +198,10 @@ func (w *Worker) Handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) 
 	name := w.commandName(c)
 	before := w.traceCommand(c, name)
 	reply, notice, stop = w.handle(c)
-	w.traceCommandEnd(c, name, before)
+	w.stampCommandEnd(c, name, before)
+	if reply == nil && notice == nil {
+		w.FinishCommand()
+	}
 	return reply, notice, stop
 }
 

@@ -405,3 +405,36 @@ func TestLiveGraphBlocksInitCCL(t *testing.T) {
 		t.Fatalf("InitCCL after the graph was closed: %v", err)
 	}
 }
+
+func TestParseVmHWM(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"Name:\tx\nVmPeak:\t  999 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n", 1234 << 10, true},
+		{"VmHWM: 0 kB", 0, true},
+		{"VmRSS:\t 1000 kB\n", 0, false},
+		{"VmHWM:\t 12 MB\n", 0, false},
+		{"VmHWM:\t -5 kB\n", 0, false},
+		{"VmHWM:\t 99999999999999999999 kB\n", 0, false},
+		{"", 0, false},
+	} {
+		got, err := ParseVmHWM(strings.NewReader(tc.in))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%q: %d, %v; want %d (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzParseVmHWM: never panics; what parses is a whole number of KiB.
+func FuzzParseVmHWM(f *testing.F) {
+	f.Add("VmHWM:\t    1234 kB\n")
+	f.Add("VmHWM: x kB")
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseVmHWM(strings.NewReader(s))
+		if err == nil && (n < 0 || n%1024 != 0) {
+			t.Fatalf("%q: %d bytes", s, n)
+		}
+	})
+}

@@ -55,7 +55,9 @@ func init() {
 			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
 		}
 		span := traceRun(env, x.Plan(), "gpuplan/", send)
+		g := worker.BeginGPU(env)
 		err = x.Run(env.Context(), send, recv, o)
+		g.End(string(x.Plan().Collective)+" gpuplan/"+x.Plan().Name, send.NumBytes())
 		span.End(err)
 		return err
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,9 +15,10 @@ import (
 	"github.com/chorus-rt/chorus/model/shardload"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
+	"github.com/chorus-rt/chorus/worker"
 )
 
-const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--ffn 1408] [--vocab 4096] [--dtype auto] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR]"
+const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--ffn 1408] [--vocab 4096] [--dtype auto] [--layout chorus|hf] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR]"
 
 // cmdModel runs a small random transformer decoder end to end: written as
 // safetensors, loaded shard by shard by the workers, a prefill and greedy
@@ -34,6 +36,7 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	ffn := fs.Int("ffn", 1408, "MLP inner size")
 	vocab := fs.Int("vocab", 4096, "vocabulary size")
 	dtype := fs.String("dtype", "auto", "float32, float16, bfloat16 or auto (float16 on GPUs, float32 on CPUs)")
+	layout := fs.String("layout", decoder.LayoutChorus, "matrix layout of the checkpoint: chorus ([in, out]) or hf ([out, in], as nn.Linear and Hugging Face store them)")
 	promptLen := fs.Int("prompt", 8, "prompt length (the prefill)")
 	steps := fs.Int("steps", 32, "decode steps")
 	graph := fs.Bool("graph", false, "GPUs: replay the decode step as a CUDA graph")
@@ -65,6 +68,7 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	c := decoder.Small(dt)
 	c.Layers, c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = *layers, *hidden, *heads, *kvHeads, *ffn, *vocab
+	c.Layout = *layout
 	c.MaxSeq = max(c.MaxSeq, *promptLen+*steps+1)
 	if err := c.Validate(*n); err != nil {
 		return usageError{"model: " + err.Error()}
@@ -138,6 +142,12 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 		}
 		fmt.Fprintf(out, "prompt: %v\ntokens: %v\n", prompt, g.Tokens)
 		fmt.Fprintf(out, "prefill: %d tokens in %v (%.0f tokens/s)\n", len(prompt), g.Prefill.Round(time.Microsecond), float64(len(prompt))/g.Prefill.Seconds())
+		res := modelResult{What: "model", Workers: *n, Session: *kind, Device: device.String(), Config: c.String(), Params: paramCount(c),
+			Prompt: len(prompt), Steps: len(g.Steps), Graph: *graph, Tokens: g.Tokens,
+			PrefillMS: ms(g.Prefill), PrefillTokensPerS: float64(len(prompt)) / g.Prefill.Seconds()}
+		if gpus > 0 {
+			res.Session = "process"
+		}
 		if len(g.Steps) > 0 {
 			d := slices.Clone(g.Steps)
 			slices.Sort(d)
@@ -146,13 +156,68 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 				what = "CUDA graph"
 			}
 			fmt.Fprintf(out, "decode: %d steps (%s), per token p50 %v, min %v, max %v\n", len(d), what, d[len(d)/2].Round(time.Microsecond), d[0].Round(time.Microsecond), d[len(d)-1].Round(time.Microsecond))
+			res.DecodeMSP50, res.DecodeMSMin, res.DecodeMSMax = ms(d[len(d)/2]), ms(d[0]), ms(d[len(d)-1])
 		}
+		if res.Memory, err = m.PeakMemory(ctx); err != nil {
+			return err
+		}
+		printMemory(out, res.Memory)
 		if *check {
-			return checkTokens(c, *seed, prompt, g.Tokens, out)
+			if err := checkTokens(c, *seed, prompt, g.Tokens, out); err != nil {
+				return err
+			}
+			res.Checked = true
 		}
+		line, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s\n", line)
 		return nil
 	}()
 	return errors.Join(rerr, s.Shutdown())
+}
+
+// modelResult is chorus model's JSON line (the last line of its output).
+type modelResult struct {
+	What              string               `json:"what"` // "model"
+	Workers           int                  `json:"workers"`
+	Session           string               `json:"session"`
+	Device            string               `json:"device"`
+	Config            string               `json:"config"`
+	Params            int64                `json:"params"`
+	Prompt            int                  `json:"prompt"`
+	Steps             int                  `json:"steps"`
+	Graph             bool                 `json:"graph"`
+	Tokens            []int32              `json:"tokens"`
+	PrefillMS         float64              `json:"prefill_ms"`
+	PrefillTokensPerS float64              `json:"prefill_tokens_per_s"`
+	DecodeMSP50       float64              `json:"decode_ms_p50,omitempty"`
+	DecodeMSMin       float64              `json:"decode_ms_min,omitempty"`
+	DecodeMSMax       float64              `json:"decode_ms_max,omitempty"`
+	Memory            []worker.MemoryStats `json:"memory"`
+	Checked           bool                 `json:"checked"` // --check passed
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// printMemory prints every worker's peak host and GPU memory.
+func printMemory(out io.Writer, ms []worker.MemoryStats) {
+	mb := func(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
+	for _, m := range ms {
+		host := "unknown (" + m.HostError + ")"
+		if m.HostPeakBytes >= 0 {
+			host = mb(m.HostPeakBytes)
+			if m.HostShared {
+				host += " (process-wide: the process is shared with the controller or other workers)"
+			}
+		}
+		dev := ""
+		if m.HasDevice {
+			dev = fmt.Sprintf(", GPU peak %s allocated + %s IPC memory", mb(m.DevicePeakBytes), mb(m.IPCBytes))
+		}
+		fmt.Fprintf(out, "memory: worker %d (pid %d): host peak %s%s\n", m.Worker, m.PID, host, dev)
+	}
 }
 
 // paramCount is the number of weights of c.

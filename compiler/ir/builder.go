@@ -204,6 +204,10 @@ func (b *FuncBuilder) DeviceCopy(x Ref, src, dst vdevice.VirtualDevice, out Ref)
 // Matmul emits matmul(%a, %w, %out).
 func (b *FuncBuilder) Matmul(a, w, out Ref) { b.Emit("", OpMatmul, nil, a, w, out) }
 
+// MatmulNT emits matmul_nt(%a, %w, %out): a times the transpose of w
+// ([out, in], nn.Linear's layout).
+func (b *FuncBuilder) MatmulNT(a, w, out Ref) { b.Emit("", OpMatmulNT, nil, a, w, out) }
+
 // Add emits add(%x, %y, %out).
 func (b *FuncBuilder) Add(x, y, out Ref) { b.Emit("", OpAdd, nil, x, y, out) }
 

@@ -130,6 +130,27 @@ func @f(%x: tensor<[4, 16], float32, {cuda:0}>, %w: tensor<[16, 8], float32>, %c
 `
 }
 
+// TestMatmulNT: matmul_nt takes b as [n, k] and prints and parses back.
+func TestMatmulNT(t *testing.T) {
+	src := verifySrc("    %t = alloc_tensor([8, 16], float32, {}, \"global\") : tensor<[8, 16], float32, {scope=\"global\"}>\n" +
+		"    %o = alloc_tensor([4, 8], float32, {}, \"global\") : tensor<[4, 8], float32, {scope=\"global\"}>\n" +
+		"    matmul_nt(%x, %t, %o)")
+	m, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(m); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(m.String())
+	if err != nil || back.String() != m.String() {
+		t.Fatalf("round trip: %v\n%s", err, m.String())
+	}
+	if !OpMatmulNT.IsKernel() || !strings.Contains(m.String(), "matmul_nt(%x, %t, %o)") {
+		t.Errorf("matmul_nt: kernel %v, printed %s", OpMatmulNT.IsKernel(), m.String())
+	}
+}
+
 func TestVerifyErrors(t *testing.T) {
 	const out = `    %o = alloc_tensor([4, 8], float32, {}, "global") : tensor<[4, 8], float32, {scope="global"}>` + "\n"
 	tests := []struct {
@@ -144,6 +165,8 @@ func TestVerifyErrors(t *testing.T) {
 		{"matmul inner", out + "    matmul(%w, %x, %o)", ErrShape, "inner dims differ"},
 		{"matmul out", "    %o = alloc_tensor([4, 4], float32, {}, \"global\") : tensor<[4, 4], float32, {scope=\"global\"}>\n    matmul(%x, %w, %o)", ErrShape, "gives (4, 8), out is (4, 4)"},
 		{"matmul dtype", "    %o = alloc_tensor([4, 8], float16, {}, \"global\") : tensor<[4, 8], float16, {scope=\"global\"}>\n    matmul(%x, %w, %o)", ErrTypeMismatch, "matmul dtypes"},
+		{"matmul_nt inner", out + "    matmul_nt(%x, %w, %o)", ErrShape, "matmul_nt inner dims differ"},
+		{"matmul_nt out", "    %t = alloc_tensor([8, 16], float32, {}, \"global\") : tensor<[8, 16], float32, {scope=\"global\"}>\n    %o = alloc_tensor([4, 16], float32, {}, \"global\") : tensor<[4, 16], float32, {scope=\"global\"}>\n    matmul_nt(%x, %t, %o)", ErrShape, "gives (4, 8), out is (4, 16)"},
 		{"add shapes", out + "    add(%x, %o, %o)", ErrShape, "do not broadcast"},
 		{"arity", out + "    matmul(%x, %w)", ErrArity, "matmul takes 3, got 2"},
 		{"arg kind", out + "    allreduce(%o, \"sum\", %o)", ErrBadArg, "argument 2 must be a symbol"},

@@ -78,6 +78,10 @@ const (
 	// argmax(%x, %out): index of the largest element over the last dim
 	// (the first on ties; NaN never wins), x [..., N] float, out [...] int32.
 	OpArgmax
+	// matmul_nt(%a, %b, %out): a [..., m, k] times the transpose of b
+	// [n, k] into out [..., m, n] (b as nn.Linear and Hugging Face
+	// checkpoints store weights, [out, in]).
+	OpMatmulNT
 	numOps
 )
 
@@ -137,6 +141,7 @@ var opTable = [numOps]opInfo{
 	OpSilu:            {"silu", []argKind{kRef, kRef}, false, resNone},
 	OpMul:             {"mul", []argKind{kRef, kRef, kRef}, false, resNone},
 	OpArgmax:          {"argmax", []argKind{kRef, kRef}, false, resNone},
+	OpMatmulNT:        {"matmul_nt", []argKind{kRef, kRef, kRef}, false, resNone},
 }
 
 // Reduction ops of allreduce and reduce_scatter, and the strategies of
@@ -206,7 +211,7 @@ func (o Op) IsView() bool { return o == OpAlias || o == OpReshape || o == OpAllo
 func (b *Binding) Out() (Ref, bool) {
 	switch b.Op {
 	case OpAllreduce, OpAllgather, OpReduceScatter, OpBroadcast, OpCustomAllreduce,
-		OpDeviceCopy, OpMatmul, OpAdd, OpGelu, OpEmbedding, OpRMSNorm, OpLayerNorm, OpRope,
+		OpDeviceCopy, OpMatmul, OpMatmulNT, OpAdd, OpGelu, OpEmbedding, OpRMSNorm, OpLayerNorm, OpRope,
 		OpAttention, OpSilu, OpMul, OpArgmax:
 		return b.Ref(len(b.Args) - 1)
 	}
@@ -218,7 +223,7 @@ func (b *Binding) Out() (Ref, bool) {
 // them and copies inputs that cannot).
 func (o Op) IsKernel() bool {
 	switch o {
-	case OpMatmul, OpAdd, OpGelu, OpAllreduce, OpAllgather, OpReduceScatter, OpBroadcast,
+	case OpMatmul, OpMatmulNT, OpAdd, OpGelu, OpAllreduce, OpAllgather, OpReduceScatter, OpBroadcast,
 		OpCustomAllreduce, OpEmbedding, OpRMSNorm, OpLayerNorm, OpRope, OpAttention, OpSilu,
 		OpMul, OpArgmax:
 		return true
@@ -546,7 +551,7 @@ func infer(b *Binding, env typeEnv) (Type, error) {
 		}
 		return nil, nil
 
-	case OpMatmul:
+	case OpMatmul, OpMatmulNT:
 		ts, err := tensors()
 		if err != nil {
 			return nil, err
@@ -556,18 +561,23 @@ func infer(b *Binding, env typeEnv) (Type, error) {
 		}
 		a, w, out := ts[0], ts[1], ts[2]
 		if a.DType != w.DType || a.DType != out.DType {
-			return nil, fmt.Errorf("%w: matmul dtypes %v, %v -> %v", ErrTypeMismatch, a.DType, w.DType, out.DType)
+			return nil, fmt.Errorf("%w: %s dtypes %v, %v -> %v", ErrTypeMismatch, b.Op, a.DType, w.DType, out.DType)
 		}
 		if len(a.Shape) < 2 || len(w.Shape) != 2 {
-			return nil, fmt.Errorf("%w: matmul needs a of rank >= 2 and b of rank 2, got %v and %v", ErrShape, a.Shape, w.Shape)
+			return nil, fmt.Errorf("%w: %s needs a of rank >= 2 and b of rank 2, got %v and %v", ErrShape, b.Op, a.Shape, w.Shape)
+		}
+		// b is [k, n] for matmul, [n, k] for matmul_nt.
+		k, n := w.Shape[0], w.Shape[1]
+		if b.Op == OpMatmulNT {
+			k, n = n, k
 		}
 		r := len(a.Shape)
-		if a.Shape[r-1] != w.Shape[0] {
-			return nil, fmt.Errorf("%w: matmul inner dims differ: %v x %v", ErrShape, a.Shape, w.Shape)
+		if a.Shape[r-1] != k {
+			return nil, fmt.Errorf("%w: %s inner dims differ: %v x %v", ErrShape, b.Op, a.Shape, w.Shape)
 		}
-		want := append(a.Shape[:r-1:r-1], w.Shape[1])
+		want := append(a.Shape[:r-1:r-1], n)
 		if !out.Shape.Equal(want) {
-			return nil, fmt.Errorf("%w: matmul %v x %v gives %v, out is %v", ErrShape, a.Shape, w.Shape, want, out.Shape)
+			return nil, fmt.Errorf("%w: %s %v x %v gives %v, out is %v", ErrShape, b.Op, a.Shape, w.Shape, want, out.Shape)
 		}
 		return nil, nil
 

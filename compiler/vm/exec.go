@@ -204,7 +204,10 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 			if r == nil {
 				return fmt.Errorf("%w: custom_allreduce plan %q was not loaded", ErrLoad, in.plan)
 			}
-			return r.Run(env.Context(), t[0], t[1], reduce.Sum)
+			g := worker.BeginGPU(env)
+			err := r.Run(env.Context(), t[0], t[1], reduce.Sum)
+			g.End("allreduce plan "+in.plan, t[0].NumBytes())
+			return err
 		}
 		if t[0].IsHost() || t[1].IsHost() {
 			return fmt.Errorf("%w: custom_allreduce of host memory: the IPC all-reduce runs on GPUs only", ErrUnsupported)
@@ -218,7 +221,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		}
 		return deviceCopy(env, t[0], t[1])
 
-	case ir.OpMatmul, ir.OpAdd, ir.OpGelu:
+	case ir.OpMatmul, ir.OpMatmulNT, ir.OpAdd, ir.OpGelu:
 		t, err := ts()
 		if err != nil {
 			return err
@@ -318,7 +321,7 @@ func deviceCopy(env registry.Env, x, out *tensor.Tensor) error {
 	return worker.FromHost(env, out, h)
 }
 
-// kernel runs matmul, add or gelu on the operands' device.
+// kernel runs matmul, matmul_nt, add or gelu on the operands' device.
 func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 	host := true
 	for _, x := range t {
@@ -329,17 +332,26 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 		if err != nil {
 			return err
 		}
+		span := worker.BeginGPU(env)
 		switch op {
 		case ir.OpMatmul:
-			return g.matmul(t[0], t[1], t[2])
+			err = g.matmul(t[0], t[1], t[2])
+		case ir.OpMatmulNT:
+			err = g.matmulNT(t[0], t[1], t[2])
 		case ir.OpAdd:
-			return g.add(t[0], t[1], t[2])
+			err = g.add(t[0], t[1], t[2])
+		default:
+			err = g.gelu(t[0], t[1])
 		}
-		return g.gelu(t[0], t[1])
+		out := t[len(t)-1]
+		span.End(op.String(), out.NumBytes())
+		return err
 	}
 	switch op {
 	case ir.OpMatmul:
 		return cpuMatmul(t[0], t[1], t[2])
+	case ir.OpMatmulNT:
+		return cpuMatmulNT(t[0], t[1], t[2])
 	case ir.OpAdd:
 		return cpuAdd(t[0], t[1], t[2])
 	}
@@ -365,7 +377,10 @@ func (m *Module) modelKernel(env registry.Env, in *instr, t []*tensor.Tensor) er
 		if err != nil {
 			return err
 		}
-		return g.model(in.op, in.f, t)
+		span := worker.BeginGPU(env)
+		err = g.model(in.op, in.f, t)
+		span.End(in.op.String(), t[len(t)-1].NumBytes())
+		return err
 	}
 	switch in.op {
 	case ir.OpEmbedding:

@@ -132,6 +132,14 @@ func modelCases() []modelCase {
 			b.Mul(s, in[1], o)
 			return []ir.Ref{s, o}
 		}, nil},
+		// matmul_nt: cuBLAS with op T on b against the CPU's row dot
+		// products (b [n, k], nn.Linear's layout), with batch dims and
+		// sizes off the CPU kernel's blocks.
+		{"matmul_nt", []modelInput{floatIn(2, 3, 130), floatIn(77, 130)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			o := out(b, dt, 2, 3, 77)
+			b.MatmulNT(in[0], in[1], o)
+			return []ir.Ref{o}
+		}, nil},
 		{"argmax", []modelInput{floatIn(3, 5000)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 			o := b.AllocTensor("out", tensor.Shape{3}, tensor.Int32, vdevice.Unconstrained, "")
 			b.Argmax(in[0], o)
@@ -218,7 +226,8 @@ func runModelCase(t *testing.T, ctx context.Context, s *session.Session, dev ten
 }
 
 // TestGPUModelKernels runs every decoder op (embedding, rms_norm,
-// layer_norm, rope, attention with the cache append, silu, mul, argmax)
+// layer_norm, rope, attention with the cache append, silu, mul,
+// matmul_nt, argmax)
 // through the NVRTC kernels on cuda:0 and through the CPU kernels on the
 // same inputs, in float32, float16 and bfloat16. Both compute in float32
 // and round once, so they agree within about one unit in the last place

@@ -3,6 +3,8 @@ package vm_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/compiler/vdevice"
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
@@ -167,7 +170,8 @@ func TestGPUCustomAllreducePlan(t *testing.T) {
 	ngpu := gpuCount(t)
 	ctx := bg(t)
 	const n = 2
-	s, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: []int{0, 1 % ngpu}}})
+	tracePath := filepath.Join(t.TempDir(), "vm.json")
+	s, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: []int{0, 1 % ngpu}, Trace: tracePath}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +179,10 @@ func TestGPUCustomAllreducePlan(t *testing.T) {
 		if err := s.Shutdown(); err != nil {
 			t.Error(err)
 		}
+		// The VM's kernel and the plan's kernels are timed on each
+		// worker's stream when eager: the call and Capture's eager
+		// first run, per plan (the capture itself records no marks).
+		checkGPUSpans(t, tracePath, n, map[string]int{"add": 4, "allreduce plan allreduce_packet": 2, "allreduce plan allreduce_twoshot": 2})
 	}()
 	if err := s.InitCCL(ctx, "ipc", 30*time.Second); err != nil {
 		t.Fatal(err)
@@ -284,5 +292,39 @@ func TestPipelinePlanStrategy(t *testing.T) {
 	}
 	if _, err := pipe.Run(mod, passes.RunOptions{}); !errors.Is(err, passes.ErrBadOption) {
 		t.Errorf("an empty plan name: %v, want ErrBadOption", err)
+	}
+}
+
+// checkGPUSpans reads the trace at path and wants, on every worker's GPU
+// stream track, want[name] timed spans of each name.
+func checkGPUSpans(t *testing.T, path string, workers int, want map[string]int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := trace.Read(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trace.Validate(f); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, e := range f.Events {
+		if e.Cat == trace.CatGPU {
+			got[e.Track.Process+"/"+e.Name]++
+			if e.Dur <= 0 {
+				t.Errorf("gpu span without device time: %+v", e)
+			}
+		}
+	}
+	t.Logf("gpu spans: %v", got)
+	for w := range workers {
+		for name, n := range want {
+			if k := got[trace.ProcWorkerGPU(w)+"/"+name]; k != n {
+				t.Errorf("worker %d: %d %q spans, want %d", w, k, name, n)
+			}
+		}
 	}
 }

@@ -91,19 +91,36 @@ func outFloats(t *tensor.Tensor) ([]float32, error) {
 // matmulDims checks a [..., m, k] x b [k, n] -> out [..., m, n] and
 // returns m (leading dims folded in), k and n.
 func matmulDims(a, b, out *tensor.Tensor) (m, k, n int, err error) {
+	return matmulDimsT(a, b, out, false)
+}
+
+// matmulDimsT is matmulDims with b transposed when bT is set: b is
+// [n, k] (matmul_nt).
+func matmulDimsT(a, b, out *tensor.Tensor, bT bool) (m, k, n int, err error) {
+	op := "matmul"
+	if bT {
+		op = "matmul_nt"
+	}
 	as, bs, os := a.Shape(), b.Shape(), out.Shape()
 	if a.DType() != b.DType() || a.DType() != out.DType() {
-		return 0, 0, 0, fmt.Errorf("%w: matmul dtypes %s, %s -> %s", ErrShape, a.DType(), b.DType(), out.DType())
+		return 0, 0, 0, fmt.Errorf("%w: %s dtypes %s, %s -> %s", ErrShape, op, a.DType(), b.DType(), out.DType())
 	}
-	if len(as) < 2 || len(bs) != 2 || len(os) != len(as) || as[len(as)-1] != bs[0] || os[len(os)-1] != bs[1] {
-		return 0, 0, 0, fmt.Errorf("%w: matmul %v x %v -> %v", ErrShape, as, bs, os)
+	if len(bs) != 2 {
+		return 0, 0, 0, fmt.Errorf("%w: %s %v x %v -> %v", ErrShape, op, as, bs, os)
+	}
+	bk, bn := bs[0], bs[1]
+	if bT {
+		bk, bn = bn, bk
+	}
+	if len(as) < 2 || len(os) != len(as) || as[len(as)-1] != bk || os[len(os)-1] != bn {
+		return 0, 0, 0, fmt.Errorf("%w: %s %v x %v -> %v", ErrShape, op, as, bs, os)
 	}
 	for i := 0; i < len(as)-1; i++ {
 		if as[i] != os[i] {
-			return 0, 0, 0, fmt.Errorf("%w: matmul %v x %v -> %v", ErrShape, as, bs, os)
+			return 0, 0, 0, fmt.Errorf("%w: %s %v x %v -> %v", ErrShape, op, as, bs, os)
 		}
 	}
-	k, n = int(bs[0]), int(bs[1])
+	k, n = int(bk), int(bn)
 	if k > 0 {
 		m = int(a.NumElements()) / k
 	} else {
@@ -142,6 +159,71 @@ func cpuMatmul(a, b, out *tensor.Tensor) error {
 	}
 	gemm(ad, bd, cd, m, k, n)
 	return storeFloats(out, cd)
+}
+
+// cpuMatmulNT computes out = a·bᵀ on host tensors, b [n, k].
+func cpuMatmulNT(a, b, out *tensor.Tensor) error {
+	m, k, n, err := matmulDimsT(a, b, out, true)
+	if err != nil {
+		return err
+	}
+	if a.DType() == tensor.Float64 {
+		ad, _ := tensor.Data[float64](a)
+		bd, _ := tensor.Data[float64](b)
+		cd, err := tensor.Data[float64](out)
+		if err != nil {
+			return err
+		}
+		gemmNT(ad, bd, cd, m, k, n)
+		return nil
+	}
+	ad, err := hostFloats(a)
+	if err != nil {
+		return err
+	}
+	bd, err := hostFloats(b)
+	if err != nil {
+		return err
+	}
+	cd, err := outFloats(out)
+	if err != nil {
+		return err
+	}
+	gemmNT(ad, bd, cd, m, k, n)
+	return storeFloats(out, cd)
+}
+
+// gemmNTRows is how many rows of b (columns of c) gemmNT keeps hot while
+// every row of a passes: 32 rows of 2048 float32 are 256 KiB.
+const gemmNTRows = 32
+
+// gemmNT is c[m,n] = a[m,k]·b[n,k]ᵀ, row-major: every element a dot
+// product of two contiguous rows, over blocks of b's rows so they stay
+// in cache across the rows of a. c must not alias a or b.
+func gemmNT[T float32 | float64](a, b, c []T, m, k, n int) {
+	for j0 := 0; j0 < n; j0 += gemmNTRows {
+		j1 := min(j0+gemmNTRows, n)
+		for i := range m {
+			arow := a[i*k : i*k+k]
+			for j := j0; j < j1; j++ {
+				brow := b[j*k : j*k+k]
+				brow = brow[:len(arow)]
+				// Four partial sums break the dependency chain.
+				var s0, s1, s2, s3 T
+				p := 0
+				for ; p+4 <= len(arow); p += 4 {
+					s0 += arow[p] * brow[p]
+					s1 += arow[p+1] * brow[p+1]
+					s2 += arow[p+2] * brow[p+2]
+					s3 += arow[p+3] * brow[p+3]
+				}
+				for ; p < len(arow); p++ {
+					s0 += arow[p] * brow[p]
+				}
+				c[i*n+j] = (s0 + s1) + (s2 + s3)
+			}
+		}
+	}
 }
 
 // Block sizes of gemm: a kb×nb panel of b (64×256 float32 = 64 KiB)

@@ -183,6 +183,21 @@ func (g *gpuState) matmul(a, b, out *tensor.Tensor) error {
 	})
 }
 
+// matmulNT is out = a·bᵀ with b [n, k] (cuBLAS with op T on b: no copy).
+func (g *gpuState) matmulNT(a, b, out *tensor.Tensor) error {
+	m, k, n, err := matmulDimsT(a, b, out, true)
+	if err != nil {
+		return err
+	}
+	p, err := g.ptrs([]string{"a", "b", "out"}, a, b, out)
+	if err != nil {
+		return err
+	}
+	return g.dev.Do(func(cuda.Stream) error {
+		return g.blas.MatmulRowMajorNT(g.h, m, n, k, uintptr(p[0]), uintptr(p[1]), uintptr(p[2]), a.DType())
+	})
+}
+
 // bcastArgs mirrors struct Bcast of kernels.cu.
 type bcastArgs struct {
 	n             int64

@@ -85,6 +85,50 @@ func TestCPUMatmul(t *testing.T) {
 	}
 }
 
+// TestCPUMatmulNT: a·bᵀ with b [n, k] against a float64 product, shapes
+// crossing gemmNT's row blocks and its four-way unrolling.
+func TestCPUMatmulNT(t *testing.T) {
+	shapes := []struct {
+		a, b tensor.Shape
+	}{
+		{tensor.Shape{1, 1}, tensor.Shape{1, 1}},
+		{tensor.Shape{3, 5}, tensor.Shape{7, 5}},
+		{tensor.Shape{2, 3, 70}, tensor.Shape{67, 70}}, // batch dims, three row blocks
+		{tensor.Shape{4, 0}, tensor.Shape{3, 0}},       // k = 0: zeros
+		{tensor.Shape{0, 4}, tensor.Shape{3, 4}},
+	}
+	for _, dt := range floatTypes {
+		for i, sh := range shapes {
+			t.Run(fmt.Sprintf("%s/%d", dt, i), func(t *testing.T) {
+				a, b := randTensor(t, dt, sh.a, 1), randTensor(t, dt, sh.b, 2)
+				r := len(sh.a)
+				out := tensor.MustNew(dt, append(sh.a[:r-1:r-1], sh.b[0]))
+				if err := tensor.Poison(out); err != nil {
+					t.Fatal(err)
+				}
+				if err := cpuMatmulNT(a, b, out); err != nil {
+					t.Fatal(err)
+				}
+				af, bf := floats(t, a), floats(t, b)
+				n, k := int(sh.b[0]), int(sh.b[1])
+				m := int(out.NumElements()) / max(n, 1)
+				want := make([]float64, m*n)
+				for i := range m {
+					for j := range n {
+						for p := range k {
+							want[i*n+j] += af[i*k+p] * bf[j*k+p]
+						}
+					}
+				}
+				rtol, atol := tol(dt, k)
+				if err := tensor.CloseTo(out, want, rtol, atol*2); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+}
+
 func TestCPUAdd(t *testing.T) {
 	cases := []struct {
 		x, y, out tensor.Shape
@@ -173,6 +217,9 @@ func TestCPUKernelErrors(t *testing.T) {
 		want error
 	}{
 		{"matmul inner", func() error { return cpuMatmul(f32(2, 3), f32(4, 5), f32(2, 5)) }, ErrShape},
+		{"matmul_nt inner", func() error { return cpuMatmulNT(f32(2, 3), f32(3, 5), f32(2, 3)) }, ErrShape},
+		{"matmul_nt out", func() error { return cpuMatmulNT(f32(2, 3), f32(5, 3), f32(2, 3)) }, ErrShape},
+		{"matmul_nt rank", func() error { return cpuMatmulNT(f32(2, 3), f32(5, 3, 1), f32(2, 5)) }, ErrShape},
 		{"matmul out", func() error { return cpuMatmul(f32(2, 3), f32(3, 5), f32(2, 4)) }, ErrShape},
 		{"matmul rank", func() error { return cpuMatmul(f32(3), f32(3, 5), f32(5)) }, ErrShape},
 		{"matmul dtype", func() error {

@@ -385,12 +385,12 @@ func decode(env registry.Env, b *ir.Binding, slots map[string]int, types map[str
 		default:
 			return in, fmt.Errorf("%w: %s of %s (float32, float16, bfloat16, float64)", ErrUnsupported, b.Op, t.DType)
 		}
-	case ir.OpMatmul, ir.OpAdd, ir.OpGelu:
+	case ir.OpMatmul, ir.OpMatmulNT, ir.OpAdd, ir.OpGelu:
 		t, _ := types[string(b.Args[0].(ir.Ref))].(ir.TensorType)
 		switch t.DType {
 		case tensor.Float32, tensor.Float16, tensor.BFloat16:
 		case tensor.Float64:
-			if t.Device.DeviceType() != vdevice.CPU && b.Op != ir.OpMatmul {
+			if t.Device.DeviceType() != vdevice.CPU && b.Op != ir.OpMatmul && b.Op != ir.OpMatmulNT {
 				return in, fmt.Errorf("%w: %s of float64 on a GPU (float32, float16, bfloat16)", ErrUnsupported, b.Op)
 			}
 		default:

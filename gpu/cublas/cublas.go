@@ -213,3 +213,27 @@ func (l *Lib) MatmulRowMajor(h Handle, m, n, k int, a, b, c uintptr, dt tensor.D
 	// Column-major view: Cᵀ (n×m, ld n) = Bᵀ (n×k, ld n) · Aᵀ (k×m, ld k).
 	return l.GemmEx(h, OpN, OpN, n, m, k, alpha, b, t, max(n, 1), a, t, max(k, 1), beta, c, t, max(n, 1), compute, GemmDefault)
 }
+
+// MatmulRowMajorNT computes the row-major product c[m,n] = a[m,k]·b[n,k]ᵀ
+// (b as nn.Linear stores weights, [out, in]) without transposing b in
+// memory: cuBLAS reads it with op T.
+func (l *Lib) MatmulRowMajorNT(h Handle, m, n, k int, a, b, c uintptr, dt tensor.DType) error {
+	t, err := DataTypeOf(dt)
+	if err != nil {
+		return err
+	}
+	if m < 0 || n < 0 || k < 0 || m > 1<<31-1 || n > 1<<31-1 || k > 1<<31-1 {
+		return fmt.Errorf("cublas: matmul dimensions %d×%d×%d out of range", m, k, n)
+	}
+	if m == 0 || n == 0 {
+		return nil
+	}
+	compute, alpha, beta := Compute32F, unsafe.Pointer(one32), unsafe.Pointer(zero32)
+	if dt == tensor.Float64 {
+		compute, alpha, beta = Compute64F, unsafe.Pointer(one64), unsafe.Pointer(zero64)
+	}
+	// Column-major view: Cᵀ (n×m, ld n) = op_T(B) · Aᵀ (k×m, ld k), where
+	// row-major b [n, k] is the column-major k×n matrix Bᵀ (ld k), so
+	// op T of it is n×k.
+	return l.GemmEx(h, OpT, OpN, n, m, k, alpha, b, t, max(k, 1), a, t, max(k, 1), beta, c, t, max(n, 1), compute, GemmDefault)
+}

@@ -58,7 +58,9 @@ func load(t *testing.T) (*cublas.Lib, *cuda.Driver) {
 }
 
 // TestMatmulRowMajor multiplies small row-major matrices on device 0 in
-// float32, float16 and bfloat16 and compares with a float64 product.
+// float32, float16 and bfloat16 and compares with a float64 product:
+// a·b with b [k, n] (MatmulRowMajor) and a·bᵀ with b [n, k]
+// (MatmulRowMajorNT, the same b transposed in memory).
 func TestMatmulRowMajor(t *testing.T) {
 	l, d := load(t)
 	runtime.LockOSThread()
@@ -128,6 +130,36 @@ func TestMatmulRowMajor(t *testing.T) {
 		rtol, atol := tensor.DefaultTolerance(dt)
 		if err := tensor.CloseTo(c, want, rtol*10, atol*10); err != nil {
 			t.Errorf("%s: %v", dt, err)
+		}
+
+		// b transposed in memory, [n, k], through op T; c poisoned first.
+		bt := tensor.MustNew(dt, tensor.Shape{n, k})
+		bb, tb, es := b.Bytes(), bt.Bytes(), dt.Size()
+		for p := range k {
+			for j := range n {
+				copy(tb[(j*k+p)*es:(j*k+p+1)*es], bb[(p*n+j)*es:(p*n+j+1)*es])
+			}
+		}
+		if err := d.MemcpyHtoD(ptrs[1], bt.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if err := tensor.Poison(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.MemcpyHtoD(ptrs[2], c.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.MatmulRowMajorNT(h, m, n, k, uintptr(ptrs[0]), uintptr(ptrs[1]), uintptr(ptrs[2]), dt); err != nil {
+			t.Fatalf("%s NT: %v", dt, err)
+		}
+		if err := d.CtxSynchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.MemcpyDtoH(c.Bytes(), ptrs[2]); err != nil {
+			t.Fatal(err)
+		}
+		if err := tensor.CloseTo(c, want, rtol*10, atol*10); err != nil {
+			t.Errorf("%s NT: %v", dt, err)
 		}
 	}
 }

@@ -158,6 +158,47 @@ func TestPool(t *testing.T) {
 	}
 }
 
+// TestPoolDevicePeak: DevicePeak is the most device memory the pool held
+// at once, cached buffers included; it survives Release and Close, a
+// failed allocation leaves it alone, and reused buffers do not add to it.
+func TestPoolDevicePeak(t *testing.T) {
+	f := device.NewFake(0, 1<<16)
+	p := device.NewPool(f)
+	step := func(what string, wantMem, wantPeak int64) {
+		t.Helper()
+		if st := p.Stats(); st.DeviceMem != wantMem || st.DevicePeak != wantPeak {
+			t.Fatalf("%s: device memory %d, peak %d; want %d, %d (%+v)", what, st.DeviceMem, st.DevicePeak, wantMem, wantPeak, st)
+		}
+	}
+	step("new", 0, 0)
+	a, _ := p.Get(1000) // 1024
+	b, _ := p.Get(5000) // 8192
+	step("two buffers", 9216, 9216)
+	p.Put(a)
+	p.Put(b)
+	step("cached", 9216, 9216) // cached memory is still held
+	c, _ := p.Get(4097)        // the cached 8192 again
+	step("reused", 9216, 9216)
+	p.Put(c)
+	if err := p.Release(); err != nil {
+		t.Fatal(err)
+	}
+	step("released", 0, 9216)
+	if _, err := p.Get(1 << 17); err == nil { // more than the device has
+		t.Fatal("allocation past the device's capacity succeeded")
+	}
+	step("failed", 0, 9216)
+	d, _ := p.Get(1 << 15)
+	e, _ := p.Get(1 << 14)
+	step("higher", 1<<15+1<<14, 1<<15+1<<14)
+	p.Put(d)
+	p.Put(e)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	step("closed", 0, 1<<15+1<<14)
+}
+
 // TestCaptureContract: recorded work does not run until the graph is
 // launched, replays see the memory as it is at replay time, calls that
 // would wait for the device are refused during the capture (and do not

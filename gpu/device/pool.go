@@ -14,6 +14,10 @@ type Stats struct {
 	Allocs    int64 // Get calls
 	Hits      int64 // Get calls served from the cache
 	DeviceMem int64 // bytes allocated from the device, in use or cached
+	// DevicePeak is the highest DeviceMem: the most device memory the
+	// pool held at once (what a worker's peak GPU memory report uses;
+	// Peak counts only what was handed out).
+	DevicePeak int64
 }
 
 // Pool is a caching allocator over a Device: freed buffers are kept by
@@ -74,6 +78,7 @@ func (p *Pool) Get(n int64) (*Buffer, error) {
 	}
 	p.mu.Lock()
 	p.st.DeviceMem += c
+	p.st.DevicePeak = max(p.st.DevicePeak, p.st.DeviceMem)
 	p.take(b, c)
 	p.mu.Unlock()
 	return b, nil
@@ -149,7 +154,7 @@ func (p *Pool) Close() error {
 		all = append(all, b)
 	}
 	p.free, p.owned = map[int64][]*Buffer{}, map[*Buffer]bool{}
-	p.st = Stats{Peak: p.st.Peak, Allocs: p.st.Allocs, Hits: p.st.Hits}
+	p.st = Stats{Peak: p.st.Peak, Allocs: p.st.Allocs, Hits: p.st.Hits, DevicePeak: p.st.DevicePeak}
 	p.mu.Unlock()
 	var first error
 	for _, b := range all {

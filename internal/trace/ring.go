@@ -137,7 +137,10 @@ func stateIndex(thread string) int {
 // stores. Names longer than 48 bytes and backend plus op longer than 32
 // bytes are cut.
 func (r *Ring) Put(e *Event) {
-	i := atomic.AddUint64(&r.w[hHead], 1) - 1
+	// One writer: a plain increment (a locked add would drain the store
+	// buffer, which may hold the reply just sent to another core).
+	i := atomic.LoadUint64(&r.w[hHead])
+	storeSeq(&r.w[hHead], i+1)
 	r.store(numStates+int(i%uint64(r.slots)), e)
 	r.store(stateIndex(e.Track.Thread), e)
 }

@@ -55,6 +55,23 @@ func Build(c Config, n, prefillLen int) (*ir.Module, error) {
 	return m, nil
 }
 
+// BuildPrefill returns a module with @prefill over t tokens only (the
+// same signature as Build's): what Model compiles, on first use, for a
+// prompt length it has no program for.
+func BuildPrefill(c Config, n, t int) (*ir.Module, error) {
+	if err := c.Validate(n); err != nil {
+		return nil, err
+	}
+	if t < 1 || t > c.MaxSeq {
+		return nil, fmt.Errorf("%w: prefill of %d tokens with a %d-row cache", ErrConfig, t, c.MaxSeq)
+	}
+	f, err := buildStep(c, n, FuncPrefill, t)
+	if err != nil {
+		return nil, err
+	}
+	return &ir.Module{Name: fmt.Sprintf("tp_decoder_prefill_%d", t), Funcs: []*ir.Function{f}}, nil
+}
+
 func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 	dt, any := c.DType, vdevice.Unconstrained
 	T, H, V, D := int64(t), int64(c.Hidden), int64(c.Vocab), int64(c.HeadDim())
@@ -62,9 +79,19 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 	b := ir.NewFunc(name)
 	ids := b.Param("ids", ir.Tensor(tensor.Shape{T}, tensor.Int32, any))
 	pos := b.Param("pos", ir.Tensor(tensor.Shape{T}, tensor.Int32, any))
-	w := map[string]ir.Ref{}
+	w, transposed := map[string]ir.Ref{}, map[string]bool{}
 	for _, p := range c.Params() {
 		w[p.Name] = b.Param(p.Name, ir.Tensor(p.ShardShape(n), dt, any))
+		transposed[p.Name] = p.Transposed
+	}
+	// matmul is x·W of parameter name: matmul_nt for [out, in] weights
+	// (LayoutHF), read transposed by the kernel instead of copied.
+	matmul := func(x ir.Ref, name string, out ir.Ref) {
+		if transposed[name] {
+			b.MatmulNT(x, w[name], out)
+		} else {
+			b.Matmul(x, w[name], out)
+		}
 	}
 	kc, vc := make([]ir.Ref, c.Layers), make([]ir.Ref, c.Layers)
 	for i := range c.Layers {
@@ -99,11 +126,11 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 		l := func(s string) string { return LayerParam(i, s) }
 		x := norm(h, l(AttnNormW), l(AttnNormB), "x")
 		q := alloc("q", T, hq*D)
-		b.Matmul(x, w[l(AttnWQ)], q)
+		matmul(x, l(AttnWQ), q)
 		k := alloc("k", T, hkv*D)
-		b.Matmul(x, w[l(AttnWK)], k)
+		matmul(x, l(AttnWK), k)
 		v := alloc("v", T, hkv*D)
-		b.Matmul(x, w[l(AttnWV)], v)
+		matmul(x, l(AttnWV), v)
 		qr := alloc("q_rope", T, hq, D)
 		b.Rope(b.Reshape("q_heads", q, tensor.Shape{T, hq, D}), pos, c.RopeTheta, qr)
 		kr := alloc("k_rope", T, hkv, D)
@@ -111,14 +138,14 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 		a := alloc("attn", T, hq, D)
 		b.Attention(qr, kr, b.Reshape("v_heads", v, tensor.Shape{T, hkv, D}), kc[i], vc[i], pos, a)
 		o := alloc("attn_out", T, H)
-		b.Matmul(b.Reshape("attn_flat", a, tensor.Shape{T, hq * D}), w[l(AttnWO)], o)
+		matmul(b.Reshape("attn_flat", a, tensor.Shape{T, hq * D}), l(AttnWO), o)
 		h = residual(h, o, "attn_out")
 
 		x = norm(h, l(MLPNormW), l(MLPNormB), "x")
 		g := alloc("gate", T, ffn)
-		b.Matmul(x, w[l(MLPWGate)], g)
+		matmul(x, l(MLPWGate), g)
 		u := alloc("up", T, ffn)
-		b.Matmul(x, w[l(MLPWUp)], u)
+		matmul(x, l(MLPWUp), u)
 		ga := alloc("act", T, ffn)
 		if c.act() == ActGELU {
 			b.Gelu(g, ga)
@@ -128,12 +155,12 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 		p := alloc("gated", T, ffn)
 		b.Mul(ga, u, p)
 		d := alloc("down", T, H)
-		b.Matmul(p, w[l(MLPWDown)], d)
+		matmul(p, l(MLPWDown), d)
 		h = residual(h, d, "down")
 	}
 	x := norm(h, ParamNormW, ParamNormB, "x")
 	logits := alloc("logits", T, V)
-	b.Matmul(x, w[ParamLMHead], logits)
+	matmul(x, ParamLMHead, logits)
 	next := b.AllocTensor("next", tensor.Shape{T}, tensor.Int32, any, "")
 	b.Argmax(logits, next)
 	b.Return(logits, next)
@@ -148,6 +175,11 @@ func Compile(c Config, n, prefillLen int, dev tensor.Device, strategy string, pr
 	if err != nil {
 		return nil, err
 	}
+	return compileModule(src, dev, strategy, printAfter)
+}
+
+// compileModule runs vm.Pipeline(dev, strategy) on src.
+func compileModule(src *ir.Module, dev tensor.Device, strategy string, printAfter io.Writer) (*ir.Module, error) {
 	p, err := vm.Pipeline(dev, strategy)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,15 @@ const (
 	ActGELU   = "gelu"  // gated MLP with GELU (tanh approximation)
 )
 
+// Weight layouts of the matrices in a checkpoint.
+const (
+	// LayoutChorus stores matrices [in, out]: a layer computes x·W.
+	LayoutChorus = "chorus"
+	// LayoutHF stores them [out, in], as PyTorch's nn.Linear and Hugging
+	// Face checkpoints do: a layer computes x·Wᵀ (matmul_nt, no copy).
+	LayoutHF = "hf"
+)
+
 // Config is the model's shape and numerics.
 type Config struct {
 	Vocab   int
@@ -35,6 +44,7 @@ type Config struct {
 	RopeTheta float64
 	Norm      string // NormRMS (default) or NormLayer
 	Act       string // ActSiLU (default) or ActGELU
+	Layout    string // LayoutChorus (default) or LayoutHF
 }
 
 // Small is a small configuration for tests and demos.
@@ -59,9 +69,16 @@ func (c Config) act() string {
 	return c.Act
 }
 
+func (c Config) layout() string {
+	if c.Layout == "" {
+		return LayoutChorus
+	}
+	return c.Layout
+}
+
 func (c Config) String() string {
-	return fmt.Sprintf("vocab %d, hidden %d, %d layers, %d heads (%d kv, head dim %d), ffn %d, max seq %d, %s, %s norm, %s",
-		c.Vocab, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.HeadDim(), c.FFN, c.MaxSeq, c.DType, c.norm(), c.act())
+	return fmt.Sprintf("vocab %d, hidden %d, %d layers, %d heads (%d kv, head dim %d), ffn %d, max seq %d, %s, %s norm, %s, %s layout",
+		c.Vocab, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.HeadDim(), c.FFN, c.MaxSeq, c.DType, c.norm(), c.act(), c.layout())
 }
 
 // Validate checks the configuration for n workers: positive sizes, whole
@@ -95,6 +112,8 @@ func (c Config) Validate(n int) error {
 		return bad("norm %q (%q or %q)", c.Norm, NormRMS, NormLayer)
 	case c.act() != ActSiLU && c.act() != ActGELU:
 		return bad("activation %q (%q or %q)", c.Act, ActSiLU, ActGELU)
+	case c.layout() != LayoutChorus && c.layout() != LayoutHF:
+		return bad("layout %q (%q or %q)", c.Layout, LayoutChorus, LayoutHF)
 	}
 	return nil
 }
@@ -121,12 +140,31 @@ func (s Split) String() string {
 }
 
 // ParamSpec is one parameter: its name (as in the checkpoint and the IR),
-// its full shape and how it is sharded. Matrices are [in, out]: a layer
-// computes x·W (PyTorch's nn.Linear stores W transposed, [out, in]).
+// its full shape as stored and how it is sharded. Matrices are [in, out]
+// (a layer computes x·W), or [out, in] with Transposed set (LayoutHF:
+// x·Wᵀ, PyTorch's nn.Linear layout), where the split axis is swapped
+// with the shape: a column-parallel layer splits the rows of [out, in].
 type ParamSpec struct {
-	Name  string
-	Shape tensor.Shape // full, unsharded
-	Split Split
+	Name       string
+	Shape      tensor.Shape // full, unsharded, as stored
+	Split      Split
+	Transposed bool
+}
+
+// Canonical is the parameter in the [in, out] layout: p itself, or for a
+// Transposed one the same matrix transposed (shape and split swapped).
+func (p ParamSpec) Canonical() ParamSpec {
+	if !p.Transposed {
+		return p
+	}
+	q := ParamSpec{Name: p.Name, Shape: tensor.Shape{p.Shape[1], p.Shape[0]}, Split: p.Split}
+	switch p.Split {
+	case SplitCols:
+		q.Split = SplitRows
+	case SplitRows:
+		q.Split = SplitCols
+	}
+	return q
 }
 
 // ShardShape is worker r's shape of the parameter for n workers (the
@@ -188,29 +226,43 @@ func (c Config) Params() []ParamSpec {
 	h, v, f := int64(c.Hidden), int64(c.Vocab), int64(c.FFN)
 	q, kv := int64(c.Heads*c.HeadDim()), int64(c.KVHeads*c.HeadDim())
 	layer := c.norm() == NormLayer
-	ps := []ParamSpec{{ParamEmbed, tensor.Shape{v, h}, Replicate}}
+	ps := []ParamSpec{{Name: ParamEmbed, Shape: tensor.Shape{v, h}, Split: Replicate}}
 	norm := func(w, b string) {
-		ps = append(ps, ParamSpec{w, tensor.Shape{h}, Replicate})
+		ps = append(ps, ParamSpec{Name: w, Shape: tensor.Shape{h}, Split: Replicate})
 		if layer {
-			ps = append(ps, ParamSpec{b, tensor.Shape{h}, Replicate})
+			ps = append(ps, ParamSpec{Name: b, Shape: tensor.Shape{h}, Split: Replicate})
 		}
+	}
+	// lin is a matrix from in to out features, [in, out] split as given,
+	// or in the HF layout the transpose of that.
+	lin := func(name string, in, out int64, split Split) {
+		p := ParamSpec{Name: name, Shape: tensor.Shape{in, out}, Split: split}
+		if c.layout() == LayoutHF {
+			p.Shape, p.Transposed = tensor.Shape{out, in}, true
+			switch split {
+			case SplitCols:
+				p.Split = SplitRows
+			case SplitRows:
+				p.Split = SplitCols
+			}
+		}
+		ps = append(ps, p)
 	}
 	for i := range c.Layers {
 		l := func(s string) string { return LayerParam(i, s) }
 		norm(l(AttnNormW), l(AttnNormB))
-		ps = append(ps,
-			ParamSpec{l(AttnWQ), tensor.Shape{h, q}, SplitCols},
-			ParamSpec{l(AttnWK), tensor.Shape{h, kv}, SplitCols},
-			ParamSpec{l(AttnWV), tensor.Shape{h, kv}, SplitCols},
-			ParamSpec{l(AttnWO), tensor.Shape{q, h}, SplitRows})
+		lin(l(AttnWQ), h, q, SplitCols)
+		lin(l(AttnWK), h, kv, SplitCols)
+		lin(l(AttnWV), h, kv, SplitCols)
+		lin(l(AttnWO), q, h, SplitRows)
 		norm(l(MLPNormW), l(MLPNormB))
-		ps = append(ps,
-			ParamSpec{l(MLPWGate), tensor.Shape{h, f}, SplitCols},
-			ParamSpec{l(MLPWUp), tensor.Shape{h, f}, SplitCols},
-			ParamSpec{l(MLPWDown), tensor.Shape{f, h}, SplitRows})
+		lin(l(MLPWGate), h, f, SplitCols)
+		lin(l(MLPWUp), h, f, SplitCols)
+		lin(l(MLPWDown), f, h, SplitRows)
 	}
 	norm(ParamNormW, ParamNormB)
-	return append(ps, ParamSpec{ParamLMHead, tensor.Shape{h, v}, Replicate})
+	lin(ParamLMHead, h, v, Replicate)
+	return ps
 }
 
 // CacheShape is one worker's K (or V) cache of one layer for n workers:

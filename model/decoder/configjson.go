@@ -23,13 +23,14 @@ type configJSON struct {
 	RopeTheta  float64 `json:"rope_theta"`
 	Norm       string  `json:"norm"`
 	Activation string  `json:"activation"`
+	Layout     string  `json:"layout,omitempty"`
 }
 
 // MarshalJSON writes the configuration with the dtype by name and the
 // norm and activation spelled out.
 func (c Config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(configJSON{c.Vocab, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.FFN, c.MaxSeq,
-		c.DType.String(), c.NormEps, c.RopeTheta, c.norm(), c.act()})
+		c.DType.String(), c.NormEps, c.RopeTheta, c.norm(), c.act(), c.layout()})
 }
 
 // UnmarshalJSON reads a configuration strictly: unknown keys and unknown
@@ -46,6 +47,6 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	*c = Config{Vocab: j.Vocab, Hidden: j.Hidden, Layers: j.Layers, Heads: j.Heads, KVHeads: j.KVHeads, FFN: j.FFN, MaxSeq: j.MaxSeq,
-		DType: dt, NormEps: j.NormEps, RopeTheta: j.RopeTheta, Norm: j.Norm, Act: j.Activation}
+		DType: dt, NormEps: j.NormEps, RopeTheta: j.RopeTheta, Norm: j.Norm, Act: j.Activation, Layout: j.Layout}
 	return nil
 }

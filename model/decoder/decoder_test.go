@@ -33,11 +33,14 @@ func bg(t *testing.T) context.Context {
 const seed = 11
 
 // TestShardsCoverParams: the shards of any worker count put together are
-// the full parameter, for every parameter of a model with LayerNorm.
+// the full parameter, for every parameter of a model with LayerNorm, in
+// both layouts.
 func TestShardsCoverParams(t *testing.T) {
 	c := decoder.Small(tensor.Float32)
 	c.Norm = decoder.NormLayer
-	for _, p := range c.Params() {
+	hf := c
+	hf.Layout = decoder.LayoutHF
+	for _, p := range append(c.Params(), hf.Params()...) {
 		full := decoder.RandomParam(p, seed, c.DType)
 		for _, n := range []int{1, 2, 4} {
 			got := make([]float64, len(full))
@@ -356,6 +359,98 @@ func TestDecoder(t *testing.T) {
 	}
 }
 
+// TestPrefillLengths: prompts of lengths 1, 3, 8 and 13 (the model is
+// compiled for 3 at Load; the others at first use) on 1, 2 and 4
+// threaded workers, each followed by two decode steps, against the
+// float64 reference; with a cache of two lengths, the least recently
+// used is released and compiled again when it comes back.
+func TestPrefillLengths(t *testing.T) {
+	for _, n := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			leaktest.Check(t)
+			ctx := bg(t)
+			s := newSession(t, ctx, "threaded", n, nil)
+			if n > 1 {
+				if err := s.InitCCL(ctx, "cpu", 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := decoder.Small(tensor.Float32)
+			w, err := decoder.RandomWeights(ctx, s, c, seed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer decoder.ReleaseWeights(w)
+			m, err := decoder.Load(ctx, s, c, tensor.CPUDevice, decoder.Options{PrefillLen: 3, PrefillCache: 2}, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Release()
+			for _, tc := range []struct {
+				len    int
+				cached []int // PrefillLengths after the prompt
+			}{{1, nil}, {3, nil}, {8, []int{8}}, {13, []int{8, 13}}, {8, []int{13, 8}}, {5, []int{8, 5}}, {13, []int{5, 13}}} {
+				m.Reset()
+				ref, err := decoder.NewRandomReference(c, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prompt, pos := make([]int32, tc.len), make([]int32, tc.len)
+				for i := range prompt {
+					prompt[i], pos[i] = int32((i*37+tc.len)%c.Vocab), int32(i)
+				}
+				st, err := m.Prefill(ctx, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := ref.Step(prompt, pos)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for step := 0; ; step++ {
+					compare(t, ctx, m, st, want, fmt.Sprintf("prompt of %d, step %d", tc.len, step))
+					st.Release()
+					if step == 2 {
+						break
+					}
+					next := int32(decoder.Argmax(want[len(want)-1]))
+					if st, err = m.Decode(ctx, next); err != nil {
+						t.Fatal(err)
+					}
+					if want, err = ref.Step([]int32{next}, []int32{int32(m.Pos() - 1)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := m.PrefillLengths(); fmt.Sprint(got) != fmt.Sprint(tc.cached) && !(len(got) == 0 && len(tc.cached) == 0) {
+					t.Errorf("after a prompt of %d: compiled lengths %v, want %v", tc.len, got, tc.cached)
+				}
+			}
+			// A prompt in two chunks continues the cache: the second
+			// chunk's logits are the last rows of the whole prompt's.
+			m.Reset()
+			ref, _ := decoder.NewRandomReference(c, seed)
+			prompt, pos := make([]int32, 13), make([]int32, 13)
+			for i := range prompt {
+				prompt[i], pos[i] = int32((i*11+5)%c.Vocab), int32(i)
+			}
+			want, err := ref.Step(prompt, pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := m.Prefill(ctx, prompt[:8])
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Release()
+			if st, err = m.Prefill(ctx, prompt[8:]); err != nil {
+				t.Fatal(err)
+			}
+			compare(t, ctx, m, st, want[8:], "second chunk")
+			st.Release()
+		})
+	}
+}
+
 func TestLoadAndStepErrors(t *testing.T) {
 	leaktest.Check(t)
 	ctx := bg(t)
@@ -408,8 +503,17 @@ func TestLoadAndStepErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Release()
-	if _, err := m.Prefill(ctx, []int32{1, 2, 3}); !errors.Is(err, decoder.ErrSeq) {
-		t.Errorf("prefill of 3 tokens compiled for 4: %v", err)
+	if _, err := m.Prefill(ctx, nil); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("empty prefill: %v", err)
+	}
+	if _, err := m.Prefill(ctx, make([]int32, c.MaxSeq+1)); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("prefill longer than the cache: %v", err)
+	}
+	if _, err := m.Prefill(ctx, []int32{1, int32(c.Vocab)}); !errors.Is(err, decoder.ErrSeq) {
+		t.Errorf("prefill with a token outside the vocabulary: %v", err)
+	}
+	if len(m.PrefillLengths()) != 0 || m.Pos() != 0 {
+		t.Errorf("refused prefills compiled %v, position %d", m.PrefillLengths(), m.Pos())
 	}
 	if _, err := m.Decode(ctx, int32(c.Vocab)); !errors.Is(err, decoder.ErrSeq) {
 		t.Errorf("token outside the vocabulary: %v", err)
@@ -441,30 +545,54 @@ func TestLoadAndStepErrors(t *testing.T) {
 }
 
 // TestDecoderGPU runs the decoder on GPUs (cuBLAS matmuls, the NVRTC
-// decoder kernels, custom all-reduces): one worker, and two workers (two
-// GPUs over NCCL, or two processes sharing one GPU through the "ipc"
-// backend), float16, bfloat16 and float32, eagerly and then with the
+// decoder kernels, custom all-reduces): one worker, two and four workers
+// (a GPU each over NCCL, or processes sharing GPUs through the "ipc"
+// backend), float16, bfloat16 and float32 (four workers: float16 only),
+// and float16 with weights in the HF layout ([out, in], matmul_nt),
+// then a 13-token prompt (a @prefill compiled at first use) and every
+// worker's peak memory; eagerly and then with the
 // decode step captured as a CUDA graph and replayed with new ids and
 // positions; logits of every step on every worker against the float64
 // reference with the CPU tolerances.
 func TestDecoderGPU(t *testing.T) {
 	gpus := gpuCount(t)
-	for _, n := range []int{1, 2} {
-		ids, backend := []int{0, 1}, "nccl"
-		if gpus < 2 {
-			ids, backend = []int{0, 0}, "ipc"
+	for _, n := range []int{1, 2, 4} {
+		// Worker i on GPU i mod #GPUs: NCCL with a GPU each, else the
+		// "ipc" backend (NCCL refuses two ranks on one GPU).
+		ids, backend := make([]int, n), "nccl"
+		for i := range ids {
+			ids[i] = i % gpus
 		}
-		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16, tensor.Float32} {
-			t.Run(fmt.Sprintf("%d/%s", n, dt), func(t *testing.T) {
+		if gpus < n {
+			backend = "ipc"
+		}
+		variants := []struct {
+			dt     tensor.DType
+			layout string
+		}{{tensor.Float16, ""}, {tensor.BFloat16, ""}, {tensor.Float32, ""}, {tensor.Float16, decoder.LayoutHF}}
+		if n == 4 {
+			variants = []struct {
+				dt     tensor.DType
+				layout string
+			}{{tensor.Float16, ""}, {tensor.Float16, decoder.LayoutHF}}
+		}
+		for _, v := range variants {
+			dt := v.dt
+			name := fmt.Sprintf("%d/%s", n, dt)
+			if v.layout != "" {
+				name += "/" + v.layout
+			}
+			t.Run(name, func(t *testing.T) {
 				ctx := bg(t)
-				s := newSession(t, ctx, "process", n, ids[:n])
+				s := newSession(t, ctx, "process", n, ids)
 				if n > 1 {
 					if err := s.InitCCL(ctx, backend, 0); err != nil {
 						t.Fatal(err)
 					}
 				}
 				c := decoder.Small(dt)
-				c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = 256, 4, 2, 512, 300 // head dim 64
+				c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = 256, 4, max(2, n), 512, 300 // head dim 64
+				c.Layout = v.layout                                                        // the HF layout runs every matrix through matmul_nt (cuBLAS op T)
 				w, err := decoder.RandomWeights(ctx, s, c, seed)
 				if err != nil {
 					t.Fatal(err)
@@ -479,6 +607,36 @@ func TestDecoderGPU(t *testing.T) {
 				m.Reset()
 				graph := generate(t, ctx, m, true)
 				t.Logf("largest logit error / largest logit: eager %.2g, graph %.2g", eager, graph)
+
+				// A prompt of another length: @prefill compiled and loaded
+				// (with its own IPC buffers) at first use.
+				m.Reset()
+				ref, _ := decoder.NewRandomReference(c, seed)
+				prompt, pos := make([]int32, 13), make([]int32, 13)
+				for i := range prompt {
+					prompt[i], pos[i] = int32((i*37+1)%c.Vocab), int32(i)
+				}
+				want, err := ref.Step(prompt, pos)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := m.Prefill(ctx, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compare(t, ctx, m, st, want, "prefill of 13")
+				st.Release()
+
+				mem, err := m.PeakMemory(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range mem {
+					if !r.HasDevice || r.DevicePeakBytes <= 0 || (n > 1 && backend == "ipc" && r.IPCBytes <= 0) || r.HostPeakBytes <= 0 {
+						t.Errorf("memory of worker %d: %+v", r.Worker, r)
+					}
+					t.Logf("worker %d: host peak %d B, GPU peak %d B + %d B IPC", r.Worker, r.HostPeakBytes, r.DevicePeakBytes, r.IPCBytes)
+				}
 			})
 		}
 	}
@@ -547,7 +705,8 @@ func FuzzConfigJSON(f *testing.F) {
 // output when CHORUS_DECODER_REF names it (the script run with --random
 // SEED): the chorus decoder runs the script's prompt and feeds it the
 // script's tokens on CHORUS_DECODER_WORKERS workers (default 1; GPUs when
-// present, over NCCL, else CPU workers over the cpu backend), and every
+// present, shared when there are fewer than the workers, else CPU
+// workers over the cpu backend), and every
 // step's last-row logits must match the script's within the tolerance of
 // the dtype (the same as against the float64 reference).
 func TestAgainstPyTorch(t *testing.T) {
@@ -582,12 +741,18 @@ func TestAgainstPyTorch(t *testing.T) {
 		fmt.Sscan(v, &n)
 	}
 	ctx := bg(t)
+	// GPUs when present: worker i on GPU i mod #GPUs, over NCCL with a GPU
+	// each, else through the "ipc" backend (NCCL refuses two ranks on
+	// one GPU). CHORUS_DECODER_DEVICE=cpu forces CPU workers.
 	dev, ids, backend := tensor.CPUDevice, []int(nil), "cpu"
-	if d, err := cuda.Load(); err == nil && d.Init() == nil {
-		if g, err := d.DeviceCount(); err == nil && g >= n {
+	if d, err := cuda.Load(); err == nil && d.Init() == nil && os.Getenv("CHORUS_DECODER_DEVICE") != "cpu" {
+		if g, err := d.DeviceCount(); err == nil && g >= 1 {
 			dev, backend = tensor.CUDADevice(0), "nccl"
+			if g < n {
+				backend = "ipc"
+			}
 			for i := range n {
-				ids = append(ids, i)
+				ids = append(ids, i%g)
 			}
 		}
 	}

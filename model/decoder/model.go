@@ -21,8 +21,8 @@ var (
 	// ErrWeights: the weight map lacks a parameter or has one the model
 	// does not know.
 	ErrWeights = errors.New("decoder: bad weights")
-	// ErrSeq: a step would write past the KV cache (MaxSeq), or a
-	// prefill has another length than the compiled one.
+	// ErrSeq: a step would write past the KV cache (MaxSeq), an empty
+	// prompt, or a token outside the vocabulary.
 	ErrSeq = errors.New("decoder: sequence")
 )
 
@@ -84,11 +84,21 @@ func int32Bytes(v []int32) []byte {
 	return b
 }
 
+// DefaultPrefillCache is how many prompt lengths keep a compiled
+// @prefill when Options.PrefillCache is 0.
+const DefaultPrefillCache = 8
+
 // Options choose how a model is compiled.
 type Options struct {
-	// PrefillLen is the prompt length @prefill is compiled for (0: no
-	// @prefill; prompts then run token by token through @decode).
+	// PrefillLen is a prompt length whose @prefill is compiled at Load,
+	// into the main program (0: none). Prompts of other lengths work too:
+	// their @prefill is compiled at their first use (see Prefill).
 	PrefillLen int
+	// PrefillCache bounds the prompt lengths (other than PrefillLen and
+	// 1) whose compiled @prefill is kept loaded on the workers; the least
+	// recently used is released first. 0 means DefaultPrefillCache;
+	// negative is an error.
+	PrefillCache int
 	// Strategy is the custom all-reduce strategy on GPUs (vm.Pipeline).
 	Strategy string
 }
@@ -111,6 +121,11 @@ type Model struct {
 
 	graph      *session.DRef // @decode captured, with its own buffers
 	gIDs, gPos *session.DRef
+
+	// prefills are the @prefill programs of other prompt lengths, loaded
+	// at first use; lru lists their lengths, least recently used first.
+	prefills map[int]*vm.Program
+	lru      []int
 }
 
 // Load compiles the decoder for s's workers (on dev: the workers'
@@ -138,11 +153,14 @@ func Load(ctx context.Context, s *session.Session, c Config, dev tensor.Device, 
 		slices.Sort(extra)
 		return nil, fmt.Errorf("%w: missing %v, unknown %v", ErrWeights, missing, extra)
 	}
+	if opts.PrefillCache < 0 {
+		return nil, fmt.Errorf("%w: Options.PrefillCache %d", ErrConfig, opts.PrefillCache)
+	}
 	mod, err := Compile(c, n, opts.PrefillLen, dev, opts.Strategy, nil)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{Config: c, Device: dev, Opts: opts, Module: mod, s: s}
+	m := &Model{Config: c, Device: dev, Opts: opts, Module: mod, s: s, prefills: map[int]*vm.Program{}}
 	fail := func(err error) (*Model, error) {
 		m.Release()
 		return nil, err
@@ -186,6 +204,10 @@ func (m *Model) Release() {
 		}
 	}
 	m.caches, m.int32s, m.setInt32, m.graph, m.gIDs, m.gPos = nil, nil, nil, nil, nil, nil
+	for _, p := range m.prefills {
+		p.Release()
+	}
+	m.prefills, m.lru = nil, nil
 	if m.Program != nil {
 		m.Program.Release()
 		m.Program = nil
@@ -247,15 +269,9 @@ func (m *Model) checkIDs(ids []int32) error {
 	return nil
 }
 
-// run calls fn on new id and position tensors and advances the position.
-func (m *Model) run(ctx context.Context, fn string, ids []int32) (*Step, error) {
-	if err := m.checkIDs(ids); err != nil {
-		return nil, err
-	}
-	pos, err := m.positions(len(ids))
-	if err != nil {
-		return nil, err
-	}
+// run calls fn of prog on new id and position tensors and advances the
+// position. The ids and the positions have been checked.
+func (m *Model) run(ctx context.Context, prog *vm.Program, fn string, ids, pos []int32) (*Step, error) {
 	idr, err := m.s.CallPacked(m.int32s, int32Bytes(ids))
 	if err != nil {
 		return nil, err
@@ -266,7 +282,7 @@ func (m *Model) run(ctx context.Context, fn string, ids []int32) (*Step, error) 
 		return nil, err
 	}
 	defer pr.Release()
-	res, err := m.Program.Call(ctx, fn, m.args(idr, pr)...)
+	res, err := prog.Call(ctx, fn, m.args(idr, pr)...)
 	if err != nil {
 		return nil, err
 	}
@@ -292,18 +308,91 @@ func (m *Model) split(res *session.DRef) (*Step, error) {
 	return st, nil
 }
 
-// Prefill runs @prefill on a prompt of exactly Opts.PrefillLen tokens at
-// the next positions (asynchronously, like Program.Call).
+// Prefill runs a prompt of any length from 1 to MaxSeq - Pos() at the
+// next positions, in one step (asynchronously, like Program.Call): the
+// main program's @prefill for Opts.PrefillLen tokens, @decode for one,
+// and otherwise a @prefill compiled for exactly len(ids) tokens, loaded
+// on the workers at the first prompt of that length and kept for the
+// next ones (at most Opts.PrefillCache lengths; see PrefillLengths).
+// The step's logits are [len(ids), vocab].
 func (m *Model) Prefill(ctx context.Context, ids []int32) (*Step, error) {
-	if m.Opts.PrefillLen == 0 || len(ids) != m.Opts.PrefillLen {
-		return nil, fmt.Errorf("%w: prefill of %d tokens, the model is compiled for %d (Options.PrefillLen)", ErrSeq, len(ids), m.Opts.PrefillLen)
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: empty prompt", ErrSeq)
 	}
-	return m.run(ctx, FuncPrefill, ids)
+	if err := m.checkIDs(ids); err != nil {
+		return nil, err
+	}
+	pos, err := m.positions(len(ids))
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(ids) == m.Opts.PrefillLen:
+		return m.run(ctx, m.Program, FuncPrefill, ids, pos)
+	case len(ids) == 1:
+		return m.run(ctx, m.Program, FuncDecode, ids, pos)
+	}
+	p, err := m.prefillProgram(ctx, len(ids))
+	if err != nil {
+		return nil, err
+	}
+	return m.run(ctx, p, FuncPrefill, ids, pos)
 }
+
+// prefillProgram returns the loaded @prefill of t tokens, compiling and
+// loading it when there is none, after releasing the least recently used
+// one when the cache is full.
+func (m *Model) prefillProgram(ctx context.Context, t int) (*vm.Program, error) {
+	if m.Program == nil {
+		return nil, fmt.Errorf("decoder: prefill: %w", session.ErrReleased)
+	}
+	if p := m.prefills[t]; p != nil {
+		m.lru = append(slices.DeleteFunc(m.lru, func(x int) bool { return x == t }), t)
+		return p, nil
+	}
+	limit := m.Opts.PrefillCache
+	if limit == 0 {
+		limit = DefaultPrefillCache
+	}
+	for len(m.lru) >= limit {
+		old := m.lru[0]
+		m.lru = m.lru[1:]
+		m.prefills[old].Release()
+		delete(m.prefills, old)
+	}
+	src, err := BuildPrefill(m.Config, m.s.NumWorkers(), t)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := compileModule(src, m.Device, m.Opts.Strategy, nil)
+	if err != nil {
+		return nil, err
+	}
+	p, err := vm.Load(ctx, m.s, mod)
+	if err != nil {
+		return nil, fmt.Errorf("decoder: prefill of %d tokens: %w", t, err)
+	}
+	m.prefills[t] = p
+	m.lru = append(m.lru, t)
+	return p, nil
+}
+
+// PrefillLengths lists the prompt lengths with a @prefill compiled at
+// first use and still loaded, least recently used first (Opts.PrefillLen
+// and 1, served by the main program, are not listed).
+func (m *Model) PrefillLengths() []int { return slices.Clone(m.lru) }
 
 // Decode runs @decode on one token at the next position.
 func (m *Model) Decode(ctx context.Context, id int32) (*Step, error) {
-	return m.run(ctx, FuncDecode, []int32{id})
+	ids := []int32{id}
+	if err := m.checkIDs(ids); err != nil {
+		return nil, err
+	}
+	pos, err := m.positions(1)
+	if err != nil {
+		return nil, err
+	}
+	return m.run(ctx, m.Program, FuncDecode, ids, pos)
 }
 
 // CaptureDecode captures @decode as a CUDA graph on every worker (GPU
@@ -397,10 +486,11 @@ type Generation struct {
 }
 
 // Generate runs a greedy generation from the current position: the
-// prompt (through @prefill when its length is Opts.PrefillLen, else token
-// by token), then steps decode steps, each fed the previous token, read
-// back from worker 0 (through the captured graph when graph is set). The
-// durations include the round trip for the token.
+// prompt in one Prefill step (which compiles a @prefill for its length
+// first, unless it is Opts.PrefillLen, 1, or seen before), then steps
+// decode steps, each fed the previous token, read back from worker 0
+// (through the captured graph when graph is set). The durations include
+// the round trip for the token.
 func (m *Model) Generate(ctx context.Context, prompt []int32, steps int, graph bool) (*Generation, error) {
 	if len(prompt) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", ErrSeq)
@@ -420,20 +510,7 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, steps int, graph b
 		return tok[len(tok)-1], nil
 	}
 	t0 := time.Now()
-	var st *Step
-	var err error
-	if len(prompt) == m.Opts.PrefillLen {
-		st, err = m.Prefill(ctx, prompt)
-	} else {
-		for i, id := range prompt {
-			if i > 0 {
-				st.Release()
-			}
-			if st, err = m.Decode(ctx, id); err != nil {
-				break
-			}
-		}
-	}
+	st, err := m.Prefill(ctx, prompt)
 	if err != nil {
 		return nil, err
 	}
@@ -460,6 +537,15 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, steps int, graph b
 		g.Tokens = append(g.Tokens, tok)
 	}
 	return g, nil
+}
+
+// PeakMemory returns every worker's memory high-water marks
+// (session.Memory): the peak resident memory of its process (shared by
+// threaded workers and the controller: HostShared) and, on GPUs, the most
+// device memory its allocator held plus its IPC memory. It waits for the
+// work sent before it.
+func (m *Model) PeakMemory(ctx context.Context) ([]worker.MemoryStats, error) {
+	return m.s.Memory(ctx)
 }
 
 // Workers is the number of workers of the model's session.

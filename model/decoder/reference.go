@@ -17,7 +17,8 @@ type Reference struct {
 }
 
 // NewReference makes the reference of c with weights from full (the full
-// parameter for a spec, row-major).
+// parameter for a spec, row-major, as stored: [out, in] for Transposed
+// parameters of the HF layout).
 func NewReference(c Config, full func(ParamSpec) []float64) (*Reference, error) {
 	if err := c.Validate(1); err != nil {
 		return nil, err
@@ -27,6 +28,17 @@ func NewReference(c Config, full func(ParamSpec) []float64) (*Reference, error) 
 		v := full(p)
 		if n, _ := p.Shape.NumElements(); int64(len(v)) != n {
 			return nil, fmt.Errorf("%w: %s has %d values, shape %v", ErrWeights, p.Name, len(v), p.Shape)
+		}
+		if p.Transposed {
+			// [out, in] as stored: the reference computes x·W on [in, out].
+			rows, cols := int(p.Shape[0]), int(p.Shape[1])
+			t := make([]float64, len(v))
+			for i := range rows {
+				for j := range cols {
+					t[j*rows+i] = v[i*cols+j]
+				}
+			}
+			v = t
 		}
 		r.w[p.Name] = v
 	}

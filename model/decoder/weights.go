@@ -15,7 +15,7 @@ import (
 
 // RandomParamFunc is the worker function that makes a worker's shard of
 // a random parameter: (name string, full shape, split int64, seed int64,
-// dtype) -> tensor on the worker's device. Every worker computes only its
+// dtype, transposed bool) -> tensor on the worker's device. Every worker computes only its
 // own block; element (i, j) of the full parameter is a hash of (seed,
 // name, i, j), so shards agree with RandomParam whatever the worker count.
 const RandomParamFunc = "decoder.random_param"
@@ -73,12 +73,20 @@ func RandomParam(p ParamSpec, seed uint64, dt tensor.DType) []float64 {
 	return randomBlock(p, seed, dt, r0, r1, c0, c1)
 }
 
+// randomBlock is rows [r0, r1) and columns [c0, c1) of the parameter as
+// stored. The values are those of the [in, out] parameter (Canonical), so
+// a model is the same in either layout: element (i, j) of a Transposed
+// parameter is element (j, i) of its canonical form.
 func randomBlock(p ParamSpec, seed uint64, dt tensor.DType, r0, r1, c0, c1 int64) []float64 {
-	salt := nameSalt(p.Name)
+	salt, q := nameSalt(p.Name), p.Canonical()
 	out := make([]float64, 0, (r1-r0)*(c1-c0))
 	for i := r0; i < r1; i++ {
 		for j := c0; j < c1; j++ {
-			out = append(out, randomValue(p, seed, salt, i, j, dt))
+			if p.Transposed {
+				out = append(out, randomValue(q, seed, salt, j, i, dt))
+			} else {
+				out = append(out, randomValue(q, seed, salt, i, j, dt))
+			}
 		}
 	}
 	return out
@@ -106,8 +114,8 @@ func RandomShard(p ParamSpec, seed uint64, dt tensor.DType, r, n int) (*tensor.T
 }
 
 func init() {
-	registry.MustRegisterTyped(RandomParamFunc, func(env registry.Env, name string, shape tensor.Shape, split, seed int64, dt tensor.DType) (*tensor.Tensor, error) {
-		h, err := RandomShard(ParamSpec{Name: name, Shape: shape, Split: Split(split)}, uint64(seed), dt, env.WorkerID(), env.NumWorkers())
+	registry.MustRegisterTyped(RandomParamFunc, func(env registry.Env, name string, shape tensor.Shape, split, seed int64, dt tensor.DType, transposed bool) (*tensor.Tensor, error) {
+		h, err := RandomShard(ParamSpec{Name: name, Shape: shape, Split: Split(split), Transposed: transposed}, uint64(seed), dt, env.WorkerID(), env.NumWorkers())
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +144,7 @@ func RandomWeights(ctx context.Context, s *session.Session, c Config, seed uint6
 	defer f.Release()
 	w := map[string]*session.DRef{}
 	for _, p := range c.Params() {
-		r, err := s.CallPacked(f, p.Name, p.Shape, int64(p.Split), int64(seed), c.DType)
+		r, err := s.CallPacked(f, p.Name, p.Shape, int64(p.Split), int64(seed), c.DType, p.Transposed)
 		if err != nil {
 			ReleaseWeights(w)
 			return nil, err
