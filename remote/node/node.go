@@ -178,6 +178,7 @@ type agent struct {
 	wg       sync.WaitGroup
 	tr       *agentTrace // nil when the session does not trace
 	silent   bool        // the controller went silent (no trace is sent then)
+	pongs    chan []byte // answers to clock pings, for pong (when tracing)
 }
 
 func (ag *agent) isStopping() bool {
@@ -203,6 +204,11 @@ func (ag *agent) serve(ctx context.Context, hb, deadline time.Duration) error {
 	}
 	ag.wg.Add(1)
 	go ag.beat(hb)
+	if ag.tr != nil {
+		ag.pongs = make(chan []byte, 16)
+		ag.wg.Add(1)
+		go ag.pong()
+	}
 	err := ag.relay()
 	// However we got here, no worker outlives the agent's session.
 	if !ag.isStopping() {
@@ -256,7 +262,13 @@ func (ag *agent) relay() error {
 			if err != nil {
 				return fmt.Errorf("node: controller sent a bad ping: %w", err)
 			}
-			_ = ag.c.Write(ctrl.TPong, pong)
+			// Another goroutine answers, so a large reply being written
+			// never holds up the relay; when it falls behind, the ping
+			// is not answered (the controller keeps the other samples).
+			select {
+			case ag.pongs <- pong:
+			default:
+			}
 		case ctrl.TAbort:
 			var ab ctrl.Abort
 			_ = ctrl.Decode(typ, p, &ab)
@@ -329,6 +341,21 @@ func (ag *agent) pump(i int) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// pong writes the answers to the controller's clock pings.
+func (ag *agent) pong() {
+	defer ag.wg.Done()
+	for {
+		select {
+		case <-ag.quit:
+			return
+		case p := <-ag.pongs:
+			if ag.c.Write(ctrl.TPong, p) != nil {
+				return
+			}
 		}
 	}
 }
