@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/wire"
 )
 
@@ -58,22 +59,56 @@ func (e external) quiesce()                       { e.d.Quiesce() }
 func (e external) stop(grace time.Duration) error { return e.d.Stop(grace) }
 func (e external) close()                         { e.d.Close() }
 
+// TraceSource is implemented by Drivers whose workers' trace events
+// reach the controller through the driver (remote/cluster: each node
+// agent collects its workers' events and sends them before it confirms
+// Stop). When the session traces, it calls TraceEvents once, after Stop,
+// and merges the result into the trace file.
+type TraceSource interface {
+	// TraceEvents returns the events collected (on the controller's
+	// clock, with global worker ids, faults on the controller's faults
+	// track) and entries for the trace file's otherData (how the hosts'
+	// clocks were aligned, whose events are missing or were dropped).
+	TraceEvents() ([]trace.Event, map[string]any)
+}
+
+// ExternalOptions configure NewExternalWith. Of Options, NumWorkers,
+// NumGroups, ShutdownGrace (default 5 s), Trace, HangReport and
+// HangOutput apply; WorkerDeadline does not (the driver has its own
+// heartbeats).
+type ExternalOptions struct {
+	Options
+	// StartTimeout bounds the first ping of every worker (default 30 s).
+	StartTimeout time.Duration
+}
+
 // NewExternal makes a session of kind (e.g. "remote") over d, pings every
 // worker (bounded by ctx and startTimeout, default 30 s) and returns it.
 // On failure the session is shut down.
 func NewExternal(ctx context.Context, kind string, n, groups int, d Driver, grace, startTimeout time.Duration) (*Session, error) {
-	groups, err := validateCounts(n, groups)
+	return NewExternalWith(ctx, kind, d, ExternalOptions{Options: Options{NumWorkers: n, NumGroups: groups, ShutdownGrace: grace}, StartTimeout: startTimeout})
+}
+
+// NewExternalWith is NewExternal with options; when the session traces
+// and d is a TraceSource, its workers' events join the trace file. On
+// failure the session is shut down (d closed).
+func NewExternalWith(ctx context.Context, kind string, d Driver, o ExternalOptions) (*Session, error) {
+	n := o.NumWorkers
+	groups, err := validateCounts(n, o.NumGroups)
 	if err != nil {
 		return nil, err
 	}
-	if grace <= 0 {
-		grace = 5 * time.Second
-	}
-	obs, err := newObserver(Options{}, n)
+	grace := o.grace()
+	obs, err := newObserver(Options{Trace: o.Trace, HangReport: o.HangReport, HangOutput: o.HangOutput, WorkerDeadline: -1}, n)
 	if err != nil {
+		d.Close()
 		return nil, err
+	}
+	if src, ok := d.(TraceSource); ok && obs.path != "" {
+		obs.source = src
 	}
 	s := newSession(kind, n, groups, external{d}, grace, obs)
+	startTimeout := o.StartTimeout
 	if startTimeout <= 0 {
 		startTimeout = 30 * time.Second
 	}

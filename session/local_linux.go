@@ -2,9 +2,12 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/chorus-rt/chorus/internal/trace"
 
 	"github.com/chorus-rt/chorus/wire"
 	"github.com/chorus-rt/chorus/worker"
@@ -15,14 +18,18 @@ import (
 // machinery (shared-memory rings, lifeline, watchers) and relays their
 // commands and replies. Worker ids are global: Base, Base+1, ...
 type Local struct {
-	p     *process
-	Base  int
-	Count int
+	p      *process
+	Base   int
+	Count  int
+	prefix string // of the workers' trace part files; "" when not tracing
 }
 
 // StartLocal starts opts.NumWorkers worker processes with global ids base,
 // base+1, ... of a session of total workers in opts.NumGroups groups. It
-// does not ping them; the controller does.
+// does not ping them; the controller does. opts.Trace, when set, is not a
+// trace file but the prefix of the workers' part files (the agent's
+// temporary directory): the workers record their events there, and
+// TraceEvents collects them after Stop.
 func StartLocal(opts ProcessOptions, base, total int) (*Local, error) {
 	n := opts.NumWorkers
 	groups, err := validateCounts(total, opts.NumGroups)
@@ -49,11 +56,11 @@ func StartLocal(opts ProcessOptions, base, total int) (*Local, error) {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	p, err := startProcesses(opts, prog, stderr, base, n, total, groups, "")
+	p, err := startProcesses(opts, prog, stderr, base, n, total, groups, opts.Trace)
 	if err != nil {
 		return nil, err
 	}
-	return &Local{p: p, Base: base, Count: n}, nil
+	return &Local{p: p, Base: base, Count: n, prefix: opts.Trace}, nil
 }
 
 // Send delivers c to global worker c.Worker (one of ours) or to all of
@@ -90,6 +97,25 @@ func (l *Local) AbortCollectives() {
 // Stop waits up to grace for the workers to exit (after a Shutdown
 // command), then closes their lifeline, then kills them.
 func (l *Local) Stop(grace time.Duration) error { return l.p.stop(grace) }
+
+// TraceEvents returns the events the workers recorded (global ids) when
+// they were started with a trace prefix, and removes their part files;
+// call it after Stop and before Close. At most limit bytes (0: no limit)
+// of each worker's part file are read, its newest events: dropped counts
+// the older ones left out. A worker that died adds what its flight
+// recorder still holds (marked unfinished).
+func (l *Local) TraceEvents(limit int64) (evs []trace.Event, dropped int64, err error) {
+	if l.prefix == "" {
+		return nil, 0, nil
+	}
+	parts := make([]string, len(l.p.ws))
+	rings := make([]*trace.Ring, len(l.p.ws))
+	for i, w := range l.p.ws {
+		parts[i], rings[i] = partPath(l.prefix, w.id), w.ring
+	}
+	evs, dropped, errs := mergeParts(parts, rings, limit)
+	return evs, dropped, errors.Join(errs...)
+}
 
 // Close frees the connections.
 func (l *Local) Close() { l.p.close() }

@@ -44,6 +44,7 @@ type observer struct {
 	pids       []int             // worker process ids (process sessions)
 	workerRecs []*trace.Recorder // threaded workers' recorders
 	parts      []string          // process workers' trace part files
+	source     TraceSource       // a driver that collects its workers' events (multi-host)
 	kill       func(w int, why string)
 
 	// The wait in progress (collect, fetch), for the watchdog.
@@ -72,13 +73,21 @@ func envDuration(name string) (time.Duration, bool, error) {
 	return d, true, nil
 }
 
+// ResolveTrace is the trace file a session with Options.Trace == path
+// writes: path, or else CHORUS_TRACE ("" for none). A driver that must
+// tell its workers to record before the session exists (remote/cluster)
+// asks here.
+func ResolveTrace(path string) string {
+	if path != "" {
+		return path
+	}
+	return os.Getenv(EnvTrace)
+}
+
 // newObserver resolves the options against the environment.
 func newObserver(o Options, n int) (*observer, error) {
-	ob := &observer{n: n, path: o.Trace, out: o.HangOutput, answered: make([]atomic.Uint64, n),
+	ob := &observer{n: n, path: ResolveTrace(o.Trace), out: o.HangOutput, answered: make([]atomic.Uint64, n),
 		rings: make([]*trace.Ring, n), pids: make([]int, n)}
-	if ob.path == "" {
-		ob.path = os.Getenv(EnvTrace)
-	}
 	if ob.path != "" {
 		abs, err := filepath.Abs(ob.path)
 		if err != nil {
@@ -457,6 +466,7 @@ var traceFiles struct {
 type traceFile struct {
 	sessions int
 	events   []trace.Event
+	meta     map[string]any
 }
 
 // writeTrace merges the controller's and the workers' events and writes
@@ -469,38 +479,13 @@ func (ob *observer) writeTrace() error {
 	for _, r := range ob.workerRecs {
 		evs = append(evs, r.Events()...)
 	}
-	var errs []error
-	for w, p := range ob.parts {
-		if p == "" {
-			continue
-		}
-		data, err := os.ReadFile(p)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-		part, err := trace.ReadPart(data)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("worker %d's part %s: %w", w, p, err))
-		}
-		evs = append(evs, part...)
-		// A worker that died took its unflushed events along; the flight
-		// recorder still has the latest ones.
-		last := int64(0)
-		for i := range part {
-			last = max(last, part[i].TS)
-		}
-		if r := ob.rings[w]; r != nil {
-			var tail []trace.Event
-			for _, e := range r.Snapshot().Recent {
-				if e.TS > last {
-					e.Args.Set |= trace.HasUnfinished
-					tail = append(tail, e)
-				}
-			}
-			evs = append(evs, trace.Reopen(part, tail)...)
-			evs = append(evs, tail...)
-		}
-		os.Remove(p)
+	part, _, errs := mergeParts(ob.parts, ob.rings, 0)
+	evs = append(evs, part...)
+	var meta map[string]any
+	if ob.source != nil {
+		more, m := ob.source.TraceEvents()
+		evs = append(evs, more...)
+		meta = m
 	}
 	end := int64(0)
 	for i := range evs {
@@ -519,19 +504,26 @@ func (ob *observer) writeTrace() error {
 		traceFiles.m[ob.path] = tf
 	}
 	tf.sessions++
+	prefix := ""
 	if tf.sessions > 1 {
-		prefix := fmt.Sprintf("session %d: ", tf.sessions)
+		prefix = fmt.Sprintf("session %d: ", tf.sessions)
 		for i := range evs {
 			evs[i].Track.Process = prefix + evs[i].Track.Process
 		}
 	}
 	tf.events = append(tf.events, evs...)
+	for k, v := range meta {
+		if tf.meta == nil {
+			tf.meta = map[string]any{}
+		}
+		tf.meta[prefix+k] = v
+	}
 	tmp := ob.path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	err = trace.Write(f, tf.events)
+	err = trace.WriteFile(f, &trace.File{Origin: trace.Earliest(tf.events), Events: tf.events, Meta: tf.meta})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -108,9 +109,29 @@ type Event struct {
 }
 
 var (
-	anchorWall = time.Now().UnixNano()
+	anchorWall = time.Now().UnixNano() + skew()
 	anchorMono = time.Now()
 )
+
+// EnvSkew (a Go duration, e.g. "5s" or "-2s") shifts this process's
+// trace clock: a test runs the processes of one simulated host with it
+// to play a host whose clock differs from the controller's
+// (docs/observability.md, clock alignment). Unset: 0; a value that is
+// not a duration is ignored with a warning on stderr.
+const EnvSkew = "CHORUS_TRACE_SKEW"
+
+func skew() int64 {
+	v := os.Getenv(EnvSkew)
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chorus: %s=%q is not a duration; ignored\n", EnvSkew, v)
+		return 0
+	}
+	return int64(d)
+}
 
 // Now is the trace clock: wall-clock ns since the Unix epoch, advancing
 // with the monotonic clock from this process's start, so it never goes

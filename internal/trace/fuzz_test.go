@@ -17,6 +17,7 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`[{"name":"a","ph":"X","ts":1.5,"dur":2,"pid":1,"tid":1}]`))
 	f.Add([]byte(`{"traceEvents":[{"name":"process_name","ph":"M","pid":1,"args":{"name":"worker 0"}},{"name":"thread_name","ph":"M","pid":1,"tid":2,"args":{"name":"commands"}},{"name":"f","ph":"B","ts":0,"pid":1,"tid":2},{"name":"f","ph":"E","ts":1,"pid":1,"tid":2}]}`))
 	f.Add([]byte(`{"traceEvents":[],"otherData":{"origin_unix_ns":5}}`))
+	f.Add([]byte(`{"traceEvents":[],"otherData":{"origin_unix_ns":5,"hosts":[{"node":1,"clock_offset_ns":-12}],"x":null}}`))
 	f.Add([]byte(`{"traceEvents":[{"ph":"i","ts":-0.0005,"pid":-1,"tid":-3,"args":{"rank":-1,"seq":18446744073709551615}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		f1, err := Read(data)

@@ -52,6 +52,7 @@ type rawArgs struct {
 func Read(data []byte) (*File, error) {
 	var raws []rawEvent
 	var origin int64
+	var meta map[string]any
 	data = bytes.TrimSpace(data)
 	switch {
 	case len(data) > 0 && data[0] == '[':
@@ -60,10 +61,8 @@ func Read(data []byte) (*File, error) {
 		}
 	default:
 		var top struct {
-			TraceEvents *[]rawEvent `json:"traceEvents"`
-			OtherData   struct {
-				Origin *int64 `json:"origin_unix_ns"`
-			} `json:"otherData"`
+			TraceEvents *[]rawEvent                `json:"traceEvents"`
+			OtherData   map[string]json.RawMessage `json:"otherData"`
 		}
 		if err := json.Unmarshal(data, &top); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrFormat, err)
@@ -72,11 +71,28 @@ func Read(data []byte) (*File, error) {
 			return nil, fmt.Errorf("%w: no traceEvents", ErrFormat)
 		}
 		raws = *top.TraceEvents
-		if top.OtherData.Origin != nil {
-			origin = *top.OtherData.Origin
+		for k, v := range top.OtherData {
+			switch k {
+			case metaOrigin:
+				if err := json.Unmarshal(v, &origin); err != nil {
+					return nil, fmt.Errorf("%w: otherData.%s: %v", ErrFormat, k, err)
+				}
+			case metaClock:
+			default:
+				d := json.NewDecoder(bytes.NewReader(v))
+				d.UseNumber()
+				var x any
+				if err := d.Decode(&x); err != nil {
+					return nil, fmt.Errorf("%w: otherData.%s: %v", ErrFormat, k, err)
+				}
+				if meta == nil {
+					meta = map[string]any{}
+				}
+				meta[k] = x
+			}
 		}
 	}
-	f := &File{Origin: origin}
+	f := &File{Origin: origin, Meta: meta}
 	type tkey struct{ pid, tid int64 }
 	procs := map[int64]string{}
 	threads := map[tkey]string{}

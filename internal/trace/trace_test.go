@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -363,5 +364,40 @@ func TestReopen(t *testing.T) {
 	}
 	if err := Validate(f); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMeta: otherData entries are written (sorted, as JSON) next to the
+// origin and read back; the reserved keys stay the package's.
+func TestMeta(t *testing.T) {
+	meta := map[string]any{
+		"hosts":          []map[string]any{{"node": 1, "clock_offset_ns": int64(-5_000_000_123)}},
+		"b":              "text \"quoted\"",
+		"origin_unix_ns": 42, // reserved: ignored
+	}
+	evs := sample()
+	var buf bytes.Buffer
+	if err := WriteFile(&buf, &File{Origin: Earliest(evs), Events: evs, Meta: meta}); err != nil {
+		t.Fatal(err)
+	}
+	if i, j := strings.Index(buf.String(), `"b":`), strings.Index(buf.String(), `"hosts":`); i < 0 || j < i {
+		t.Fatalf("otherData not sorted:\n%s", buf.String()[:300])
+	}
+	f, err := Read(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Origin != Earliest(evs) || f.Meta["b"] != "text \"quoted\"" || f.Meta["origin_unix_ns"] != nil || f.Meta["clock"] != nil {
+		t.Fatalf("origin %d, meta %v", f.Origin, f.Meta)
+	}
+	hosts, ok := f.Meta["hosts"].([]any)
+	if !ok || len(hosts) != 1 || hosts[0].(map[string]any)["clock_offset_ns"] != json.Number("-5000000123") {
+		t.Fatalf("hosts %#v", f.Meta["hosts"])
+	}
+	if err := WriteFile(&buf, &File{Meta: map[string]any{"bad": func() {}}}); err == nil {
+		t.Fatal("a value JSON cannot hold was written")
 	}
 }

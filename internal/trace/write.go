@@ -2,6 +2,8 @@ package trace
 
 import (
 	"bufio"
+	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"sort"
@@ -17,6 +19,29 @@ type File struct {
 	// Origin is the wall-clock time (ns since the Unix epoch) of ts 0.
 	Origin int64
 	Events []Event
+	// Meta goes to "otherData" next to the origin (values as JSON, keys
+	// sorted): how a multi-host trace was aligned, whose events are
+	// missing or were dropped. Read returns numbers as json.Number.
+	Meta map[string]any
+}
+
+// Reserved keys of "otherData".
+const (
+	metaClock  = "clock"
+	metaOrigin = "origin_unix_ns"
+)
+
+// Earliest is the smallest timestamp of events (0 for none): the origin
+// Write uses.
+func Earliest(events []Event) int64 {
+	origin := int64(math.MaxInt64)
+	for i := range events {
+		origin = min(origin, events[i].TS)
+	}
+	if len(events) == 0 {
+		origin = 0
+	}
+	return origin
 }
 
 // Write writes events in the Trace Event Format (a JSON object with
@@ -27,14 +52,7 @@ type File struct {
 // so a track's events stay in the order they were recorded when their
 // times are equal).
 func Write(w io.Writer, events []Event) error {
-	origin := int64(math.MaxInt64)
-	for i := range events {
-		origin = min(origin, events[i].TS)
-	}
-	if len(events) == 0 {
-		origin = 0
-	}
-	return WriteFile(w, &File{Origin: origin, Events: events})
+	return WriteFile(w, &File{Origin: Earliest(events), Events: events})
 }
 
 // WriteFile writes f as Write does, with f's origin (events before it get
@@ -48,6 +66,23 @@ func WriteFile(w io.Writer, f *File) error {
 	var b []byte
 	b = append(b, `{"displayTimeUnit":"ns","otherData":{"clock":"wall-clock ns since the Unix epoch","origin_unix_ns":`...)
 	b = strconv.AppendInt(b, f.Origin, 10)
+	keys := make([]string, 0, len(f.Meta))
+	for k := range f.Meta {
+		if k != metaClock && k != metaOrigin {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, err := json.Marshal(f.Meta[k])
+		if err != nil {
+			return fmt.Errorf("trace: otherData %q: %w", k, err)
+		}
+		b = append(b, ',')
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = append(b, v...)
+	}
 	b = append(b, `},"traceEvents":[`...)
 	first := true
 	sep := func() {

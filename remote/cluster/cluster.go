@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/remote/ctrl"
 	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/session"
@@ -68,6 +70,16 @@ type Options struct {
 	StartTimeout time.Duration
 	// Log receives refusals and faults; nil: the standard logger.
 	Log func(msg string)
+
+	// Trace writes a trace of the session, with every host's workers'
+	// events, to this file at Shutdown; "" means CHORUS_TRACE, or none
+	// (docs/observability.md).
+	Trace string
+	// TraceLimit bounds the trace events each host sends, in bytes of
+	// part lines (default DefaultTraceLimit): each of its workers, and
+	// the agent, keep their newest limit/(workers+1) bytes; the older
+	// are dropped and counted in the trace.
+	TraceLimit int64
 }
 
 func (o *Options) defaults() error {
@@ -100,6 +112,20 @@ func (o *Options) defaults() error {
 	}
 	if o.Log == nil {
 		o.Log = func(s string) { log.Print(s) }
+	}
+	if o.TraceLimit < 0 {
+		return fmt.Errorf("cluster: TraceLimit %d < 0", o.TraceLimit)
+	}
+	if o.TraceLimit == 0 {
+		o.TraceLimit = DefaultTraceLimit
+	}
+	if p := session.ResolveTrace(o.Trace); p != "" {
+		// Fail before any agent is waited for, not at Shutdown.
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("cluster: trace file: %w", err)
+		}
+		f.Close()
 	}
 	return nil
 }
@@ -214,12 +240,13 @@ func (l *Listener) Accept(ctx context.Context) (*session.Session, error) {
 			byRank[r], any = any[0], any[1:]
 		}
 	}
-	d := &driver{opts: o, lostCh: make(chan struct{}), quit: make(chan struct{})}
+	d := &driver{opts: o, lostCh: make(chan struct{}), quit: make(chan struct{}),
+		tracing: session.ResolveTrace(o.Trace) != "", traceLimit: o.TraceLimit}
 	total := 0
 	for r, p := range byRank {
 		host, _, _ := net.SplitHostPort(p.conn.RemoteAddr().String())
 		d.hosts = append(d.hosts, &host_{node: r, base: total, count: p.hello.Workers, conn: p.conn,
-			addr: p.conn.RemoteAddr().String(), ip: host, hostname: p.hello.Hostname, done: make(chan struct{})})
+			addr: p.conn.RemoteAddr().String(), ip: host, hostname: p.hello.Hostname, done: make(chan struct{}), tr: &hostTrace{}})
 		total += p.hello.Workers
 	}
 	groups := max(1, o.NumGroups)
@@ -231,6 +258,9 @@ func (l *Listener) Accept(ctx context.Context) (*session.Session, error) {
 		a := ctrl.Assign{NodeRank: h.node, Nodes: o.Nodes, Base: h.base, Total: total, Groups: groups,
 			DeviceIDs: o.DeviceIDs, Transport: o.Transport, HeartbeatMs: o.Heartbeat.Milliseconds(),
 			DeadlineMs: o.Deadline.Milliseconds(), GraceMs: o.ShutdownGrace.Milliseconds(), Addr: h.ip}
+		if d.tracing {
+			a.Trace, a.TraceBytes = true, o.TraceLimit
+		}
 		if err := h.conn.WriteJSON(ctrl.TAssign, a); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("cluster: node %d (%s): %w", h.node, h.addr, err)
@@ -267,7 +297,9 @@ func (l *Listener) Accept(ctx context.Context) (*session.Session, error) {
 		go d.read(h)
 		go d.beat(h)
 	}
-	s, err := session.NewExternal(ctx, "remote", total, groups, d, o.ShutdownGrace, o.StartTimeout)
+	s, err := session.NewExternalWith(ctx, "remote", d, session.ExternalOptions{StartTimeout: o.StartTimeout,
+		Options: session.Options{NumWorkers: total, NumGroups: groups, ShutdownGrace: o.ShutdownGrace,
+			Trace: o.Trace}})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -282,6 +314,7 @@ type host_ struct {
 	done              chan struct{} // closed when Done arrived or the link ended
 	doneOnce          sync.Once
 	doneErr           string
+	tr                *hostTrace // its trace events and clock (when tracing)
 }
 
 func (h *host_) finish(msg string) {
@@ -338,6 +371,11 @@ type driver struct {
 	quit      chan struct{}
 	quitOnce  sync.Once
 	closeOnce sync.Once
+
+	tracing    bool
+	traceLimit int64
+	faultMu    sync.Mutex
+	faults     []trace.Event // host and worker losses, when tracing
 }
 
 var _ session.Driver = (*driver)(nil)
@@ -359,6 +397,9 @@ func (d *driver) fail(err error) error {
 	lostNode := -1
 	if errors.As(err, &he) {
 		lostNode = he.Node
+		d.noteFault("host lost", err.Error())
+	} else {
+		d.noteFault("worker lost", err.Error())
 	}
 	for _, h := range d.hosts {
 		if h.node == lostNode {
@@ -437,15 +478,32 @@ func (d *driver) read(h *host_) {
 			var dn ctrl.Done
 			_ = ctrl.Decode(typ, p, &dn)
 			h.finish(dn.Error)
+		case ctrl.TPong:
+			if err := h.tr.pong(p, trace.Now()); err != nil {
+				d.hostLost(h, fmt.Sprintf("protocol error: %v", err))
+			}
+		case ctrl.TTrace:
+			h.tr.take(p, d.traceBound())
+		case ctrl.TTraceEnd:
+			var te ctrl.TraceEnd
+			if err := ctrl.Decode(typ, p, &te); err != nil {
+				d.hostLost(h, err.Error())
+				continue
+			}
+			h.tr.ended(te)
 		default:
 			d.hostLost(h, fmt.Sprintf("unexpected %s frame", typ))
 		}
 	}
 }
 
-// beat sends h a heartbeat every Options.Heartbeat.
+// beat sends h a heartbeat every Options.Heartbeat; when tracing, a
+// ping instead (a burst first), which the agent answers with its clock.
 func (d *driver) beat(h *host_) {
 	defer d.wg.Done()
+	if d.tracing && !d.pingBurst(h, 2*time.Millisecond) {
+		return
+	}
 	t := time.NewTicker(d.opts.Heartbeat)
 	defer t.Stop()
 	for {
@@ -455,6 +513,12 @@ func (d *driver) beat(h *host_) {
 		case <-h.done:
 			return
 		case <-t.C:
+			if d.tracing {
+				if !d.ping(h) {
+					return
+				}
+				continue
+			}
 			if err := h.conn.Write(ctrl.THeartbeat, nil); err != nil {
 				if !d.stopping.Load() {
 					d.hostLost(h, fmt.Sprintf("heartbeat not taken: %v", err))
@@ -508,7 +572,24 @@ func (d *driver) Recv(ctx context.Context, w int) (*wire.Reply, error) {
 
 func (d *driver) Poll(w int) (*wire.Reply, error) { return d.qs[w].pop(), nil }
 
-func (d *driver) Quiesce() { d.stopping.Store(true) }
+// Quiesce: Shutdown begins. When tracing, every live host gets a burst
+// of pings first (answered before the Shutdown command that follows), a
+// clock sample from the session's end.
+func (d *driver) Quiesce() {
+	if d.tracing && !d.stopping.Load() && d.Lost() == nil {
+		var wg sync.WaitGroup
+		for _, h := range d.hosts {
+			wg.Add(1)
+			h.tr.endClock()
+			go func() {
+				defer wg.Done()
+				d.pingBurst(h, time.Millisecond)
+			}()
+		}
+		wg.Wait()
+	}
+	d.stopping.Store(true)
+}
 
 // Stop waits for every agent to confirm that its workers stopped (they
 // get grace, then are forced), then closes the connections.
@@ -554,7 +635,12 @@ func (d *driver) Close() {
 		for _, h := range d.hosts {
 			_ = h.conn.CloseWrite(time.Second)
 		}
+		// When tracing, survivors of a failed session send their events
+		// after they stopped their workers.
 		wait := time.NewTimer(time.Second)
+		if d.tracing {
+			wait.Reset(traceWait)
+		}
 		defer wait.Stop()
 		for _, h := range d.hosts {
 			select {

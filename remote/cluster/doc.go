@@ -16,4 +16,10 @@
 // agents are told to abort their workers' collectives. Agents stop their
 // workers when the controller is gone, and workers exit when their agent
 // is gone (the process session's lifeline). See docs/multi-host.md.
+//
+// Tracing (Options.Trace, CHORUS_TRACE): the agents send their workers'
+// events and their own at the end, bounded by Options.TraceLimit; the
+// controller aligns each host's clock with the best ping round trip and
+// merges them into the session's trace, naming hosts whose events are
+// missing (docs/observability.md, "Multi-host traces").
 package cluster

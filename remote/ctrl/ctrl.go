@@ -29,6 +29,11 @@ const (
 	TAbort     Type = 7 // controller -> agent: Abort (a peer host was lost)
 	TDone      Type = 8 // agent -> controller: Done (workers stopped)
 	TRefuse    Type = 9 // either way: Refuse (why the peer gives up)
+	// Tracing (only when Assign.Trace; see docs/observability.md).
+	TPing     Type = 10 // controller -> agent: the controller's clock (8 bytes, Clock)
+	TPong     Type = 11 // agent -> controller: the ping's clock and the agent's (16 bytes, Clock)
+	TTrace    Type = 12 // agent -> controller: trace events as part lines (internal/trace)
+	TTraceEnd Type = 13 // agent -> controller: TraceEnd (its events are complete)
 )
 
 // MaxMessage bounds every frame but TWire.
@@ -36,6 +41,9 @@ const MaxMessage = 64 << 10
 
 // MaxWire bounds TWire frames (transport.MaxFrame).
 const MaxWire = 1<<30 + 1<<20
+
+// MaxTrace bounds TTrace frames: an agent sends its events in pieces.
+const MaxTrace = 1 << 20
 
 // ErrMalformed: a frame broke the protocol.
 var ErrMalformed = errors.New("ctrl: malformed frame")
@@ -46,14 +54,20 @@ func (t Type) limit() int {
 		return MaxWire
 	case THeartbeat:
 		return 0
-	case THello, TAssign, TReady, TLost, TAbort, TDone, TRefuse:
+	case THello, TAssign, TReady, TLost, TAbort, TDone, TRefuse, TTraceEnd:
 		return MaxMessage
+	case TPing:
+		return 8
+	case TPong:
+		return 16
+	case TTrace:
+		return MaxTrace
 	}
 	return -1
 }
 
 func (t Type) String() string {
-	names := [...]string{"?", "hello", "assign", "ready", "wire", "heartbeat", "lost", "abort", "done", "refuse"}
+	names := [...]string{"?", "hello", "assign", "ready", "wire", "heartbeat", "lost", "abort", "done", "refuse", "ping", "pong", "trace", "trace-end"}
 	if int(t) < len(names) {
 		return names[t]
 	}
@@ -84,6 +98,12 @@ type Assign struct {
 	// Addr is the agent's address as the controller sees it; workers bind
 	// their data listeners to it.
 	Addr string `json:"addr"`
+	// Trace: the session traces. The agent's workers record their
+	// events, the agent answers TPing with TPong, and before it confirms
+	// that its workers stopped (or when its controller goes) it sends
+	// them as TTrace frames and a TTraceEnd, at most TraceBytes of them.
+	Trace      bool  `json:"trace,omitempty"`
+	TraceBytes int64 `json:"trace_bytes,omitempty"`
 }
 
 // Ready says the agent's workers started.
@@ -106,6 +126,35 @@ type Abort struct {
 // Done reports how the agent's workers stopped.
 type Done struct {
 	Error string `json:"error"`
+}
+
+// TraceEnd ends an agent's trace events.
+type TraceEnd struct {
+	Events  int64 `json:"events"`  // sent in TTrace frames
+	Dropped int64 `json:"dropped"` // the oldest, left out to stay within Assign.TraceBytes
+	// Error says what could not be collected (a part file unreadable).
+	Error string `json:"error,omitempty"`
+}
+
+// PingPayload is a TPing's payload: the controller's clock (ns).
+func PingPayload(t int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(t)) }
+
+// PongPayload answers the TPing payload ping (echoed) with the agent's
+// clock at its arrival.
+func PongPayload(ping []byte, t int64) ([]byte, error) {
+	if len(ping) != 8 {
+		return nil, fmt.Errorf("%w: ping of %d bytes, want 8", ErrMalformed, len(ping))
+	}
+	return binary.LittleEndian.AppendUint64(append([]byte(nil), ping...), uint64(t)), nil
+}
+
+// ParsePong returns the controller's clock a TPong echoes and the
+// agent's clock in it.
+func ParsePong(p []byte) (sent, remote int64, err error) {
+	if len(p) != 16 {
+		return 0, 0, fmt.Errorf("%w: pong of %d bytes, want 16", ErrMalformed, len(p))
+	}
+	return int64(binary.LittleEndian.Uint64(p)), int64(binary.LittleEndian.Uint64(p[8:])), nil
 }
 
 // Refuse says why the sender gives up.

@@ -27,6 +27,10 @@ func TestReadFrameLimits(t *testing.T) {
 		{"huge hello", append(binary.LittleEndian.AppendUint32(nil, MaxMessage+1), byte(THello)), false},
 		{"huge wire", append(binary.LittleEndian.AppendUint32(nil, 0xffffffff), byte(TWire)), false},
 		{"short", frame(THello, []byte(`{}`))[:6], false},
+		{"ping", frame(TPing, PingPayload(7)), true},
+		{"long ping", frame(TPing, make([]byte, 9)), false},
+		{"long pong", frame(TPong, make([]byte, 17)), false},
+		{"huge trace", append(binary.LittleEndian.AppendUint32(nil, MaxTrace+1), byte(TTrace)), false},
 	}
 	for _, c := range cases {
 		var buf []byte
@@ -75,11 +79,32 @@ func TestConnRoundTripAndIdle(t *testing.T) {
 	}
 }
 
+// TestPingPong: a pong echoes the ping's clock and carries the agent's;
+// payloads of another size are refused.
+func TestPingPong(t *testing.T) {
+	pong, err := PongPayload(PingPayload(-5), 1<<62)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, remote, err := ParsePong(pong)
+	if err != nil || sent != -5 || remote != 1<<62 {
+		t.Fatal(sent, remote, err)
+	}
+	if _, err := PongPayload(make([]byte, 7), 0); !errors.Is(err, ErrMalformed) {
+		t.Fatal(err)
+	}
+	if _, _, err := ParsePong(make([]byte, 15)); !errors.Is(err, ErrMalformed) {
+		t.Fatal(err)
+	}
+}
+
 func FuzzReadFrame(f *testing.F) {
 	f.Add(frame(THello, []byte(`{"version":1,"node_rank":0,"workers":1}`)))
 	f.Add(frame(TWire, []byte("CHR\x01")))
 	f.Add(frame(THeartbeat, nil))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 4})
+	f.Add(frame(TPong, make([]byte, 16)))
+	f.Add(frame(TTraceEnd, []byte(`{"events":3,"dropped":1}`)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var buf []byte
 		typ, p, err := ReadFrame(bytes.NewReader(in), &buf)
@@ -89,8 +114,10 @@ func FuzzReadFrame(f *testing.F) {
 		if len(p) > typ.limit() {
 			t.Fatalf("%s of %d bytes accepted", typ, len(p))
 		}
-		for _, v := range []any{&Hello{}, &Assign{}, &Ready{}, &Lost{}, &Abort{}, &Done{}, &Refuse{}} {
+		for _, v := range []any{&Hello{}, &Assign{}, &Ready{}, &Lost{}, &Abort{}, &Done{}, &Refuse{}, &TraceEnd{}} {
 			_ = Decode(typ, p, v)
 		}
+		_, _, _ = ParsePong(p)
+		_, _ = PongPayload(p, 1)
 	})
 }

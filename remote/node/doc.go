@@ -10,4 +10,9 @@
 // when its context ends (SIGINT/SIGTERM in the CLI); its workers exit by
 // themselves if the agent dies (their lifeline pipe closes). A worker that
 // dies is reported to the controller, which fails the session.
+//
+// When the session traces, its workers record their events, the agent
+// records the commands it relays, answers the controller's clock pings,
+// and sends every event over the control connection once its workers
+// stopped (docs/observability.md, "Multi-host traces").
 package node

@@ -8,9 +8,11 @@ import (
 	"log"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/remote/ctrl"
 	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/session"
@@ -115,6 +117,19 @@ func Run(ctx context.Context, o Options) error {
 		Options:   session.Options{NumWorkers: o.Workers, NumGroups: a.Groups, DeviceIDs: a.DeviceIDs, ShutdownGrace: grace},
 		Transport: a.Transport, Program: o.Program, Args: o.Args, Env: env, Stderr: o.Stderr,
 	}
+	var tr *agentTrace
+	if a.Trace {
+		// The workers write their events to part files here; the agent
+		// sends them to the controller at the end.
+		dir, err := os.MkdirTemp("", "chorus-node-trace-")
+		if err != nil {
+			_ = c.WriteJSON(ctrl.TRefuse, ctrl.Refuse{Reason: fmt.Sprintf("node %d: trace directory: %v", a.NodeRank, err)})
+			return fmt.Errorf("node: trace directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		popts.Trace = filepath.Join(dir, "worker")
+		tr = newAgentTrace(a.NodeRank, o.Workers, a.TraceBytes)
+	}
 	l, err := session.StartLocal(popts, a.Base, a.Total)
 	if err != nil {
 		_ = c.WriteJSON(ctrl.TRefuse, ctrl.Refuse{Reason: err.Error()})
@@ -127,7 +142,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("node: ready: %w", err)
 	}
 	logf("node %d: workers %d-%d started (pids %v)", a.NodeRank, a.Base, a.Base+o.Workers-1, l.PIDs())
-	ag := &agent{c: c, l: l, logf: logf, grace: grace, quit: make(chan struct{})}
+	ag := &agent{c: c, l: l, logf: logf, grace: grace, quit: make(chan struct{}), tr: tr}
 	return ag.serve(ctx, hb, deadline)
 }
 
@@ -161,6 +176,9 @@ type agent struct {
 	quit     chan struct{}
 	reported sync.Once
 	wg       sync.WaitGroup
+	tr       *agentTrace // nil when the session does not trace
+	silent   bool        // the controller went silent (no trace is sent then)
+	pongs    chan []byte // answers to clock pings, for pong (when tracing)
 }
 
 func (ag *agent) isStopping() bool {
@@ -186,11 +204,22 @@ func (ag *agent) serve(ctx context.Context, hb, deadline time.Duration) error {
 	}
 	ag.wg.Add(1)
 	go ag.beat(hb)
+	if ag.tr != nil {
+		ag.pongs = make(chan []byte, 16)
+		ag.wg.Add(1)
+		go ag.pong()
+	}
 	err := ag.relay()
 	// However we got here, no worker outlives the agent's session.
 	if !ag.isStopping() {
 		ag.setStopping()
 		_ = ag.l.Stop(500 * time.Millisecond)
+		// A controller that closed the connection (a session that
+		// failed elsewhere) still reads: send it our events. One that
+		// went silent would not take them.
+		if err != nil && !ag.silent {
+			ag.sendTrace()
+		}
 	}
 	close(ag.quit)
 	ag.wg.Wait()
@@ -217,21 +246,37 @@ func (ag *agent) relay() error {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
+				ag.silent = true
 				err = fmt.Errorf("%w: nothing received within the deadline", ErrControllerGone)
 			} else {
 				err = fmt.Errorf("%w: %v", ErrControllerGone, err)
 			}
 			ag.logf("%v; stopping the workers", err)
+			ag.tr.fault("controller gone", err.Error())
 			return err
 		}
 		switch typ {
 		case ctrl.THeartbeat:
+		case ctrl.TPing:
+			pong, err := ctrl.PongPayload(p, trace.Now())
+			if err != nil {
+				return fmt.Errorf("node: controller sent a bad ping: %w", err)
+			}
+			// Another goroutine answers, so a large reply being written
+			// never holds up the relay; when it falls behind, the ping
+			// is not answered (the controller keeps the other samples).
+			select {
+			case ag.pongs <- pong:
+			default:
+			}
 		case ctrl.TAbort:
 			var ab ctrl.Abort
 			_ = ctrl.Decode(typ, p, &ab)
 			ag.logf("the session lost a peer (%s); aborting collectives", ab.Reason)
+			ag.tr.fault("abort", ab.Reason)
 			ag.l.AbortCollectives()
 		case ctrl.TWire:
+			t0 := ag.tr.now()
 			cmd, err := wire.DecodeCommand(p)
 			if err != nil {
 				return fmt.Errorf("node: controller sent a bad command: %w", err)
@@ -242,12 +287,14 @@ func (ag *agent) relay() error {
 			if err := ag.l.Send(cmd); err != nil {
 				ag.report(err)
 			}
+			ag.tr.relayed(cmd, t0)
 			if cmd.Action == wire.ActShutdown {
 				serr := ag.l.Stop(ag.grace)
 				msg := ""
 				if serr != nil {
 					msg = serr.Error()
 				}
+				ag.sendTrace()
 				_ = ag.c.WriteJSON(ctrl.TDone, ctrl.Done{Error: msg})
 				return nil
 			}
@@ -268,6 +315,7 @@ func (ag *agent) report(err error) {
 			lost = err
 		}
 		ag.logf("%v", lost)
+		ag.tr.fault("worker lost", lost.Error())
 		m := ctrl.Lost{Worker: -1, Status: lost.Error()}
 		var le *session.LostError
 		if errors.As(lost, &le) {
@@ -293,6 +341,21 @@ func (ag *agent) pump(i int) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// pong writes the answers to the controller's clock pings.
+func (ag *agent) pong() {
+	defer ag.wg.Done()
+	for {
+		select {
+		case <-ag.quit:
+			return
+		case p := <-ag.pongs:
+			if ag.c.Write(ctrl.TPong, p) != nil {
+				return
+			}
 		}
 	}
 }
