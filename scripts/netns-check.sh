@@ -16,7 +16,8 @@
 #     Open MPI if installed; JSON lines in OUTDIR.
 #
 # Options (before --bench): --rate RATE (e.g. 1gbit; default 10gbit, or
-# $RATE). Environment for measurements: BENCH_ONLY=1 skips the suite and
+# $RATE); without netem the tbf bucket is 4 ms at the rate ($BURST bytes
+# overrides it). Environment for measurements: BENCH_ONLY=1 skips the suite and
 # the fault tests; BENCH_SHAPES ("2x1 2x2 4x1 4x2"), BENCH_MIN (1K),
 # BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out; CHORUS_CPUPROFILE=DIR makes every
 # worker write a CPU profile to DIR/<run>/worker-<id>.pprof.
@@ -75,6 +76,16 @@ if [ -z "$BIN" ]; then
   CGO_ENABLED=0 go build -o "$BIN" ./cmd/chorus
 fi
 
+# tbf's bucket: 4 ms at the rate (5 MB at 10 Gbit/s, 500 KB at 1 Gbit/s).
+# A bucket much larger than that lets short benchmark runs (few calls)
+# beat the rate with the burst that builds up while they wait.
+rate_bits() { # 10gbit, 500mbit, 100kbit -> bits per second
+  local n=${1%%[a-zA-Z]*} u=${1##*[0-9]}
+  case $u in gbit) echo $((n * 1000000000)) ;; mbit) echo $((n * 1000000)) ;; kbit) echo $((n * 1000)) ;; *) echo "$n" ;; esac
+}
+BURST=${BURST:-$(( $(rate_bits "$RATE") / 8 / 250 ))}
+[ "$BURST" -ge 65536 ] 2>/dev/null || BURST=65536
+
 # --- topology: bridge in the controller namespace, a shaped veth per host
 ip netns add "$CTL"
 ip -n "$CTL" link set lo up
@@ -95,8 +106,8 @@ for i in $(seq 0 $((HOSTS - 1))); do
   if ! ip netns exec "$ns" tc qdisc add dev eth0 root netem delay "$DELAY" rate "$RATE" limit 100000 2>/dev/null; then
     # Kernels without sch_netem (e.g. minimal VM kernels): a token bucket
     # limits the rate; no delay can be added.
-    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 5mb latency 10ms
-    SHAPE="$RATE (tbf: this kernel has no netem, so no added delay)"
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst "$BURST" latency 10ms
+    SHAPE="$RATE (tbf burst $BURST: this kernel has no netem, so no added delay)"
   fi
 done
 echo "netns-check: $HOSTS hosts, $WORKERS workers each, host uplinks ${SHAPE:-$RATE with $DELAY one way (netem)}, controller in $CTL"

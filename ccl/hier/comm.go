@@ -28,7 +28,7 @@ const Name = "cpu-hier"
 // CHORUS_HIER_CHUNK override them for measurements.
 var (
 	SmallMax   = envInt("CHORUS_HIER_SMALL_MAX", 64<<10)
-	RHDMax     = envInt("CHORUS_HIER_RHD_MAX", 4<<20)
+	RHDMax     = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
 	ChunkBytes = envInt("CHORUS_HIER_CHUNK", 1<<20)
 )
 
