@@ -10,8 +10,17 @@
 #     down): the controller must report the host within DEADLINE plus one
 #     heartbeat, and no process may be left in any namespace;
 #   - with --bench OUTDIR: allreduce sweeps on 2 and 4 hosts x 1 and 2
-#     workers (float32, 1 KiB to 256 MiB) and the session round trip, as
-#     JSON lines in OUTDIR.
+#     workers (float32, 1 KiB to 256 MiB), the session round trip, and the
+#     anchors in the same namespaces: a plain TCP and a TLS 1.3 stream
+#     between two hosts (`chorus cluster bench stream`), torch gloo and
+#     Open MPI if installed; JSON lines in OUTDIR.
+#
+# Options (before --bench): --rate RATE (e.g. 1gbit; default 10gbit, or
+# $RATE); without netem the tbf bucket is 4 ms at the rate ($BURST bytes
+# overrides it). Environment for measurements: BENCH_ONLY=1 skips the suite and
+# the fault tests; BENCH_SHAPES ("2x1 2x2 4x1 4x2"), BENCH_MIN (1K),
+# BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out; CHORUS_CPUPROFILE=DIR makes every
+# worker write a CPU profile to DIR/<run>/worker-<id>.pprof.
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -27,6 +36,10 @@ DELAY=${DELAY:-50us}
 DEADLINE=${DEADLINE:-3s}
 HEARTBEAT=${HEARTBEAT:-1s}
 BENCH_OUT=""
+if [ "${1:-}" = "--rate" ]; then
+  RATE=${2:?usage: netns-check.sh [--rate RATE] [--bench OUTDIR]}
+  shift 2
+fi
 if [ "${1:-}" = "--bench" ]; then
   BENCH_OUT=${2:?usage: netns-check.sh [--bench OUTDIR]}
   mkdir -p "$BENCH_OUT"
@@ -63,6 +76,16 @@ if [ -z "$BIN" ]; then
   CGO_ENABLED=0 go build -o "$BIN" ./cmd/chorus
 fi
 
+# tbf's bucket: 4 ms at the rate (5 MB at 10 Gbit/s, 500 KB at 1 Gbit/s).
+# A bucket much larger than that lets short benchmark runs (few calls)
+# beat the rate with the burst that builds up while they wait.
+rate_bits() { # 10gbit, 500mbit, 100kbit -> bits per second
+  local n=${1%%[a-zA-Z]*} u=${1##*[0-9]}
+  case $u in gbit) echo $((n * 1000000000)) ;; mbit) echo $((n * 1000000)) ;; kbit) echo $((n * 1000)) ;; *) echo "$n" ;; esac
+}
+BURST=${BURST:-$(( $(rate_bits "$RATE") / 8 / 250 ))}
+[ "$BURST" -ge 65536 ] 2>/dev/null || BURST=65536
+
 # --- topology: bridge in the controller namespace, a shaped veth per host
 ip netns add "$CTL"
 ip -n "$CTL" link set lo up
@@ -83,8 +106,8 @@ for i in $(seq 0 $((HOSTS - 1))); do
   if ! ip netns exec "$ns" tc qdisc add dev eth0 root netem delay "$DELAY" rate "$RATE" limit 100000 2>/dev/null; then
     # Kernels without sch_netem (e.g. minimal VM kernels): a token bucket
     # limits the rate; no delay can be added.
-    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 5mb latency 10ms
-    SHAPE="$RATE (tbf: this kernel has no netem, so no added delay)"
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst "$BURST" latency 10ms
+    SHAPE="$RATE (tbf burst $BURST: this kernel has no netem, so no added delay)"
   fi
 done
 echo "netns-check: $HOSTS hosts, $WORKERS workers each, host uplinks ${SHAPE:-$RATE with $DELAY one way (netem)}, controller in $CTL"
@@ -104,13 +127,18 @@ run_session() {
   local cred=("${TOKEN[@]}")
   [ "$mode" = mtls ] && cred=("${MTLS[@]}")
   PORT=$((PORT + 1))
+  local prof=()
+  if [ -n "${CHORUS_CPUPROFILE:-}" ]; then
+    mkdir -p "$CHORUS_CPUPROFILE/$name"
+    prof=(CHORUS_CPUPROFILE="$CHORUS_CPUPROFILE/$name")
+  fi
   ip netns exec "$CTL" "$BIN" "$@" --listen "$CTL_ADDR:$PORT" --nodes "$nh" \
     --heartbeat "$HEARTBEAT" --deadline "$DEADLINE" "${cred[@]}" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   CTLPID=$!
   PIDS+=("$CTLPID")
   AGENTS=()
   for i in $(seq 0 $((nh - 1))); do
-    ip netns exec "${NS[$i]}" "$BIN" node --connect "$CTL_ADDR:$PORT" --workers "$nw" --node-rank "$i" \
+    ip netns exec "${NS[$i]}" env "${prof[@]}" "$BIN" node --connect "$CTL_ADDR:$PORT" --workers "$nw" --node-rank "$i" \
       --connect-timeout 30s "${cred[@]}" >"$TMP/$name.a$i" 2>&1 &
     AGENTS+=($!)
     PIDS+=($!)
@@ -143,6 +171,7 @@ wait_for() { # file pattern seconds
   return 1
 }
 
+if [ "${BENCH_ONLY:-}" != 1 ]; then
 # --- the cross-host suite
 check_suite() { # name nhosts mode
   run_session "$1" "$2" "$WORKERS" "$3" cluster check
@@ -202,40 +231,70 @@ fault() { # kind
 fault kill
 fault stop
 fault partition
+fi
 
 # --- benchmarks
 if [ -n "$BENCH_OUT" ]; then
-  for nh in 2 4; do
-    for nw in 1 2; do
-      name="bench-${nh}x$nw"
-      run_session "$name" "$nh" "$nw" token cluster bench allreduce --min 1K --max 256M --json
-      wait "$CTLPID" || fail "$name"
-      for a in "${AGENTS[@]}"; do wait "$a" || true; done
-      cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers.jsonl"
-      echo "ok   $name"
+  SHAPES=${BENCH_SHAPES:-2x1 2x2 4x1 4x2}
+  size_bytes() { # 1K, 64M, 1G -> bytes
+    case $1 in
+      *K) echo $((${1%K} << 10)) ;; *M) echo $((${1%M} << 20)) ;; *G) echo $((${1%G} << 30)) ;; *) echo "$1" ;;
+    esac
+  }
+  BMIN=${BENCH_MIN:-1K}
+  BMAX=${BENCH_MAX:-256M}
+  echo "{\"bench\":\"netns\",\"rate\":\"$RATE\",\"shape\":\"${SHAPE:-$RATE netem $DELAY}\",\"date\":\"$(date -u +%FT%TZ)\"}" >"$BENCH_OUT/setup.jsonl"
+  # What the link carries at all: plain TCP and TLS 1.3 (the data links'
+  # settings) from host 0 to host 1, one direction and both at once.
+  for mode in tcp tls; do
+    for dir in uni bidi; do
+      PORT=$((PORT + 1))
+      extra=(); [ "$mode" = tls ] && extra=(--tls "${TOKEN[@]}")
+      d=(); [ "$dir" = bidi ] && d=(--bidi)
+      ip netns exec "${NS[1]}" "$BIN" cluster bench stream --serve --listen "10.77.0.2:$PORT" --conns 3 --timeout 60s "${extra[@]}" \
+        >"$TMP/stream-$mode-$dir.srv" 2>&1 &
+      sp=$!; PIDS+=("$sp")
+      sleep 0.3
+      ip netns exec "${NS[0]}" "$BIN" cluster bench stream --connect "10.77.0.2:$PORT" --reps 3 --bytes 256M --timeout 60s \
+        "${extra[@]}" "${d[@]}" >"$TMP/stream-$mode-$dir.out" 2>&1 || fail "stream $mode $dir: $(cat "$TMP/stream-$mode-$dir.out")"
+      wait "$sp" || fail "stream server $mode $dir: $(cat "$TMP/stream-$mode-$dir.srv")"
+      cat "$TMP/stream-$mode-$dir.out" "$TMP/stream-$mode-$dir.srv" >>"$BENCH_OUT/stream.jsonl"
+      echo "ok   stream $mode $dir: $(sed -n 's/.*"gbit_s":\([0-9.]*\).*/\1/p' "$TMP/stream-$mode-$dir.out" | cut -c1-5 | tr '\n' ' ')Gbit/s"
     done
-    run_session "session-$nh" "$nh" 1 token cluster bench session --json
-    wait "$CTLPID" || fail "session-$nh"
-    for a in "${AGENTS[@]}"; do wait "$a" || true; done
-    cp "$TMP/session-$nh.out" "$BENCH_OUT/session-${nh}hosts.jsonl"
   done
+  for shape in $SHAPES; do
+    nh=${shape%x*}; nw=${shape#*x}
+    name="bench-${nh}x$nw"
+    run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
+    wait "$CTLPID" || fail "$name"
+    for a in "${AGENTS[@]}"; do wait "$a" || true; done
+    cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers.jsonl"
+    echo "ok   $name"
+  done
+  if [ "${BENCH_ONLY:-}" != 1 ]; then
+    for nh in 2 4; do
+      run_session "session-$nh" "$nh" 1 token cluster bench session --json
+      wait "$CTLPID" || fail "session-$nh"
+      for a in "${AGENTS[@]}"; do wait "$a" || true; done
+      cp "$TMP/session-$nh.out" "$BENCH_OUT/session-${nh}hosts.jsonl"
+    done
+  fi
   # The anchor: torch.distributed gloo over TCP between the same
   # namespaces, one process per worker, if torch is importable.
   if /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
-    for nh in 2 4; do
-      for nw in 1 2; do
+    for shape in $SHAPES; do
+        nh=${shape%x*}; nw=${shape#*x}
         PORT=$((PORT + 1)); gp=()
         for r in $(seq 0 $((nh * nw - 1))); do
           h=$((r / nw))
           ip netns exec "${NS[$h]}" env GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 bench/anchors/gloo_tcp.py \
-            --rank "$r" --world $((nh * nw)) --init "tcp://10.77.0.1:$PORT" \
+            --rank "$r" --world $((nh * nw)) --init "tcp://10.77.0.1:$PORT" --min-bytes "$(size_bytes "$BMIN")" --max-bytes "$(size_bytes "$BMAX")" \
             >"$TMP/gloo-$nh-$nw.$r" 2>&1 &
           gp+=($!); PIDS+=($!)
         done
         for p in "${gp[@]}"; do wait "$p" || fail "gloo ${nh}x$nw"; done
         grep '^{' "$TMP/gloo-$nh-$nw.0" >"$BENCH_OUT/gloo-${nh}hosts-${nw}workers.jsonl"
         echo "ok   gloo ${nh}x$nw"
-      done
     done
   else
     echo "netns-check: torch (gloo) not importable by /usr/bin/python3: no anchor"
@@ -244,7 +303,7 @@ if [ -n "$BENCH_OUT" ]; then
   # between the namespaces (shared memory inside one), started by mpirun
   # in the controller namespace through an rsh agent that enters the host
   # namespaces instead of ssh.
-  if command -v mpirun >/dev/null && command -v mpicc >/dev/null; then
+  if [ "${BENCH_MPI:-1}" = 1 ] && command -v mpirun >/dev/null && command -v mpicc >/dev/null; then
     mpicc -O2 -DMAX_BYTES='(256L << 20)' -o "$TMP/mpi_allreduce" bench/anchors/mpi_allreduce.c -lm
     cat >"$TMP/nsrsh" <<RSH
 #!/bin/sh

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -40,6 +42,11 @@ const (
 	// EnvTrace names the file the worker appends its trace events to
 	// (trace part lines); the controller merges it at Shutdown.
 	EnvTrace = "CHORUS_WORKER_TRACE"
+	// EnvCPUProfile names a directory: the worker writes a CPU profile
+	// (runtime/pprof) of its whole life to DIR/worker-<id>.pprof, for
+	// finding where a workload spends its time (e.g. a cross-host
+	// collective). Unset: no profile.
+	EnvCPUProfile = "CHORUS_CPUPROFILE"
 )
 
 // Exit codes of a worker process.
@@ -145,6 +152,14 @@ func Run() int {
 		conn = transport.NewStream(f, 0)
 	}
 	defer conn.Close()
+	if dir := os.Getenv(EnvCPUProfile); dir != "" {
+		stop, err := startProfile(dir, spec.ID)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
+			return ExitError
+		}
+		defer stop()
+	}
 	cfg := Config{ID: spec.ID, NumWorkers: spec.NumWorkers, NumGroups: spec.NumGroups, Device: spec.Device}
 	rec, out, err := processTrace(spec.ID)
 	if err != nil {
@@ -223,6 +238,23 @@ func processTrace(id int) (*trace.Recorder, *os.File, error) {
 		return nil, nil, fmt.Errorf("trace: %w", err)
 	}
 	return trace.NewRecorder(trace.ProcWorker(id), ring, true), f, nil
+}
+
+// startProfile starts a CPU profile into dir/worker-<id>.pprof; stop
+// ends it and closes the file.
+func startProfile(dir string, id int) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.pprof", id)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvCPUProfile, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", EnvCPUProfile, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // SignalAbort asks a worker process to abort its communicators.

@@ -20,10 +20,14 @@ def main():
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--init", required=True)
     ap.add_argument("--max-mb", type=int, default=256)
+    ap.add_argument("--min-bytes", type=int, default=0, help="smallest size (default 1 KiB)")
+    ap.add_argument("--max-bytes", type=int, default=0, help="largest size (overrides --max-mb)")
     ap.add_argument("--target", type=float, default=0.1)
     ap.add_argument("--reps", type=int, default=1)
     a = ap.parse_args()
-    g.MAX_BYTES = a.max_mb << 20
+    g.MAX_BYTES = a.max_bytes or (a.max_mb << 20)
+    if a.min_bytes:
+        g.MIN_BYTES = a.min_bytes
     g.run(a.rank, a.world, a.init, a.target, a.reps)
 
 

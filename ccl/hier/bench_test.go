@@ -13,7 +13,7 @@ import (
 // BenchmarkAllReduce: two simulated hosts of one rank each in this
 // process (TLS links over loopback), float32 sum.
 func BenchmarkAllReduce(b *testing.B) {
-	for _, size := range []int64{1 << 10, 1 << 20, 64 << 20} {
+	for _, size := range []int64{1 << 10, 256 << 10, 1 << 20, 4 << 20, 64 << 20} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
 			t := &testing.T{}
 			comms := world(t, []int{1, 1}, time.Minute)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
@@ -173,15 +174,18 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 	if op == reduce.Avg {
 		sum = reduce.Sum
 	}
+	// The leaders' algorithms read this rank's contribution from src and
+	// write dst; with one rank per host that is the caller's send buffer
+	// (no copy into recv first).
+	src := a.Send
 	if c.l > 1 {
 		if err := c.local.AllReduce(ctx, send, recv, sum); err != nil {
 			return err
 		}
-	} else {
-		copy(a.Recv, a.Send)
+		src = a.Recv
 	}
 	if c.lrank == 0 {
-		if err := c.leaderAllReduce(a.Recv, a.DType, sum); err != nil {
+		if err := c.leaderAllReduce(a.Recv, src, a.DType, sum); err != nil {
 			return err
 		}
 		if op == reduce.Avg {
@@ -196,53 +200,171 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 	return nil
 }
 
-// leaderAllReduce reduces buf across the host leaders in place.
-func (c *Comm) leaderAllReduce(buf []byte, dt tensor.DType, op reduce.Op) error {
-	if c.k&(c.k-1) == 0 && len(buf) <= RHDMax {
-		return c.rhd(buf, dt, op)
+// leaderAllReduce reduces src across the host leaders into dst (src may
+// be dst; both len(dst) bytes).
+func (c *Comm) leaderAllReduce(dst, src []byte, dt tensor.DType, op reduce.Op) error {
+	if c.k > 2 && c.k&(c.k-1) == 0 && len(dst) <= RHDMax {
+		return c.rhd(dst, src, dt, op)
 	}
-	return c.ring(buf, dt, op)
+	return c.ring(dst, src, dt, op)
 }
 
 func (c *Comm) leader(h int) *peer { return c.peers[c.hostLo[h]] }
 
-// ring: reduce-scatter then allgather around the leaders; each step sends
-// one segment to the next leader while the previous leader's segment
-// arrives and is reduced chunk by chunk.
-func (c *Comm) ring(buf []byte, dt tensor.DType, op reduce.Op) error {
+// Ring pipelining: a segment (1/k of the message) travels in chunks of
+// at most ChunkBytes, and at least ringMinChunks of them (down to
+// ringMinChunk bytes), so that even a few-MiB message keeps every link
+// busy while chunks are reduced and forwarded.
+const (
+	ringMinChunks = 4
+	ringMinChunk  = 64 << 10
+)
+
+// ringChunk is the chunk of a ring over segments of seg bytes, in
+// elements of es bytes.
+func ringChunk(seg, es int) int {
+	b := min(ChunkBytes, max(seg/ringMinChunks, ringMinChunk))
+	return max(1, b/es)
+}
+
+// ring: a pipelined ring between the leaders: k-1 reduce-scatter steps,
+// then k-1 allgather steps, each moving one segment to the next leader.
+// The steps are not separated: a sender goroutine streams chunk c of step
+// t as soon as this rank has received (and, in the reduce-scatter,
+// reduced) chunk c of step t-1, while this goroutine receives, so every
+// link carries data continuously in both directions and the reductions
+// overlap the transfers. Every step is one link message (the 24-byte
+// header, checked by the receiver, then the segment's chunks).
+//
+// Received chunks of the reduce-scatter land in one chunk of scratch and
+// are reduced with this rank's contribution (src) into dst; allgather
+// chunks land in dst directly. Segment j is reduced along the ring in
+// one order and then copied to every leader, so every rank gets the same
+// bits.
+func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	k, h, es := c.k, c.me, dt.Size()
-	elems := len(buf) / es
-	seg := func(i int) []byte {
-		per := (elems + k - 1) / k
-		lo, hi := min(elems, i*per), min(elems, (i+1)*per)
-		return buf[lo*es : hi*es]
+	elems := len(dst) / es
+	per := (elems + k - 1) / k
+	ce := ringChunk(per*es, es)
+	nch := max(1, (per+ce-1)/ce)
+	// seg returns the bytes of chunk i of segment j in b.
+	seg := func(b []byte, j, i int) []byte {
+		hi := min(elems, (j+1)*per)
+		lo := min(hi, j*per+i*ce)
+		return b[lo*es : min(hi, lo+ce)*es]
 	}
-	next, prev := c.leader((h+1)%k), c.leader((h+k-1)%k)
-	tmp := c.scratch(len(seg(0)))
-	to, from := []*peer{next}, []*peer{prev}
-	for s := range k - 1 {
-		out, in := seg((h-s+k)%k), seg((h-s-1+2*k)%k)
-		err := c.exchange(to, func(p *peer) error {
-			return c.send(p, ccl.KindAllReduce, dt, 0, out)
-		}, from, func(p *peer) error {
-			t := tmp[:len(in)]
-			return c.recv(p, ccl.KindAllReduce, t, func(lo, hi int) error {
-				return reduce.Reduce(op, dt, in[lo:hi], in[lo:hi], t[lo:hi])
-			})
+	segBytes := func(j int) int {
+		return (min(elems, (j+1)*per) - min(elems, j*per)) * es
+	}
+	mod := func(x int) int { return ((x % k) + k) % k }
+	steps := 2 * (k - 1)
+	sendSeg := func(t int) int {
+		if t < k-1 {
+			return mod(h - t)
+		}
+		return mod(h + 1 - (t - (k - 1)))
+	}
+	recvSeg := func(t int) int {
+		if t < k-1 {
+			return mod(h - t - 1)
+		}
+		return mod(h - (t - (k - 1)))
+	}
+	kindOf := func(t int) ccl.Kind {
+		if t < k-1 {
+			return ccl.KindAllReduce
+		}
+		return ccl.KindAllGather
+	}
+	next, prev := c.leader(mod(h+1)), c.leader(mod(h-1))
+	tmp := c.scratch(ce * es)
+	ready := make(chan struct{}, steps*nch) // one token per received chunk, in order
+	stop := make(chan struct{})             // closed when the receiver fails
+	var serr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		serr = c.ringSend(next, steps, nch, ready, stop, func(t int) (ccl.Kind, int) {
+			return kindOf(t), segBytes(sendSeg(t))
+		}, func(t, i int) []byte {
+			if t == 0 {
+				return seg(src, sendSeg(0), i)
+			}
+			return seg(dst, sendSeg(t), i)
 		})
-		if err != nil {
+		if serr != nil {
+			c.fail(serr)
+		}
+	}()
+	rerr := func() error {
+		for t := range steps {
+			j := recvSeg(t)
+			if _, _, _, err := c.recvHdr(prev, kindOf(t), segBytes(j)); err != nil {
+				return err
+			}
+			for i := range nch {
+				out := seg(dst, j, i)
+				if len(out) > 0 {
+					if t < k-1 {
+						in := tmp[:len(out)]
+						if err := c.recvInto(prev, in, nil); err != nil {
+							return err
+						}
+						if err := reduce.Reduce(op, dt, out, seg(src, j, i), in); err != nil {
+							return err
+						}
+					} else if err := c.recvInto(prev, out, nil); err != nil {
+						return err
+					}
+				}
+				ready <- struct{}{}
+			}
+		}
+		return nil
+	}()
+	if rerr != nil {
+		// Only on failure: a receiver that is done has handed the sender
+		// every token it will wait for.
+		close(stop)
+		c.fail(rerr)
+	}
+	wg.Wait()
+	if rerr != nil {
+		return rerr
+	}
+	return serr
+}
+
+// ringSend streams the ring's steps to p: step t's header, then its
+// chunks; chunk i of step t >= 1 waits for the receiver's token of chunk
+// i of step t-1 (tokens arrive in order, nch per step).
+func (c *Comm) ringSend(p *peer, steps, nch int, ready, stop <-chan struct{}, head func(t int) (ccl.Kind, int), chunk func(t, i int) []byte) error {
+	got := 0
+	for t := range steps {
+		kind, n := head(t)
+		if err := c.sendHdr(p, kind, 0, n); err != nil {
 			return err
 		}
-	}
-	for s := range k - 1 {
-		out, in := seg((h+1-s+k)%k), seg((h-s+k)%k)
-		err := c.exchange(to, func(p *peer) error {
-			return c.send(p, ccl.KindAllGather, dt, 0, out)
-		}, from, func(p *peer) error {
-			return c.recv(p, ccl.KindAllGather, in, nil)
-		})
-		if err != nil {
-			return err
+		for i := range nch {
+			for t > 0 && got < (t-1)*nch+i+1 {
+				select {
+				case <-ready:
+					got++
+				case <-stop:
+					return nil // the receiver failed; its error is the one returned
+				}
+			}
+			if b := chunk(t, i); len(b) > 0 {
+				if err := c.sendChunk(p, b); err != nil {
+					return err
+				}
+			}
+		}
+		if n == 0 {
+			if err := c.flush(p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -250,7 +372,7 @@ func (c *Comm) ring(buf []byte, dt tensor.DType, op reduce.Op) error {
 
 // rhd: recursive halving (reduce-scatter) then doubling (allgather)
 // between a power-of-two number of leaders.
-func (c *Comm) rhd(buf []byte, dt tensor.DType, op reduce.Op) error {
+func (c *Comm) rhd(buf, src []byte, dt tensor.DType, op reduce.Op) error {
 	es := dt.Size()
 	lo, hi := 0, len(buf)/es // my range, in elements
 	type span struct{ lo, hi, plo, phi int }
@@ -264,12 +386,17 @@ func (c *Comm) rhd(buf []byte, dt tensor.DType, op reduce.Op) error {
 			keepLo, keepHi, giveLo, giveHi = mid, hi, lo, mid
 		}
 		keep, give := buf[keepLo*es:keepHi*es], buf[giveLo*es:giveHi*es]
+		mine := keep
+		if len(steps) == 0 {
+			// First step: this rank's contribution is still in src.
+			give, mine = src[giveLo*es:giveHi*es], src[keepLo*es:keepHi*es]
+		}
 		t := tmp[:len(keep)]
 		err := c.exchange([]*peer{partner}, func(p *peer) error {
 			return c.send(p, ccl.KindReduceScatter, dt, 0, give)
 		}, []*peer{partner}, func(p *peer) error {
 			return c.recv(p, ccl.KindReduceScatter, t, func(a, b int) error {
-				return reduce.Reduce(op, dt, keep[a:b], keep[a:b], t[a:b])
+				return reduce.Reduce(op, dt, keep[a:b], mine[a:b], t[a:b])
 			})
 		})
 		if err != nil {

@@ -28,7 +28,7 @@ const Name = "cpu-hier"
 // CHORUS_HIER_CHUNK override them for measurements.
 var (
 	SmallMax   = envInt("CHORUS_HIER_SMALL_MAX", 64<<10)
-	RHDMax     = envInt("CHORUS_HIER_RHD_MAX", 4<<20)
+	RHDMax     = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
 	ChunkBytes = envInt("CHORUS_HIER_CHUNK", 1<<20)
 )
 
@@ -315,12 +315,7 @@ func (c *Comm) remoteRanks() []int {
 const hdrBytes = 24
 
 func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data []byte) error {
-	p.out++
-	h := p.hdr[:]
-	copy(h, dataMagic)
-	h[4], h[5], h[6], h[7] = byte(kind), byte(dt), status, 0
-	binary.LittleEndian.PutUint64(h[8:], p.out)
-	binary.LittleEndian.PutUint64(h[16:], uint64(len(data)))
+	h := c.header(p, kind, dt, status, len(data))
 	_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
 	if len(data) <= inlineMax {
 		// One write, one TLS record, one packet.
@@ -338,6 +333,37 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 		if _, err := p.c.Write(data[off:min(len(data), off+ChunkBytes)]); err != nil {
 			return c.linkErr(p, err)
 		}
+	}
+	return c.flush(p)
+}
+
+// header fills p's next message header.
+func (c *Comm) header(p *peer, kind ccl.Kind, dt tensor.DType, status byte, n int) []byte {
+	p.out++
+	h := p.hdr[:]
+	copy(h, dataMagic)
+	h[4], h[5], h[6], h[7] = byte(kind), byte(dt), status, 0
+	binary.LittleEndian.PutUint64(h[8:], p.out)
+	binary.LittleEndian.PutUint64(h[16:], uint64(n))
+	return h
+}
+
+// sendHdr starts a message of n bytes that sendChunk streams; the
+// header waits in the link's buffer for the first chunk.
+func (c *Comm) sendHdr(p *peer, kind ccl.Kind, dt tensor.DType, n int) error {
+	h := c.header(p, kind, dt, 0, n)
+	_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
+	if _, err := p.c.Write(h); err != nil {
+		return c.linkErr(p, err)
+	}
+	return nil
+}
+
+// sendChunk writes part of a message started by sendHdr and flushes it.
+func (c *Comm) sendChunk(p *peer, b []byte) error {
+	_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
+	if _, err := p.c.Write(b); err != nil {
+		return c.linkErr(p, err)
 	}
 	return c.flush(p)
 }
@@ -379,11 +405,14 @@ func (c *Comm) recvHdr(p *peer, kind ccl.Kind, size int) (dt tensor.DType, statu
 	return tensor.DType(h[5]), h[6], int(n64), nil
 }
 
-// recvInto reads n bytes into dst, calling each (if set) on every chunk
-// as it arrives so that work overlaps the transfer.
+// recvInto reads len(dst) bytes into dst, calling each (if set) on every
+// piece of about ChunkBytes as it arrives so that work overlaps the
+// transfer.
 func (c *Comm) recvInto(p *peer, dst []byte, each func(lo, hi int) error) error {
+	// Pieces are a multiple of 16 bytes, so of every element size.
+	piece := max(16, ChunkBytes&^15)
 	for off := 0; off < len(dst); {
-		hi := min(len(dst), off+ChunkBytes)
+		hi := min(len(dst), off+piece)
 		_ = p.c.SetReadDeadline(time.Now().Add(c.timeout))
 		if _, err := io.ReadFull(p.r, dst[off:hi]); err != nil {
 			return c.linkErr(p, err)

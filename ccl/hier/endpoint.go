@@ -19,6 +19,9 @@ import (
 // node agent: the address the controller reached the host at).
 const EnvAddr = "CHORUS_NODE_ADDR"
 
+// LinkBuffer is the data links' buffer under TLS (link.Config.Buffer).
+const LinkBuffer = 256 << 10
+
 // maxParked bounds connections waiting for a Join.
 const maxParked = 4096
 
@@ -65,7 +68,7 @@ func startEndpoint() (*endpoint, error) {
 	}
 	// Bulk links: buffer under TLS (one system call per 256 KiB instead of
 	// one per 16 KiB record); send flushes at the end of every message.
-	cfg.Buffer = 256 << 10
+	cfg.Buffer = LinkBuffer
 	host := os.Getenv(EnvAddr)
 	if host == "" {
 		host = "127.0.0.1"

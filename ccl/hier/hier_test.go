@@ -138,7 +138,6 @@ func TestAllReduce(t *testing.T) {
 	SmallMax, RHDMax, ChunkBytes, InlineMax = 256, 4096, 1000, 64
 	for _, lay := range layouts {
 		comms := world(t, lay, 10*time.Second)
-		n := len(comms)
 		for _, tc := range []struct {
 			dt    tensor.DType
 			op    reduce.Op
@@ -148,58 +147,95 @@ func TestAllReduce(t *testing.T) {
 			{tensor.Int64, reduce.Sum, 1001}, {tensor.Float32, reduce.Avg, 3000}, {tensor.Int32, reduce.Min, 1},
 			{tensor.BFloat16, reduce.Sum, 2500}, {tensor.Float32, reduce.Sum, 0},
 		} {
-			name := fmt.Sprintf("%v/%s/%s/%d", lay, tc.dt, tc.op, tc.count)
-			sends := make([]*tensor.Tensor, n)
-			recvs := make([]*tensor.Tensor, n)
-			for r := range n {
-				sends[r] = tensor.MustNew(tc.dt, tensor.Shape{tc.count})
-				fill(sends[r], r, uint64(tc.count))
-				recvs[r] = tensor.MustNew(tc.dt, tensor.Shape{tc.count})
-				tensor.Poison(recvs[r])
+			checkAllReduce(t, fmt.Sprintf("%v/%s/%s/%d", lay, tc.dt, tc.op, tc.count), comms, tc.dt, tc.op, tc.count,
+				uint64(tc.count), func(r int) bool { return r%2 == 1 })
+		}
+	}
+}
+
+// checkAllReduce runs one allreduce on every rank (in place where
+// inPlace says) into poisoned outputs and checks the result against a
+// float64 reference and that every rank has the same bits.
+func checkAllReduce(t *testing.T, name string, comms []*Comm, dt tensor.DType, op reduce.Op, count int64, seed uint64, inPlace func(r int) bool) {
+	t.Helper()
+	n := len(comms)
+	sends := make([]*tensor.Tensor, n)
+	recvs := make([]*tensor.Tensor, n)
+	for r := range n {
+		sends[r] = tensor.MustNew(dt, tensor.Shape{count})
+		fill(sends[r], r, seed)
+		recvs[r] = tensor.MustNew(dt, tensor.Shape{count})
+		tensor.Poison(recvs[r])
+	}
+	must(t, each(comms, func(r int, c *Comm) error {
+		in := sends[r]
+		if inPlace(r) {
+			copy(recvs[r].Bytes(), sends[r].Bytes())
+			in = recvs[r]
+		}
+		return c.AllReduce(context.Background(), in, recvs[r], op)
+	}))
+	want := make([]float64, count)
+	for r := range n {
+		v, _ := tensor.ToFloat64(sends[r])
+		for i := range want {
+			switch {
+			case r == 0:
+				want[i] = v[i]
+			case op == reduce.Max:
+				want[i] = max(want[i], v[i])
+			case op == reduce.Min:
+				want[i] = min(want[i], v[i])
+			default:
+				want[i] += v[i]
 			}
-			must(t, each(comms, func(r int, c *Comm) error {
-				in := sends[r]
-				if r%2 == 1 {
-					// in place on odd ranks
-					copy(recvs[r].Bytes(), sends[r].Bytes())
-					in = recvs[r]
-				}
-				return c.AllReduce(context.Background(), in, recvs[r], tc.op)
-			}))
-			want := make([]float64, tc.count)
-			for i := range want {
-				for r := range n {
-					v, _ := tensor.ToFloat64(sends[r])
-					switch {
-					case r == 0:
-						want[i] = v[i]
-					case tc.op == reduce.Max:
-						want[i] = max(want[i], v[i])
-					case tc.op == reduce.Min:
-						want[i] = min(want[i], v[i])
-					default:
-						want[i] += v[i]
-					}
-				}
-				if tc.op == reduce.Avg {
-					want[i] /= float64(n)
-				}
+		}
+	}
+	if op == reduce.Avg {
+		for i := range want {
+			want[i] /= float64(n)
+		}
+	}
+	got, _ := tensor.ToFloat64(recvs[0])
+	tol := 1e-3
+	if dt == tensor.BFloat16 || dt == tensor.Float16 {
+		tol = 2e-2 // rounded once per level (docs: ccl/hier)
+	}
+	for i := range want {
+		if d := abs(got[i] - want[i]); d > tol*max(1, abs(want[i])) {
+			t.Fatalf("%s: element %d = %v, want %v", name, i, got[i], want[i])
+		}
+	}
+	for r := 1; r < n; r++ {
+		if string(recvs[r].Bytes()) != string(recvs[0].Bytes()) {
+			t.Fatalf("%s: rank %d's bits differ from rank 0's", name, r)
+		}
+	}
+}
+
+// TestAllReduceRingProperty: random sizes, dtypes, ops, chunk sizes and
+// in-place choices through the pipelined ring and RHD between 2-4
+// hosts (1-2 ranks each), against the float64 reference.
+func TestAllReduceRingProperty(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, b, ch, in int) { SmallMax, RHDMax, ChunkBytes, InlineMax = a, b, ch, in }(SmallMax, RHDMax, ChunkBytes, InlineMax)
+	SmallMax, InlineMax = 64, 16
+	rng := rand.New(rand.NewPCG(16, 2))
+	dts := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.BFloat16, tensor.Float16}
+	ops := []reduce.Op{reduce.Sum, reduce.Max, reduce.Min, reduce.Avg}
+	for _, lay := range [][]int{{1, 1}, {1, 1, 1}, {2, 1, 1}, {1, 1, 1, 1}, {1, 2, 1, 2}, {1, 1, 1, 1, 1}} {
+		comms := world(t, lay, 10*time.Second)
+		for range 6 {
+			dt, op := dts[rng.IntN(len(dts))], ops[rng.IntN(len(ops))]
+			if op == reduce.Avg && !dt.IsFloat() {
+				op = reduce.Sum
 			}
-			got, _ := tensor.ToFloat64(recvs[0])
-			tol := 1e-3
-			if tc.dt == tensor.BFloat16 {
-				tol = 2e-2 // rounded once per level (docs: ccl/hier)
-			}
-			for i := range want {
-				if d := abs(got[i] - want[i]); d > tol*max(1, abs(want[i])) {
-					t.Fatalf("%s: element %d = %v, want %v", name, i, got[i], want[i])
-				}
-			}
-			for r := 1; r < n; r++ {
-				if string(recvs[r].Bytes()) != string(recvs[0].Bytes()) {
-					t.Fatalf("%s: rank %d's bits differ from rank 0's", name, r)
-				}
-			}
+			count := int64(1 + rng.IntN(6000))
+			ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
+			RHDMax = []int{0, 1 << 30}[rng.IntN(2)]
+			mask := rng.Uint64()
+			name := fmt.Sprintf("%v/%s/%s/%d/chunk %d/rhd %d", lay, dt, op, count, ChunkBytes, RHDMax)
+			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 	}
 }

@@ -37,6 +37,8 @@ A controller of a multi-host session: it listens, waits for --nodes agents
   bench allreduce|allgather|reducescatter|broadcast
                   collective sweeps across the hosts (nccl-tests style)
   bench session   round trip of a no-op call + sync across the hosts
+  bench stream    a plain TCP or TLS 1.3 stream between two hosts (--serve on
+                  one, --connect on the other): what the link carries at all
 `
 
 // clusterFlags are the controller flags every cluster command shares.
@@ -99,6 +101,9 @@ func cmdCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 		}
 		if args[1] == "session" {
 			return clusterBenchSession(ctx, args[2:], out, errOut)
+		}
+		if args[1] == "stream" {
+			return clusterBenchStream(ctx, args[2:], out, errOut)
 		}
 		if bench.IsCollective(args[1]) {
 			return clusterBenchCollective(ctx, args[1], args[2:], out, errOut)
