@@ -227,13 +227,18 @@ func TestTraceAcrossHosts(t *testing.T) {
 			t.Fatalf("host %d: %+v", i, h)
 		}
 		// Every process of the test reads the same clock; node 1 adds
-		// the skew. The estimate is within its bound of that (plus the
-		// processes' clock anchors, read microseconds apart).
+		// the skew. The estimate is within its bound of that, plus the
+		// difference of the processes' clock anchors: each anchors its
+		// trace clock to the wall clock once, at start, and a VM's or
+		// NTP's adjustment of the wall clock between two starts shows
+		// up as an offset (1.5 ms seen on the CI VM). 20 ms of slack
+		// still tells the 5 s skew from none.
 		want := int64(0)
 		if i == 1 {
 			want = int64(skew)
 		}
-		if d := *h.Offset - want; d > h.Uncertainty+int64(time.Millisecond) || -d > h.Uncertainty+int64(time.Millisecond) {
+		const anchors = int64(20 * time.Millisecond)
+		if d := *h.Offset - want; d > h.Uncertainty+anchors || -d > h.Uncertainty+anchors {
 			t.Errorf("host %d: offset %d ± %d, want %d", i, *h.Offset, h.Uncertainty, want)
 		}
 		// Samples from the start and from Shutdown; one clock, no drift.
