@@ -23,12 +23,18 @@
 //     every rank (host, then leaders, then host) and reduced in rank order
 //     with one ccl/reduce call: bit for bit the single-host result;
 //   - allreduce, larger: a shared-memory allreduce inside each host, an
-//     allreduce between the leaders (recursive halving and doubling when
-//     the host count is a power of two and the message at most RHDMax, a
-//     ring otherwise, both streaming chunks so the network overlaps the
-//     reductions), and a broadcast inside each host. Every rank gets the
-//     same bits; float16/bfloat16 round once per level and avg divides
-//     once at the end (ccl/reduce's Divide rules);
+//     allreduce between the leaders, and a broadcast inside each host.
+//     Between the leaders: recursive halving and doubling when there are
+//     4, 8, ... hosts and the message is at most RHDMax (128 KiB: fewer
+//     steps), else a pipelined ring: reduce-scatter and allgather as one
+//     stream of chunks (ChunkBytes, at least 4 per segment), chunk c of
+//     step t forwarded as soon as chunk c of step t-1 has arrived and
+//     been reduced, so every link carries data in both directions all
+//     the time and reductions overlap the transfers. With one rank per
+//     host the leader reads its contribution straight from the send
+//     buffer. Every rank gets the same bits; float16/bfloat16 round once
+//     per level and avg divides once at the end (ccl/reduce's Divide
+//     rules);
 //   - allgather, broadcast: the same three levels, leaders exchanging
 //     whole host blocks; reduce-scatter, scatter and gather reuse
 //     allreduce, broadcast and allgather through a temporary buffer (they
