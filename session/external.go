@@ -108,24 +108,7 @@ func NewExternalWith(ctx context.Context, kind string, d Driver, o ExternalOptio
 		obs.source = src
 	}
 	s := newSession(kind, n, groups, external{d}, grace, obs)
-	startTimeout := o.StartTimeout
-	if startTimeout <= 0 {
-		startTimeout = 30 * time.Second
-	}
-	hctx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	s.acquire()
-	c := &wire.Command{Action: wire.ActPing, Worker: wire.AllWorkers}
-	err = s.sendLocked(c)
-	if err == nil {
-		var own []error
-		own, err = s.collect(hctx, c, allWorkers(n))
-		if err == nil {
-			err = joinErrors(own)
-		}
-	}
-	s.release()
-	if err != nil {
+	if err := s.pingAll(ctx, o.StartTimeout); err != nil {
 		_ = s.Shutdown()
 		return nil, fmt.Errorf("session: %s workers did not answer: %w", kind, err)
 	}

@@ -101,24 +101,7 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	onLost := func(le *LostError) { obs.fault("worker lost", le.Error()) }
 	p.onLost.Store(&onLost)
 	s := newSession("process", n, groups, p, opts.grace(), obs)
-	timeout := opts.StartTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	s.acquire()
-	c := &wire.Command{Action: wire.ActPing, Worker: wire.AllWorkers}
-	err = s.sendLocked(c)
-	if err == nil {
-		var own []error
-		own, err = s.collect(hctx, c, allWorkers(n))
-		if err == nil {
-			err = joinErrors(own)
-		}
-	}
-	s.release()
-	if err != nil {
+	if err := s.pingAll(ctx, opts.StartTimeout); err != nil {
 		_ = s.Shutdown()
 		return nil, fmt.Errorf("session: workers did not start (program %s): %w", prog, err)
 	}

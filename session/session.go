@@ -795,3 +795,24 @@ func allWorkers(n int) []int {
 	}
 	return ws
 }
+
+// pingAll is the start-up handshake: a Ping every worker answers within
+// timeout (0: 30 s).
+func (s *Session) pingAll(ctx context.Context, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s.acquire()
+	defer s.release()
+	c := &wire.Command{Action: wire.ActPing, Worker: wire.AllWorkers}
+	if err := s.sendLocked(c); err != nil {
+		return err
+	}
+	own, err := s.collect(hctx, c, allWorkers(s.n))
+	if err != nil {
+		return err
+	}
+	return joinErrors(own)
+}

@@ -130,40 +130,15 @@ func matmulDimsT(a, b, out *tensor.Tensor, bT bool) (m, k, n int, err error) {
 }
 
 // cpuMatmul computes out = a·b on host tensors.
-func cpuMatmul(a, b, out *tensor.Tensor) error {
-	m, k, n, err := matmulDims(a, b, out)
-	if err != nil {
-		return err
-	}
-	if a.DType() == tensor.Float64 {
-		ad, _ := tensor.Data[float64](a)
-		bd, _ := tensor.Data[float64](b)
-		cd, err := tensor.Data[float64](out)
-		if err != nil {
-			return err
-		}
-		gemm(ad, bd, cd, m, k, n)
-		return nil
-	}
-	ad, err := hostFloats(a)
-	if err != nil {
-		return err
-	}
-	bd, err := hostFloats(b)
-	if err != nil {
-		return err
-	}
-	cd, err := outFloats(out)
-	if err != nil {
-		return err
-	}
-	gemm(ad, bd, cd, m, k, n)
-	return storeFloats(out, cd)
-}
+func cpuMatmul(a, b, out *tensor.Tensor) error { return cpuGemm(a, b, out, false) }
 
 // cpuMatmulNT computes out = a·bᵀ on host tensors, b [n, k].
-func cpuMatmulNT(a, b, out *tensor.Tensor) error {
-	m, k, n, err := matmulDimsT(a, b, out, true)
+func cpuMatmulNT(a, b, out *tensor.Tensor) error { return cpuGemm(a, b, out, true) }
+
+// cpuGemm computes out = a·b, or a·bᵀ when bT is set, in float64 for
+// float64 tensors and in float32 (stored back in out's type) otherwise.
+func cpuGemm(a, b, out *tensor.Tensor, bT bool) error {
+	m, k, n, err := matmulDimsT(a, b, out, bT)
 	if err != nil {
 		return err
 	}
@@ -174,7 +149,11 @@ func cpuMatmulNT(a, b, out *tensor.Tensor) error {
 		if err != nil {
 			return err
 		}
-		gemmNT(ad, bd, cd, m, k, n)
+		if bT {
+			gemmNT(ad, bd, cd, m, k, n)
+		} else {
+			gemm(ad, bd, cd, m, k, n)
+		}
 		return nil
 	}
 	ad, err := hostFloats(a)
@@ -189,7 +168,11 @@ func cpuMatmulNT(a, b, out *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	gemmNT(ad, bd, cd, m, k, n)
+	if bT {
+		gemmNT(ad, bd, cd, m, k, n)
+	} else {
+		gemm(ad, bd, cd, m, k, n)
+	}
 	return storeFloats(out, cd)
 }
 
