@@ -77,6 +77,9 @@ func (w *Worker) stampCommandEnd(c *wire.Command, name string, before int) {
 		e.err = w.pending[n-1].Msg
 	}
 	w.cmdEnd = e
+	if r := w.rec.Ring(); r != nil {
+		r.MarkEnded(trace.ThreadCommands, e.ts, e.err != "")
+	}
 }
 
 // FinishCommand records the end of the command Handle last ran (a no-op

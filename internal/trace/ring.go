@@ -179,6 +179,28 @@ func (r *Ring) store(idx int, e *Event) {
 	storeSeq(&s[0], (seq|1)+1) // even: complete
 }
 
+// MarkEnded turns the state slot of thread, which holds the begin of the
+// span in progress, into its end at ts (failed: with an error), without
+// a history entry. It is a few stores: a writer that records the full end
+// later, off a latency-critical path (a worker replies first), calls it
+// first, so that a reader never sees a span in progress that has ended.
+func (r *Ring) MarkEnded(thread string, ts int64, failed bool) {
+	s := r.slot(stateIndex(thread))
+	seq := atomic.LoadUint64(&s[0])
+	meta := atomic.LoadUint64(&s[2])
+	if seq == 0 || Phase(meta&0xff) != Begin {
+		return // nothing in progress
+	}
+	storeSeq(&s[0], seq|1)
+	meta = meta&^0xff | uint64(End)
+	if failed {
+		meta |= 1 << 24
+	}
+	storeWord(&s[1], uint64(ts))
+	storeWord(&s[2], meta)
+	storeSeq(&s[0], (seq|1)+1)
+}
+
 // putText packs a, then b, into words, cut to fit.
 func putText(w []uint64, a, b string) {
 	var buf [nameBytes]byte

@@ -27,3 +27,32 @@ func TestRingTextReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkEnded: a begin in the state slot becomes its end at the given
+// time (with the error bit when failed), name and sequence kept, no
+// history entry; with nothing in progress it does nothing.
+func TestMarkEnded(t *testing.T) {
+	r := NewHeapRing(4, 0)
+	r.MarkEnded(ThreadCommands, 5, false)
+	if s := r.Snapshot(); s.Command.Phase != 0 {
+		t.Fatalf("MarkEnded on an empty slot wrote %+v", s.Command)
+	}
+	tr := Track{ProcWorker(0), ThreadCommands}
+	r.Put(&Event{Track: tr, Name: "SyncWorker", Cat: CatCommand, Phase: Begin, TS: 100, Args: Args{Seq: 7}})
+	for _, failed := range []bool{false, true} {
+		r.Put(&Event{Track: tr, Name: "SyncWorker", Cat: CatCommand, Phase: Begin, TS: 100, Args: Args{Seq: 7}})
+		r.MarkEnded(ThreadCommands, 250, failed)
+		s := r.Snapshot()
+		c := s.Command
+		if c.Phase != End || c.TS != 250 || c.Name != "SyncWorker" || c.Args.Seq != 7 || (c.Args.Error != "") != failed {
+			t.Errorf("failed=%v: state %+v", failed, c)
+		}
+		if n := len(s.Recent); n != 2 && !failed || n != 3 && failed {
+			t.Errorf("failed=%v: %d history entries, want only the Puts'", failed, n)
+		}
+		r.MarkEnded(ThreadCommands, 300, false) // an end stays that end
+		if c := r.Snapshot().Command; c.TS != 250 {
+			t.Errorf("failed=%v: a second MarkEnded moved the end to %d", failed, c.TS)
+		}
+	}
+}
