@@ -29,7 +29,11 @@ var (
 // Integer arguments are range-checked; ints are not silently converted to
 // floats or bools, but an int argument is accepted for a float parameter
 // since callers commonly write 1 for 1.0.
-func Wrap(fn any) (Func, string, error) {
+func Wrap(fn any) (Func, string, error) { return wrap(fn, true) }
+
+// wrap is Wrap; fast=false always takes the reflective path (tests
+// compare the two).
+func wrap(fn any, fast bool) (Func, string, error) {
 	v := reflect.ValueOf(fn)
 	if v.Kind() != reflect.Func || v.IsNil() {
 		return nil, "", fmt.Errorf("want a function, got %T", fn)
@@ -56,6 +60,9 @@ func Wrap(fn any) (Func, string, error) {
 			return nil, "", fmt.Errorf("parameter %d: %w", i, err)
 		}
 		convs[i] = c
+	}
+	if f := direct(fn, sig); fast && f != nil {
+		return f, sig, nil
 	}
 	var hasErr, hasVal bool
 	switch t.NumOut() {
@@ -222,4 +229,82 @@ func converter(pt reflect.Type) (func(any) (reflect.Value, error), error) {
 func kindName(t reflect.Type) string {
 	s := t.String()
 	return strings.TrimPrefix(s, "tensor.")
+}
+
+// direct calls functions of the most common signatures, which need no
+// argument conversion, without reflect.Value.Call (about 0.2 us and an
+// allocation per call on a many-core host: a no-op command's whole
+// budget). Results and errors are those of the reflective path.
+func direct(fn any, sig string) Func {
+	none := func(args []any) error {
+		if len(args) != 0 {
+			return fmt.Errorf("%w: want 0 arguments, got %d (signature %s)", ErrBadArgs, len(args), sig)
+		}
+		return nil
+	}
+	switch f := fn.(type) {
+	case func():
+		return func(_ Env, args []any) (any, error) {
+			if err := none(args); err != nil {
+				return nil, err
+			}
+			f()
+			return nil, nil
+		}
+	case func() error:
+		return func(_ Env, args []any) (any, error) {
+			if err := none(args); err != nil {
+				return nil, err
+			}
+			return nil, f()
+		}
+	case func(Env):
+		return func(env Env, args []any) (any, error) {
+			if err := none(args); err != nil {
+				return nil, err
+			}
+			f(env)
+			return nil, nil
+		}
+	case func(Env) error:
+		return func(env Env, args []any) (any, error) {
+			if err := none(args); err != nil {
+				return nil, err
+			}
+			return nil, f(env)
+		}
+	case func(Env, ...any) (any, error):
+		return func(env Env, args []any) (any, error) {
+			res, err := f(env, nonNil(args)...)
+			return noNilPointer(res), err
+		}
+	case func(...any) (any, error):
+		return func(_ Env, args []any) (any, error) {
+			res, err := f(nonNil(args)...)
+			return noNilPointer(res), err
+		}
+	}
+	return nil
+}
+
+// noNilPointer turns a nil pointer held in an interface into nil, as the
+// reflective path does: "no value", not a typed nil that would look like
+// a tensor to later readers.
+func noNilPointer(v any) any {
+	if v == nil {
+		return nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil
+	}
+	return v
+}
+
+// nonNil: the reflective path hands a variadic parameter an empty slice,
+// never nil.
+func nonNil(args []any) []any {
+	if args == nil {
+		return []any{}
+	}
+	return args
 }

@@ -14,20 +14,25 @@ import (
 const cacheLine = 128
 
 // logBlockLen is the number of entries per block of a log.
-const logBlockLen = 32
+const logBlockLen = 64
 
-// logEntry fills a cache line of its own: the readers' releases of one
-// entry (N atomic decrements for a broadcast) must not contend with the
-// producer writing the next one.
+// logEntry is one 64-byte line: the entry's sequence number and value,
+// written by the producer only (a targeted entry's reader clears the value
+// after it). A consumer polls the entry it reads next, so the line that
+// tells it an entry is there is the line that holds it: one cache-line
+// transfer per command instead of two (a separate published counter, then
+// the entry). Nobody counts readers: a broadcast entry released by N
+// workers with atomic decrements pulled one line through N cores, on the
+// critical path of the next command.
 type logEntry[T any] struct {
-	v    atomic.Pointer[T]
-	left atomic.Int32 // readers that have not released the entry yet
-	_    [cacheLine - 12]byte
+	seq atomic.Uint64 // 0 until published, then the entry's number (from 1)
+	v   atomic.Pointer[T]
+	_   [64 - 16]byte
 }
 
 type logBlock[T any] struct {
 	e    [logBlockLen]logEntry[T]
-	next atomic.Pointer[logBlock[T]] // linked before the block's first entry is published
+	next atomic.Pointer[logBlock[T]] // linked before the block's last entry is published
 }
 
 // cursor is one consumer's position in a log and its parking state; it is
@@ -50,17 +55,19 @@ type cursor[T any] struct {
 // The threaded session uses one log for all commands (a broadcast is one
 // append that every worker reads, instead of one queue operation per
 // worker: with workers polling on other cores, each of those cost a cache
-// line hand-off) and one log per worker for its replies. An entry is
-// cleared once its last reader released it, so a log never keeps a value
-// (a tensor argument) alive after it was handled; blocks are freed by the
-// garbage collector once every consumer moved past them.
+// line hand-off) and one log per worker for its replies.
+//
+// What a log keeps alive: an entry with one reader (a reply, a command for
+// one worker: these carry tensors) is cleared by its reader once handled
+// (done). A broadcast entry (CallPacked, Sync, KillReg: register ids and
+// small values; host tensors are never call arguments) keeps its value
+// until every consumer has left its block, which the garbage collector
+// then frees: at most logBlockLen entries per log stay reachable.
 type mlog[T any] struct {
 	// Producer state.
 	tail *logBlock[T]
 	idx  int
 	seq  uint64
-	_    [cacheLine]byte
-	pub  atomic.Uint64 // entries published
 	_    [cacheLine]byte
 	// sleepers counts consumers that may be parked, so that the producer
 	// wakes anyone only when one might be.
@@ -83,22 +90,23 @@ func newLog[T any](consumers int, p waitPolicy) *mlog[T] {
 	return l
 }
 
-// put publishes v for readers consumers (each must release it once) and
-// wakes the consumers that are parked. One producer at a time.
-func (l *mlog[T]) put(v *T, readers int) {
+// put publishes v and wakes the consumers that are parked. One producer
+// at a time.
+func (l *mlog[T]) put(v *T) {
 	e := &l.tail.e[l.idx]
-	e.left.Store(int32(readers))
 	e.v.Store(v)
 	if l.idx++; l.idx == logBlockLen {
+		// Linked before the entry is published: a consumer that has
+		// read the block's last entry moves on without waiting.
 		nb := new(logBlock[T])
 		l.tail.next.Store(nb)
 		l.tail, l.idx = nb, 0
 	}
 	l.seq++
 	// Sequentially consistent store then load: a consumer that is about
-	// to park counted itself before its last check of pub, so either it
-	// sees this entry or we see it.
-	l.pub.Store(l.seq)
+	// to park counted itself before its last check of the entry, so
+	// either it sees this entry or we see it.
+	e.seq.Store(l.seq)
 	if l.sleepers.Load() != 0 {
 		l.wakeAll()
 	}
@@ -122,11 +130,10 @@ func (l *mlog[T]) wakeAll() {
 }
 
 // ready reports whether consumer c has an entry to read.
-func (l *mlog[T]) ready(c *cursor[T]) bool { return l.pub.Load() > c.seq }
+func (l *mlog[T]) ready(c *cursor[T]) bool { return c.blk.e[c.idx].seq.Load() > c.seq }
 
 // pop returns consumer c's next entry; ready(c) must be true. The value is
-// nil if the entry's readers already released it (an entry addressed to
-// another consumer).
+// nil if the entry was addressed to another consumer, which cleared it.
 func (l *mlog[T]) pop(c *cursor[T]) (*T, *logEntry[T]) {
 	e := &c.blk.e[c.idx]
 	v := e.v.Load()
@@ -137,12 +144,9 @@ func (l *mlog[T]) pop(c *cursor[T]) (*T, *logEntry[T]) {
 	return v, e
 }
 
-// release records that one reader is done with e; the last one clears it.
-func release[T any](e *logEntry[T]) {
-	if e.left.Add(-1) == 0 {
-		e.v.Store(nil)
-	}
-}
+// done clears an entry that had one reader, once that reader handled it,
+// so that the log does not keep its value (a tensor) alive.
+func done[T any](e *logEntry[T]) { e.v.Store(nil) }
 
 // wait returns once consumer c has an entry to read (nil), or with the
 // error of the first of done (ErrShutdown) and ctx (ctx.Err()) to end.

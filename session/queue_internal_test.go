@@ -94,9 +94,9 @@ func policies(t *testing.T) map[string]waitPolicy {
 	return out
 }
 
-// Every consumer reads every entry in order, across block boundaries, and
-// an entry is cleared exactly when its last reader releases it.
-func TestLogOrderAndRelease(t *testing.T) {
+// Every consumer reads every entry in order, across block boundaries;
+// done clears an entry, and a consumer that comes later finds it cleared.
+func TestLogOrderAndClear(t *testing.T) {
 	for name, p := range policies(t) {
 		t.Run(name, func(t *testing.T) {
 			const consumers, n = 3, 3*logBlockLen + 5
@@ -104,11 +104,7 @@ func TestLogOrderAndRelease(t *testing.T) {
 			vals := make([]int, n)
 			for i := range vals {
 				vals[i] = i
-				readers := consumers
-				if i%4 == 1 {
-					readers = 1 // addressed to consumer i%consumers only
-				}
-				l.put(&vals[i], readers)
+				l.put(&vals[i])
 			}
 			for ci, c := range l.cons {
 				for i := range n {
@@ -116,17 +112,22 @@ func TestLogOrderAndRelease(t *testing.T) {
 						t.Fatal(err)
 					}
 					v, e := l.pop(c)
-					mine := i%4 != 1 || i%consumers == ci
-					if !mine {
-						continue
+					// Entry i%4 == 1 is "addressed" to consumer i%consumers,
+					// which clears it after reading it.
+					targeted := i%4 == 1
+					mine := !targeted || i%consumers == ci
+					cleared := targeted && i%consumers < ci
+					switch {
+					case cleared && v != nil:
+						t.Fatalf("consumer %d entry %d: got %v, want it cleared", ci, i, *v)
+					case !cleared && (v == nil || *v != i):
+						t.Fatalf("consumer %d entry %d: got %v, want %d", ci, i, v, i)
 					}
-					if v == nil || *v != i {
-						t.Fatalf("consumer %d entry %d: got %v", ci, i, v)
-					}
-					release(e)
-					last := i%4 == 1 || ci == consumers-1
-					if cleared := e.v.Load() == nil; cleared != last {
-						t.Fatalf("consumer %d entry %d: cleared=%v after release, want %v", ci, i, cleared, last)
+					if targeted && mine {
+						done(e)
+						if e.v.Load() != nil {
+							t.Fatalf("consumer %d entry %d: not cleared by done", ci, i)
+						}
 					}
 				}
 				if l.ready(c) {
@@ -157,18 +158,17 @@ func TestLogWakesParkedConsumers(t *testing.T) {
 							errs <- err
 							return
 						}
-						v, e := l.pop(c)
+						v, _ := l.pop(c)
 						if v == nil || *v != i {
 							errs <- errors.New("out of order or lost entry")
 							return
 						}
-						release(e)
 					}
 				}()
 			}
 			for i := range n {
 				vals[i] = i
-				l.put(&vals[i], consumers)
+				l.put(&vals[i])
 				if i%97 == 0 {
 					time.Sleep(50 * time.Microsecond) // let consumers park
 				}
@@ -200,7 +200,7 @@ func TestLogWaitEnds(t *testing.T) {
 			}
 			// An entry published before the end is still delivered.
 			v := 7
-			l.put(&v, 1)
+			l.put(&v)
 			if err := l.wait(l.cons[0], p, 1, ctx, done); err != nil {
 				t.Fatalf("wait with an entry ready: %v", err)
 			}

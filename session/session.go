@@ -55,7 +55,9 @@ type Session struct {
 	regs    *regAlloc
 	seq     uint64
 	stash   []error // failures learned but not yet returned
-	notice  []*noticeState
+	notice  []noticeState
+	all     []int         // 0..n-1, the workers a Sync awaits
+	got     []*wire.Reply // collect's scratch (the lock's holder owns it)
 	closed  atomic.Bool
 	stopped sync.Once
 	stopErr error
@@ -70,12 +72,10 @@ type noticeState struct {
 func newSession(kind string, n, groups int, drv driver, grace time.Duration, obs *observer) *Session {
 	s := &Session{
 		id: sessionIDs.Add(1), n: n, groups: groups, kind: kind, drv: drv, grace: grace,
-		lock: make(chan struct{}, 1), regs: newRegAlloc(), notice: make([]*noticeState, n), obs: obs,
+		lock: make(chan struct{}, 1), regs: newRegAlloc(), notice: make([]noticeState, n), obs: obs,
+		all: allWorkers(n), got: make([]*wire.Reply, n),
 	}
 	obs.start()
-	for i := range s.notice {
-		s.notice[i] = &noticeState{}
-	}
 	return s
 }
 
@@ -239,7 +239,7 @@ func (s *Session) GetGlobalFunc(ctx context.Context, name string) (*DRef, error)
 		s.regs.release(ref.reg, ref.gen)
 		return nil, err
 	}
-	own, err := s.collect(ctx, c, allWorkers(s.n))
+	own, err := s.collect(ctx, c, s.all)
 	if err == nil && len(own) > 0 {
 		err = joinErrors(own)
 	}
@@ -335,7 +335,7 @@ func (s *Session) SyncWorker(ctx context.Context, w int) error {
 func (s *Session) Sync(ctx context.Context) error {
 	s.acquire()
 	defer s.release()
-	return s.syncLocked(ctx, allWorkers(s.n), wire.AllWorkers)
+	return s.syncLocked(ctx, s.all, wire.AllWorkers)
 }
 
 func (s *Session) syncLocked(ctx context.Context, ws []int, target int32) error {
@@ -378,7 +378,7 @@ func (s *Session) gatherNotices() {
 			}
 			s.absorb(r)
 		}
-		if ns := s.notice[w]; ns.err != nil && !ns.reported {
+		if ns := &s.notice[w]; ns.err != nil && !ns.reported {
 			ns.reported = true
 			s.stash = append(s.stash, ns.err)
 		}
@@ -395,7 +395,7 @@ func (s *Session) absorb(r *wire.Reply) {
 	switch r.Action {
 	case wire.ActFailure:
 		if len(r.Errors) > 0 && s.notice[w].err == nil {
-			s.notice[w] = &noticeState{err: r.Errors[0]}
+			s.notice[w] = noticeState{err: r.Errors[0]}
 		}
 	case wire.ActReply:
 		s.stash = append(s.stash, s.replyErrors(r)...)
@@ -410,7 +410,10 @@ func (s *Session) replyErrors(r *wire.Reply) []error {
 	if ns := s.notice[w]; ns.err != nil && ns.reported && len(errs) > 0 {
 		errs = errs[1:]
 	}
-	s.notice[w] = &noticeState{}
+	s.notice[w] = noticeState{}
+	if len(errs) == 0 && r.Dropped == 0 {
+		return nil // the common case allocates nothing
+	}
 	out := make([]error, 0, len(errs)+1)
 	for _, e := range errs {
 		out = append(out, e)
@@ -439,7 +442,8 @@ func (s *Session) collect(ctx context.Context, c *wire.Command, ws []int) ([]err
 	}
 	on := s.beginWait(c, one)
 	defer s.endWait(c, on)
-	got := make([]*wire.Reply, len(ws))
+	got := s.got[:len(ws)]
+	defer clear(got) // keep no reply alive
 	left := len(ws)
 	finish := func() []error {
 		var own []error
@@ -810,7 +814,7 @@ func (s *Session) pingAll(ctx context.Context, timeout time.Duration) error {
 	if err := s.sendLocked(c); err != nil {
 		return err
 	}
-	own, err := s.collect(hctx, c, allWorkers(s.n))
+	own, err := s.collect(hctx, c, s.all)
 	if err != nil {
 		return err
 	}

@@ -195,15 +195,15 @@ func (t *threaded) run(i int, w *worker.Worker) {
 			}
 			reply, notice, stop := w.Handle(c)
 			if notice != nil {
-				t.replies[i].put(notice, 1)
+				t.replies[i].put(notice)
 			}
 			if reply != nil {
-				t.replies[i].put(reply, 1)
+				t.replies[i].put(reply)
 			}
 			w.FinishCommand()
-			// Released after replying: for a broadcast the N workers'
-			// releases touch one cache line, which must not delay a reply.
-			release(e)
+			if c.Worker != wire.AllWorkers {
+				done(e) // after the reply: off its critical path
+			}
 			if stop {
 				return
 			}
@@ -217,11 +217,7 @@ func (t *threaded) send(c *wire.Command) error {
 		return ErrShutdown
 	default:
 	}
-	readers := 1
-	if c.Worker == wire.AllWorkers {
-		readers = t.n
-	}
-	t.cmds.put(c, readers)
+	t.cmds.put(c)
 	return nil
 }
 
@@ -232,7 +228,7 @@ func (t *threaded) recv(ctx context.Context, w int) (*wire.Reply, error) {
 		return nil, err
 	}
 	r, e := l.pop(cur)
-	release(e)
+	done(e)
 	return r, nil
 }
 
@@ -245,7 +241,7 @@ func (t *threaded) poll(w int) (*wire.Reply, error) {
 		return nil, nil
 	}
 	r, e := l.pop(cur)
-	release(e)
+	done(e)
 	return r, nil
 }
 
