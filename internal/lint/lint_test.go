@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"internal/plot":           0, // SVG pictures (gonum/plot): benchmark curves, timelines
 	"internal/progress":       0, // progress line on a terminal's stderr
 	"internal/shmem":          0,
+	"internal/shmarena":       1, // shared tensor arena (memfd); tensor stays below it, worker installs it
 	"internal/trace":          0, // events, flight ring, Trace Event Format; imports nothing of chorus
 	"internal/dl":             0,
 	"gpu/cudasrc":             0,

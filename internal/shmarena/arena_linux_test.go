@@ -1,0 +1,169 @@
+package shmarena
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func newArena(t *testing.T, capacity int64) *Arena {
+	t.Helper()
+	a, err := New(Config{Capacity: capacity, Name: "chorus-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func mapSelf(t *testing.T, a *Arena) *Peer {
+	t.Helper()
+	p, err := MapPeer(a.Identity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// A block is zeroed, page aligned, located, and what the owner writes a
+// peer mapping reads at the located offset.
+func TestAllocVisibleToPeer(t *testing.T) {
+	a := newArena(t, 64<<20)
+	p := mapSelf(t, a)
+	for _, n := range []int64{1, 4095, 4096, 100_000, 3 << 20} {
+		b, err := a.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(b)) != n {
+			t.Fatalf("len %d, want %d", len(b), n)
+		}
+		for i, v := range b {
+			if v != 0 {
+				t.Fatalf("n=%d: byte %d is %d, want zero", n, i, v)
+			}
+		}
+		for i := range b {
+			b[i] = byte(i*7 + 1)
+		}
+		mid := b[n/3:]
+		off, ok := a.Locate(mid)
+		if !ok {
+			t.Fatalf("n=%d: Locate of a sub-slice failed", n)
+		}
+		got, ok := p.Slice(off, int64(len(mid)))
+		if !ok || string(got) != string(mid) {
+			t.Fatalf("n=%d: peer mapping does not show the owner's bytes", n)
+		}
+		if _, ok := a.Locate(append([]byte(nil), b...)); ok {
+			t.Fatalf("n=%d: Locate found a heap copy in the arena", n)
+		}
+		runtime.KeepAlive(b)
+	}
+	if _, ok := p.Slice(0, 16); ok {
+		t.Error("peer Slice of the header succeeded")
+	}
+	if _, ok := p.Slice(64<<20-10, 16); ok {
+		t.Error("peer Slice past the end succeeded")
+	}
+}
+
+// Freed blocks (by the collector) are reused, and a reused block is
+// zeroed again.
+func TestFreeByGCAndReuse(t *testing.T) {
+	a := newArena(t, 64<<20)
+	b, err := a.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _ := a.Locate(b)
+	for i := range b {
+		b[i] = 0xAB
+	}
+	b = nil
+	waitFrees(t, a, 1)
+	c, err := a.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off2, _ := a.Locate(c); off2 != off {
+		t.Errorf("new block at %d, want the freed one at %d", off2, off)
+	}
+	for i, v := range c {
+		if v != 0 {
+			t.Fatalf("reused block: byte %d is %#x, want zero", i, v)
+		}
+	}
+	if s := a.Stats(); s.InUse != 1<<20 || s.Allocs != 2 || s.Frees != 1 || s.Peak != 1<<20 {
+		t.Errorf("stats %+v", s)
+	}
+	runtime.KeepAlive(c)
+}
+
+func waitFrees(t *testing.T, a *Arena, want int64) {
+	t.Helper()
+	for i := 0; i < 200 && a.Stats().Frees < want; i++ {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := a.Stats().Frees; got < want {
+		t.Fatalf("%d blocks freed by the collector, want %d", got, want)
+	}
+}
+
+// Asking for more than the arena holds is ErrExhausted, and the arena
+// stays usable.
+func TestExhausted(t *testing.T) {
+	a := newArena(t, 8<<20)
+	b, err := a.Alloc(6 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Alloc(4 << 20); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("got %v, want ErrExhausted", err)
+	}
+	if _, err := a.Alloc(1 << 20); err != nil {
+		t.Fatalf("after exhaustion: %v", err)
+	}
+	runtime.KeepAlive(b)
+	if _, err := a.Alloc(0); err == nil {
+		t.Error("Alloc(0) succeeded")
+	}
+}
+
+// A peer must get the file it was told about.
+func TestMapPeerChecks(t *testing.T) {
+	a := newArena(t, 8<<20)
+	id := a.Identity()
+	for _, tc := range []struct {
+		name string
+		edit func(*Identity)
+	}{
+		{"token", func(id *Identity) { id.Token++ }},
+		{"size", func(id *Identity) { id.Size += 4096 }},
+		{"fd", func(id *Identity) { id.FD = 1 << 20 }},
+		{"pid", func(id *Identity) { id.PID = 1 << 30 }},
+	} {
+		bad := id
+		tc.edit(&bad)
+		if p, err := MapPeer(bad); err == nil {
+			p.Close()
+			t.Errorf("%s: MapPeer of a wrong identity succeeded", tc.name)
+		}
+	}
+	a.Close()
+	if _, err := a.Alloc(4096); err == nil {
+		t.Error("Alloc after Close succeeded")
+	}
+}
+
+func TestProcess(t *testing.T) {
+	a := newArena(t, 8<<20)
+	prev := SetProcess(a)
+	defer SetProcess(prev)
+	if Process() != a {
+		t.Fatal("Process() is not the arena set")
+	}
+}
