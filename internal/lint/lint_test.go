@@ -48,7 +48,7 @@ var layers = map[string]int{
 	"algo/library":            3,
 	"algo/mscclpptests":       3,
 	"ccl":                     2,
-	"ccl/cpu":                 3, // imports only ccl, ccl/reduce, internal/shmem, tensor; ccl/hier builds on it
+	"ccl/cpu":                 3, // imports only ccl, ccl/reduce, internal/shmem, internal/shmarena, tensor; ccl/hier builds on it
 	"ccl/hier":                4,
 	"ccl/nccl":                4,
 	"ccl/ipc":                 4,
