@@ -215,6 +215,32 @@ func (a *Arena) release(p *byte) {
 	}
 	a.al.freeBlock(b.off)
 	a.stats.Frees++
+	a.trim()
+}
+
+// trimMin is the least free room above the highest live block that trim
+// gives back to the kernel.
+const trimMin = 256 << 20
+
+// trim gives the pages above the highest live block back to the kernel
+// when they are many, both against trimMin and against what is in use:
+// a worker that once held a huge tensor does not keep its memory for
+// good, while the steady churn of a loop (free, allocate the same sizes
+// again) never punches holes that peers would fault in again. Pages
+// below the highest live block stay (holes there would need backing
+// bookkeeping per range; they are reused first anyway).
+func (a *Arena) trim() {
+	keep := alignUp(a.al.top, reserveStep)
+	if a.closed || a.reserved-keep <= max(trimMin, a.al.inUse) {
+		return
+	}
+	const punch = 0x01 | 0x02 // FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+	if err := syscall.Fallocate(a.fd, punch, keep, a.reserved-keep); err != nil {
+		return // the pages stay backed: still correct, and reused later
+	}
+	a.reserved = keep
+	a.dirty = min(a.dirty, keep)
+	a.stats.Trims++
 }
 
 // Locate says where p lies in the arena: its offset, if p is inside one

@@ -167,3 +167,72 @@ func TestProcess(t *testing.T) {
 		t.Fatal("Process() is not the arena set")
 	}
 }
+
+// A huge block freed at the top of the arena gives its pages back; the
+// arena's memory (Reserved) follows, and the next block is zeroed.
+func TestTrim(t *testing.T) {
+	a := newArena(t, 1<<30)
+	small, err := a.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := a.Alloc(trimMin + 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(big); i += 4096 {
+		big[i] = 1
+	}
+	if r := a.Stats().Reserved; r < trimMin {
+		t.Fatalf("reserved %d with a %d-byte block live", r, len(big))
+	}
+	big = nil
+	waitFrees(t, a, 1)
+	s := a.Stats()
+	if s.Trims != 1 || s.Reserved > 8<<20 {
+		t.Errorf("after freeing the big block: %+v, want one trim and a few MiB reserved", s)
+	}
+	again, err := a.Alloc(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(again); i += 4096 {
+		if again[i] != 0 {
+			t.Fatalf("byte %d of a block in trimmed room is %d", i, again[i])
+		}
+	}
+	runtime.KeepAlive(small)
+	runtime.KeepAlive(again)
+}
+
+// Any slice of a block keeps it: the collector, not the holder of the
+// first slice, decides when the block is free.
+func TestSubSliceKeepsBlock(t *testing.T) {
+	a := newArena(t, 64<<20)
+	p := mapSelf(t, a)
+	b, err := a.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := b[len(b)-100:]
+	b = nil
+	for i := range tail {
+		tail[i] = 42
+	}
+	off, ok := a.Locate(tail)
+	if !ok {
+		t.Fatal("Locate of the tail failed")
+	}
+	for range 3 {
+		runtime.GC()
+	}
+	if s := a.Stats(); s.Frees != 0 {
+		t.Fatalf("block freed while a slice of it is live: %+v", s)
+	}
+	if got, _ := p.Slice(off, 100); got[99] != 42 {
+		t.Fatal("peer lost the block's bytes")
+	}
+	runtime.KeepAlive(tail)
+	tail = nil
+	waitFrees(t, a, 1)
+}

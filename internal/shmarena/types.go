@@ -28,4 +28,7 @@ type Stats struct {
 	// Stuck counts blocks that could not be given back because their
 	// address could not be remapped private (they stay in use).
 	Stuck int64 `json:"stuck"`
+	// Trims counts the times free pages above the highest live block
+	// were given back to the kernel (hole punched).
+	Trims int64 `json:"trims"`
 }
