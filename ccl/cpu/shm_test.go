@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -142,5 +143,43 @@ func TestPathShm(t *testing.T) {
 			return nil
 		})
 		noErrors(t, errs)
+	}
+}
+
+// Fresh arena tensors every round, dropped after it, with collections in
+// between: blocks are freed by the collector and reused by other ranks'
+// next buffers while the peers' mappings stay, and every round's result
+// is still exact.
+func TestShmBlocksReused(t *testing.T) {
+	a := withArena(t, 1)
+	const rounds, n, count = 24, 3, 20_000
+	errs := runRanks(t, smallShm, n, 0, func(ctx context.Context, c ccl.Comm) error {
+		r := c.Rank()
+		for i := range rounds {
+			x := tensor.MustNew(tensor.Int32, shape(count))
+			d, _ := tensor.Data[int32](x)
+			for j := range d {
+				d[j] = int32(r*1000 + i + j)
+			}
+			if err := c.AllReduce(ctx, x, x, reduce.Sum); err != nil {
+				return err
+			}
+			for j, v := range d {
+				if want := int32(n*(n-1)/2*1000 + n*(i+j)); v != want {
+					return fmt.Errorf("round %d element %d: %d, want %d", i, j, v, want)
+				}
+			}
+			if p := c.(*cpu.Comm).PathFor(ccl.KindAllReduce, count*4); p != "shm" {
+				return fmt.Errorf("round %d: path %q", i, p)
+			}
+			if i%4 == 3 {
+				runtime.GC()
+			}
+		}
+		return nil
+	})
+	noErrors(t, errs)
+	if s := a.Stats(); s.Frees == 0 || s.Allocs < rounds*n {
+		t.Errorf("arena %+v: want %d allocations and blocks freed by the collector", s, rounds*n)
 	}
 }

@@ -83,10 +83,7 @@ func New(cfg Config) (*Arena, error) {
 		return fail(err)
 	}
 	a.token = binary.LittleEndian.Uint64(tok[:])
-	if err := syscall.Fallocate(fd, 0, 0, reserveStep); err != nil {
-		return fail(os.NewSyscallError("fallocate", err))
-	}
-	a.reserved = reserveStep
+	// The header's page only; blocks reserve their room as they come.
 	var hdr [16]byte
 	binary.LittleEndian.PutUint64(hdr[0:], headerMagic)
 	binary.LittleEndian.PutUint64(hdr[8:], a.token)
