@@ -22,12 +22,16 @@ import (
 // arena is staged (every rank sees the same published offsets, so all
 // decide alike).
 
+// arenaFor is the arena rank's buffers come from: the process's (tests
+// give goroutine ranks different ones).
+var arenaFor = func(rank int) *shmarena.Arena { return shmarena.Process() }
+
 // joinShm publishes this rank's arena, maps every peer's, and agrees with
 // all ranks on whether every rank mapped every peer's. Every rank takes
 // part (two barriers) whether it has an arena or not.
 func (c *Comm) joinShm(ctx context.Context) error {
 	me := c.seg.ctrl(c.rank)
-	c.arena = shmarena.Process()
+	c.arena = arenaFor(c.rank)
 	if c.arena != nil {
 		id := c.arena.Identity()
 		atomic.StoreUint64(c.seg.u64(me+ctlArenaFD), uint64(id.FD))

@@ -183,3 +183,49 @@ func TestShmBlocksReused(t *testing.T) {
 		t.Errorf("arena %+v: want %d allocations and blocks freed by the collector", s, rounds*n)
 	}
 }
+
+// A rank without an arena: the others read its buffers with cma and each
+// other's through their mappings; it reads theirs through the mappings.
+// Without cma the allreduce is staged. Path says why shm is not whole.
+func TestShmRankWithoutArena(t *testing.T) {
+	a := withArena(t, 1)
+	defer cpu.SetArenaFor(func(rank int) *shmarena.Arena {
+		if rank == 1 {
+			return nil
+		}
+		return a
+	})()
+	const why = "shared tensors: rank 1 has no shared tensor arena"
+	for _, tc := range []struct {
+		opts  cpu.Options
+		path  string
+		paths []string // PathFor after a large allreduce, by rank
+	}{
+		{smallShm, "cma (" + why + ")", []string{"mixed: 2 of 4", "shm", "mixed: 2 of 4"}},
+		{smallShmNoCMA, "staged: disabled (Options.NoCMA or CHORUS_CCL_CMA=0); " + why, []string{"staged: disabled", "staged: disabled", "staged: disabled"}},
+	} {
+		// Rank 1's tensors come from the process arena too, but it has
+		// no arena to locate them in: it publishes no offsets.
+		errs := runRanks(t, tc.opts, 3, 0, func(ctx context.Context, c ccl.Comm) error {
+			cc := c.(*cpu.Comm)
+			if got := cc.Path(); got != tc.path {
+				return fmt.Errorf("Path() = %q, want %q", got, tc.path)
+			}
+			x := tensor.MustNew(tensor.Float32, shape(5000))
+			if err := tensor.Fill(x, float64(c.Rank()+1)); err != nil {
+				return err
+			}
+			if err := c.AllReduce(ctx, x, x, reduce.Sum); err != nil {
+				return err
+			}
+			if d, _ := tensor.Data[float32](x); d[0] != 6 || d[4999] != 6 {
+				return fmt.Errorf("result %v ... %v, want 6", d[0], d[4999])
+			}
+			if got := cc.PathFor(ccl.KindAllReduce, 20000); !strings.HasPrefix(got, tc.paths[c.Rank()]) {
+				return fmt.Errorf("PathFor = %q, want %s...", got, tc.paths[c.Rank()])
+			}
+			return nil
+		})
+		noErrors(t, errs)
+	}
+}
