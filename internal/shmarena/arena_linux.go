@@ -41,9 +41,10 @@ type Arena struct {
 
 	mu       sync.Mutex
 	al       *allocator
-	reserved int64   // [0, reserved) is backed
-	dirty    int64   // [0, dirty) may hold old data: zeroed on reuse
-	blocks   []block // live blocks, sorted by addr
+	reserved int64               // [0, reserved) is backed
+	dirty    int64               // [0, dirty) may hold old data: zeroed on reuse
+	blocks   []block             // live blocks, sorted by addr
+	bases    map[uintptr]uintptr // Go allocation (finalizer's pointer) -> block addr
 	stats    Stats
 	closed   bool
 }
@@ -70,7 +71,7 @@ func New(cfg Config) (*Arena, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shmarena: %w", err)
 	}
-	a := &Arena{fd: fd, capacity: capacity, page: int64(os.Getpagesize())}
+	a := &Arena{fd: fd, capacity: capacity, page: int64(os.Getpagesize()), bases: map[uintptr]uintptr{}}
 	fail := func(err error) (*Arena, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("shmarena: %w", err)
@@ -134,29 +135,36 @@ func (a *Arena) Alloc(n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A page-multiple allocation above 32 KiB is a large object of its
-	// own span: page aligned, never shared with other objects.
+	// A page-multiple allocation is page aligned on 4 KiB-page hosts (a
+	// large object starts its own span; page-multiple size classes sit at
+	// multiples of their size); with larger pages, the block is mapped at
+	// the first page boundary of an allocation one page larger.
 	raw := make([]byte, size)
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))
 	if int64(addr)%a.page != 0 {
-		a.uncarve(off)
-		return nil, fmt.Errorf("shmarena: Go allocation at %#x is not page aligned", addr)
+		raw = make([]byte, size+a.page)
+		addr = uintptr(alignUp(int64(uintptr(unsafe.Pointer(unsafe.SliceData(raw)))), a.page))
 	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))
 	if err := mapFixed(addr, size, a.fd, off); err != nil {
 		a.uncarve(off)
 		return nil, err
 	}
-	clear(raw[:zero])
+	b := raw[addr-base : int64(addr-base)+size]
+	clear(b[:zero])
 	a.mu.Lock()
 	i := sort.Search(len(a.blocks), func(i int) bool { return a.blocks[i].addr > addr })
 	a.blocks = append(a.blocks, block{})
 	copy(a.blocks[i+1:], a.blocks[i:])
 	a.blocks[i] = block{addr: addr, off: off, len: size}
+	a.bases[base] = addr
 	a.stats.Allocs++
 	a.stats.Peak = max(a.stats.Peak, a.al.inUse)
 	a.mu.Unlock()
 	runtime.SetFinalizer(&raw[0], a.release)
-	return raw[:n:n], nil
+	// b points into raw's allocation, so it keeps raw (and the block)
+	// alive like any slice of it.
+	return b[:n:n], nil
 }
 
 // carve takes a block of size bytes, backs it, and says how many of its
@@ -196,9 +204,14 @@ func (a *Arena) uncarve(off int64) {
 // release is the finalizer of a block's Go allocation: private pages back
 // at its address, then the block is free.
 func (a *Arena) release(p *byte) {
-	addr := uintptr(unsafe.Pointer(p))
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	base := uintptr(unsafe.Pointer(p))
+	addr, ok := a.bases[base]
+	if !ok {
+		return // not ours (cannot happen)
+	}
+	delete(a.bases, base)
 	i := sort.Search(len(a.blocks), func(i int) bool { return a.blocks[i].addr >= addr })
 	if i == len(a.blocks) || a.blocks[i].addr != addr {
 		return // not ours (cannot happen)

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func newArena(t *testing.T, capacity int64) *Arena {
@@ -235,4 +236,34 @@ func TestSubSliceKeepsBlock(t *testing.T) {
 	runtime.KeepAlive(tail)
 	tail = nil
 	waitFrees(t, a, 1)
+}
+
+// On hosts with pages larger than the Go heap's 8 KiB, blocks are mapped
+// at a page boundary inside a larger allocation (simulated: 64 KiB pages).
+func TestLargePages(t *testing.T) {
+	a := newArena(t, 64<<20)
+	a.page = 64 << 10
+	p := mapSelf(t, a)
+	var keep [][]byte
+	for i := range 6 {
+		b, err := a.Alloc(int64(100_000 + i*70_000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := uintptr(unsafe.Pointer(&b[0])); addr%(64<<10) != 0 {
+			t.Fatalf("block at %#x, not 64 KiB aligned", addr)
+		}
+		b[len(b)-1] = byte(i + 1)
+		off, ok := a.Locate(b)
+		if got, _ := p.Slice(off, int64(len(b))); !ok || got[len(b)-1] != byte(i+1) {
+			t.Fatalf("block %d: peer does not see it", i)
+		}
+		keep = append(keep, b)
+	}
+	runtime.KeepAlive(keep)
+	keep = nil
+	waitFrees(t, a, 6)
+	if s := a.Stats(); s.InUse != 0 {
+		t.Errorf("all freed, %+v", s)
+	}
 }
