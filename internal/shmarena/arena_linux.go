@@ -22,6 +22,10 @@ const (
 	// reserveStep is how far ahead of the highest block fallocate backs
 	// the arena, so that growing by many small blocks costs few calls.
 	reserveStep = 2 << 20
+	// maxDefaultCapacity bounds the default capacity (the host's memory):
+	// every peer maps the whole arena, so ranks x capacity of address
+	// space per process.
+	maxDefaultCapacity = 1 << 40
 )
 
 // block is a live allocation: the Go heap address its pages were replaced
@@ -60,7 +64,7 @@ func New(cfg Config) (*Arena, error) {
 		if err := syscall.Sysinfo(&si); err != nil {
 			return nil, fmt.Errorf("shmarena: sysinfo: %w", err)
 		}
-		capacity = int64(si.Totalram) * int64(si.Unit)
+		capacity = min(int64(si.Totalram)*int64(si.Unit), maxDefaultCapacity)
 	}
 	capacity = alignUp(max(capacity, 2*reserveStep), reserveStep)
 	name := cfg.Name

@@ -267,3 +267,28 @@ func TestLargePages(t *testing.T) {
 		t.Errorf("all freed, %+v", s)
 	}
 }
+
+// Mapping the same arena twice shares one mapping until both are closed.
+func TestMapPeerShared(t *testing.T) {
+	a := newArena(t, 8<<20)
+	p1, err := MapPeer(a.Identity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := MapPeer(a.Identity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1 != p2 {
+		t.Fatal("two mappings of one arena")
+	}
+	p1.Close()
+	if _, ok := p2.Slice(headerSize, 8); !ok {
+		t.Fatal("second user lost the mapping when the first closed")
+	}
+	p2.Close()
+	p2.Close() // a second Close is a no-op
+	if _, ok := p2.Slice(headerSize, 8); ok {
+		t.Fatal("mapping still there after the last Close")
+	}
+}

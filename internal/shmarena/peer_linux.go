@@ -4,19 +4,45 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 )
 
 // Peer is another process's arena, mapped read-only.
 type Peer struct {
-	mem []byte
-	id  Identity
+	mem  []byte
+	id   Identity
+	refs int // MapPeer calls not yet closed (under peersMu)
 }
 
-// MapPeer maps the arena id describes, read-only. It fails if the file
-// cannot be opened (another user, no ptrace read permission, the process
-// is gone), has another size, or does not carry id's token.
+// One mapping per arena and process, however many communicators use it:
+// each maps the whole arena (virtual room of the host's memory size).
+var (
+	peersMu sync.Mutex
+	peers   = map[Identity]*Peer{}
+)
+
+// MapPeer maps the arena id describes, read-only, or returns the mapping
+// this process already has (each MapPeer needs its Close). It fails if the
+// file cannot be opened (another user, no ptrace read permission, the
+// process is gone), has another size, or does not carry id's token.
 func MapPeer(id Identity) (*Peer, error) {
+	peersMu.Lock()
+	defer peersMu.Unlock()
+	if p := peers[id]; p != nil {
+		p.refs++
+		return p, nil
+	}
+	p, err := mapPeer(id)
+	if err != nil {
+		return nil, err
+	}
+	p.refs = 1
+	peers[id] = p
+	return p, nil
+}
+
+func mapPeer(id Identity) (*Peer, error) {
 	path := fmt.Sprintf("/proc/%d/fd/%d", id.PID, id.FD)
 	f, err := os.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
@@ -50,11 +76,18 @@ func (p *Peer) Slice(off, n int64) ([]byte, bool) {
 	return p.mem[off : off+n : off+n], true
 }
 
-// Close unmaps the peer's arena.
+// Close releases one MapPeer; the last unmaps the peer's arena.
 func (p *Peer) Close() error {
-	if p.mem == nil {
+	peersMu.Lock()
+	defer peersMu.Unlock()
+	if p.refs == 0 {
 		return nil
 	}
+	p.refs--
+	if p.refs > 0 {
+		return nil
+	}
+	delete(peers, p.id)
 	err := syscall.Munmap(p.mem)
 	p.mem = nil
 	return err
