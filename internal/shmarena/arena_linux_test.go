@@ -292,3 +292,34 @@ func TestMapPeerShared(t *testing.T) {
 		t.Fatal("mapping still there after the last Close")
 	}
 }
+
+// Peer.Slice is the bounds check of offsets that other processes publish:
+// whatever they are, it never panics and gives only ranges past the
+// header and inside the arena.
+func FuzzPeerSlice(f *testing.F) {
+	a, err := New(Config{Capacity: 8 << 20, Name: "chorus-fuzz"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer a.Close()
+	p, err := MapPeer(a.Identity())
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer p.Close()
+	for _, s := range [][2]int64{{headerSize, 1}, {0, 1}, {8 << 20, 0}, {8<<20 - 1, 2}, {-1, 5}, {headerSize, -1}, {1 << 62, 1 << 62}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, off, n int64) {
+		b, ok := p.Slice(off, n)
+		if !ok {
+			return
+		}
+		if off < headerSize || n < 0 || off+n > 8<<20 || int64(len(b)) != n {
+			t.Fatalf("Slice(%d, %d) gave %d bytes", off, n, len(b))
+		}
+		if n > 0 {
+			_ = b[n-1] // readable
+		}
+	})
+}
