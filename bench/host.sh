@@ -170,6 +170,7 @@ for n in "${cws[@]}"; do
 done
 
 # ---- 4. why process allreduces stay below the bound (docs/performance.md) -----
+# (and the A/B of shared tensors: CHORUS_SHM_TENSORS=0 gives the cma path)
 # At the most collective workers: the staged path at 64K-1M with one-shot
 # limited to 32K (two-step reduce-scatter/all-gather from 64K, or cma above
 # it), and 16M-64M cma with 1 thread per rank against the default share.
@@ -184,7 +185,14 @@ if [ "${HOST_CCL_EXPERIMENTS:-1}" = 1 ]; then
     { echo "## $1, $n workers, $2-$3"; env "$1" "$chorus" bench allreduce --backend cpu --session process --workers "$n" --dtype float32 --min "$2" --max "$3" --rounds 1 --membw "${bw:-0}"; } >>"$x" 2>&1 ||
       note "allreduce experiment $1 failed"
   done
-  note "allreduce experiments ($n workers: one-shot limit, staged instead of cma, threads per rank) in ccl-experiments.txt; compare with the process rows above"
+  # Shared tensors off (the cma path, as before 2026-11-25 session 4) at
+  # every worker count: the A/B against the process rows above (shm).
+  for m in "${cws[@]}"; do
+    log "chorus allreduce, process session, $m workers, CHORUS_SHM_TENSORS=0, 1M-64M"
+    { echo "## CHORUS_SHM_TENSORS=0, $m workers, 1M-64M"; CHORUS_SHM_TENSORS=0 "$chorus" bench allreduce --backend cpu --session process --workers "$m" --dtype float32 --min 1M --max 64M --rounds 1 --membw "${bw:-0}"; } >>"$x" 2>&1 ||
+      note "allreduce experiment CHORUS_SHM_TENSORS=0 $m failed"
+  done
+  note "allreduce experiments ($n workers: one-shot limit, staged instead of cma, threads per rank; every worker count: shared tensors off) in ccl-experiments.txt; compare with the process rows above"
 fi
 
 # ---- tables -------------------------------------------------------------------

@@ -3,6 +3,7 @@ package tensor
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -38,13 +39,79 @@ type Storage struct {
 	nbytes int64
 }
 
-// NewHostStorage allocates zeroed, 64-byte aligned host memory.
+// HostAllocFunc allocates host memory for storages: n zeroed bytes,
+// 64-byte aligned, that stay valid as long as any slice of them is
+// reachable (Go memory semantics: the garbage collector decides, as for
+// make).
+type HostAllocFunc func(n int64) ([]byte, error)
+
+type hostAllocator struct {
+	min   int64
+	alloc HostAllocFunc
+}
+
+var (
+	hostAlloc     atomic.Pointer[hostAllocator]
+	hostAllocs    atomic.Int64
+	hostFallbacks atomic.Int64
+	hostLastError atomic.Pointer[string]
+)
+
+// SetHostAllocator makes NewHostStorage take storages of at least minBytes
+// from alloc (nil: the Go heap for all); it returns a function that puts
+// the previous allocator back. Worker processes install the shared tensor
+// arena with it, so that peers can read large tensors directly. When alloc
+// fails, the storage comes from the Go heap and the failure is counted
+// (HostAllocatorStats), never silent.
+func SetHostAllocator(minBytes int64, alloc HostAllocFunc) (restore func()) {
+	var h *hostAllocator
+	if alloc != nil {
+		h = &hostAllocator{min: max(minBytes, 1), alloc: alloc}
+	}
+	prev := hostAlloc.Swap(h)
+	return func() { hostAlloc.Store(prev) }
+}
+
+// HostAllocStats counts what the host allocator of SetHostAllocator did.
+type HostAllocStats struct {
+	Allocs    int64  `json:"allocs"`    // storages it allocated
+	Fallbacks int64  `json:"fallbacks"` // storages that fell back to the Go heap when it failed
+	LastError string `json:"last_error,omitempty"`
+}
+
+// HostAllocatorStats returns the host allocator's counters (totals since
+// the process started).
+func HostAllocatorStats() HostAllocStats {
+	s := HostAllocStats{Allocs: hostAllocs.Load(), Fallbacks: hostFallbacks.Load()}
+	if e := hostLastError.Load(); e != nil {
+		s.LastError = *e
+	}
+	return s
+}
+
+// NewHostStorage allocates zeroed, 64-byte aligned host memory: from the
+// host allocator (SetHostAllocator) when one is set and nbytes reaches its
+// minimum, else from the Go heap.
 func NewHostStorage(nbytes int64, scope string) (*Storage, error) {
 	if nbytes < 0 {
 		return nil, fmt.Errorf("tensor: negative storage size %d", nbytes)
 	}
 	if scope == "" {
 		scope = ScopeGlobal
+	}
+	if h := hostAlloc.Load(); h != nil && nbytes >= h.min {
+		b, err := h.alloc(nbytes)
+		switch {
+		case err != nil:
+		case int64(len(b)) < nbytes || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%hostAlign != 0:
+			err = fmt.Errorf("host allocator returned %d bytes at %p for %d (want %d-byte aligned)", len(b), unsafe.SliceData(b), nbytes, hostAlign)
+		default:
+			hostAllocs.Add(1)
+			return &Storage{Device: CPUDevice, Scope: scope, host: b[:nbytes:nbytes], nbytes: nbytes}, nil
+		}
+		msg := err.Error()
+		hostLastError.Store(&msg)
+		hostFallbacks.Add(1)
 	}
 	raw := make([]byte, nbytes+hostAlign)
 	off := int((hostAlign - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%hostAlign) % hostAlign)

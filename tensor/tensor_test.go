@@ -299,3 +299,66 @@ func TestDeviceTensor(t *testing.T) {
 		t.Error("device view past the buffer accepted")
 	}
 }
+
+// The host allocator serves storages from its minimum on; a failing or
+// misbehaving allocator falls back to the Go heap and is counted.
+func TestSetHostAllocator(t *testing.T) {
+	pool := make([]byte, 1<<16+64)
+	off := int((64 - uintptr(unsafe.Pointer(&pool[0]))%64) % 64)
+	aligned := pool[off:]
+	var calls int
+	var fail error
+	restore := tensor.SetHostAllocator(1024, func(n int64) ([]byte, error) {
+		calls++
+		if fail != nil {
+			return nil, fail
+		}
+		return aligned[:min(n, int64(len(aligned)))], nil
+	})
+	defer restore()
+	before := tensor.HostAllocatorStats()
+	for _, tc := range []struct {
+		name      string
+		count     int64
+		fail      error
+		fromPool  bool
+		fallbacks int64
+	}{
+		{"below the minimum", 255, nil, false, 0},
+		{"at the minimum", 256, nil, true, 0},
+		{"allocator fails", 1000, errors.New("no room"), false, 1},
+		{"allocator returns too little", 1 << 15, nil, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fail = tc.fail
+			if tc.name == "allocator returns too little" {
+				aligned = aligned[:4096]
+			}
+			fb := tensor.HostAllocatorStats().Fallbacks
+			x, err := tensor.New(tensor.Float32, tensor.Shape{tc.count})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inPool := &x.Bytes()[0] == &aligned[0]
+			if inPool != tc.fromPool {
+				t.Errorf("storage from the allocator: %v, want %v", inPool, tc.fromPool)
+			}
+			if got := tensor.HostAllocatorStats().Fallbacks - fb; got != tc.fallbacks {
+				t.Errorf("%d fallbacks counted, want %d", got, tc.fallbacks)
+			}
+			if tc.fallbacks > 0 && tensor.HostAllocatorStats().LastError == "" {
+				t.Error("fallback without its error")
+			}
+		})
+	}
+	if got := tensor.HostAllocatorStats().Allocs - before.Allocs; got != 1 {
+		t.Errorf("%d allocations counted, want 1", got)
+	}
+	if calls != 3 {
+		t.Errorf("allocator called %d times, want 3", calls)
+	}
+	restore()
+	if x := tensor.MustNew(tensor.Float32, tensor.Shape{1000}); &x.Bytes()[0] == &aligned[0] {
+		t.Error("storage from the allocator after restore")
+	}
+}

@@ -132,6 +132,7 @@ func Run() int {
 		fmt.Fprintln(os.Stderr, "chorus worker:", err)
 		return ExitError
 	}
+	installSharedTensors(spec)
 	// Keep our descriptors out of any process a worker function starts.
 	syscall.CloseOnExec(FDLifeline)
 	syscall.CloseOnExec(FDTransport)

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/chorus-rt/chorus/internal/shmarena"
 	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/tensor"
 )
 
 // MemoryFunc is the built-in that reports a worker's memory high-water
@@ -42,6 +44,12 @@ type MemoryStats struct {
 	// session) or another worker's, so HostPeakBytes is process-wide,
 	// not this worker's alone.
 	HostShared bool `json:"host_shared"`
+	// SharedTensors is the worker process's shared tensor arena (process
+	// workers on the host; nil when it has none) and HostAlloc what the
+	// tensor package's host allocator did: Fallbacks counts tensors that
+	// went to the Go heap because the arena could not serve them.
+	SharedTensors *shmarena.Stats       `json:"shared_tensors,omitempty"`
+	HostAlloc     tensor.HostAllocStats `json:"host_alloc"`
 }
 
 // DeviceTotalPeakBytes is DevicePeakBytes plus IPCBytes.
@@ -90,6 +98,11 @@ func Memory(env registry.Env) MemoryStats {
 	} else {
 		m.HostPeakBytes = b
 	}
+	if a := shmarena.Process(); a != nil {
+		st := a.Stats()
+		m.SharedTensors = &st
+	}
+	m.HostAlloc = tensor.HostAllocatorStats()
 	if w, ok := env.(*Worker); ok && w.pool != nil {
 		m.HasDevice = true
 		m.DevicePeakBytes = w.pool.Stats().DevicePeak

@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
-	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/shmem"
 )
 
@@ -77,31 +76,6 @@ func (c *Comm) joinCMA(ctx context.Context) error {
 	return nil
 }
 
-// Path says how this communicator moves large allreduces: "direct" (all
-// ranks in this process read each other's buffers), "cma" (single-copy
-// reads across processes), or "staged: " and the reason neither applies.
-func (c *Comm) Path() string {
-	switch {
-	case c.peers != nil:
-		return "direct"
-	case c.cma:
-		return "cma"
-	case c.opts.NoDirect && c.cmaWhy == "":
-		return "staged: direct reads disabled"
-	}
-	return "staged: " + c.cmaWhy
-}
-
-// PathFor says how a collective of kind over bytes bytes (of one rank's
-// send buffer) moves: Path for allreduces above Options.OneShotMax,
-// "staged" for everything else.
-func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
-	if kind == ccl.KindAllReduce && bytes > c.opts.OneShotMax {
-		return c.Path()
-	}
-	return "staged"
-}
-
 // threads is threadsFor for this rank and bytes of work.
 func (c *Comm) threads(bytes int) int {
 	here := 1
@@ -118,90 +92,6 @@ func (c *Comm) cmaChunk(es int) int {
 		return chunkSize(max(es, c.opts.CMAChunk), es)
 	}
 	return chunkSize(max(es, min(c.opts.SlotBytes/4, (256<<10)/max(1, c.n-1))), es)
-}
-
-// cmaAllReduce: publish the buffers' addresses, barrier (in begin); each
-// rank reduces its part of every rank's input, reading the peers' pieces
-// chunk by chunk into scratch, into its output; barrier; each rank reads
-// the other parts straight from their owners' outputs into its own;
-// barrier (no rank reuses its buffers while others read them). Per byte
-// reduced that is about 2.5 bytes of memory traffic per rank with two
-// ranks, where staging moves 5.
-func (c *Comm) cmaAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op) error {
-	me := c.seg.ctrl(c.rank)
-	publish := func([]byte) {
-		atomic.StoreUint64(c.seg.u64(me+ctlSendAddr), uint64(uintptr(unsafe.Pointer(unsafe.SliceData(a.Send)))))
-		atomic.StoreUint64(c.seg.u64(me+ctlRecvAddr), uint64(uintptr(unsafe.Pointer(unsafe.SliceData(a.Recv)))))
-	}
-	if _, err := c.begin(ctx, a.Desc, local, publish); err != nil {
-		return err
-	}
-	defer runtime.KeepAlive(a.Send)
-	defer runtime.KeepAlive(a.Recv)
-	sendAt := func(r int) uintptr { return uintptr(atomic.LoadUint64(c.seg.u64(c.seg.ctrl(r) + ctlSendAddr))) }
-	recvAt := func(r int) uintptr { return uintptr(atomic.LoadUint64(c.seg.u64(c.seg.ctrl(r) + ctlRecvAddr))) }
-	es := max(1, a.DType.Size())
-	parts := partitionInto(c.parts, len(a.Send), c.n, es)
-	pl, ph := parts[c.rank], parts[c.rank+1]
-	chunk := c.cmaChunk(es)
-	t := c.threads(ph - pl)
-	for len(c.scratch) < t {
-		c.scratch = append(c.scratch, make([]byte, c.n*chunk))
-	}
-	err := parallel(t, ph-pl, es, func(i, lo, hi int) error {
-		scratch := c.scratch[i]
-		ins := make([][]byte, c.n)
-		for off := pl + lo; off < pl+hi; off += chunk {
-			end := min(pl+hi, off+chunk)
-			for r := range c.n {
-				if r == c.rank {
-					ins[r] = a.Send[off:end]
-					continue
-				}
-				ins[r] = scratch[r*chunk : r*chunk+end-off]
-				if err := shmem.ReadProcess(c.pids[r], ins[r], sendAt(r)+uintptr(off)); err != nil {
-					return c.cmaFailed(r, err)
-				}
-			}
-			if err := reduceInto(op, a.DType, a.Recv[off:end], ins, c.n); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
-		return err
-	}
-	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil {
-		return err
-	}
-	// The other ranks' parts, each split over the threads.
-	total := len(a.Send) - (ph - pl)
-	err = parallel(c.threads(total), total, es, func(_, lo, hi int) error {
-		// [lo, hi) counts bytes of the other parts laid end to end.
-		pos := 0
-		for r := range c.n {
-			if r == c.rank {
-				continue
-			}
-			ql, qh := parts[r], parts[r+1]
-			s, e := max(lo, pos), min(hi, pos+qh-ql)
-			if s < e {
-				off := ql + s - pos
-				if err := shmem.ReadProcess(c.pids[r], a.Recv[off:off+e-s], recvAt(r)+uintptr(off)); err != nil {
-					return c.cmaFailed(r, err)
-				}
-			}
-			pos += qh - ql
-		}
-		return nil
-	})
-	if err != nil {
-		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
-		return err
-	}
-	return c.barrier(ctx, ccl.KindAllReduce)
 }
 
 func (c *Comm) cmaFailed(peer int, err error) error {

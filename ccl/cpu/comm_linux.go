@@ -13,6 +13,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/shmarena"
 	"github.com/chorus-rt/chorus/internal/shmem"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -134,7 +135,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c := &Comm{seg: seg, rank: cfg.Rank, n: cfg.Size, timeout: cfg.TimeoutOrDefault(), opts: opts,
 		yield: cfg.Size > runtime.NumCPU(), sent: make([]uint64, cfg.Size), recvd: make([]uint64, cfg.Size),
 		chunksOut: make([]uint64, cfg.Size), chunksIn: make([]uint64, cfg.Size),
-		ins: make([][]byte, cfg.Size), descs: make([]ccl.Desc, cfg.Size), parts: make([]int, cfg.Size+1)}
+		ins: make([][]byte, cfg.Size), peerSends: make([][]byte, cfg.Size), peerRecvs: make([][]byte, cfg.Size), descs: make([]ccl.Desc, cfg.Size), parts: make([]int, cfg.Size+1)}
 	if !opts.NoDirect {
 		if err := c.joinLocal(ctx, segmentPath(cfg.ID)); err != nil {
 			c.seg.close()
@@ -148,6 +149,10 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.pauses = shmem.RelaxPauses(here)
 	if c.peers == nil {
 		if err := c.joinCMA(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if err := c.joinShm(ctx); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -178,6 +183,14 @@ type Comm struct {
 	pids    []int    // every rank's pid (cma)
 	scratch [][]byte // per thread: n chunks of peers' data (cma)
 
+	arena                *shmarena.Arena  // this process's shared tensor arena, or nil
+	shmPeers             []*shmarena.Peer // peers' arenas mapped read-only (nil: not mapped)
+	shmAll               bool             // every rank mapped every peer's arena
+	anyArena             bool             // some rank has an arena
+	shmWhy               string           // why not shmAll
+	peerSends, peerRecvs [][]byte         // scratch: peers' buffers through their mappings
+	lastPath             string           // how the last large allreduce moved (PathFor)
+
 	ins   [][]byte   // scratch: one input per rank
 	parts []int      // scratch: part boundaries, n+1 entries
 	descs []ccl.Desc // scratch: one descriptor per rank
@@ -201,6 +214,7 @@ func (c *Comm) Close() error {
 	if c.localKey != "" {
 		c.leaveLocal()
 	}
+	c.closeShm()
 	return c.seg.close()
 }
 
@@ -425,8 +439,12 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 	if c.peers != nil && len(a.Send) > c.opts.OneShotMax {
 		return c.directAllReduce(ctx, a, local, op)
 	}
-	if c.cma && len(a.Send) > c.opts.OneShotMax {
-		return c.cmaAllReduce(ctx, a, local, op)
+	if c.peers == nil && (c.cma || c.shmAll) && len(a.Send) > c.opts.OneShotMax {
+		err := c.singleCopyAllReduce(ctx, a, local, op)
+		if err != errStaged {
+			return err
+		}
+		c.seq-- // the staged rounds below are the same collective
 	}
 	es := max(1, a.DType.Size())
 	// With two ranks the one-shot path measured 2-2.5x faster at 1-4 MiB

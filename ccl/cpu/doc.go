@@ -21,9 +21,12 @@
 //     there are more than two ranks);
 //   - allreduce above OneShotMax without staging: ranks of one process read
 //     each other's buffers directly; ranks in different processes read
-//     them with process_vm_readv (single copy; probed at Join, all ranks
-//     or none; Comm.Path says which and why not), each rank splitting its
-//     work over its share of the host's cores (threadsFor);
+//     buffers that lie in the peer's shared tensor arena (internal/shmarena,
+//     installed by worker processes; mapped read-only at Join) through that
+//     mapping with plain loads ("shm"), and other buffers with
+//     process_vm_readv (single copy; probed at Join, all ranks or none),
+//     peer by peer; Comm.Path and PathFor say which and why not; each rank
+//     splits its work over its share of the host's cores (threadsFor);
 //   - reduce-scatter: each rank stages the n blocks, one barrier, rank r
 //     reduces block r of every slot into its output;
 //   - allgather, broadcast, scatter, gather: stage, barrier, copy out;

@@ -532,13 +532,29 @@ func TestAllReduceProperties(t *testing.T) {
 }
 
 func allReduceCase(dt tensor.DType, op reduce.Op, wrap bool, size, n int, opts cpu.Options, optsName string, inPlace, viewInPlace bool, seed uint64) pcase {
+	return allReduceCaseOn(dt, op, wrap, size, n, opts, optsName, inPlace, viewInPlace, seed, -1, nil)
+}
+
+// allReduceCaseOn is allReduceCase whose rank heapRank (-1: none) keeps
+// its buffers in the Go heap while a host allocator (a shared tensor
+// arena) is set, and whose check also runs checkPath on every rank and its
+// PathFor(allreduce, the message size) after the call (nil: none).
+func allReduceCaseOn(dt tensor.DType, op reduce.Op, wrap bool, size, n int, opts cpu.Options, optsName string, inPlace, viewInPlace bool, seed uint64, heapRank int, checkPath func(r int, path string) error) pcase {
 	name := fmt.Sprintf("n=%d/%v/%v/wrap=%v/size=%d/inplace=%v/opts=%s", n, dt, op, wrap, size, inPlace, optsName)
+	if heapRank >= 0 {
+		name += fmt.Sprintf("/heap-rank=%d", heapRank)
+	}
 	return pcase{name: name, n: n, opts: opts, setup: func(t testing.TB) (func(context.Context, ccl.Comm) error, func(*testing.T, []error)) {
 		lo, hi := inputRange(op, dt, wrap)
 		ins := make([]*tensor.Tensor, n)
 		sends := make([]*tensor.Tensor, n)
 		recvs := make([]*tensor.Tensor, n)
+		paths := make([]string, n)
 		for r := range n {
+			restore := func() {}
+			if r == heapRank {
+				restore = tensor.SetHostAllocator(0, nil)
+			}
 			ins[r] = randomT(t, dt, size, seed+uint64(r), lo, hi)
 			sends[r] = cloneT(t, ins[r])
 			switch {
@@ -553,12 +569,22 @@ func allReduceCase(dt tensor.DType, op reduce.Op, wrap bool, size, n int, opts c
 			default:
 				recvs[r] = poisoned(t, dt, size)
 			}
+			restore()
 		}
 		call := func(ctx context.Context, c ccl.Comm) error {
 			r := c.Rank()
-			return c.AllReduce(ctx, sends[r], recvs[r], op)
+			err := c.AllReduce(ctx, sends[r], recvs[r], op)
+			paths[r] = c.(*cpu.Comm).PathFor(ccl.KindAllReduce, size*dt.Size())
+			return err
 		}
 		check := func(t *testing.T, errs []error) {
+			if checkPath != nil {
+				for r, p := range paths {
+					if err := checkPath(r, p); err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			}
 			if reduce.Supported(op, dt) != nil {
 				if inPlace {
 					wantErrAll(t, errs, ccl.ErrBadArgs, nil)

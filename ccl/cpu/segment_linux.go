@@ -56,9 +56,20 @@ const (
 	ctlPid   = 128 // u64
 	ctlProbe = 136 // u64
 	ctlCMA   = 144 // u32: 1 this rank read every peer's probe, 2 it could not
+	// Shared tensor arena (internal/shmarena), written once at Join: its
+	// descriptor number, size (0: this rank has none) and token, then
+	// whether this rank mapped every peer's arena (1) or not (2).
+	ctlArenaFD    = 152 // u64
+	ctlArenaSize  = 160 // u64
+	ctlArenaToken = 168 // u64
+	ctlShm        = 176 // u32
 	// Buffers published for a single-copy collective (u64 addresses).
 	ctlSendAddr = 256
 	ctlRecvAddr = 264
+	// The same buffers' offsets in this rank's arena, plus one (0: not in
+	// the arena).
+	ctlSendOff = 272
+	ctlRecvOff = 280
 
 	// per-pair mailbox fields (written by the receiver unless noted)
 	mbPosted   = 0   // u64: messages the receiver has posted

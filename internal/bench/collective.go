@@ -110,7 +110,7 @@ type CollectiveResult struct {
 	BoundFrac float64 `json:"mem_bound_frac,omitempty"`
 	// MemBWGBs is the bandwidth B the fraction was computed with.
 	MemBWGBs float64 `json:"membw_gbs,omitempty"`
-	// Path is how the cpu backend moved a large allreduce (direct, cma,
+	// Path is how the cpu backend moved a large allreduce (direct, shm, mixed, cma,
 	// staged: why).
 	Path string `json:"path,omitempty"`
 }
@@ -438,7 +438,7 @@ func median(xs []float64) float64 {
 }
 
 // Paths of the cpu backend, as the worker reports them in a float.
-var paths = []string{"", "direct", "cma", "staged"}
+var paths = []string{"", "direct", "cma", "staged", "shm", "mixed"}
 
 func pathCode(p string) int {
 	for i, q := range paths[1:] {

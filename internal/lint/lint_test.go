@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"internal/plot":           0, // SVG pictures (gonum/plot): benchmark curves, timelines
 	"internal/progress":       0, // progress line on a terminal's stderr
 	"internal/shmem":          0,
+	"internal/shmarena":       1, // shared tensor arena (memfd); tensor stays below it, worker installs it
 	"internal/trace":          0, // events, flight ring, Trace Event Format; imports nothing of chorus
 	"internal/dl":             0,
 	"gpu/cudasrc":             0,
@@ -47,7 +48,7 @@ var layers = map[string]int{
 	"algo/library":            3,
 	"algo/mscclpptests":       3,
 	"ccl":                     2,
-	"ccl/cpu":                 3, // imports only ccl, ccl/reduce, internal/shmem, tensor; ccl/hier builds on it
+	"ccl/cpu":                 3, // imports only ccl, ccl/reduce, internal/shmem, internal/shmarena, tensor; ccl/hier builds on it
 	"ccl/hier":                4,
 	"ccl/nccl":                4,
 	"ccl/ipc":                 4,

@@ -1,0 +1,11 @@
+package cpu
+
+import "github.com/chorus-rt/chorus/internal/shmarena"
+
+// SetArenaFor makes f say which arena each rank that joins from now on
+// publishes (nil: none); restore puts the process's back.
+func SetArenaFor(f func(rank int) *shmarena.Arena) (restore func()) {
+	prev := arenaFor
+	arenaFor = f
+	return func() { arenaFor = prev }
+}
