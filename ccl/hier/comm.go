@@ -93,7 +93,11 @@ type Comm struct {
 
 	desc, table *tensor.Tensor // scratch for agreement
 	block       int            // bytes per rank in the agreement table
-	tmp         []byte         // scratch of the leaders' algorithms
+	tmp         []byte         // scratch of the rings and RHD
+	shard       *tensor.Tensor // the multi-ring's share (multiring.go)
+
+	path    byte   // pathLeader or pathMulti (large allreduces)
+	pathWhy string // Path's answer
 }
 
 var _ ccl.Comm = (*Comm)(nil)
@@ -131,6 +135,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.hostLo = append(c.hostLo, c.n)
 	c.me = c.hostOf[c.rank]
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
+	c.choosePath()
 	c.block = descBytes + max(0, InlineMax)
 	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
 	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * c.block)})
@@ -509,6 +514,11 @@ func (c *Comm) scratch(n int) []byte {
 	}
 	return c.tmp[:n]
 }
+
+// mate is the link to this rank's counterpart on host h (the rank of
+// the same local rank there): the other leaders for a leader, the other
+// rings' members on the multi-ring path.
+func (c *Comm) mate(h int) *peer { return c.peers[c.hostLo[h]+c.lrank] }
 
 // leaders are the links to the other hosts' leaders (leaders only).
 func (c *Comm) leaders() []*peer {
