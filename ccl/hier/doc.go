@@ -49,7 +49,6 @@
 //     Comm.PathFor which algorithm a size gets; CHORUS_HIER_MULTIRING=0
 //     forces the leader path (every process must agree: the agreement
 //     round fails a collective whose ranks differ with ccl.ErrMismatch).
-//
 //     Every element is reduced along exactly one ring (or RHD exchange)
 //     and then copied, so every rank gets the same bits. Rounding of
 //     float16/bfloat16 (which accumulate in float32): the host's sum of
