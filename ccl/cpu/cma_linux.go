@@ -127,7 +127,10 @@ func (c *Comm) cmaChunk(es int) int {
 // barrier (no rank reuses its buffers while others read them). Per byte
 // reduced that is about 2.5 bytes of memory traffic per rank with two
 // ranks, where staging moves 5.
-func (c *Comm) cmaAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op) error {
+//
+// mid (if set) runs on this rank's reduced part before the barrier
+// (AllReduceSplit).
+func (c *Comm) cmaAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, mid func([]byte) error) error {
 	me := c.seg.ctrl(c.rank)
 	publish := func([]byte) {
 		atomic.StoreUint64(c.seg.u64(me+ctlSendAddr), uint64(uintptr(unsafe.Pointer(unsafe.SliceData(a.Send)))))
@@ -172,6 +175,11 @@ func (c *Comm) cmaAllReduce(ctx context.Context, a ccl.Args, local error, op red
 	if err != nil {
 		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
 		return err
+	}
+	if mid != nil {
+		if err := c.runMid(mid, a.Recv[pl:ph]); err != nil {
+			return err
+		}
 	}
 	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil {
 		return err

@@ -94,7 +94,6 @@ type Comm struct {
 	desc, table *tensor.Tensor // scratch for agreement
 	block       int            // bytes per rank in the agreement table
 	tmp         []byte         // scratch of the rings and RHD
-	shard       *tensor.Tensor // the multi-ring's share (multiring.go)
 
 	path    byte   // pathLeader or pathMulti (large allreduces)
 	pathWhy string // Path's answer
@@ -507,10 +506,12 @@ func closeLink(c net.Conn) {
 	c.Close()
 }
 
-// scratch returns n bytes of reusable scratch.
+// scratch returns n bytes of reusable scratch, 8-byte aligned for any
+// dtype's reductions (at least 64 bytes, so that Go's tiny allocator,
+// which aligns a few bytes only to their size, never hands it out).
 func (c *Comm) scratch(n int) []byte {
 	if cap(c.tmp) < n {
-		c.tmp = make([]byte, n)
+		c.tmp = make([]byte, max(n, 64))
 	}
 	return c.tmp[:n]
 }

@@ -23,15 +23,18 @@
 //     every rank (host, then leaders, then host) and reduced in rank order
 //     with one ccl/reduce call: bit for bit the single-host result;
 //   - allreduce, larger, when every host holds the same number L > 1 of
-//     ranks: multi-ring (as NCCL's channels). A shared-memory
-//     reduce-scatter leaves local rank j with the host's sum of share j
-//     (1/L of the message; the last share also takes the count%L tail,
-//     summed by a small shared-memory allreduce); local rank j allreduces
-//     its share with local rank j of every other host (L rings at once,
-//     each on its own links, so every rank's core and connection works,
-//     not one leader doing all the crypto and copies); a shared-memory
-//     allgather (and a broadcast of the tail) gives every rank the whole
-//     result;
+//     ranks: multi-ring (as NCCL's channels). Local rank j owns part j
+//     of the message (cpu.Part: ceil(count/L) elements each; the same on
+//     every host). The host's direct or single-copy allreduce runs in two
+//     halves (cpu.Comm.AllReduceSplit): in the first, local rank j
+//     reduces part j of every local rank's input; between them, local
+//     rank j allreduces part j with local rank j of every other host (L
+//     rings at once, each on its own links, so every rank's core and
+//     connection works, not one leader doing all the crypto and copies);
+//     in the second half every local rank copies every part. Hosts whose
+//     ranks cannot read each other (staged ccl/cpu path) run a staged
+//     allreduce, the rings on the parts, then a broadcast of each part
+//     from its owner;
 //   - allreduce, larger, otherwise (one rank per host, or hosts with
 //     unequal rank counts): the leader path: a shared-memory allreduce
 //     inside each host, an allreduce between one leader per host (its

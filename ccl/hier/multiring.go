@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -80,8 +81,9 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 	}
 	per, name := bytes, "leader"
 	if c.path == pathMulti {
-		// The largest share (the last local rank's, with the tail).
-		per, name = bytes/c.l+bytes%c.l, "multi-ring"
+		// The largest part (the first local rank's).
+		lo, hi := cpu.Part(bytes, 1, c.l, 0)
+		per, name = hi-lo, "multi-ring"
 	}
 	if c.useRHD(per) {
 		return name + " rhd"
@@ -97,102 +99,79 @@ func (c *Comm) useRHD(bytes int) bool {
 }
 
 // multiRing is an agreed allreduce above SmallMax on a communicator whose
-// hosts all hold l ranks: local rank j
+// hosts all hold l ranks. Local rank j owns part j of the message
+// (cpu.Part: ceil(count/l) elements each, the last parts shorter or
+// empty; the same on every host) and:
 //
-//  1. gets the host's sum of share j (elements [j*per, (j+1)*per), per =
-//     count/l; the last share also takes the count%l tail) through a
-//     shared-memory reduce-scatter (and an allreduce of the tail);
-//  2. allreduces that share with local rank j of every other host (a
-//     pipelined ring, or RHD by the share's size): l rings at once, each
-//     on its own links, so every rank's core and connection works;
-//  3. shares its result with its host through a shared-memory allgather
-//     (and a broadcast of the tail).
+//  1. gets the host's sum of part j: the first half of the host's
+//     direct or single-copy allreduce (cpu.Comm.AllReduceSplit), each
+//     local rank reducing its part of every local rank's input;
+//  2. allreduces part j with local rank j of every other host (a
+//     pipelined ring, or RHD by the part's size) between the halves: l
+//     rings at once, each on its own links, so every rank's core and
+//     connection works;
+//  3. the second half of the host's allreduce copies every part to every
+//     local rank.
+//
+// That is the host's allreduce plus the rings: no broadcast after it,
+// less memory traffic than the leader path. A host communicator without
+// the direct or single-copy path (processes that cannot read each other,
+// CHORUS_CCL_CMA=0) takes the staged allreduce, the rings on the parts in
+// recv, then a broadcast of each part from its owner.
 //
 // Every element is reduced along exactly one ring and then copied, so
 // every rank gets the same bits.
 func (c *Comm) multiRing(ctx context.Context, a ccl.Args, send, recv *tensor.Tensor, op reduce.Op) error {
 	dt := a.DType
-	es := dt.Size()
-	elems := len(a.Send) / es
-	per := elems / c.l
-	tail := elems - per*c.l
-	mine := per
-	if c.lrank == c.l-1 {
-		mine += tail
-	}
 	sum := op
 	if op == reduce.Avg {
 		sum = reduce.Sum
 	}
-	shard := c.shardBuf(mine * es)
-	typed := func(t *tensor.Tensor, off, n int) *tensor.Tensor {
-		v, err := t.View(int64(off*es), dt, tensor.Shape{int64(n)})
-		if err != nil {
-			panic(fmt.Sprintf("ccl/hier: internal view [%d, +%d) of %s: %v", off, n, dt, err))
+	between := func(part []byte) error {
+		if len(part) == 0 {
+			return nil // empty on every host alike
 		}
-		return v
-	}
-	// 1. The host's sum of my share into shard.
-	if per > 0 {
-		if err := c.local.ReduceScatter(ctx, typed(send, 0, per*c.l), typed(shard, 0, per), sum); err != nil {
-			return err
-		}
-	}
-	var tailT *tensor.Tensor
-	if tail > 0 {
-		if c.lrank == c.l-1 {
-			tailT = typed(shard, per, tail)
-		} else {
-			tailT = tensor.MustNew(dt, tensor.Shape{int64(tail)})
-		}
-		if err := c.local.AllReduce(ctx, typed(send, per*c.l, tail), tailT, sum); err != nil {
-			return err
-		}
-	}
-	// 2. My ring, in place in shard.
-	sb := shard.Bytes()[:mine*es]
-	if mine > 0 {
 		var err error
-		if c.useRHD(len(sb)) {
-			err = c.rhd(sb, sb, dt, sum)
+		if c.useRHD(len(part)) {
+			err = c.rhd(part, part, dt, sum)
 		} else {
-			err = c.ring(sb, sb, dt, sum)
+			err = c.ring(part, part, dt, sum)
 		}
-		if err != nil {
-			return err
+		if err == nil && op == reduce.Avg {
+			err = reduce.Divide(dt, part, c.n)
 		}
-		if op == reduce.Avg {
-			if err := reduce.Divide(dt, sb, c.n); err != nil {
-				return err
-			}
-		}
+		return err
 	}
-	// 3. Every share to every local rank.
-	if per > 0 {
-		if err := c.local.AllGather(ctx, typed(shard, 0, per), typed(recv, 0, per*c.l)); err != nil {
-			return err
-		}
+	if c.local.Split() && !testNoSplit {
+		return c.local.AllReduceSplit(ctx, send, recv, sum, between)
 	}
-	if tail > 0 {
+	if err := c.local.AllReduce(ctx, send, recv, sum); err != nil {
+		return err
+	}
+	size, es := len(a.Recv), dt.Size()
+	lo, hi := cpu.Part(size, es, c.l, c.lrank)
+	if err := between(a.Recv[lo:hi]); err != nil {
+		return err
+	}
+	for j := range c.l {
+		lo, hi := cpu.Part(size, es, c.l, j)
+		if hi == lo {
+			continue
+		}
+		part := view(recv, lo, hi-lo)
 		var src *tensor.Tensor
-		if c.lrank == c.l-1 {
-			src = tailT
+		if j == c.lrank {
+			src = part
 		}
-		if err := c.local.Broadcast(ctx, src, typed(recv, per*c.l, tail), c.l-1); err != nil {
+		if err := c.local.Broadcast(ctx, src, part, j); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// shardBuf returns a reusable uint8 tensor of at least n bytes (the
-// multi-ring's share; apart from scratch, which the ring uses).
-func (c *Comm) shardBuf(n int) *tensor.Tensor {
-	if c.shard == nil || c.shard.NumBytes() < int64(n) {
-		c.shard = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(max(n, 16))})
-	}
-	return c.shard
-}
+// testNoSplit makes multiRing take its staged fallback (tests only).
+var testNoSplit bool
 
 func pathName(p byte) string {
 	switch p {

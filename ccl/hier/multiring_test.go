@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
@@ -72,12 +73,13 @@ func TestPath(t *testing.T) {
 // TestAllReduceMultiRingProperty: random sizes (including counts that do
 // not divide by the ranks per host, and fewer elements than ranks per
 // host), dtypes (float16 and bfloat16 too), ops, chunk sizes, RHD or
-// ring, in-place choices, on layouts that take the multi-ring path and
+// ring, the host's split allreduce or its staged fallback, in-place choices, on layouts that take the multi-ring path and
 // on uneven ones that fall back to the leader path, against the float64
 // reference into poisoned outputs, with every rank's bits identical.
 func TestAllReduceMultiRingProperty(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b, ch, in int) { SmallMax, RHDMax, ChunkBytes, InlineMax = a, b, ch, in }(SmallMax, RHDMax, ChunkBytes, InlineMax)
+	defer func() { testNoSplit = false }()
 	InlineMax = 0 // nothing rides with the agreement: every size moves
 	rng := rand.New(rand.NewPCG(16, 3))
 	dts := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.BFloat16, tensor.Float16}
@@ -105,8 +107,9 @@ func TestAllReduceMultiRingProperty(t *testing.T) {
 			SmallMax = []int{0, 64}[rng.IntN(2)]
 			ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
 			RHDMax = []int{0, 1 << 30}[rng.IntN(2)]
+			testNoSplit = rng.IntN(3) == 0
 			mask := rng.Uint64()
-			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d", tc.lay, dt, op, count, SmallMax, ChunkBytes, RHDMax)
+			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d/staged %v", tc.lay, dt, op, count, SmallMax, ChunkBytes, RHDMax, testNoSplit)
 			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 		// reduce-scatter goes through the same allreduce.
@@ -204,7 +207,9 @@ func TestLinkClosedMidRing(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
 	SmallMax, ChunkBytes = 64, 1024
-	for _, lay := range [][]int{{2, 2}, {2, 2, 2}, {2, 1}} {
+	defer func() { testNoSplit = false }()
+	for i, lay := range [][]int{{2, 2}, {2, 2, 2}, {2, 1}, {2, 2}} {
+		testNoSplit = i == 3
 		// A timeout far longer than the test: a rank that only stopped
 		// through it would fail the TimeoutError check below.
 		comms := world(t, lay, time.Minute)
@@ -238,5 +243,26 @@ func TestLinkClosedMidRing(t *testing.T) {
 				t.Fatalf("%v: rank %d after the failure: %v", lay, r, err)
 			}
 		}
+	}
+}
+
+// TestScratchAligned: a ring's scratch first sized for a few 2-byte
+// elements, then reused for 4- and 8-byte ones, stays aligned for them
+// (a tiny scratch once came from Go's tiny allocator, 2-byte aligned).
+func TestScratchAligned(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, ch, in int) { SmallMax, ChunkBytes, InlineMax = a, ch, in }(SmallMax, ChunkBytes, InlineMax)
+	SmallMax, ChunkBytes, InlineMax = 0, 7, 0
+	comms := world(t, []int{1, 1}, 10*time.Second)
+	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Int32, tensor.Float64, tensor.BFloat16, tensor.Int64} {
+		checkAllReduce(t, "scratch "+dt.String(), comms, dt, reduce.Sum, 100, 1, func(int) bool { return false })
+	}
+	keep := make([][]byte, 0, 70) // live, so that tiny allocations pack
+	for i := range 70 {
+		b := (&Comm{}).scratch(1 + i%7)
+		if p := uintptr(unsafe.Pointer(&b[0])); p%8 != 0 {
+			t.Fatalf("scratch(%d) at %#x", 1+i%7, p)
+		}
+		keep = append(keep, b)
 	}
 }
