@@ -24,6 +24,9 @@
 //     them with process_vm_readv (single copy; probed at Join, all ranks
 //     or none; Comm.Path says which and why not), each rank splitting its
 //     work over its share of the host's cores (threadsFor);
+//     AllReduceSplit runs this path with a caller's step on each rank's
+//     reduced part between the two halves (ccl/hier's rings between
+//     hosts);
 //   - reduce-scatter: each rank stages the n blocks, one barrier, rank r
 //     reduces block r of every slot into its output;
 //   - allgather, broadcast, scatter, gather: stage, barrier, copy out;
