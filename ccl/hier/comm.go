@@ -17,7 +17,6 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
-	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -175,7 +174,7 @@ func (c *Comm) connect(ctx context.Context, id []byte, t *table) error {
 			var conn net.Conn
 			var err error
 			if r < c.rank {
-				conn, err = dialPeer(ctx, ep.cfg, t.addrs[t.members[r]], connKey{key, uint32(c.rank), uint32(r)})
+				conn, err = dialPeer(ctx, ep.cfg, t.addrs[t.members[r]], connKey{key, uint32(c.rank), uint32(r)}, ep.plain)
 			} else {
 				conn, err = ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank)})
 			}
@@ -374,10 +373,8 @@ func (c *Comm) sendChunk(p *peer, b []byte) error {
 
 // flush sends what the link's buffer holds (link.Config.Buffer).
 func (c *Comm) flush(p *peer) error {
-	if nc, ok := p.c.(interface{ NetConn() net.Conn }); ok {
-		if err := link.Flush(nc); err != nil {
-			return c.linkErr(p, err)
-		}
+	if err := flushConn(p.c); err != nil {
+		return c.linkErr(p, err)
 	}
 	return nil
 }
