@@ -3,7 +3,8 @@
 
 Usage: bench/netns_summary.py OUTDIR [OUTDIR...]
 With several runs (same rate), every time is the median over the runs
-that measured it. Per shape (hosts x workers): chorus and gloo time per allreduce, their
+that measured it. Runs with BENCH_OLD_BIN add old/new columns, runs
+with BENCH_PLAIN=1 plaintext-data-link columns. Per shape (hosts x workers): chorus and gloo time per allreduce, their
 ratio, the ring bound 2(K-1)/K x size / rate for K hosts (rate from
 OUTDIR/setup.jsonl), and both against the bound; then the stream anchors
 (median over repetitions, Gbit/s per direction and CPU seconds per GB
@@ -59,12 +60,15 @@ def main(dirs):
         k, w = map(int, re.search(r"(\d+)hosts-(\d+)workers", f).groups())
         ch = times(dirs, f)
         gl = times(dirs, f.replace("allreduce-", "gloo-"))
-        # An old/new A/B (BENCH_OLD_BIN): the old binary's times.
+        # An old/new A/B (BENCH_OLD_BIN): the old binary's times; with
+        # BENCH_PLAIN, plaintext data links' times.
         old = times(dirs, f.replace(".jsonl", "-old.jsonl"))
+        plain = times(dirs, f.replace(".jsonl", "-plain.jsonl"))
         print(f"{k} hosts x {w} workers:\n")
         oh, ol = (" old us | old/new |", " ---: | ---: |") if old else ("", "")
-        print(f"| size | chorus us |{oh} gloo us | gloo/chorus | ring bound us | chorus/bound | gloo/bound |")
-        print(f"| ---: | ---: |{ol} ---: | ---: | ---: | ---: | ---: |")
+        ph, pl = (" plaintext us | gloo/plaintext | plaintext/bound |", " ---: | ---: | ---: |") if plain else ("", "")
+        print(f"| size | chorus us |{oh} gloo us | gloo/chorus | ring bound us | chorus/bound | gloo/bound |{ph}")
+        print(f"| ---: | ---: |{ol} ---: | ---: | ---: | ---: | ---: |{pl}")
         for b in sorted(ch):
             bound = 2 * (k - 1) / k * b * 8 / bps * 1e6
             g = gl.get(b)
@@ -74,7 +78,11 @@ def main(dirs):
             if old:
                 o = old.get(b)
                 os_ = f" {o:.0f} | {o / ch[b]:.2f} |" if o else " - | - |"
-            print(f"| {size(b)} | {ch[b]:.0f} |{os_} {gs} | {bound:.0f} | {ch[b] / bound:.2f} | {gb} |")
+            ps = ""
+            if plain:
+                p = plain.get(b)
+                ps = (f" {p:.0f} | {g / p:.2f} |" if g else f" {p:.0f} | - |") + f" {p / bound:.2f} |" if p else " - | - | - |"
+            print(f"| {size(b)} | {ch[b]:.0f} |{os_} {gs} | {bound:.0f} | {ch[b] / bound:.2f} | {gb} |{ps}")
         print()
     st = [r for x in dirs for r in lines(os.path.join(x, "stream.jsonl"))]
     if st:

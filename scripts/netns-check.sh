@@ -23,7 +23,8 @@
 # worker write a CPU profile to DIR/<run>/worker-<id>.pprof; BENCH_OLD_BIN=PATH
 # (another chorus binary) adds an old/new A/B: before every shape of
 # BENCH_AB_SHAPES (default all) the sweep also runs with that binary
-# (allreduce-*-old.jsonl).
+# (allreduce-*-old.jsonl); BENCH_PLAIN=1 also runs every shape with plaintext
+# data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl).
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -61,6 +62,7 @@ P="c16-$$"            # namespace prefix, unique per run
 CTL="$P-ctl"
 NS=()
 PIDS=()
+AGENT_ENV=()
 
 cleanup() {
   set +e
@@ -130,10 +132,10 @@ run_session() {
   local cred=("${TOKEN[@]}")
   [ "$mode" = mtls ] && cred=("${MTLS[@]}")
   PORT=$((PORT + 1))
-  local prof=()
+  local prof=(${AGENT_ENV[@]+"${AGENT_ENV[@]}"})
   if [ -n "${CHORUS_CPUPROFILE:-}" ]; then
     mkdir -p "$CHORUS_CPUPROFILE/$name"
-    prof=(CHORUS_CPUPROFILE="$CHORUS_CPUPROFILE/$name")
+    prof+=(CHORUS_CPUPROFILE="$CHORUS_CPUPROFILE/$name")
   fi
   ip netns exec "$CTL" "$BIN" "$@" --listen "$CTL_ADDR:$PORT" --nodes "$nh" \
     --heartbeat "$HEARTBEAT" --deadline "$DEADLINE" "${cred[@]}" >"$TMP/$name.out" 2>"$TMP/$name.err" &
@@ -273,9 +275,11 @@ if [ -n "$BENCH_OUT" ]; then
     nh=${shape%x*}; nw=${shape#*x}
     vs=(new)
     if [ -n "${BENCH_OLD_BIN:-}" ] && [[ " ${BENCH_AB_SHAPES:-$SHAPES} " == *" $shape "* ]]; then vs=(old new); fi
+    [ "${BENCH_PLAIN:-}" = 1 ] && vs+=(plain)
     for v in "${vs[@]}"; do
-      suf=""; BIN=$NEW_BIN
+      suf=""; BIN=$NEW_BIN; AGENT_ENV=()
       [ "$v" = old ] && { suf="-old"; BIN=$BENCH_OLD_BIN; }
+      [ "$v" = plain ] && { suf="-plain"; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
       name="bench-${nh}x$nw$suf"
       run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
       wait "$CTLPID" || fail "$name"
