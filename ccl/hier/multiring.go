@@ -63,10 +63,11 @@ func (c *Comm) Path() string { return c.pathWhy }
 // "gathered" (every rank reduces every input), or Path's "multi-ring" or
 // "leader" with the algorithm between hosts ("ring" or "rhd");
 // reduce-scatter as the allreduce of its whole buffer (never inline);
-// other collectives "leader" (host leaders exchange whole host blocks).
+// other collectives "leader" (host leaders exchange whole host blocks);
+// on one host, ccl/cpu's answer.
 func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 	if c.k == 1 {
-		return c.pathWhy
+		return c.local.PathFor(kind, bytes) // ccl/cpu's answer
 	}
 	switch kind {
 	case ccl.KindAllReduce, ccl.KindReduceScatter:

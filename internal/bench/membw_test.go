@@ -50,7 +50,8 @@ func TestMemBWRuns(t *testing.T) {
 }
 
 func TestPathCode(t *testing.T) {
-	for in, want := range map[string]int{"direct": 1, "cma": 2, "staged: disabled": 3, "staged": 3, "": 0, "other": 0} {
+	for in, want := range map[string]int{"direct": 1, "cma": 2, "staged: disabled": 3, "staged": 3, "": 0, "other": 0,
+		"gathered": 5, "multi-ring ring": 6, "multi-ring rhd": 7, "leader ring": 8, "leader rhd": 9} {
 		if got := pathCode(in); got != want {
 			t.Errorf("pathCode(%q) = %d, want %d", in, got, want)
 		}
