@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Markdown tables from one `scripts/netns-check.sh --bench OUTDIR` run.
 
-Usage: bench/netns_summary.py OUTDIR
-Per shape (hosts x workers): chorus and gloo time per allreduce, their
+Usage: bench/netns_summary.py OUTDIR [OUTDIR...]
+With several runs (same rate), every time is the median over the runs
+that measured it. Runs with BENCH_OLD_BIN add old/new columns, runs
+with BENCH_PLAIN=1 plaintext-data-link columns. Per shape (hosts x workers): chorus and gloo time per allreduce, their
 ratio, the ring bound 2(K-1)/K x size / rate for K hosts (rate from
 OUTDIR/setup.jsonl), and both against the bound; then the stream anchors
 (median over repetitions, Gbit/s per direction and CPU seconds per GB
@@ -34,27 +36,57 @@ def size(b):
     return str(b)
 
 
-def main(d):
-    setup = lines(os.path.join(d, "setup.jsonl"))[0]
+def times(dirs, name):
+    """bytes -> median time_us over the runs in dirs that have name."""
+    by = {}
+    for d in dirs:
+        for r in lines(os.path.join(d, name)):
+            by.setdefault(r["bytes"], []).append(r["time_us"])
+    return {b: statistics.median(v) for b, v in by.items()}
+
+
+def main(dirs):
+    d = dirs[0]
+    setups = [lines(os.path.join(x, "setup.jsonl"))[0] for x in dirs]
+    setup = setups[0]
+    if any(s["rate"] != setup["rate"] for s in setups):
+        sys.exit("netns_summary: runs at different rates")
     bps = rate_bps(setup["rate"])
-    print(f"Link: {setup['shape']}, run {setup['date']}\n")
-    for f in sorted(glob.glob(os.path.join(d, "allreduce-*.jsonl"))):
+    print(f"Link: {setup['shape']}, runs {', '.join(s['date'] for s in setups)}"
+          + (" (medians over the runs)" if len(dirs) > 1 else "") + "\n")
+    names = sorted({os.path.basename(f) for x in dirs for f in glob.glob(os.path.join(x, "allreduce-*workers.jsonl"))},
+                   key=lambda n: tuple(map(int, re.search(r"(\d+)hosts-(\d+)workers", n).groups())))
+    for f in names:
         k, w = map(int, re.search(r"(\d+)hosts-(\d+)workers", f).groups())
-        ch = {r["bytes"]: r["time_us"] for r in lines(f)}
-        gl = {r["bytes"]: r["time_us"] for r in lines(f.replace("allreduce-", "gloo-"))}
+        ch = times(dirs, f)
+        gl = times(dirs, f.replace("allreduce-", "gloo-"))
+        # An old/new A/B (BENCH_OLD_BIN): the old binary's times; with
+        # BENCH_PLAIN, plaintext data links' times.
+        old = times(dirs, f.replace(".jsonl", "-old.jsonl"))
+        plain = times(dirs, f.replace(".jsonl", "-plain.jsonl"))
         print(f"{k} hosts x {w} workers:\n")
-        print("| size | chorus us | gloo us | gloo/chorus | ring bound us | chorus/bound | gloo/bound |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        oh, ol = (" old us | old/new |", " ---: | ---: |") if old else ("", "")
+        ph, pl = (" plaintext us | gloo/plaintext | plaintext/bound |", " ---: | ---: | ---: |") if plain else ("", "")
+        print(f"| size | chorus us |{oh} gloo us | gloo/chorus | ring bound us | chorus/bound | gloo/bound |{ph}")
+        print(f"| ---: | ---: |{ol} ---: | ---: | ---: | ---: | ---: |{pl}")
         for b in sorted(ch):
             bound = 2 * (k - 1) / k * b * 8 / bps * 1e6
             g = gl.get(b)
             gs = f"{g:.0f} | {g / ch[b]:.2f}" if g else "- | -"
             gb = f"{g / bound:.2f}" if g else "-"
-            print(f"| {size(b)} | {ch[b]:.0f} | {gs} | {bound:.0f} | {ch[b] / bound:.2f} | {gb} |")
+            os_ = ""
+            if old:
+                o = old.get(b)
+                os_ = f" {o:.0f} | {o / ch[b]:.2f} |" if o else " - | - |"
+            ps = ""
+            if plain:
+                p = plain.get(b)
+                ps = (f" {p:.0f} | {g / p:.2f} |" if g else f" {p:.0f} | - |") + f" {p / bound:.2f} |" if p else " - | - | - |"
+            print(f"| {size(b)} | {ch[b]:.0f} |{os_} {gs} | {bound:.0f} | {ch[b] / bound:.2f} | {gb} |{ps}")
         print()
-    st = lines(os.path.join(d, "stream.jsonl"))
+    st = [r for x in dirs for r in lines(os.path.join(x, "stream.jsonl"))]
     if st:
-        print("Streams host 0 -> host 1 (256 MiB per direction, median of 3):\n")
+        print(f"Streams host 0 -> host 1 (256 MiB per direction, median of {3 * len(dirs)}):\n")
         print("| stream | Gbit/s per direction | client CPU s/GB | server CPU s/GB |")
         print("| --- | ---: | ---: | ---: |")
         for mode in ("tcp", "tls"):
@@ -73,4 +105,6 @@ def main(d):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])

@@ -20,7 +20,11 @@
 # overrides it). Environment for measurements: BENCH_ONLY=1 skips the suite and
 # the fault tests; BENCH_SHAPES ("2x1 2x2 4x1 4x2"), BENCH_MIN (1K),
 # BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out; CHORUS_CPUPROFILE=DIR makes every
-# worker write a CPU profile to DIR/<run>/worker-<id>.pprof.
+# worker write a CPU profile to DIR/<run>/worker-<id>.pprof; BENCH_OLD_BIN=PATH
+# (another chorus binary) adds an old/new A/B: before every shape of
+# BENCH_AB_SHAPES (default all) the sweep also runs with that binary
+# (allreduce-*-old.jsonl); BENCH_PLAIN=1 also runs every shape with plaintext
+# data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl).
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -58,6 +62,7 @@ P="c16-$$"            # namespace prefix, unique per run
 CTL="$P-ctl"
 NS=()
 PIDS=()
+AGENT_ENV=()
 
 cleanup() {
   set +e
@@ -127,10 +132,10 @@ run_session() {
   local cred=("${TOKEN[@]}")
   [ "$mode" = mtls ] && cred=("${MTLS[@]}")
   PORT=$((PORT + 1))
-  local prof=()
+  local prof=(${AGENT_ENV[@]+"${AGENT_ENV[@]}"})
   if [ -n "${CHORUS_CPUPROFILE:-}" ]; then
     mkdir -p "$CHORUS_CPUPROFILE/$name"
-    prof=(CHORUS_CPUPROFILE="$CHORUS_CPUPROFILE/$name")
+    prof+=(CHORUS_CPUPROFILE="$CHORUS_CPUPROFILE/$name")
   fi
   ip netns exec "$CTL" "$BIN" "$@" --listen "$CTL_ADDR:$PORT" --nodes "$nh" \
     --heartbeat "$HEARTBEAT" --deadline "$DEADLINE" "${cred[@]}" >"$TMP/$name.out" 2>"$TMP/$name.err" &
@@ -262,15 +267,28 @@ if [ -n "$BENCH_OUT" ]; then
       echo "ok   stream $mode $dir: $(sed -n 's/.*"gbit_s":\([0-9.]*\).*/\1/p' "$TMP/stream-$mode-$dir.out" | cut -c1-5 | tr '\n' ' ')Gbit/s"
     done
   done
+  # With BENCH_OLD_BIN (another chorus binary, e.g. the parent commit's):
+  # an old/new A/B in the same namespaces, old right before new for every
+  # shape in BENCH_AB_SHAPES (default: all of SHAPES).
+  NEW_BIN=$BIN
   for shape in $SHAPES; do
     nh=${shape%x*}; nw=${shape#*x}
-    name="bench-${nh}x$nw"
-    run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
-    wait "$CTLPID" || fail "$name"
-    for a in "${AGENTS[@]}"; do wait "$a" || true; done
-    cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers.jsonl"
-    echo "ok   $name"
+    vs=(new)
+    if [ -n "${BENCH_OLD_BIN:-}" ] && [[ " ${BENCH_AB_SHAPES:-$SHAPES} " == *" $shape "* ]]; then vs=(old new); fi
+    [ "${BENCH_PLAIN:-}" = 1 ] && vs+=(plain)
+    for v in "${vs[@]}"; do
+      suf=""; BIN=$NEW_BIN; AGENT_ENV=()
+      [ "$v" = old ] && { suf="-old"; BIN=$BENCH_OLD_BIN; }
+      [ "$v" = plain ] && { suf="-plain"; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
+      name="bench-${nh}x$nw$suf"
+      run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
+      wait "$CTLPID" || fail "$name"
+      for a in "${AGENTS[@]}"; do wait "$a" || true; done
+      cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers$suf.jsonl"
+      echo "ok   $name"
+    done
   done
+  BIN=$NEW_BIN
   if [ "${BENCH_ONLY:-}" != 1 ]; then
     for nh in 2 4; do
       run_session "session-$nh" "$nh" 1 token cluster bench session --json

@@ -437,10 +437,10 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 		}
 	}
 	if c.peers != nil && len(a.Send) > c.opts.OneShotMax {
-		return c.directAllReduce(ctx, a, local, op)
+		return c.directAllReduce(ctx, a, local, op, nil)
 	}
 	if c.peers == nil && (c.cma || c.shmAll) && len(a.Send) > c.opts.OneShotMax {
-		err := c.singleCopyAllReduce(ctx, a, local, op)
+		err := c.singleCopyAllReduce(ctx, a, local, op, nil)
 		if err != errStaged {
 			return err
 		}

@@ -76,7 +76,9 @@ func (c *Comm) leaveLocal() {
 // every rank's input into its output, barrier, copy the other parts from
 // their owners' outputs, barrier (so no rank reuses its buffers while
 // others read them). About 3 bytes of memory traffic per byte instead of 5.
-func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op) error {
+// mid (if set) runs on this rank's reduced part before the barrier
+// (AllReduceSplit).
+func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, mid func([]byte) error) error {
 	publish := func([]byte) {
 		c.pub.Store(&buffers{send: a.Send, recv: a.Recv})
 		c.hb.Add(1)
@@ -97,6 +99,9 @@ func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op 
 		// In place (send == recv) only this rank touches its own part.
 		return reduceInto(op, a.DType, a.Recv[pl+lo:pl+hi], ins, c.n)
 	})
+	if err == nil && mid != nil {
+		err = c.runMid(mid, a.Recv[pl:ph])
+	}
 	if err != nil {
 		return err
 	}

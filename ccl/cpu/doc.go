@@ -27,6 +27,9 @@
 //     process_vm_readv (single copy; probed at Join, all ranks or none),
 //     peer by peer; Comm.Path and PathFor say which and why not; each rank
 //     splits its work over its share of the host's cores (threadsFor);
+//     AllReduceSplit runs this path with a caller's step on each rank's
+//     reduced part between the two halves (ccl/hier's rings between
+//     hosts);
 //   - reduce-scatter: each rank stages the n blocks, one barrier, rank r
 //     reduces block r of every slot into its output;
 //   - allgather, broadcast, scatter, gather: stage, barrier, copy out;

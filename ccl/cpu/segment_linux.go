@@ -282,6 +282,7 @@ const (
 	causeTimeout  = 1 // ranks never arrived
 	causeCanceled = 2 // the rank's context ended (its worker was aborted)
 	causeCopy     = 3 // a single-copy read of a peer failed
+	causeMid      = 4 // AllReduceSplit's mid failed
 )
 
 // failWith records why rank failed the communicator (when it is the
@@ -323,6 +324,8 @@ func (s *segment) cause() string {
 		return fmt.Sprintf("rank %d was canceled in %s #%d", rank, kind, seq)
 	case causeCopy:
 		return fmt.Sprintf("rank %d could not read a peer's buffer in %s #%d", rank, kind, seq)
+	case causeMid:
+		return fmt.Sprintf("rank %d's work between the halves of %s #%d failed", rank, kind, seq)
 	}
 	return fmt.Sprintf("rank %d failed in %s #%d", rank, kind, seq)
 }

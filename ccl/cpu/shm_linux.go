@@ -180,7 +180,10 @@ var errStaged = fmt.Errorf("ccl/cpu: staged")
 // byte reduced that is about 2.5-3 bytes of memory traffic per rank,
 // where staging moves 5. It returns errStaged, having done nothing after
 // the first barrier, when the allreduce must be staged.
-func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op) error {
+//
+// mid (if set) runs on this rank's reduced part before the barrier
+// between the halves (AllReduceSplit).
+func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, mid func([]byte) error) error {
 	me := c.seg.ctrl(c.rank)
 	publish := func([]byte) {
 		atomic.StoreUint64(c.seg.u64(me+ctlSendAddr), uint64(uintptr(unsafe.Pointer(unsafe.SliceData(a.Send)))))
@@ -284,6 +287,11 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 	if err != nil {
 		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
 		return err
+	}
+	if mid != nil {
+		if err := c.runMid(mid, a.Recv[pl:ph]); err != nil {
+			return err
+		}
 	}
 	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil {
 		return err

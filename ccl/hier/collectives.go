@@ -16,11 +16,12 @@ const kindAgree ccl.Kind = 64
 
 const descBytes = 32
 
-func putDesc(b []byte, d ccl.Desc, bad bool) {
+func putDesc(b []byte, d ccl.Desc, bad bool, path byte) {
 	clear(b[:descBytes])
 	if bad {
 		b[0] = 1
 	}
+	b[1] = path
 	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
 	binary.LittleEndian.PutUint32(b[8:], uint32(d.Root))
 	binary.LittleEndian.PutUint64(b[16:], uint64(d.Count))
@@ -89,7 +90,7 @@ var InlineMax = envInt("CHORUS_HIER_INLINE_MAX", 4096)
 // c.inline(r) afterwards.
 func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byte) error {
 	b := c.desc.Bytes()
-	putDesc(b, d, local != nil)
+	putDesc(b, d, local != nil, c.path)
 	if len(payload) <= c.block-descBytes {
 		copy(b[descBytes:], payload)
 	}
@@ -107,6 +108,10 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d passed bad arguments", ccl.ErrMismatch, c.rank, d.Kind, r)}
 		}
 		descs[r] = dr
+		if p := tb[r*c.block+1]; p != c.path {
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d takes the %s path, rank %d the %s path (%s differs between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, pathName(p), c.rank, pathName(c.path), EnvMultiRing)}
+		}
 	}
 	if err := ccl.Compare(descs); err != nil {
 		return agreedErr{fmt.Errorf("ccl/hier: rank %d: %w", c.rank, err)}
@@ -170,6 +175,9 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		}
 		return reduce.Reduce(op, a.DType, a.Recv, ins...)
 	}
+	if c.path == pathMulti {
+		return c.multiRing(ctx, a, send, recv, op)
+	}
 	sum := op
 	if op == reduce.Avg {
 		sum = reduce.Sum
@@ -203,13 +211,11 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 // leaderAllReduce reduces src across the host leaders into dst (src may
 // be dst; both len(dst) bytes).
 func (c *Comm) leaderAllReduce(dst, src []byte, dt tensor.DType, op reduce.Op) error {
-	if c.k > 2 && c.k&(c.k-1) == 0 && len(dst) <= RHDMax {
+	if c.useRHD(len(dst)) {
 		return c.rhd(dst, src, dt, op)
 	}
 	return c.ring(dst, src, dt, op)
 }
-
-func (c *Comm) leader(h int) *peer { return c.peers[c.hostLo[h]] }
 
 // Ring pipelining: a segment (1/k of the message) travels in chunks of
 // at most ChunkBytes, and at least ringMinChunks of them (down to
@@ -276,7 +282,7 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 		}
 		return ccl.KindAllGather
 	}
-	next, prev := c.leader(mod(h+1)), c.leader(mod(h-1))
+	next, prev := c.mate(mod(h+1)), c.mate(mod(h-1))
 	tmp := c.scratch(ce * es)
 	ready := make(chan struct{}, steps*nch) // one token per received chunk, in order
 	stop := make(chan struct{})             // closed when the receiver fails
@@ -318,6 +324,9 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 						return err
 					}
 				}
+				if testRingHook != nil {
+					testRingHook(c, t, i)
+				}
 				ready <- struct{}{}
 			}
 		}
@@ -335,6 +344,10 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	}
 	return serr
 }
+
+// testRingHook, when set (tests only), runs after every chunk a ring
+// receives: chunk i of step t.
+var testRingHook func(c *Comm, t, i int)
 
 // ringSend streams the ring's steps to p: step t's header, then its
 // chunks; chunk i of step t >= 1 waits for the receiver's token of chunk
@@ -379,7 +392,7 @@ func (c *Comm) rhd(buf, src []byte, dt tensor.DType, op reduce.Op) error {
 	var steps []span
 	tmp := c.scratch((len(buf)/es/2 + 1) * es)
 	for mask := c.k / 2; mask >= 1; mask /= 2 {
-		partner := c.leader(c.me ^ mask)
+		partner := c.mate(c.me ^ mask)
 		mid := lo + (hi-lo)/2
 		keepLo, keepHi, giveLo, giveHi := lo, mid, mid, hi
 		if c.me&mask != 0 {
@@ -407,7 +420,7 @@ func (c *Comm) rhd(buf, src []byte, dt tensor.DType, op reduce.Op) error {
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		st := steps[i]
-		partner := c.leader(c.me ^ (c.k >> (i + 1)))
+		partner := c.mate(c.me ^ (c.k >> (i + 1)))
 		mine, theirs := buf[st.lo*es:st.hi*es], buf[st.plo*es:st.phi*es]
 		err := c.exchange([]*peer{partner}, func(p *peer) error {
 			return c.send(p, ccl.KindAllGather, dt, 0, mine)
@@ -515,7 +528,7 @@ func (c *Comm) broadcast(ctx context.Context, send, recv *tensor.Tensor, root, s
 			}, nil, nil); err != nil {
 				return err
 			}
-		} else if err := c.recv(c.leader(rh), ccl.KindBroadcast, rb, nil); err != nil {
+		} else if err := c.recv(c.peers[c.hostLo[rh]], ccl.KindBroadcast, rb, nil); err != nil {
 			return err
 		}
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
-	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -93,7 +92,10 @@ type Comm struct {
 
 	desc, table *tensor.Tensor // scratch for agreement
 	block       int            // bytes per rank in the agreement table
-	tmp         []byte         // scratch of the leaders' algorithms
+	tmp         []byte         // scratch of the rings and RHD
+
+	path    byte   // pathLeader or pathMulti (large allreduces)
+	pathWhy string // Path's answer
 }
 
 var _ ccl.Comm = (*Comm)(nil)
@@ -131,6 +133,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.hostLo = append(c.hostLo, c.n)
 	c.me = c.hostOf[c.rank]
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
+	c.choosePath()
 	c.block = descBytes + max(0, InlineMax)
 	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
 	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * c.block)})
@@ -171,7 +174,7 @@ func (c *Comm) connect(ctx context.Context, id []byte, t *table) error {
 			var conn net.Conn
 			var err error
 			if r < c.rank {
-				conn, err = dialPeer(ctx, ep.cfg, t.addrs[t.members[r]], connKey{key, uint32(c.rank), uint32(r)})
+				conn, err = dialPeer(ctx, ep.cfg, t.addrs[t.members[r]], connKey{key, uint32(c.rank), uint32(r)}, ep.plain)
 			} else {
 				conn, err = ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank)})
 			}
@@ -370,10 +373,8 @@ func (c *Comm) sendChunk(p *peer, b []byte) error {
 
 // flush sends what the link's buffer holds (link.Config.Buffer).
 func (c *Comm) flush(p *peer) error {
-	if nc, ok := p.c.(interface{ NetConn() net.Conn }); ok {
-		if err := link.Flush(nc); err != nil {
-			return c.linkErr(p, err)
-		}
+	if err := flushConn(p.c); err != nil {
+		return c.linkErr(p, err)
 	}
 	return nil
 }
@@ -502,13 +503,20 @@ func closeLink(c net.Conn) {
 	c.Close()
 }
 
-// scratch returns n bytes of reusable scratch.
+// scratch returns n bytes of reusable scratch, 8-byte aligned for any
+// dtype's reductions (at least 64 bytes, so that Go's tiny allocator,
+// which aligns a few bytes only to their size, never hands it out).
 func (c *Comm) scratch(n int) []byte {
 	if cap(c.tmp) < n {
-		c.tmp = make([]byte, n)
+		c.tmp = make([]byte, max(n, 64))
 	}
 	return c.tmp[:n]
 }
+
+// mate is the link to this rank's counterpart on host h (the rank of
+// the same local rank there): the other leaders for a leader, the other
+// rings' members on the multi-ring path.
+func (c *Comm) mate(h int) *peer { return c.peers[c.hostLo[h]+c.lrank] }
 
 // leaders are the links to the other hosts' leaders (leaders only).
 func (c *Comm) leaders() []*peer {

@@ -22,19 +22,45 @@
 //   - allreduce, up to SmallMax bytes: the ranks' inputs are gathered to
 //     every rank (host, then leaders, then host) and reduced in rank order
 //     with one ccl/reduce call: bit for bit the single-host result;
-//   - allreduce, larger: a shared-memory allreduce inside each host, an
-//     allreduce between the leaders, and a broadcast inside each host.
-//     Between the leaders: recursive halving and doubling when there are
-//     4, 8, ... hosts and the message is at most RHDMax (128 KiB: fewer
-//     steps), else a pipelined ring: reduce-scatter and allgather as one
-//     stream of chunks (ChunkBytes, at least 4 per segment), chunk c of
-//     step t forwarded as soon as chunk c of step t-1 has arrived and
-//     been reduced, so every link carries data in both directions all
-//     the time and reductions overlap the transfers. With one rank per
-//     host the leader reads its contribution straight from the send
-//     buffer. Every rank gets the same bits; float16/bfloat16 round once
-//     per level and avg divides once at the end (ccl/reduce's Divide
-//     rules);
+//   - allreduce, larger, when every host holds the same number L > 1 of
+//     ranks: multi-ring (as NCCL's channels). Local rank j owns part j
+//     of the message (cpu.Part: ceil(count/L) elements each; the same on
+//     every host). The host's direct or single-copy allreduce runs in two
+//     halves (cpu.Comm.AllReduceSplit): in the first, local rank j
+//     reduces part j of every local rank's input; between them, local
+//     rank j allreduces part j with local rank j of every other host (L
+//     rings at once, each on its own links, so every rank's core and
+//     connection works, not one leader doing all the crypto and copies);
+//     in the second half every local rank copies every part. Hosts whose
+//     ranks cannot read each other (staged ccl/cpu path) run a staged
+//     allreduce, the rings on the parts, then a broadcast of each part
+//     from its owner;
+//   - allreduce, larger, otherwise (one rank per host, or hosts with
+//     unequal rank counts): the leader path: a shared-memory allreduce
+//     inside each host, an allreduce between one leader per host (its
+//     lowest rank), and a broadcast inside each host;
+//   - between hosts, both paths use recursive halving and doubling when
+//     there are 4, 8, ... hosts and the ring's message (the share, or the
+//     whole message) is at most RHDMax (128 KiB: fewer steps), else a
+//     pipelined ring: reduce-scatter and allgather as one stream of
+//     chunks (ChunkBytes, at least 4 per segment), chunk c of step t
+//     forwarded as soon as chunk c of step t-1 has arrived and been
+//     reduced, so every link carries data in both directions all the
+//     time and reductions overlap the transfers. With one rank per host
+//     the leader reads its contribution straight from the send buffer.
+//     Comm.Path says which path a communicator takes and why,
+//     Comm.PathFor which algorithm a size gets; CHORUS_HIER_MULTIRING=0
+//     forces the leader path (every process must agree: the agreement
+//     round fails a collective whose ranks differ with ccl.ErrMismatch).
+//     Every element is reduced along exactly one ring (or RHD exchange)
+//     and then copied, so every rank gets the same bits. Rounding of
+//     float16/bfloat16 (which accumulate in float32): the host's sum of
+//     its ranks is rounded once (one ccl/reduce call over the host's
+//     ranks in rank order), then once per hop between hosts (each ring
+//     step or RHD step adds one partial sum and rounds); avg sums and
+//     divides once at the end (ccl/reduce's Divide rules). The two paths
+//     split the message into ring segments differently, so float results
+//     may differ between them in the last bits (integers are exact);
 //   - allgather, broadcast: the same three levels, leaders exchanging
 //     whole host blocks; reduce-scatter, scatter and gather reuse
 //     allreduce, broadcast and allgather through a temporary buffer (they

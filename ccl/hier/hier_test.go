@@ -176,9 +176,11 @@ func checkAllReduce(t *testing.T, name string, comms []*Comm, dt tensor.DType, o
 		return c.AllReduce(context.Background(), in, recvs[r], op)
 	}))
 	want := make([]float64, count)
+	mag := make([]float64, count) // sum of |inputs|: what partial sums can reach
 	for r := range n {
 		v, _ := tensor.ToFloat64(sends[r])
 		for i := range want {
+			mag[i] += abs(v[i])
 			switch {
 			case r == 0:
 				want[i] = v[i]
@@ -194,15 +196,19 @@ func checkAllReduce(t *testing.T, name string, comms []*Comm, dt tensor.DType, o
 	if op == reduce.Avg {
 		for i := range want {
 			want[i] /= float64(n)
+			mag[i] /= float64(n)
 		}
 	}
 	got, _ := tensor.ToFloat64(recvs[0])
 	tol := 1e-3
 	if dt == tensor.BFloat16 || dt == tensor.Float16 {
-		tol = 2e-2 // rounded once per level (docs: ccl/hier)
+		// Rounded once inside a host and once per hop between hosts
+		// (docs: ccl/hier): relative to the partial sums' magnitude,
+		// which cancellation can leave far above the result's.
+		tol = 2e-2
 	}
 	for i := range want {
-		if d := abs(got[i] - want[i]); d > tol*max(1, abs(want[i])) {
+		if d := abs(got[i] - want[i]); d > tol*max(1, mag[i]) {
 			t.Fatalf("%s: element %d = %v, want %v", name, i, got[i], want[i])
 		}
 	}

@@ -110,8 +110,9 @@ type CollectiveResult struct {
 	BoundFrac float64 `json:"mem_bound_frac,omitempty"`
 	// MemBWGBs is the bandwidth B the fraction was computed with.
 	MemBWGBs float64 `json:"membw_gbs,omitempty"`
-	// Path is how the cpu backend moved a large allreduce (direct, shm, mixed, cma,
-	// staged: why).
+	// Path is how the cpu backend moved a large allreduce (direct, shm,
+	// mixed, cma, staged: why), or cpu-hier any allreduce (inline,
+	// gathered, multi-ring or leader with ring or rhd between hosts).
 	Path string `json:"path,omitempty"`
 }
 
@@ -437,8 +438,9 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// Paths of the cpu backend, as the worker reports them in a float.
-var paths = []string{"", "direct", "cma", "staged", "shm", "mixed"}
+// Paths of the cpu and cpu-hier backends, as the worker reports them in
+// a float (cpu-hier: ccl/hier's PathFor).
+var paths = []string{"", "direct", "cma", "staged", "shm", "mixed", "inline", "gathered", "multi-ring ring", "multi-ring rhd", "leader ring", "leader rhd"}
 
 func pathCode(p string) int {
 	for i, q := range paths[1:] {

@@ -1,0 +1,141 @@
+package cpu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/cpu"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// TestPart: the parts tile the buffer in rank order, element-aligned.
+func TestPart(t *testing.T) {
+	for _, tc := range []struct{ bytes, es, n int }{{0, 4, 3}, {4, 4, 3}, {40, 4, 3}, {44, 4, 4}, {1 << 20, 2, 7}, {24, 8, 1}} {
+		at := 0
+		for r := range tc.n {
+			lo, hi := cpu.Part(tc.bytes, tc.es, tc.n, r)
+			if lo != at || hi < lo || lo%tc.es != 0 || hi%tc.es != 0 {
+				t.Fatalf("%+v: rank %d part [%d, %d) after %d", tc, r, lo, hi, at)
+			}
+			at = hi
+		}
+		if at != tc.bytes {
+			t.Fatalf("%+v: parts end at %d", tc, at)
+		}
+	}
+}
+
+// TestAllReduceSplitProperty: random sizes (fewer elements than ranks
+// too), dtypes and rank counts on the direct and single-copy paths, with
+// a mid that doubles each rank's part: every rank gets twice the
+// allreduce, bit for bit the same, in place or not, into poisoned
+// outputs; mid sees exactly its Part.
+func TestAllReduceSplitProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 1))
+	dts := []tensor.DType{tensor.Float32, tensor.Int64, tensor.BFloat16, tensor.Float64}
+	for i := range 6 {
+		opts, oname := smallOpts, "direct"
+		if i%2 == 1 {
+			opts, oname = smallCMA, "cma"
+		}
+		n := 1 + rng.IntN(4)
+		dt := dts[rng.IntN(len(dts))]
+		count := []int{1 + rng.IntN(n), 1 + rng.IntN(5000)}[rng.IntN(2)]
+		inPlace := rng.IntN(2) == 1
+		name := fmt.Sprintf("%s/%d ranks/%s/%d/in place %v", oname, n, dt, count, inPlace)
+		sends := make([]*tensor.Tensor, n)
+		outs := make([]*tensor.Tensor, n)
+		want := make([]float64, count)
+		for r := range n {
+			sends[r] = tensor.MustNew(dt, shape(count))
+			vals := make([]float64, count)
+			for j := range vals {
+				vals[j] = float64(rng.IntN(64) - 32)
+				want[j] += 2 * vals[j]
+			}
+			if err := tensor.SetFromFloat64(sends[r], vals); err != nil {
+				t.Fatal(err)
+			}
+			outs[r] = tensor.MustNew(dt, shape(count))
+			tensor.Poison(outs[r])
+		}
+		errs := runRanks(t, opts, n, 0, func(ctx context.Context, c ccl.Comm) error {
+			cc := c.(*cpu.Comm)
+			if !cc.Split() {
+				return fmt.Errorf("Split() false on %s", cc.Path())
+			}
+			r := c.Rank()
+			in := sends[r]
+			if inPlace {
+				copy(outs[r].Bytes(), sends[r].Bytes())
+				in = outs[r]
+			}
+			lo, hi := cpu.Part(count*dt.Size(), dt.Size(), n, r)
+			return cc.AllReduceSplit(ctx, in, outs[r], reduce.Sum, func(part []byte) error {
+				if len(part) != hi-lo || len(part) > 0 && &part[0] != &outs[r].Bytes()[lo] {
+					return fmt.Errorf("mid got %d bytes, want recv[%d:%d]", len(part), lo, hi)
+				}
+				return reduce.Reduce(reduce.Sum, dt, part, part, part)
+			})
+		})
+		if !noErrors(t, errs) {
+			t.Fatal(name)
+		}
+		got, _ := tensor.ToFloat64(outs[0])
+		for j := range want {
+			if got[j] != want[j] {
+				t.Fatalf("%s: element %d = %v, want %v", name, j, got[j], want[j])
+			}
+		}
+		for r := 1; r < n; r++ {
+			if !sameBytes(outs[r], outs[0]) {
+				t.Fatalf("%s: rank %d's bits differ from rank 0's", name, r)
+			}
+		}
+	}
+}
+
+// TestAllReduceSplitErrors: a failing mid fails every rank (the others
+// wait at the barrier after it) and the communicator; a staged
+// communicator refuses AllReduceSplit on every rank alike.
+func TestAllReduceSplitErrors(t *testing.T) {
+	boom := errors.New("boom")
+	for _, opts := range []cpu.Options{smallOpts, smallCMA} {
+		var after []error
+		errs := runRanks(t, opts, 3, 0, func(ctx context.Context, c ccl.Comm) error {
+			x := tensor.MustNew(tensor.Float32, shape(3000))
+			err := c.(*cpu.Comm).AllReduceSplit(ctx, x, x, reduce.Sum, func([]byte) error {
+				if c.Rank() == 1 {
+					return boom
+				}
+				return nil
+			})
+			if e := c.Barrier(ctx); !errors.Is(e, ccl.ErrFailed) {
+				after = append(after, fmt.Errorf("rank %d: barrier after: %v", c.Rank(), e))
+			}
+			return err
+		})
+		for r, err := range errs {
+			if r == 1 && !errors.Is(err, boom) || r != 1 && !errors.Is(err, ccl.ErrFailed) {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+		if len(after) > 0 {
+			t.Fatal(after)
+		}
+	}
+	errs := runRanks(t, smallStaged, 2, 0, func(ctx context.Context, c ccl.Comm) error {
+		x := tensor.MustNew(tensor.Float32, shape(10))
+		return c.(*cpu.Comm).AllReduceSplit(ctx, x, x, reduce.Sum, func([]byte) error { return nil })
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ccl.ErrBadArgs) {
+			t.Fatalf("staged rank %d: %v", r, err)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package hier
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// usePlainEndpoint stands a plaintext endpoint in for the process's one
+// until the test ends; its refusals arrive on the returned channel.
+func usePlainEndpoint(t *testing.T) (*endpoint, <-chan string) {
+	t.Helper()
+	cfg, err := link.FilesFromEnv().Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Buffer = LinkBuffer
+	logs := make(chan string, 16)
+	cfg.Log = func(s string) {
+		select {
+		case logs <- s:
+		default:
+		}
+	}
+	pe, err := newEndpoint(cfg, "127.0.0.1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := ep
+	ep = pe
+	t.Cleanup(func() {
+		ep = old
+		pe.ln.Close()
+		pe.mu.Lock()
+		for _, c := range pe.parked {
+			c.Close()
+		}
+		pe.mu.Unlock()
+	})
+	return pe, logs
+}
+
+// TestPlaintextAllReduce: with EnvPlaintext's endpoint the links are
+// plain TCP (not TLS) and the collectives give the same results.
+func TestPlaintextAllReduce(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
+	SmallMax, ChunkBytes = 64, 1000
+	usePlainEndpoint(t)
+	for _, lay := range [][]int{{2, 2}, {1, 1, 1}} {
+		comms := world(t, lay, 10*time.Second)
+		for r, c := range comms {
+			for q, p := range c.peers {
+				if p == nil {
+					continue
+				}
+				if _, ok := p.c.(*tls.Conn); ok {
+					t.Fatalf("%v: rank %d's link to rank %d is TLS", lay, r, q)
+				}
+			}
+		}
+		checkAllReduce(t, "plaintext f32", comms, tensor.Float32, reduce.Sum, 20000, 1, func(r int) bool { return r == 0 })
+		checkAllReduce(t, "plaintext bf16", comms, tensor.BFloat16, reduce.Avg, 777, 2, func(int) bool { return false })
+	}
+}
+
+// plainHello is a plaintext hello for comm key k.
+func plainHello(k connKey) []byte {
+	h := make([]byte, helloBytes)
+	copy(h, plainMagic)
+	copy(h[4:36], k.comm[:])
+	binary.LittleEndian.PutUint32(h[36:], k.from)
+	binary.LittleEndian.PutUint32(h[40:], k.to)
+	return h
+}
+
+// startSwitch dials pe over TLS (authenticated), asks for plain TCP and
+// reads the acceptance: the server's nonce.
+func startSwitch(t *testing.T, pe *endpoint, k connKey) (*tls.Conn, []byte) {
+	t.Helper()
+	tc, err := pe.cfg.Dial(context.Background(), pe.addr, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Write(plainHello(k)); err != nil {
+		t.Fatal(err)
+	}
+	if err := link.Flush(tc); err != nil {
+		t.Fatal(err)
+	}
+	acc := make([]byte, 33)
+	if _, err := io.ReadFull(tc, acc); err != nil || acc[0] != plainOK {
+		t.Fatalf("acceptance %x: %v", acc, err)
+	}
+	return tc, acc[1:]
+}
+
+// wantRefused waits for the endpoint's refusal naming why, checks the
+// client sees its link closed and that nothing was parked.
+func wantRefused(t *testing.T, pe *endpoint, logs <-chan string, c net.Conn, why string) {
+	t.Helper()
+	select {
+	case msg := <-logs:
+		if !strings.Contains(msg, why) {
+			t.Fatalf("refusal %q does not say %q", msg, why)
+		}
+	case <-time.After(20 * time.Second): // a hang guard, not a measurement
+		t.Fatalf("no refusal logged (want %q)", why)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the refused link still delivers data")
+	}
+	c.Close()
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if len(pe.parked) != 0 {
+		t.Fatalf("%d links parked after a refusal", len(pe.parked))
+	}
+}
+
+// TestPlaintextRefused: a plaintext endpoint refuses, and logs, a link
+// whose switch proof is wrong, one whose proof is keyed by another TLS
+// session (replayed from another link), and a TLS-mode link; a TLS
+// endpoint refuses a plaintext request; a client without TLS never gets
+// that far. A correct switch parks the link and data flows both ways.
+func TestPlaintextRefused(t *testing.T) {
+	leaktest.Check(t)
+	tlsAddr, err := Endpoint() // the process's TLS endpoint, before the swap
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe, logs := usePlainEndpoint(t)
+	k := connKey{from: 1, to: 2}
+	copy(k.comm[:], "plaintext test")
+
+	// A wrong proof.
+	tc, _ := startSwitch(t, pe, k)
+	raw := tc.NetConn()
+	if _, err := raw.Write(make([]byte, 64)); err == nil {
+		err = flushConn(raw)
+	}
+	wantRefused(t, pe, logs, raw, "wrong plaintext-switch proof")
+
+	// A proof keyed by another link's TLS session.
+	other, _ := startSwitch(t, pe, connKey{comm: k.comm, from: 3, to: 2})
+	otherKey, err := plainKey(other, plainHello(connKey{comm: k.comm, from: 3, to: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, ns := startSwitch(t, pe, k)
+	nc := make([]byte, 32)
+	raw = tc.NetConn()
+	if _, err := raw.Write(append(nc, plainProof(otherKey, "client", ns, nc)...)); err == nil {
+		err = flushConn(raw)
+	}
+	wantRefused(t, pe, logs, raw, "wrong plaintext-switch proof")
+	other.Close()
+	wantRefused(t, pe, logs, other.NetConn(), "plaintext-switch proof")
+
+	// A TLS-mode hello to the plaintext endpoint.
+	c, err := dialPeer(context.Background(), pe.cfg, pe.addr, k, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, pe, logs, c, "a TLS data link to a plaintext endpoint")
+
+	// A plaintext request to a TLS endpoint.
+	if _, err := dialPeer(context.Background(), pe.cfg, tlsAddr, k, true); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
+		t.Fatalf("plaintext request to a TLS endpoint: %v", err)
+	}
+
+	// No TLS at all: the hello in the clear is refused by the TLS layer.
+	nt, err := net.Dial("tcp", pe.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nt.Write(plainHello(k))
+	_ = nt.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(nt); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("plain TCP client: %v", err)
+	}
+	nt.Close()
+
+	// The right proof: parked, and bytes flow both ways in the clear.
+	c, err = dialPeer(context.Background(), pe.cfg, pe.addr, k, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*tls.Conn); ok {
+		t.Fatal("the switched link is still TLS")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := pe.claim(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := c.Write([]byte("ping")); err == nil {
+		err = flushConn(c)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(s, got); err != nil || string(got) != "ping" {
+		t.Fatalf("server read %q: %v", got, err)
+	}
+	if _, err := s.Write([]byte("pong")); err == nil {
+		err = flushConn(s)
+	}
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "pong" {
+		t.Fatalf("client read %q: %v", got, err)
+	}
+}
