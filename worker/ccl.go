@@ -168,7 +168,8 @@ func (w *Worker) closeCCL() {
 // functions see. Safe from
 // any goroutine; the session calls it on a fault or a stuck Shutdown.
 func (w *Worker) Abort(reason error) {
-	w.cancel()
+	// The communicators first, so that a collective the cancel ends
+	// reports the reason (ccl.ErrFailed), not just "context canceled".
 	w.commMu.Lock()
 	defer w.commMu.Unlock()
 	for _, c := range []ccl.Comm{w.comms.group, w.comms.global} {
@@ -176,6 +177,7 @@ func (w *Worker) Abort(reason error) {
 			a.Abort(reason)
 		}
 	}
+	w.cancel()
 	// Custom all-reduce kernels spinning on a lost peer stop waiting.
 	if w.ipc.ar != nil {
 		w.ipc.ar.Abort()

@@ -275,7 +275,12 @@ func (c *Comm) guard(ctx context.Context, kind ccl.Kind, body func() error) erro
 	})
 	err := body()
 	if !stop() && err != nil && ctx.Err() != nil {
-		err = fmt.Errorf("ccl/hier: rank %d: %s #%d: %w", c.rank, kind, c.seq, ctx.Err())
+		if c.failed.Load() {
+			// Aborted (Abort, then the cancel): the reason first.
+			err = fmt.Errorf("ccl/hier: rank %d: %s #%d: %w (%v)", c.rank, kind, c.seq, *c.failErr.Load(), ctx.Err())
+		} else {
+			err = fmt.Errorf("ccl/hier: rank %d: %s #%d: %w", c.rank, kind, c.seq, ctx.Err())
+		}
 	}
 	if err != nil && !errors.Is(err, errAgreed) {
 		var ne net.Error
