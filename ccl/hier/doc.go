@@ -1,9 +1,13 @@
 // Package hier is the "cpu-hier" collective backend: the "cpu" backend
 // across hosts. Ranks on one host work through shared memory (a ccl/cpu
-// communicator per host); between hosts, one leader per host (its lowest
-// rank) moves data over TCP links authenticated by remote/link (TLS 1.3,
-// cluster certificates or a token). Multi-host sessions (remote/cluster)
-// turn InitCCL("cpu") into this backend; nothing else needs to change.
+// communicator per host); between hosts, data moves over TCP links
+// authenticated by remote/link (TLS 1.3, cluster certificates or a
+// token), between every rank and its counterparts on the other hosts
+// (multi-ring) or between one leader per host. With EnvPlaintext=1 on
+// every host the links turn plain TCP after that authentication and a
+// challenge-response keyed by the TLS session (plain.go; for trusted
+// networks only). Multi-host sessions (remote/cluster) turn
+// InitCCL("cpu") into this backend; nothing else needs to change.
 //
 // Rendezvous: every worker process listens on its host's address
 // (Endpoint, started by the built-in chorus.hier.endpoint) and the
