@@ -16,12 +16,13 @@ const kindAgree ccl.Kind = 64
 
 const descBytes = 32
 
-func putDesc(b []byte, d ccl.Desc, bad bool, path byte) {
+func putDesc(b []byte, d ccl.Desc, bad bool, path byte, multiMin int) {
 	clear(b[:descBytes])
 	if bad {
 		b[0] = 1
 	}
 	b[1] = path
+	binary.LittleEndian.PutUint64(b[24:], uint64(multiMin))
 	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
 	binary.LittleEndian.PutUint32(b[8:], uint32(d.Root))
 	binary.LittleEndian.PutUint64(b[16:], uint64(d.Count))
@@ -90,7 +91,7 @@ var InlineMax = envInt("CHORUS_HIER_INLINE_MAX", 4096)
 // c.inline(r) afterwards.
 func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byte) error {
 	b := c.desc.Bytes()
-	putDesc(b, d, local != nil, c.path)
+	putDesc(b, d, local != nil, c.path, c.multiMin)
 	if len(payload) <= c.block-descBytes {
 		copy(b[descBytes:], payload)
 	}
@@ -111,6 +112,10 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 		if p := tb[r*c.block+1]; p != c.path {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d takes the %s path, rank %d the %s path (%s differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, pathName(p), c.rank, pathName(c.path), EnvMultiRing)}
+		}
+		if m := binary.LittleEndian.Uint64(tb[r*c.block+24:]); m != uint64(c.multiMin) {
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has a multi-ring minimum of %d bytes, rank %d of %d (CHORUS_HIER_MULTIRING_MIN differs between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.multiMin)}
 		}
 	}
 	if err := ccl.Compare(descs); err != nil {
@@ -175,7 +180,7 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		}
 		return reduce.Reduce(op, a.DType, a.Recv, ins...)
 	}
-	if c.path == pathMulti {
+	if c.path == pathMulti && size >= c.multiMin {
 		return c.multiRing(ctx, a, send, recv, op)
 	}
 	sum := op

@@ -23,12 +23,19 @@ import (
 // Name is the backend's name.
 const Name = "cpu-hier"
 
-// Tuning (bytes); CHORUS_HIER_SMALL_MAX, CHORUS_HIER_RHD_MAX and
-// CHORUS_HIER_CHUNK override them for measurements.
+// Tuning (bytes); CHORUS_HIER_SMALL_MAX, CHORUS_HIER_RHD_MAX,
+// CHORUS_HIER_CHUNK and CHORUS_HIER_MULTIRING_MIN override them for
+// measurements. MultiRingMin: allreduces from this size up take the
+// multi-ring path where it applies, smaller ones the leader path (on the
+// 2-vCPU VM the multi-ring was 10-25% slower at 256 KiB and faster from
+// 1 MiB, docs/benchmarks.md); a communicator keeps the value it was
+// joined with, and every rank must have the same (checked in every
+// agreement round).
 var (
-	SmallMax   = envInt("CHORUS_HIER_SMALL_MAX", 64<<10)
-	RHDMax     = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
-	ChunkBytes = envInt("CHORUS_HIER_CHUNK", 1<<20)
+	SmallMax     = envInt("CHORUS_HIER_SMALL_MAX", 64<<10)
+	RHDMax       = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
+	ChunkBytes   = envInt("CHORUS_HIER_CHUNK", 1<<20)
+	MultiRingMin = envInt("CHORUS_HIER_MULTIRING_MIN", 1<<20)
 )
 
 func envInt(name string, def int) int {
@@ -94,8 +101,9 @@ type Comm struct {
 	block       int            // bytes per rank in the agreement table
 	tmp         []byte         // scratch of the rings and RHD
 
-	path    byte   // pathLeader or pathMulti (large allreduces)
-	pathWhy string // Path's answer
+	path     byte   // pathLeader or pathMulti (large allreduces)
+	pathWhy  string // Path's answer
+	multiMin int    // MultiRingMin at Join
 }
 
 var _ ccl.Comm = (*Comm)(nil)
@@ -134,6 +142,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.me = c.hostOf[c.rank]
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
 	c.choosePath()
+	c.multiMin = MultiRingMin
 	c.block = descBytes + max(0, InlineMax)
 	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
 	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * c.block)})

@@ -1,9 +1,13 @@
 // Package hier is the "cpu-hier" collective backend: the "cpu" backend
 // across hosts. Ranks on one host work through shared memory (a ccl/cpu
-// communicator per host); between hosts, one leader per host (its lowest
-// rank) moves data over TCP links authenticated by remote/link (TLS 1.3,
-// cluster certificates or a token). Multi-host sessions (remote/cluster)
-// turn InitCCL("cpu") into this backend; nothing else needs to change.
+// communicator per host); between hosts, data moves over TCP links
+// authenticated by remote/link (TLS 1.3, cluster certificates or a
+// token), between every rank and its counterparts on the other hosts
+// (multi-ring) or between one leader per host. With EnvPlaintext=1 on
+// every host the links turn plain TCP after that authentication and a
+// challenge-response keyed by the TLS session (plain.go; for trusted
+// networks only). Multi-host sessions (remote/cluster) turn
+// InitCCL("cpu") into this backend; nothing else needs to change.
 //
 // Rendezvous: every worker process listens on its host's address
 // (Endpoint, started by the built-in chorus.hier.endpoint) and the
@@ -22,8 +26,8 @@
 //   - allreduce, up to SmallMax bytes: the ranks' inputs are gathered to
 //     every rank (host, then leaders, then host) and reduced in rank order
 //     with one ccl/reduce call: bit for bit the single-host result;
-//   - allreduce, larger, when every host holds the same number L > 1 of
-//     ranks: multi-ring (as NCCL's channels). Local rank j owns part j
+//   - allreduce from MultiRingMin (1 MiB) up, when every host holds the
+//     same number L > 1 of ranks: multi-ring (as NCCL's channels). Local rank j owns part j
 //     of the message (cpu.Part: ceil(count/L) elements each; the same on
 //     every host). The host's direct or single-copy allreduce runs in two
 //     halves (cpu.Comm.AllReduceSplit): in the first, local rank j
@@ -35,8 +39,8 @@
 //     ranks cannot read each other (staged ccl/cpu path) run a staged
 //     allreduce, the rings on the parts, then a broadcast of each part
 //     from its owner;
-//   - allreduce, larger, otherwise (one rank per host, or hosts with
-//     unequal rank counts): the leader path: a shared-memory allreduce
+//   - allreduce, larger, otherwise (below MultiRingMin, one rank per
+//     host, or hosts with unequal rank counts): the leader path: a shared-memory allreduce
 //     inside each host, an allreduce between one leader per host (its
 //     lowest rank), and a broadcast inside each host;
 //   - between hosts, both paths use recursive halving and doubling when

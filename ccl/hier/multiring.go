@@ -60,8 +60,9 @@ func (c *Comm) Path() string { return c.pathWhy }
 
 // PathFor says how a collective of kind over bytes bytes (of one rank's
 // send buffer) moves: for allreduces "inline" (with the agreement),
-// "gathered" (every rank reduces every input), or Path's "multi-ring" or
-// "leader" with the algorithm between hosts ("ring" or "rhd");
+// "gathered" (every rank reduces every input), or Path's "multi-ring"
+// (from MultiRingMin up) or "leader" with the algorithm between hosts
+// ("ring" or "rhd");
 // reduce-scatter as the allreduce of its whole buffer (never inline);
 // other collectives "leader" (host leaders exchange whole host blocks);
 // on one host, ccl/cpu's answer.
@@ -81,7 +82,7 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 		return "gathered"
 	}
 	per, name := bytes, "leader"
-	if c.path == pathMulti {
+	if c.path == pathMulti && bytes >= c.multiMin {
 		// The largest part (the first local rank's).
 		lo, hi := cpu.Part(bytes, 1, c.l, 0)
 		per, name = hi-lo, "multi-ring"

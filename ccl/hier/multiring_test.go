@@ -17,6 +17,13 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
+// multiRingFrom sets MultiRingMin (read at Join) for the rest of the test.
+func multiRingFrom(t *testing.T, n int) {
+	old := MultiRingMin
+	MultiRingMin = n
+	t.Cleanup(func() { MultiRingMin = old })
+}
+
 // TestPath: which path a communicator takes for large allreduces, by
 // rank layout, and what PathFor says by size.
 func TestPath(t *testing.T) {
@@ -40,23 +47,30 @@ func TestPath(t *testing.T) {
 			}
 		}
 	}
+	multiRingFrom(t, 1<<20)
 	c := world(t, []int{2, 2, 2, 2}, 10*time.Second)[0]
+	multiRingFrom(t, 0)
+	c0 := world(t, []int{2, 2, 2, 2}, 10*time.Second)[0]
 	for _, tc := range []struct {
+		c     *Comm
 		kind  ccl.Kind
 		bytes int
 		want  string
 	}{
-		{ccl.KindAllReduce, 100, "inline"},
-		{ccl.KindReduceScatter, 100, "gathered"},
-		{ccl.KindAllReduce, 64 << 10, "gathered"},
-		{ccl.KindAllReduce, 256 << 10, "multi-ring rhd"},
-		{ccl.KindAllReduce, 256<<10 + 4, "multi-ring ring"},
-		{ccl.KindAllReduce, 64 << 20, "multi-ring ring"},
-		{ccl.KindReduceScatter, 64 << 20, "multi-ring ring"},
-		{ccl.KindAllGather, 64 << 20, "leader"},
+		{c, ccl.KindAllReduce, 100, "inline"},
+		{c, ccl.KindReduceScatter, 100, "gathered"},
+		{c, ccl.KindAllReduce, 64 << 10, "gathered"},
+		{c, ccl.KindAllReduce, 128 << 10, "leader rhd"},
+		{c, ccl.KindAllReduce, 1<<20 - 4, "leader ring"},
+		{c, ccl.KindAllReduce, 1 << 20, "multi-ring ring"},
+		{c, ccl.KindAllReduce, 64 << 20, "multi-ring ring"},
+		{c, ccl.KindReduceScatter, 64 << 20, "multi-ring ring"},
+		{c, ccl.KindAllGather, 64 << 20, "leader"},
+		{c0, ccl.KindAllReduce, 256 << 10, "multi-ring rhd"},
+		{c0, ccl.KindAllReduce, 256<<10 + 4, "multi-ring ring"},
 	} {
-		if got := c.PathFor(tc.kind, tc.bytes); got != tc.want {
-			t.Errorf("4x2: PathFor(%s, %d) = %q, want %q", tc.kind, tc.bytes, got, tc.want)
+		if got := tc.c.PathFor(tc.kind, tc.bytes); got != tc.want {
+			t.Errorf("4x2 from %d: PathFor(%s, %d) = %q, want %q", tc.c.multiMin, tc.kind, tc.bytes, got, tc.want)
 		}
 	}
 	c = world(t, []int{1, 1, 1, 1}, 10*time.Second)[0]
@@ -81,6 +95,7 @@ func TestAllReduceMultiRingProperty(t *testing.T) {
 	defer func(a, b, ch, in int) { SmallMax, RHDMax, ChunkBytes, InlineMax = a, b, ch, in }(SmallMax, RHDMax, ChunkBytes, InlineMax)
 	defer func() { testNoSplit = false }()
 	InlineMax = 0 // nothing rides with the agreement: every size moves
+	multiRingFrom(t, 0)
 	rng := rand.New(rand.NewPCG(16, 3))
 	dts := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.BFloat16, tensor.Float16}
 	ops := []reduce.Op{reduce.Sum, reduce.Max, reduce.Min, reduce.Avg}
@@ -150,6 +165,7 @@ func TestMultiRingMatchesLeader(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
 	SmallMax, ChunkBytes = 64, 512
+	multiRingFrom(t, 0)
 	multi := world(t, []int{2, 2, 2}, 10*time.Second)
 	t.Setenv(EnvMultiRing, "0")
 	leader := world(t, []int{2, 2, 2}, 10*time.Second)
@@ -184,18 +200,27 @@ func TestMultiRingMatchesLeader(t *testing.T) {
 // ccl.ErrMismatch before any data moves; the communicator stays usable.
 func TestPathMismatch(t *testing.T) {
 	leaktest.Check(t)
+	multiRingFrom(t, 0)
 	comms := world(t, []int{2, 2}, 10*time.Second)
-	comms[3].path = pathLeader
-	errs := each(comms, func(r int, c *Comm) error {
-		x := tensor.MustNew(tensor.Float32, tensor.Shape{1 << 16})
-		return c.AllReduce(context.Background(), x, x, reduce.Sum)
-	})
-	for r, err := range errs {
-		if !errors.Is(err, ccl.ErrMismatch) || !strings.Contains(err.Error(), EnvMultiRing) {
-			t.Fatalf("rank %d: %v, want a path mismatch", r, err)
+	for _, tc := range []struct {
+		set, reset func()
+		want       string
+	}{
+		{func() { comms[3].path = pathLeader }, func() { comms[3].path = pathMulti }, EnvMultiRing + " differs"},
+		{func() { comms[1].multiMin = 5 }, func() { comms[1].multiMin = 0 }, "CHORUS_HIER_MULTIRING_MIN differs"},
+	} {
+		tc.set()
+		errs := each(comms, func(r int, c *Comm) error {
+			x := tensor.MustNew(tensor.Float32, tensor.Shape{1 << 16})
+			return c.AllReduce(context.Background(), x, x, reduce.Sum)
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ccl.ErrMismatch) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("rank %d: %v, want a mismatch saying %q", r, err, tc.want)
+			}
 		}
+		tc.reset()
 	}
-	comms[3].path = pathMulti
 	must(t, each(comms, func(r int, c *Comm) error { return c.Barrier(context.Background()) }))
 }
 
@@ -207,6 +232,7 @@ func TestLinkClosedMidRing(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
 	SmallMax, ChunkBytes = 64, 1024
+	multiRingFrom(t, 0)
 	defer func() { testNoSplit = false }()
 	for i, lay := range [][]int{{2, 2}, {2, 2, 2}, {2, 1}, {2, 2}} {
 		testNoSplit = i == 3

@@ -57,6 +57,7 @@ func TestPlaintextAllReduce(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
 	SmallMax, ChunkBytes = 64, 1000
+	multiRingFrom(t, 0)
 	usePlainEndpoint(t)
 	for _, lay := range [][]int{{2, 2}, {1, 1, 1}} {
 		comms := world(t, lay, 10*time.Second)

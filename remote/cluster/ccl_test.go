@@ -30,7 +30,9 @@ func TestCollectivesAcrossHosts(t *testing.T) {
 		return f
 	}
 	empty, ar, ag := get("chorus.empty"), get("chorus.allreduce"), get("chorus.allgather")
-	for _, n := range []int64{3, 100_000} { // the small and the hierarchical path
+	// The small path, the leader path and (1.2 MB, from ccl/hier's
+	// MultiRingMin up) the multi-ring inside the hosts' split allreduce.
+	for _, n := range []int64{3, 100_000, 300_000} {
 		buf, err := s.CallPacked(empty, tensor.Shape{n}, tensor.Float32, nil, false, false)
 		if err != nil {
 			t.Fatal(err)
