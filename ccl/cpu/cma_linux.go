@@ -56,24 +56,36 @@ func (c *Comm) joinCMA(ctx context.Context) error {
 			verdict, why = 2, fmt.Sprintf("rank %d read %#x from rank %d's probe, not its magic", c.rank, v, r)
 		}
 	}
-	atomic.StoreUint32(c.seg.u32(me+ctlCMA), verdict)
-	if err := c.barrier(ctx, ccl.KindBarrier); err != nil {
+	ok, why, err := c.agree(ctx, ctlCMA, verdict, why, "could not read its peers")
+	runtime.KeepAlive(pw)
+	if err != nil {
 		return err
 	}
-	runtime.KeepAlive(pw)
-	c.cma = true
-	for r := range c.n {
-		if atomic.LoadUint32(c.seg.u32(c.seg.ctrl(r)+ctlCMA)) != 1 {
-			c.cma = false
-			if why == "" {
-				why = fmt.Sprintf("rank %d could not read its peers", r)
-			}
-		}
-	}
-	if !c.cma {
+	c.cma = ok
+	if !ok {
 		c.cmaWhy = why
 	}
 	return nil
+}
+
+// agree publishes this rank's verdict (1: yes) in its control word at off,
+// waits for every rank, and reports whether all said yes; if not, why is
+// this rank's own reason, or else the first rank that said no, with
+// failed ("could not read its peers"). Every rank gets the same answer.
+func (c *Comm) agree(ctx context.Context, off int, verdict uint32, why, failed string) (bool, string, error) {
+	atomic.StoreUint32(c.seg.u32(c.seg.ctrl(c.rank)+off), verdict)
+	if err := c.barrier(ctx, ccl.KindBarrier); err != nil {
+		return false, why, err
+	}
+	for r := range c.n {
+		if atomic.LoadUint32(c.seg.u32(c.seg.ctrl(r)+off)) != 1 {
+			if why == "" {
+				why = fmt.Sprintf("rank %d %s", r, failed)
+			}
+			return false, why, nil
+		}
+	}
+	return true, "", nil
 }
 
 // threads is threadsFor for this rank and bytes of work.

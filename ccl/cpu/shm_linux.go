@@ -71,20 +71,12 @@ func (c *Comm) joinShm(ctx context.Context) error {
 		}
 		c.shmPeers[r] = p
 	}
-	atomic.StoreUint32(c.seg.u32(me+ctlShm), verdict)
-	if err := c.barrier(ctx, ccl.KindBarrier); err != nil {
+	ok, why, err := c.agree(ctx, ctlShm, verdict, why, "could not map every peer's arena")
+	if err != nil {
 		return err
 	}
-	c.shmAll = true
-	for r := range c.n {
-		if atomic.LoadUint32(c.seg.u32(c.seg.ctrl(r)+ctlShm)) != 1 {
-			c.shmAll = false
-			if why == "" {
-				why = fmt.Sprintf("rank %d could not map every peer's arena", r)
-			}
-		}
-	}
-	if !c.shmAll {
+	c.shmAll = ok
+	if !ok {
 		c.shmWhy = why
 	}
 	return nil
