@@ -46,6 +46,7 @@ type process struct {
 	// reply (shm: a worker acknowledges a reply without payload instead
 	// of sending a frame, see worker.Serve).
 	acked    []uint64
+	ackr     []wire.Reply // the reply each worker's last acknowledgement stands for
 	watchers sync.WaitGroup
 	lifeOnce sync.Once
 	onLost   atomic.Pointer[func(*LostError)] // set after the watchers start
@@ -132,6 +133,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 			p.shmConns = append(p.shmConns, pw.conn.(*shm.Conn))
 		}
 		p.acked = make([]uint64, len(p.ws))
+		p.ackr = make([]wire.Reply, len(p.ws))
 	}
 	// Watchers start only once p.ws is final: they read it.
 	for _, pw := range p.ws {
@@ -444,9 +446,14 @@ func (p *process) poll(w int) (*wire.Reply, error) {
 
 // ackReply is the reply that worker w's acknowledgement ack stands for:
 // the reply to command ack, with no value and no failures.
+//
+// Reused: a reply is read by the call that took it (collect, await,
+// absorb) and not kept after the next message of the worker.
 func (p *process) ackReply(w int, ack uint64) *wire.Reply {
 	p.acked[w] = ack
-	return &wire.Reply{Action: wire.ActReply, Seq: ack, Worker: int32(p.base + w)}
+	a := &p.ackr[w]
+	*a = wire.Reply{Action: wire.ActReply, Seq: ack, Worker: int32(p.base + w)}
+	return a
 }
 
 // stop ends the children: wait for a clean exit after the Shutdown command,

@@ -16,19 +16,29 @@ const cacheLine = 128
 // logBlockLen is the number of entries per block of a log.
 const logBlockLen = 64
 
-// logEntry is one 64-byte line: the entry's sequence number and value,
-// written by the producer only (a targeted entry's reader clears the value
-// after it). A consumer polls the entry it reads next, so the line that
-// tells it an entry is there is the line that holds it: one cache-line
-// transfer per command instead of two (a separate published counter, then
-// the entry). Nobody counts readers: a broadcast entry released by N
+// logEntry is one 64-byte line: the entry's sequence number, the
+// consumer it is addressed to and its value, written by the producer
+// before it publishes the sequence number (a targeted entry's reader
+// clears the value after it). A consumer polls the entry it reads next, so
+// the line that tells it an entry is there is the line that holds it: one
+// cache-line transfer per command instead of two (a separate published
+// counter, then the entry). A consumer reads the value only of entries
+// addressed to it or to all: the others learn from to, in the line they
+// already hold, that the entry is not theirs, without chasing the pointer
+// (and the value needs no atomic access: its one writer before
+// publication, its readers after, and for a targeted entry one reader who
+// also clears it). Nobody counts readers: a broadcast entry released by N
 // workers with atomic decrements pulled one line through N cores, on the
 // critical path of the next command.
 type logEntry[T any] struct {
 	seq atomic.Uint64 // 0 until published, then the entry's number (from 1)
-	v   atomic.Pointer[T]
-	_   [64 - 16]byte
+	to  int32         // consumer index, or toAll
+	v   *T
+	_   [64 - 24]byte
 }
+
+// toAll addresses a log entry to every consumer.
+const toAll = -1
 
 type logBlock[T any] struct {
 	e    [logBlockLen]logEntry[T]
@@ -41,8 +51,15 @@ type logBlock[T any] struct {
 type cursor[T any] struct {
 	blk    *logBlock[T]
 	idx    int
+	id     int32         // this consumer's index: entries addressed to it are read
 	seq    uint64        // entries consumed
+	acked  uint64        // the last acknowledgement taken (take)
 	budget time.Duration // busy-poll budget (adapts)
+	_      [cacheLine]byte
+	// ack is the producer's latest acknowledgement, a sequence number
+	// that stands for a message without payload (ackTo): counted as
+	// ready, so waiting for either is one wait.
+	ack    atomic.Uint64
 	_      [cacheLine]byte
 	parked atomic.Int32 // 1 while the consumer may be asleep on wake
 	wake   chan struct{}
@@ -84,17 +101,20 @@ type mlog[T any] struct {
 func newLog[T any](consumers int, p waitPolicy) *mlog[T] {
 	b := new(logBlock[T])
 	l := &mlog[T]{tail: b, futex: p.busy && haveFutex}
-	for range consumers {
-		l.cons = append(l.cons, &cursor[T]{blk: b, budget: p.maxSpin, wake: make(chan struct{}, 1)})
+	for i := range consumers {
+		l.cons = append(l.cons, &cursor[T]{blk: b, id: int32(i), budget: p.maxSpin, wake: make(chan struct{}, 1)})
 	}
 	return l
 }
 
-// put publishes v and wakes the consumers that are parked. One producer
-// at a time.
-func (l *mlog[T]) put(v *T) {
+// put publishes v to every consumer and wakes the consumers that are
+// parked. One producer at a time.
+func (l *mlog[T]) put(v *T) { l.putTo(v, toAll) }
+
+// putTo publishes v to consumer to (or toAll).
+func (l *mlog[T]) putTo(v *T, to int32) {
 	e := &l.tail.e[l.idx]
-	e.v.Store(v)
+	e.to, e.v = to, v
 	if l.idx++; l.idx == logBlockLen {
 		// Linked before the entry is published: a consumer that has
 		// read the block's last entry moves on without waiting.
@@ -129,14 +149,49 @@ func (l *mlog[T]) wakeAll() {
 	}
 }
 
-// ready reports whether consumer c has an entry to read.
-func (l *mlog[T]) ready(c *cursor[T]) bool { return c.blk.e[c.idx].seq.Load() > c.seq }
+// ackTo publishes acknowledgement seq (increasing) to consumer c and
+// wakes it if it may be parked: a message without payload, without an
+// entry whose value the consumer would have to chase.
+func (l *mlog[T]) ackTo(c *cursor[T], seq uint64) {
+	// Sequentially consistent store then load, as in putTo.
+	c.ack.Store(seq)
+	if l.sleepers.Load() != 0 {
+		l.wakeAll()
+	}
+}
 
-// pop returns consumer c's next entry; ready(c) must be true. The value is
-// nil if the entry was addressed to another consumer, which cleared it.
+// ready reports whether consumer c has an entry or a new acknowledgement
+// to read.
+func (l *mlog[T]) ready(c *cursor[T]) bool { return l.pending(c) || c.ack.Load() > c.acked }
+
+// pending reports whether consumer c has an entry to read.
+func (l *mlog[T]) pending(c *cursor[T]) bool { return c.blk.e[c.idx].seq.Load() > c.seq }
+
+// take returns consumer c's next message: its next entry's value and the
+// entry, or (if no entry is pending) a new acknowledgement, or neither.
+// The acknowledgement is loaded first: entries the producer published
+// before it are then pending, and come first, in the order sent.
+func (l *mlog[T]) take(c *cursor[T]) (v *T, e *logEntry[T], ack uint64) {
+	a := c.ack.Load()
+	if l.pending(c) {
+		v, e = l.pop(c)
+		return v, e, 0
+	}
+	if a > c.acked {
+		c.acked = a
+		return nil, nil, a
+	}
+	return nil, nil, 0
+}
+
+// pop returns consumer c's next entry; pending(c) must be true. The value
+// is nil if the entry is addressed to another consumer (or was cleared).
 func (l *mlog[T]) pop(c *cursor[T]) (*T, *logEntry[T]) {
 	e := &c.blk.e[c.idx]
-	v := e.v.Load()
+	var v *T
+	if e.to == toAll || e.to == c.id {
+		v = e.v
+	}
 	c.seq++
 	if c.idx++; c.idx == logBlockLen {
 		c.blk, c.idx = c.blk.next.Load(), 0
@@ -146,7 +201,7 @@ func (l *mlog[T]) pop(c *cursor[T]) (*T, *logEntry[T]) {
 
 // done clears an entry that had one reader, once that reader handled it,
 // so that the log does not keep its value (a tensor) alive.
-func done[T any](e *logEntry[T]) { e.v.Store(nil) }
+func done[T any](e *logEntry[T]) { e.v = nil }
 
 // wait returns once consumer c has an entry to read (nil), or with the
 // error of the first of done (ErrShutdown) and ctx (ctx.Err()) to end.

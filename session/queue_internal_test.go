@@ -95,16 +95,23 @@ func policies(t *testing.T) map[string]waitPolicy {
 }
 
 // Every consumer reads every entry in order, across block boundaries;
-// done clears an entry, and a consumer that comes later finds it cleared.
+// an entry addressed to one consumer shows its value to that consumer
+// only, and done clears it.
 func TestLogOrderAndClear(t *testing.T) {
 	for name, p := range policies(t) {
 		t.Run(name, func(t *testing.T) {
 			const consumers, n = 3, 3*logBlockLen + 5
 			l := newLog[int](consumers, p)
 			vals := make([]int, n)
+			// Entry i%4 == 1 is addressed to consumer i%consumers.
+			targeted := func(i int) bool { return i%4 == 1 }
 			for i := range vals {
 				vals[i] = i
-				l.put(&vals[i])
+				if targeted(i) {
+					l.putTo(&vals[i], int32(i%consumers))
+				} else {
+					l.put(&vals[i])
+				}
 			}
 			for ci, c := range l.cons {
 				for i := range n {
@@ -112,20 +119,16 @@ func TestLogOrderAndClear(t *testing.T) {
 						t.Fatal(err)
 					}
 					v, e := l.pop(c)
-					// Entry i%4 == 1 is "addressed" to consumer i%consumers,
-					// which clears it after reading it.
-					targeted := i%4 == 1
-					mine := !targeted || i%consumers == ci
-					cleared := targeted && i%consumers < ci
+					mine := !targeted(i) || i%consumers == ci
 					switch {
-					case cleared && v != nil:
-						t.Fatalf("consumer %d entry %d: got %v, want it cleared", ci, i, *v)
-					case !cleared && (v == nil || *v != i):
+					case !mine && v != nil:
+						t.Fatalf("consumer %d entry %d: got %v, want nothing (addressed to %d)", ci, i, *v, i%consumers)
+					case mine && (v == nil || *v != i):
 						t.Fatalf("consumer %d entry %d: got %v, want %d", ci, i, v, i)
 					}
-					if targeted && mine {
+					if targeted(i) && mine {
 						done(e)
-						if e.v.Load() != nil {
+						if e.v != nil {
 							t.Fatalf("consumer %d entry %d: not cleared by done", ci, i)
 						}
 					}
@@ -133,6 +136,59 @@ func TestLogOrderAndClear(t *testing.T) {
 				if l.ready(c) {
 					t.Fatalf("consumer %d: ready after reading everything", ci)
 				}
+			}
+		})
+	}
+}
+
+// Acknowledgements and entries of one producer arrive in the order sent:
+// an entry published before an acknowledgement is taken first, a newer
+// acknowledgement replaces an older one not yet taken, and a consumer
+// parked in wait is woken by an acknowledgement under every policy.
+func TestLogAcknowledgements(t *testing.T) {
+	for name, p := range policies(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLog[int](1, p)
+			c := l.cons[0]
+			if v, e, a := l.take(c); v != nil || e != nil || a != 0 {
+				t.Fatalf("take on an empty log: %v %v %d", v, e, a)
+			}
+			one, two := 1, 2
+			l.put(&one)
+			l.ackTo(c, 5)
+			l.put(&two)
+			l.ackTo(c, 6)
+			l.ackTo(c, 7)
+			type msg struct {
+				v   int
+				ack uint64
+			}
+			var got []msg
+			for l.ready(c) {
+				v, e, a := l.take(c)
+				switch {
+				case e != nil:
+					got = append(got, msg{v: *v})
+				case a != 0:
+					got = append(got, msg{ack: a})
+				default:
+					t.Fatal("ready, but take returned nothing")
+				}
+			}
+			want := []msg{{v: 1}, {v: 2}, {ack: 7}}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("took %v, want %v", got, want)
+			}
+			// A parked consumer is woken by an acknowledgement.
+			errc := make(chan error, 1)
+			go func() { errc <- l.wait(c, p, 1, context.Background(), nil) }()
+			time.Sleep(time.Millisecond) // let it park (the test holds either way)
+			l.ackTo(c, 8)
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if _, _, a := l.take(c); a != 8 {
+				t.Fatalf("took ack %d, want 8", a)
 			}
 		})
 	}

@@ -92,6 +92,7 @@ type threaded struct {
 	pol     waitPolicy
 	cmds    *mlog[wire.Command]
 	replies []*mlog[wire.Reply]
+	ackr    []wire.Reply  // the reply each worker's last acknowledgement stands for
 	done    chan struct{} // closed by stop: unblocks everyone
 	exited  []chan struct{}
 	ws      []*worker.Worker // for Abort from stop; otherwise owned by run
@@ -168,6 +169,7 @@ func NewThreaded(opts Options) (*Session, error) {
 		t.exited = append(t.exited, make(chan struct{}))
 	}
 	t.ws = ws
+	t.ackr = make([]wire.Reply, n)
 	for i, w := range ws {
 		t.wg.Add(1)
 		go t.run(i, w)
@@ -194,11 +196,19 @@ func (t *threaded) run(i int, w *worker.Worker) {
 				continue
 			}
 			reply, notice, stop := w.Handle(c)
+			rl := t.replies[i]
 			if notice != nil {
-				t.replies[i].put(notice)
+				rl.put(notice)
 			}
-			if reply != nil {
-				t.replies[i].put(reply)
+			switch {
+			case reply == nil:
+			case reply.Plain():
+				// The answer to nearly every Sync: a word the controller
+				// loads along with every other worker's, instead of an
+				// entry and a Reply it would fetch one after another.
+				rl.ackTo(rl.cons[0], reply.Seq)
+			default:
+				rl.put(reply)
 			}
 			w.FinishCommand()
 			if c.Worker != wire.AllWorkers {
@@ -217,7 +227,7 @@ func (t *threaded) send(c *wire.Command) error {
 		return ErrShutdown
 	default:
 	}
-	t.cmds.put(c)
+	t.cmds.putTo(c, c.Worker)
 	return nil
 }
 
@@ -227,23 +237,31 @@ func (t *threaded) recv(ctx context.Context, w int) (*wire.Reply, error) {
 	if err := l.wait(cur, t.pol, t.pol.controllerYields, ctx, t.done); err != nil {
 		return nil, err
 	}
-	r, e := l.pop(cur)
-	done(e)
-	return r, nil
+	return t.take(w), nil
+}
+
+// take returns worker w's next message, or nil: a reply or notice from
+// its log, or the reply an acknowledgement stands for.
+func (t *threaded) take(w int) *wire.Reply {
+	l := t.replies[w]
+	r, e, ack := l.take(l.cons[0])
+	switch {
+	case e != nil:
+		done(e)
+		return r
+	case ack != 0:
+		// Reused: a reply is read by the call that took it (collect,
+		// await, absorb) and not kept after the next take of the worker.
+		a := &t.ackr[w]
+		*a = wire.Reply{Action: wire.ActReply, Seq: ack, Worker: int32(w)}
+		return a
+	}
+	return nil
 }
 
 func (t *threaded) cheapPoll() bool { return true }
 
-func (t *threaded) poll(w int) (*wire.Reply, error) {
-	l := t.replies[w]
-	cur := l.cons[0]
-	if !l.ready(cur) {
-		return nil, nil
-	}
-	r, e := l.pop(cur)
-	done(e)
-	return r, nil
-}
+func (t *threaded) poll(w int) (*wire.Reply, error) { return t.take(w), nil }
 
 func (t *threaded) lost() error {
 	if le := t.lostErr.Load(); le != nil {
