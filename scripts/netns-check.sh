@@ -29,7 +29,9 @@
 # namespace the script made is removed on exit, whatever happens.
 #
 # Needs root (to create namespaces), ip and tc (iproute2), Go (unless
-# CHORUS_BIN names a built chorus binary). Exit status 77: cannot run here.
+# CHORUS_BIN names a built chorus binary); PYTHON (default /usr/bin/python3)
+# is the Python whose torch runs the gloo anchor. Exit status 77: cannot
+# run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +40,7 @@ WORKERS=${WORKERS:-2}
 RATE=${RATE:-10gbit}
 DELAY=${DELAY:-50us}
 DEADLINE=${DEADLINE:-3s}
+PY=${PYTHON:-/usr/bin/python3}
 HEARTBEAT=${HEARTBEAT:-1s}
 BENCH_OUT=""
 if [ "${1:-}" = "--rate" ]; then
@@ -299,13 +302,13 @@ if [ -n "$BENCH_OUT" ]; then
   fi
   # The anchor: torch.distributed gloo over TCP between the same
   # namespaces, one process per worker, if torch is importable.
-  if /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
     for shape in $SHAPES; do
         nh=${shape%x*}; nw=${shape#*x}
         PORT=$((PORT + 1)); gp=()
         for r in $(seq 0 $((nh * nw - 1))); do
           h=$((r / nw))
-          ip netns exec "${NS[$h]}" env GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 bench/anchors/gloo_tcp.py \
+          ip netns exec "${NS[$h]}" env GLOO_SOCKET_IFNAME=eth0 "$PY" bench/anchors/gloo_tcp.py \
             --rank "$r" --world $((nh * nw)) --init "tcp://10.77.0.1:$PORT" --min-bytes "$(size_bytes "$BMIN")" --max-bytes "$(size_bytes "$BMAX")" \
             >"$TMP/gloo-$nh-$nw.$r" 2>&1 &
           gp+=($!); PIDS+=($!)
@@ -315,7 +318,7 @@ if [ -n "$BENCH_OUT" ]; then
         echo "ok   gloo ${nh}x$nw"
     done
   else
-    echo "netns-check: torch (gloo) not importable by /usr/bin/python3: no anchor"
+    echo "netns-check: torch (gloo) not importable by $PY: no anchor"
   fi
   # The other anchor: Open MPI's MPI_Allreduce over its TCP transport
   # between the namespaces (shared memory inside one), started by mpirun
