@@ -2,6 +2,7 @@ package session
 
 import (
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,69 +96,90 @@ func BenchmarkLogRound(b *testing.B) {
 // sequence number (a worker polls the entry it will read next, not a
 // separate counter), nobody releases entries, and workers answer the sync
 // through per-worker words that the controller loads back to back.
+// "ptr": the command is a pointer in the entry (as in mlog), "inline": its
+// action is in the entry's line (what inlining commands would save: one
+// dependent cache-line transfer per command and worker).
 func BenchmarkLeanRound(b *testing.B) {
-	for _, n := range []int{1, 2, 4, 8} {
-		b.Run(string(rune('0'+n)), func(b *testing.B) {
-			type entry struct {
-				seq atomic.Uint64
-				v   atomic.Pointer[wire.Command]
-				_   [64 - 16]byte
+	for _, inline := range []bool{false, true} {
+		for _, n := range []int{1, 2, 4, 8, 12} {
+			name := "ptr/"
+			if inline {
+				name = "inline/"
 			}
-			type ack struct {
-				seq atomic.Uint64
-				_   [cacheLine - 8]byte
-			}
-			const ringLen = 1 << 12
-			ring := make([]entry, ringLen)
-			acks := make([]ack, n)
-			pc := shmem.PollPauses()
-			var stop atomic.Bool
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for want := uint64(1); ; want++ {
-						e := &ring[want%ringLen]
-						for e.seq.Load() != want {
-							if stop.Load() {
-								return
-							}
-							shmem.Pause(pc)
-						}
-						c := e.v.Load()
-						if c.Action == wire.ActSyncWorker {
-							acks[i].seq.Store(want)
-						}
-					}
-				}()
-			}
-			var seq uint64
-			put := func(c *wire.Command) {
-				seq++
-				c.Seq = seq
-				e := &ring[seq%ringLen]
-				e.v.Store(c)
-				e.seq.Store(seq)
-			}
-			for b.Loop() {
-				put(&wire.Command{Action: wire.ActCallPacked, Worker: wire.AllWorkers})
-				put(&wire.Command{Action: wire.ActSyncWorker, Worker: wire.AllWorkers})
-				for {
-					low := seq
-					for i := range acks {
-						low = min(low, acks[i].seq.Load())
-					}
-					if low == seq {
-						break
+			b.Run(name+strconv.Itoa(n), func(b *testing.B) { leanRound(b, n, inline) })
+		}
+	}
+}
+
+func leanRound(b *testing.B, n int, inline bool) {
+	type entry struct {
+		seq atomic.Uint64
+		act atomic.Uint32
+		v   atomic.Pointer[wire.Command]
+		_   [64 - 24]byte
+	}
+	type ack struct {
+		seq atomic.Uint64
+		_   [cacheLine - 8]byte
+	}
+	const ringLen = 1 << 12
+	ring := make([]entry, ringLen)
+	acks := make([]ack, n)
+	pc := shmem.PollPauses()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for want := uint64(1); ; want++ {
+				e := &ring[want%ringLen]
+				for e.seq.Load() != want {
+					if stop.Load() {
+						return
 					}
 					shmem.Pause(pc)
 				}
+				var act wire.Action
+				if inline {
+					act = wire.Action(e.act.Load())
+				} else {
+					act = e.v.Load().Action
+				}
+				if act == wire.ActSyncWorker {
+					acks[i].seq.Store(want)
+				}
 			}
-			stop.Store(true)
-			wg.Wait()
-		})
+		}()
 	}
+	var seq uint64
+	put := func(c *wire.Command) {
+		seq++
+		c.Seq = seq
+		e := &ring[seq%ringLen]
+		if inline {
+			e.act.Store(uint32(c.Action))
+		} else {
+			e.v.Store(c)
+		}
+		e.seq.Store(seq)
+	}
+	for b.Loop() {
+		put(&wire.Command{Action: wire.ActCallPacked, Worker: wire.AllWorkers})
+		put(&wire.Command{Action: wire.ActSyncWorker, Worker: wire.AllWorkers})
+		for {
+			low := seq
+			for i := range acks {
+				low = min(low, acks[i].seq.Load())
+			}
+			if low == seq {
+				break
+			}
+			shmem.Pause(pc)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
 }
 
 // BenchmarkPingPong: one cache line each way between two goroutines, the
