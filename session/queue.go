@@ -13,28 +13,33 @@ import (
 // adjacent-line prefetchers pull pairs).
 const cacheLine = 128
 
-// logBlockLen is the number of entries per block of a log.
-const logBlockLen = 64
+// logBlockLen is the number of entries per block of a log. 256 makes a
+// command log's block (256 entries of 128 bytes and a pointer) a large
+// object, which the Go allocator places at a page boundary: smaller
+// objects with pointers start 8 bytes past their size class's slot
+// (the allocation header), and entries would straddle cache lines.
+const logBlockLen = 256
 
-// logEntry is one 64-byte line: the entry's sequence number, the
-// consumer it is addressed to and its value, written by the producer
-// before it publishes the sequence number (a targeted entry's reader
-// clears the value after it). A consumer polls the entry it reads next, so
-// the line that tells it an entry is there is the line that holds it: one
-// cache-line transfer per command instead of two (a separate published
-// counter, then the entry). A consumer reads the value only of entries
-// addressed to it or to all: the others learn from to, in the line they
-// already hold, that the entry is not theirs, without chasing the pointer
-// (and the value needs no atomic access: its one writer before
-// publication, its readers after, and for a targeted entry one reader who
-// also clears it). Nobody counts readers: a broadcast entry released by N
-// workers with atomic decrements pulled one line through N cores, on the
-// critical path of the next command.
+// logEntry is one entry: its sequence number, the consumer it is
+// addressed to and its value, written by the producer before it publishes
+// the sequence number (a targeted entry's reader clears the value after
+// it). The value is in the entry, not behind a pointer: a consumer polls
+// the entry it reads next, so the line that tells it an entry is there is
+// the line that holds it (with the command log's 128-byte entries, every
+// field a command is read for: cmdSlot), one cache-line transfer per
+// command, where a separate published counter, or a pointer to a value
+// the producer had just written, each cost one more, on the critical path
+// (0.2 us a round on the 16-core host, BenchmarkLeanRound). A consumer
+// reads the value only of entries addressed to it or to all: the others
+// learn from to that the entry is not theirs. The value needs no atomic
+// access: one writer before publication, readers after, and for a
+// targeted entry one reader, who also clears it. Nobody counts readers:
+// a broadcast entry released by N workers with atomic decrements pulled
+// one line through N cores, on the critical path of the next command.
 type logEntry[T any] struct {
 	seq atomic.Uint64 // 0 until published, then the entry's number (from 1)
 	to  int32         // consumer index, or toAll
-	v   *T
-	_   [64 - 24]byte
+	v   T
 }
 
 // toAll addresses a log entry to every consumer.
@@ -109,10 +114,10 @@ func newLog[T any](consumers int, p waitPolicy) *mlog[T] {
 
 // put publishes v to every consumer and wakes the consumers that are
 // parked. One producer at a time.
-func (l *mlog[T]) put(v *T) { l.putTo(v, toAll) }
+func (l *mlog[T]) put(v T) { l.putTo(v, toAll) }
 
 // putTo publishes v to consumer to (or toAll).
-func (l *mlog[T]) putTo(v *T, to int32) {
+func (l *mlog[T]) putTo(v T, to int32) {
 	e := &l.tail.e[l.idx]
 	e.to, e.v = to, v
 	if l.idx++; l.idx == logBlockLen {
@@ -185,12 +190,13 @@ func (l *mlog[T]) take(c *cursor[T]) (v *T, e *logEntry[T], ack uint64) {
 }
 
 // pop returns consumer c's next entry; pending(c) must be true. The value
-// is nil if the entry is addressed to another consumer (or was cleared).
+// (in the entry: valid until done) is nil if the entry is addressed to
+// another consumer.
 func (l *mlog[T]) pop(c *cursor[T]) (*T, *logEntry[T]) {
 	e := &c.blk.e[c.idx]
 	var v *T
 	if e.to == toAll || e.to == c.id {
-		v = e.v
+		v = &e.v
 	}
 	c.seq++
 	if c.idx++; c.idx == logBlockLen {
@@ -201,7 +207,10 @@ func (l *mlog[T]) pop(c *cursor[T]) (*T, *logEntry[T]) {
 
 // done clears an entry that had one reader, once that reader handled it,
 // so that the log does not keep its value (a tensor) alive.
-func done[T any](e *logEntry[T]) { e.v = nil }
+func done[T any](e *logEntry[T]) {
+	var zero T
+	e.v = zero
+}
 
 // wait returns once consumer c has an entry to read (nil), or with the
 // error of the first of done (ErrShutdown) and ctx (ctx.Err()) to end.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/wire"
@@ -108,9 +109,9 @@ func TestLogOrderAndClear(t *testing.T) {
 			for i := range vals {
 				vals[i] = i
 				if targeted(i) {
-					l.putTo(&vals[i], int32(i%consumers))
+					l.putTo(vals[i], int32(i%consumers))
 				} else {
-					l.put(&vals[i])
+					l.put(vals[i])
 				}
 			}
 			for ci, c := range l.cons {
@@ -128,7 +129,7 @@ func TestLogOrderAndClear(t *testing.T) {
 					}
 					if targeted(i) && mine {
 						done(e)
-						if e.v != nil {
+						if e.v != 0 {
 							t.Fatalf("consumer %d entry %d: not cleared by done", ci, i)
 						}
 					}
@@ -154,9 +155,9 @@ func TestLogAcknowledgements(t *testing.T) {
 				t.Fatalf("take on an empty log: %v %v %d", v, e, a)
 			}
 			one, two := 1, 2
-			l.put(&one)
+			l.put(one)
 			l.ackTo(c, 5)
-			l.put(&two)
+			l.put(two)
 			l.ackTo(c, 6)
 			l.ackTo(c, 7)
 			type msg struct {
@@ -224,7 +225,7 @@ func TestLogWakesParkedConsumers(t *testing.T) {
 			}
 			for i := range n {
 				vals[i] = i
-				l.put(&vals[i])
+				l.put(vals[i])
 				if i%97 == 0 {
 					time.Sleep(50 * time.Microsecond) // let consumers park
 				}
@@ -256,7 +257,7 @@ func TestLogWaitEnds(t *testing.T) {
 			}
 			// An entry published before the end is still delivered.
 			v := 7
-			l.put(&v)
+			l.put(v)
 			if err := l.wait(l.cons[0], p, 1, ctx, done); err != nil {
 				t.Fatalf("wait with an entry ready: %v", err)
 			}
@@ -364,4 +365,38 @@ func flatten(err error) []error {
 		return nil
 	}
 	return []error{err}
+}
+
+// The command log's entries are two cache lines, and the first holds the
+// sequence number and every field a worker reads for every command (the
+// length of Args included), so that seeing a command costs one line.
+func TestCmdSlotLayout(t *testing.T) {
+	var e logEntry[cmdSlot]
+	if got := unsafe.Sizeof(e); got != 128 {
+		t.Fatalf("command log entry: %d bytes, want 128", got)
+	}
+	base := uintptr(unsafe.Pointer(&e))
+	c := &e.v.Command
+	for name, end := range map[string]uintptr{
+		"seq":       uintptr(unsafe.Pointer(&e.seq)) + unsafe.Sizeof(e.seq),
+		"to":        uintptr(unsafe.Pointer(&e.to)) + unsafe.Sizeof(e.to),
+		"Action":    uintptr(unsafe.Pointer(&c.Action)) + unsafe.Sizeof(c.Action),
+		"Worker":    uintptr(unsafe.Pointer(&c.Worker)) + unsafe.Sizeof(c.Worker),
+		"Seq":       uintptr(unsafe.Pointer(&c.Seq)) + unsafe.Sizeof(c.Seq),
+		"Reg":       uintptr(unsafe.Pointer(&c.Reg)) + unsafe.Sizeof(c.Reg),
+		"Func":      uintptr(unsafe.Pointer(&c.Func)) + unsafe.Sizeof(c.Func),
+		"len(Args)": uintptr(unsafe.Pointer(&c.Args)) + 2*unsafe.Sizeof(uintptr(0)), // pointer, length
+	} {
+		if end-base > 64 {
+			t.Errorf("%s ends at byte %d of the entry, past its first line", name, end-base)
+		}
+	}
+	// Blocks are large objects, page aligned (logBlockLen), so entries do
+	// not straddle lines.
+	for range 8 {
+		b := new(logBlock[cmdSlot])
+		if a := uintptr(unsafe.Pointer(b)) % 128; a != 0 {
+			t.Fatalf("block at %p: %d bytes past a 128-byte boundary", b, a)
+		}
+	}
 }

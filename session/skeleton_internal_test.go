@@ -50,7 +50,7 @@ func BenchmarkLogRound(b *testing.B) {
 									if variant == "acks" {
 										acks[i].seq.Store(c.Seq)
 									} else {
-										replies[i].put(&wire.Reply{Action: wire.ActReply, Seq: c.Seq, Worker: int32(i)})
+										replies[i].put(wire.Reply{Action: wire.ActReply, Seq: c.Seq, Worker: int32(i)})
 									}
 								}
 								if c.Action == wire.ActShutdown {
@@ -63,9 +63,9 @@ func BenchmarkLogRound(b *testing.B) {
 				var seq uint64
 				for b.Loop() {
 					seq++
-					cmds.put(&wire.Command{Action: wire.ActCallPacked, Worker: wire.AllWorkers, Seq: seq})
+					cmds.put(wire.Command{Action: wire.ActCallPacked, Worker: wire.AllWorkers, Seq: seq})
 					seq++
-					cmds.put(&wire.Command{Action: wire.ActSyncWorker, Worker: wire.AllWorkers, Seq: seq})
+					cmds.put(wire.Command{Action: wire.ActSyncWorker, Worker: wire.AllWorkers, Seq: seq})
 					if variant == "acks" {
 						for i := range acks {
 							for acks[i].seq.Load() < seq {
@@ -83,7 +83,7 @@ func BenchmarkLogRound(b *testing.B) {
 						done(e)
 					}
 				}
-				cmds.put(&wire.Command{Action: wire.ActShutdown, Worker: wire.AllWorkers})
+				cmds.put(wire.Command{Action: wire.ActShutdown, Worker: wire.AllWorkers})
 				close(stopc)
 				cmds.wakeAll()
 				wg.Wait()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
@@ -81,6 +82,15 @@ func (o Options) grace() time.Duration {
 	return 5 * time.Second
 }
 
+// cmdSlot is a command as the command log holds it: padded so that an
+// entry is two cache lines (128 bytes; blocks are allocated 128-byte
+// aligned), the first of which holds the sequence number and every field
+// a command is read for (wire.Command's field order; TestCmdSlotLayout).
+type cmdSlot struct {
+	wire.Command
+	_ [128 - 16 - unsafe.Sizeof(wire.Command{})]byte
+}
+
 // threaded runs each worker as a goroutine. Commands travel as Go values
 // through one log that every worker reads (a broadcast is one append),
 // replies through one log per worker. A worker drains everything
@@ -90,7 +100,7 @@ func (o Options) grace() time.Duration {
 type threaded struct {
 	n       int
 	pol     waitPolicy
-	cmds    *mlog[wire.Command]
+	cmds    *mlog[cmdSlot]
 	replies []*mlog[wire.Reply]
 	ackr    []wire.Reply  // the reply each worker's last acknowledgement stands for
 	done    chan struct{} // closed by stop: unblocks everyone
@@ -150,7 +160,7 @@ func NewThreaded(opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &threaded{n: n, pol: pol, cmds: newLog[wire.Command](n, pol), done: make(chan struct{})}
+	t := &threaded{n: n, pol: pol, cmds: newLog[cmdSlot](n, pol), done: make(chan struct{})}
 	ws := make([]*worker.Worker, n)
 	for i := range n {
 		ring := trace.NewHeapRing(trace.DefaultRingSlots, i)
@@ -190,15 +200,15 @@ func (t *threaded) run(i int, w *worker.Worker) {
 			return
 		}
 		for t.cmds.ready(cur) {
-			c, e := t.cmds.pop(cur)
-			// Entries addressed to other workers may already be cleared.
-			if c == nil || c.Worker != wire.AllWorkers && int(c.Worker) != i {
-				continue
+			slot, e := t.cmds.pop(cur)
+			if slot == nil {
+				continue // addressed to another worker
 			}
+			c := &slot.Command
 			reply, notice, stop := w.Handle(c)
 			rl := t.replies[i]
 			if notice != nil {
-				rl.put(notice)
+				rl.put(*notice)
 			}
 			switch {
 			case reply == nil:
@@ -208,7 +218,7 @@ func (t *threaded) run(i int, w *worker.Worker) {
 				// entry and a Reply it would fetch one after another.
 				rl.ackTo(rl.cons[0], reply.Seq)
 			default:
-				rl.put(reply)
+				rl.put(*reply)
 			}
 			w.FinishCommand()
 			if c.Worker != wire.AllWorkers {
@@ -227,7 +237,7 @@ func (t *threaded) send(c *wire.Command) error {
 		return ErrShutdown
 	default:
 	}
-	t.cmds.putTo(c, c.Worker)
+	t.cmds.putTo(cmdSlot{Command: *c}, c.Worker)
 	return nil
 }
 
@@ -247,8 +257,12 @@ func (t *threaded) take(w int) *wire.Reply {
 	r, e, ack := l.take(l.cons[0])
 	switch {
 	case e != nil:
+		// Copied out: the entry is cleared (a reply may hold a tensor,
+		// which the log must not keep alive).
+		out := new(wire.Reply)
+		*out = *r
 		done(e)
-		return r
+		return out
 	case ack != 0:
 		// Reused: a reply is read by the call that took it (collect,
 		// await, absorb) and not kept after the next take of the worker.

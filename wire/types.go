@@ -56,14 +56,19 @@ const AllWorkers = -1
 
 // Command is a controller -> worker message. Which fields are meaningful
 // depends on Action (see docs/protocol.md); the rest are zero.
+//
+// Field order: what every command is read for (Action, Worker, Seq, Reg,
+// Func, the length of Args) lies in the first 56 bytes, so that a
+// threaded session's log entry holds it in the cache line its sequence
+// number is in (session/queue.go); Name (GetGlobalFunc only) comes last.
 type Command struct {
 	Action Action
-	Seq    uint64 // assigned by the controller; replies echo it
 	Worker int32  // target worker of targeted actions, or AllWorkers
+	Seq    uint64 // assigned by the controller; replies echo it
 	Reg    int64  // register written, read or cleared
 	Func   int64  // register holding the function (CallPacked)
-	Name   string // function name (GetGlobalFunc)
 	Args   []any  // normalized values (package value)
+	Name   string // function name (GetGlobalFunc)
 }
 
 // Reply is a worker -> controller message.

@@ -84,6 +84,7 @@ type Worker struct {
 	cfg    Config
 	groupN int
 	regs   []slot
+	out    wire.Reply // the reply Handle returns (reply)
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -183,7 +184,7 @@ func (w *Worker) Alloc(dt tensor.DType, shape tensor.Shape, dev tensor.Device, s
 var _ registry.Env = (*Worker)(nil)
 
 // Handle executes one command. It returns the reply to send (nil when the
-// command has none), a Failure notice to send first (nil unless this is the
+// command has none; valid until the next Handle), a Failure notice to send first (nil unless this is the
 // first failure since the last reply), and stop=true for Shutdown. The
 // caller calls FinishCommand after sending the reply: the command's end
 // is timed before Handle returns but recorded then, off the reply's path
@@ -256,9 +257,13 @@ func (w *Worker) handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) 
 	return nil, nil, false
 }
 
-// reply builds a Reply carrying every failure since the previous one.
+// reply builds a Reply carrying every failure since the previous one, in
+// the worker's one reply buffer (valid until the next Handle: every
+// serving loop sends or copies it first; a Sync answered by every worker
+// of a session allocated N replies per round).
 func (w *Worker) reply(c *wire.Command, v any) *wire.Reply {
-	r := &wire.Reply{Action: wire.ActReply, Seq: c.Seq, Worker: int32(w.cfg.ID), Value: v, Errors: w.pending, Dropped: w.dropped}
+	r := &w.out
+	*r = wire.Reply{Action: wire.ActReply, Seq: c.Seq, Worker: int32(w.cfg.ID), Value: v, Errors: w.pending, Dropped: w.dropped}
 	w.pending, w.dropped, w.notified = nil, 0, false
 	return r
 }
