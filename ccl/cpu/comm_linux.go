@@ -170,6 +170,8 @@ type Comm struct {
 	pauses  uint32 // shmem.Relax between polls
 
 	epoch  uint64 // syncs arrived at
+	unrung bool   // an arrival was published without fenceRing since
+	fence  uint64 // fenceRing's word: the locked add on it is the fence
 	parity int    // slot parity of the next staging round
 	seq    uint64 // collectives issued, for errors
 
@@ -231,6 +233,20 @@ func (c *Comm) usable() error {
 	return nil
 }
 
+// fenceRing completes a publish: a full fence (a locked add on a word of
+// this rank's own), then ring. Either this rank then sees a sleeper's
+// announcement and wakes it, or the sleeper's check after its
+// announcement sees the arrival, as when the arrival was an atomic store.
+// It does nothing when every publish was rung already.
+func (c *Comm) fenceRing() {
+	if !c.unrung {
+		return
+	}
+	c.unrung = false
+	atomic.AddUint64(&c.fence, 1)
+	c.seg.ring()
+}
+
 // waitFor polls cond, then sleeps on the bell, until cond holds, the
 // communicator fails, ctx ends or the timeout passes; missing names the
 // ranks still awaited, for the error.
@@ -253,6 +269,7 @@ func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, mis
 			shmem.Yield()
 		}
 	}
+	c.fenceRing() // before this rank may sleep
 	bell, sleepers := c.seg.u32(offBell), c.seg.u32(offSleepers)
 	deadline := start.Add(c.timeout)
 	for {
@@ -288,11 +305,15 @@ func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, mis
 	}
 }
 
-// barrier: arrive, then wait until every rank arrived as often.
+// barrier: arrive, then wait until every rank arrived as often. The
+// arrival is published without a fence (publish); fenceRing, when the
+// wait ends or before it sleeps, wakes any rank that fell asleep waiting
+// for it.
 func (c *Comm) barrier(ctx context.Context, kind ccl.Kind) error {
 	c.epoch++
-	atomic.StoreUint64(c.seg.u64(c.seg.ctrl(c.rank)+ctlArrive), c.epoch)
-	c.seg.ring()
+	publish(c.seg.u64(c.seg.ctrl(c.rank)+ctlArrive), c.epoch)
+	c.unrung = true
+	defer c.fenceRing()
 	target := c.epoch
 	next := 0 // ranks below next are known to have arrived
 	return c.waitFor(ctx, kind, func() bool {
