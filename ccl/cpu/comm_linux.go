@@ -251,15 +251,15 @@ func (c *Comm) fenceRing() {
 // communicator fails, ctx ends or the timeout passes; missing names the
 // ranks still awaited, for the error.
 func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, missing func() []int) error {
-	if cond() {
-		return nil
-	}
-	start := time.Now()
+	// 256 polls first, without the clock: most waits of a small
+	// collective end within them, and time.Now (wall and monotonic clock)
+	// was about 4% of a 1 KiB allreduce's worker time.
 	for i := 0; i < 256; i++ {
 		if cond() {
 			return nil
 		}
 	}
+	start := time.Now()
 	for i := 0; i&15 != 0 || time.Since(start) < c.opts.Spin; i++ {
 		if cond() {
 			return nil
