@@ -774,3 +774,47 @@ func TestClosed(t *testing.T) {
 	})
 	noErrors(t, errs)
 }
+
+// TestMismatchEveryRankBothParities: a disagreement by any one rank, in a
+// collective of either slot parity (the descriptors of the two parities
+// lie side by side in each control block), is seen by every rank: the
+// disagreeing rank gets ErrMismatch naming rank 0's call, the others too,
+// nothing is written, and agreeing calls before and after still work.
+func TestMismatchEveryRankBothParities(t *testing.T) {
+	const k = 6
+	for _, n := range []int{2, 3, 4} {
+		for odd := range n {
+			for lead := range 2 { // agreeing calls before the mismatch: its parity
+				t.Run(fmt.Sprintf("n=%d/odd=%d/lead=%d", n, odd, lead), func(t *testing.T) {
+					errs := make([]error, n)
+					snaps := make([]snapshot, n)
+					runErrs := runRanks(t, smallOpts, n, 0, func(ctx context.Context, c ccl.Comm) error {
+						r := c.Rank()
+						for range lead {
+							if err := followUp(ctx, c); err != nil {
+								return err
+							}
+						}
+						cnt := k
+						if r == odd {
+							cnt = k + 1
+						}
+						recv := f32(cnt)
+						snaps[r].add(recv)
+						errs[r] = c.AllReduce(ctx, filled(tensor.Float32, cnt), recv, reduce.Sum)
+						return followUp(ctx, c)
+					})
+					noErrors(t, runErrs)
+					for r, err := range errs {
+						if !errors.Is(err, ccl.ErrMismatch) {
+							t.Errorf("rank %d: got %v, want ErrMismatch", r, err)
+						}
+						if err := snaps[r].changed(); err != nil {
+							t.Errorf("rank %d: %v", r, err)
+						}
+					}
+				})
+			}
+		}
+	}
+}

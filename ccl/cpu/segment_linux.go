@@ -21,7 +21,7 @@ import (
 // different ranks never share a cache line.
 const (
 	magic   = 0x4c43432d43484f52 // "ROHC-CCL"
-	version = 1
+	version = 2                  // 2: 16-byte descriptors
 
 	hdrSize  = 4096
 	ctrlSize = 512 // per rank
@@ -47,9 +47,9 @@ const (
 
 	// per-rank control block fields
 	ctlArrive = 0 // u64: syncs this rank has arrived at
-	// Two descriptors (one per slot parity), 32 bytes each, next to the
-	// arrival counter: a peer that sees the counter move has the
-	// descriptors in the same (or the adjacent, prefetched) cache line.
+	// Two descriptors (one per slot parity), 16 bytes each, next to the
+	// arrival counter: a peer that sees the counter move has both in the
+	// same 64-byte cache line (bytes 8..40 of the control block).
 	ctlDesc = 8
 	// Single-copy (process_vm_readv) rendezvous, written once at Join on
 	// a line of their own: pid, address of a probe word, probe verdict.

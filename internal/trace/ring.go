@@ -70,7 +70,7 @@ func NewRing(mem []byte, slots, worker int) (*Ring, error) {
 	if slots < 1 || len(mem) < RingSize(slots) || uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%8 != 0 {
 		return nil, fmt.Errorf("trace: ring of %d slots needs %d aligned bytes, have %d", slots, RingSize(slots), len(mem))
 	}
-	r := &Ring{w: words(mem), slots: slots, last: make([]textKey, numStates+slots)}
+	r := &Ring{w: words(mem), slots: slots, last: textCache(slots)}
 	atomic.StoreUint64(&r.w[hVersion], ringVersion)
 	atomic.StoreUint64(&r.w[hSlots], uint64(slots))
 	atomic.StoreUint64(&r.w[hWorker], uint64(worker))
@@ -101,7 +101,22 @@ func AttachRing(mem []byte) (*Ring, error) {
 	if slots < 1 || slots > uint64(len(mem)) || RingSize(int(slots)) > len(mem) {
 		return nil, fmt.Errorf("%w: %d slots do not fit %d bytes", ErrRing, slots, len(mem))
 	}
-	return &Ring{w: w, slots: int(slots)}, nil
+	// The attaching process may be the ring's writer (a worker attaches
+	// the ring its controller made): it gets the text cache too, which
+	// without this a worker process never had (each event packed its
+	// strings again: about 100 ns of a collective's begin and end).
+	return &Ring{w: w, slots: int(slots), last: textCache(int(slots))}, nil
+}
+
+// textCache is a Ring's last for slots events: every entry matches no
+// event, so each slot's first write packs its strings whatever the
+// memory held before (a ring attached after another writer).
+func textCache(slots int) []textKey {
+	last := make([]textKey, numStates+slots)
+	for i := range last {
+		last[i].nl = -1
+	}
+	return last
 }
 
 func words(mem []byte) []uint64 {

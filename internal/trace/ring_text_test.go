@@ -6,12 +6,36 @@ import "testing"
 // the slot's last one, and rewrite them when it does not: the names read
 // back are always the event's.
 func TestRingTextReuse(t *testing.T) {
-	r := NewHeapRing(3, 0)
-	names := []string{"alpha", "alpha", "beta", "a-much-longer-function-name-that-gets-cut-somewhere-later", "alpha", "alpha"}
-	backends := []string{"cpu", "cpu", "cpu", "nccl", "", "cpu"}
+	t.Run("heap", func(t *testing.T) { testRingTextReuse(t, NewHeapRing(3, 0)) })
+	// A ring attached over memory another writer filled (a worker
+	// attaches the ring its controller made): its cache must not trust
+	// text words it did not write.
+	t.Run("attached", func(t *testing.T) {
+		old := NewHeapRing(3, 0)
+		for i := range 5 {
+			old.Put(&Event{Track: Track{Process: ProcWorker(0), Thread: ThreadCollectives}, Name: "stale", Cat: CatCollective, Phase: Begin, TS: int64(i + 1),
+				Args: Args{Backend: "stale", Op: "stale"}})
+		}
+		r, err := AttachRing(unsafeBytes(old.w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.last) == 0 {
+			t.Fatal("an attached ring has no text cache")
+		}
+		testRingTextReuse(t, r)
+	})
+}
+
+func testRingTextReuse(t *testing.T, r *Ring) {
+	names := []string{"", "alpha", "alpha", "beta", "a-much-longer-function-name-that-gets-cut-somewhere-later", "alpha", "alpha"}
+	backends := []string{"", "cpu", "cpu", "cpu", "nccl", "", "cpu"}
 	for i, n := range names {
-		e := Event{Track: Track{Process: ProcWorker(0), Thread: ThreadCollectives}, Name: n, Cat: CatCollective, Phase: Begin, TS: int64(i + 1),
-			Args: Args{Backend: backends[i], Op: "sum"}}
+		e := Event{Track: Track{Process: ProcWorker(0), Thread: ThreadCollectives}, Name: n, Cat: CatCollective, Phase: Begin, TS: int64(100 + i),
+			Args: Args{Backend: backends[i]}}
+		if n != "" {
+			e.Args.Op = "sum"
+		}
 		r.Put(&e)
 		got := r.Snapshot().Collective
 		want := n
