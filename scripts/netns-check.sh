@@ -19,7 +19,8 @@
 # $RATE); without netem the tbf bucket is 4 ms at the rate ($BURST bytes
 # overrides it). Environment for measurements: BENCH_ONLY=1 skips the suite and
 # the fault tests; BENCH_SHAPES ("2x1 2x2 4x1 4x2"), BENCH_MIN (1K),
-# BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out; CHORUS_CPUPROFILE=DIR makes every
+# BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out,
+# BENCH_GLOO=0 gloo, BENCH_STREAMS=0 the stream anchors (profiling runs); CHORUS_CPUPROFILE=DIR makes every
 # worker write a CPU profile to DIR/<run>/worker-<id>.pprof; BENCH_OLD_BIN=PATH
 # (another chorus binary) adds an old/new A/B: before every shape of
 # BENCH_AB_SHAPES (default all) the sweep also runs with that binary
@@ -252,6 +253,7 @@ if [ -n "$BENCH_OUT" ]; then
   # What the link carries at all: plain TCP and TLS 1.3 (the data links'
   # settings) from host 0 to host 1, one direction and both at once.
   for mode in tcp tls; do
+    [ "${BENCH_STREAMS:-1}" = 1 ] || break
     for dir in uni bidi; do
       PORT=$((PORT + 1))
       extra=(); [ "$mode" = tls ] && extra=(--tls "${TOKEN[@]}")
@@ -299,7 +301,9 @@ if [ -n "$BENCH_OUT" ]; then
   fi
   # The anchor: torch.distributed gloo over TCP between the same
   # namespaces, one process per worker, if torch is importable.
-  if /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  if [ "${BENCH_GLOO:-1}" != 1 ]; then
+    echo "netns-check: BENCH_GLOO=0: no gloo anchor"
+  elif /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
     for shape in $SHAPES; do
         nh=${shape%x*}; nw=${shape#*x}
         PORT=$((PORT + 1)); gp=()
