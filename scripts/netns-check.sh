@@ -25,7 +25,8 @@
 # (another chorus binary) adds an old/new A/B: before every shape of
 # BENCH_AB_SHAPES (default all) the sweep also runs with that binary
 # (allreduce-*-old.jsonl); BENCH_PLAIN=1 also runs every shape with plaintext
-# data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl).
+# data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl;
+# with BENCH_OLD_BIN the old binary too, right before: *-old-plain.jsonl).
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -277,11 +278,15 @@ if [ -n "$BENCH_OUT" ]; then
     nh=${shape%x*}; nw=${shape#*x}
     vs=(new)
     if [ -n "${BENCH_OLD_BIN:-}" ] && [[ " ${BENCH_AB_SHAPES:-$SHAPES} " == *" $shape "* ]]; then vs=(old new); fi
-    [ "${BENCH_PLAIN:-}" = 1 ] && vs+=(plain)
+    if [ "${BENCH_PLAIN:-}" = 1 ]; then
+      [ "${vs[0]}" = old ] && vs+=(oldplain)
+      vs+=(plain)
+    fi
     for v in "${vs[@]}"; do
       suf=""; BIN=$NEW_BIN; AGENT_ENV=()
       [ "$v" = old ] && { suf="-old"; BIN=$BENCH_OLD_BIN; }
       [ "$v" = plain ] && { suf="-plain"; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
+      [ "$v" = oldplain ] && { suf="-old-plain"; BIN=$BENCH_OLD_BIN; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
       name="bench-${nh}x$nw$suf"
       run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
       wait "$CTLPID" || fail "$name"
