@@ -260,9 +260,9 @@ func ringChunk(seg, es int) int {
 //
 // Received chunks of the reduce-scatter land in scratch, ReducePiece
 // bytes at a time, each piece reduced with this rank's contribution (src)
-// into dst while it is in cache; allgather chunks land in dst directly. Segment j is reduced along the ring in
-// one order and then copied to every leader, so every rank gets the same
-// bits.
+// into dst while it is in cache; allgather chunks land in dst directly.
+// Segment j is reduced along the ring in one order and then copied to
+// every leader, so every rank gets the same bits.
 func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	k, h, es := c.k, c.me, dt.Size()
 	elems := len(dst) / es

@@ -393,10 +393,10 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 	return c.flush(p)
 }
 
-// hold starts a message with its header h: on a bare link the header
-// waits for the message's first bytes (write or flush sends it);
-// otherwise it goes into the link's buffer (a TLS record of its own is
-// no cost: the buffer sends it with the data in one system call).
+// hold starts a message with its header h (p.hdr), which write or flush
+// sends before anything else: on a bare link in one writev with the
+// message's first bytes; on a TLS link as its own record into the link
+// buffer, which sends it with the data in one system call.
 func (p *peer) hold(h []byte) {
 	p.held = h
 }
