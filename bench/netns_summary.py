@@ -4,7 +4,8 @@
 Usage: bench/netns_summary.py OUTDIR [OUTDIR...]
 With several runs (same rate), every time is the median over the runs
 that measured it. Runs with BENCH_OLD_BIN add old/new columns, runs
-with BENCH_PLAIN=1 plaintext-data-link columns. Per shape (hosts x workers): chorus and gloo time per allreduce, their
+with BENCH_PLAIN=1 plaintext-data-link columns (and the old binary's
+plaintext times when both are set). Per shape (hosts x workers): chorus and gloo time per allreduce, their
 ratio, the ring bound 2(K-1)/K x size / rate for K hosts (rate from
 OUTDIR/setup.jsonl), and both against the bound; then the stream anchors
 (median over repetitions, Gbit/s per direction and CPU seconds per GB
@@ -64,9 +65,12 @@ def main(dirs):
         # BENCH_PLAIN, plaintext data links' times.
         old = times(dirs, f.replace(".jsonl", "-old.jsonl"))
         plain = times(dirs, f.replace(".jsonl", "-plain.jsonl"))
+        oldplain = times(dirs, f.replace(".jsonl", "-old-plain.jsonl"))
         print(f"{k} hosts x {w} workers:\n")
         oh, ol = (" old us | old/new |", " ---: | ---: |") if old else ("", "")
         ph, pl = (" plaintext us | gloo/plaintext | plaintext/bound |", " ---: | ---: | ---: |") if plain else ("", "")
+        if oldplain:
+            ph, pl = ph + " old plaintext us | old/new plaintext | gloo/old plaintext |", pl + " ---: | ---: | ---: |"
         print(f"| size | chorus us |{oh} gloo us | gloo/chorus | ring bound us | chorus/bound | gloo/bound |{ph}")
         print(f"| ---: | ---: |{ol} ---: | ---: | ---: | ---: | ---: |{pl}")
         for b in sorted(ch):
@@ -82,6 +86,9 @@ def main(dirs):
             if plain:
                 p = plain.get(b)
                 ps = (f" {p:.0f} | {g / p:.2f} |" if g else f" {p:.0f} | - |") + f" {p / bound:.2f} |" if p else " - | - | - |"
+            if oldplain:
+                o, p = oldplain.get(b), plain.get(b)
+                ps += (f" {o:.0f} |" + (f" {o / p:.2f} |" if p else " - |") + (f" {g / o:.2f} |" if g else " - |")) if o else " - | - | - |"
             print(f"| {size(b)} | {ch[b]:.0f} |{os_} {gs} | {bound:.0f} | {ch[b] / bound:.2f} | {gb} |{ps}")
         print()
     st = [r for x in dirs for r in lines(os.path.join(x, "stream.jsonl"))]

@@ -19,12 +19,14 @@
 # $RATE); without netem the tbf bucket is 4 ms at the rate ($BURST bytes
 # overrides it). Environment for measurements: BENCH_ONLY=1 skips the suite and
 # the fault tests; BENCH_SHAPES ("2x1 2x2 4x1 4x2"), BENCH_MIN (1K),
-# BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out; CHORUS_CPUPROFILE=DIR makes every
+# BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out,
+# BENCH_GLOO=0 gloo, BENCH_STREAMS=0 the stream anchors (profiling runs); CHORUS_CPUPROFILE=DIR makes every
 # worker write a CPU profile to DIR/<run>/worker-<id>.pprof; BENCH_OLD_BIN=PATH
 # (another chorus binary) adds an old/new A/B: before every shape of
 # BENCH_AB_SHAPES (default all) the sweep also runs with that binary
 # (allreduce-*-old.jsonl); BENCH_PLAIN=1 also runs every shape with plaintext
-# data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl).
+# data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl;
+# with BENCH_OLD_BIN the old binary too, right before: *-old-plain.jsonl).
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -255,6 +257,7 @@ if [ -n "$BENCH_OUT" ]; then
   # What the link carries at all: plain TCP and TLS 1.3 (the data links'
   # settings) from host 0 to host 1, one direction and both at once.
   for mode in tcp tls; do
+    [ "${BENCH_STREAMS:-1}" = 1 ] || break
     for dir in uni bidi; do
       PORT=$((PORT + 1))
       extra=(); [ "$mode" = tls ] && extra=(--tls "${TOKEN[@]}")
@@ -278,11 +281,15 @@ if [ -n "$BENCH_OUT" ]; then
     nh=${shape%x*}; nw=${shape#*x}
     vs=(new)
     if [ -n "${BENCH_OLD_BIN:-}" ] && [[ " ${BENCH_AB_SHAPES:-$SHAPES} " == *" $shape "* ]]; then vs=(old new); fi
-    [ "${BENCH_PLAIN:-}" = 1 ] && vs+=(plain)
+    if [ "${BENCH_PLAIN:-}" = 1 ]; then
+      [ "${vs[0]}" = old ] && vs+=(oldplain)
+      vs+=(plain)
+    fi
     for v in "${vs[@]}"; do
       suf=""; BIN=$NEW_BIN; AGENT_ENV=()
       [ "$v" = old ] && { suf="-old"; BIN=$BENCH_OLD_BIN; }
       [ "$v" = plain ] && { suf="-plain"; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
+      [ "$v" = oldplain ] && { suf="-old-plain"; BIN=$BENCH_OLD_BIN; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
       name="bench-${nh}x$nw$suf"
       run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
       wait "$CTLPID" || fail "$name"
@@ -302,7 +309,9 @@ if [ -n "$BENCH_OUT" ]; then
   fi
   # The anchor: torch.distributed gloo over TCP between the same
   # namespaces, one process per worker, if torch is importable.
-  if "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  if [ "${BENCH_GLOO:-1}" != 1 ]; then
+    echo "netns-check: BENCH_GLOO=0: no gloo anchor"
+  elif "$PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
     for shape in $SHAPES; do
         nh=${shape%x*}; nw=${shape#*x}
         PORT=$((PORT + 1)); gp=()

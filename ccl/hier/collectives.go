@@ -169,7 +169,7 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 	}
 	if size <= SmallMax {
 		// Everyone gets every input and reduces them in rank order.
-		all := tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * size)})
+		all := c.gatherScratch(c.n * size)
 		if err := c.gatherHosts(ctx, ccl.KindAllReduce, view(send, 0, size), all, size); err != nil {
 			return err
 		}
@@ -231,6 +231,17 @@ const (
 	ringMinChunk  = 64 << 10
 )
 
+// ReducePiece: the ring's reduce-scatter receives and reduces a chunk in
+// pieces of this many bytes (CHORUS_HIER_REDUCE_PIECE overrides it for
+// measurements), so that the bytes the kernel has just copied into the
+// scratch are still in the core's cache when the reduction reads them,
+// and the scratch stays small; a 1 MiB chunk is as large as the L2 cache
+// of the 2-vCPU VM's cores.
+var ReducePiece = envInt("CHORUS_HIER_REDUCE_PIECE", 128<<10)
+
+// reducePiece is ReducePiece in whole elements of es bytes.
+func reducePiece(es int) int { return max(es, ReducePiece/es*es) }
+
 // ringChunk is the chunk of a ring over segments of seg bytes, in
 // elements of es bytes.
 func ringChunk(seg, es int) int {
@@ -247,11 +258,11 @@ func ringChunk(seg, es int) int {
 // overlap the transfers. Every step is one link message (the 24-byte
 // header, checked by the receiver, then the segment's chunks).
 //
-// Received chunks of the reduce-scatter land in one chunk of scratch and
-// are reduced with this rank's contribution (src) into dst; allgather
-// chunks land in dst directly. Segment j is reduced along the ring in
-// one order and then copied to every leader, so every rank gets the same
-// bits.
+// Received chunks of the reduce-scatter land in scratch, ReducePiece
+// bytes at a time, each piece reduced with this rank's contribution (src)
+// into dst while it is in cache; allgather chunks land in dst directly.
+// Segment j is reduced along the ring in one order and then copied to
+// every leader, so every rank gets the same bits.
 func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	k, h, es := c.k, c.me, dt.Size()
 	elems := len(dst) / es
@@ -288,7 +299,7 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 		return ccl.KindAllGather
 	}
 	next, prev := c.mate(mod(h+1)), c.mate(mod(h-1))
-	tmp := c.scratch(ce * es)
+	tmp := c.scratch(min(ce*es, reducePiece(es)))
 	ready := make(chan struct{}, steps*nch) // one token per received chunk, in order
 	stop := make(chan struct{})             // closed when the receiver fails
 	var serr error
@@ -318,12 +329,16 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 				out := seg(dst, j, i)
 				if len(out) > 0 {
 					if t < k-1 {
-						in := tmp[:len(out)]
-						if err := c.recvInto(prev, in, nil); err != nil {
-							return err
-						}
-						if err := reduce.Reduce(op, dt, out, seg(src, j, i), in); err != nil {
-							return err
+						mine := seg(src, j, i)
+						for lo := 0; lo < len(out); lo += len(tmp) {
+							hi := min(len(out), lo+len(tmp))
+							in := tmp[:hi-lo]
+							if err := c.recvInto(prev, in, nil); err != nil {
+								return err
+							}
+							if err := reduce.Reduce(op, dt, out[lo:hi], mine[lo:hi], in); err != nil {
+								return err
+							}
 						}
 					} else if err := c.recvInto(prev, out, nil); err != nil {
 						return err

@@ -2,6 +2,7 @@ package hier
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
+	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -73,6 +75,39 @@ type peer struct {
 	hdr     [hdrBytes]byte
 	small   []byte // header and data of a small message
 	r       *bufio.Reader
+
+	// bare: a plaintext link straight on the socket (no link buffer). A
+	// header that sendHdr starts waits in held and leaves with the first
+	// bytes of its message in one writev (bufs), so that neither the
+	// header nor the tensor's bytes are copied or cost a system call of
+	// their own.
+	bare bool
+	held []byte
+	vec  [2][]byte
+	bufs net.Buffers
+}
+
+// newPeer wraps the link to rank. A plaintext link leaves the link
+// buffer that its TLS set-up used (remote/link Config.Buffer): every
+// write then goes straight from the tensor to the socket, and large reads
+// straight from the socket into the tensor, instead of through a second
+// buffer (one copy more per byte received, and per byte of a message's
+// first write).
+func newPeer(rank int, conn net.Conn, plain bool) (*peer, error) {
+	p := &peer{rank: rank, c: conn}
+	var rd io.Reader = conn
+	if plain {
+		raw, left, err := link.Unbuffer(conn)
+		if err != nil {
+			return nil, err
+		}
+		p.c, p.bare, rd = raw, true, raw
+		if len(left) > 0 {
+			rd = io.MultiReader(bytes.NewReader(left), raw)
+		}
+	}
+	p.r = bufio.NewReaderSize(rd, 64<<10)
+	return p, nil
 }
 
 // inlineMax: messages up to this size are written in one piece, and an
@@ -100,6 +135,7 @@ type Comm struct {
 	desc, table *tensor.Tensor // scratch for agreement
 	block       int            // bytes per rank in the agreement table
 	tmp         []byte         // scratch of the rings and RHD
+	gathered    *tensor.Tensor // scratch of gathered allreduces (gatherScratch)
 
 	path     byte   // pathLeader or pathMulti (large allreduces)
 	pathWhy  string // Path's answer
@@ -187,11 +223,16 @@ func (c *Comm) connect(ctx context.Context, id []byte, t *table) error {
 			} else {
 				conn, err = ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank)})
 			}
+			if err == nil {
+				c.peers[r], err = newPeer(r, conn, ep.plain)
+				if err != nil {
+					conn.Close()
+				}
+			}
 			if err != nil {
 				errs[r] = fmt.Errorf("rank %d (%s): %w", r, t.addrs[t.members[r]], err)
 				return
 			}
-			c.peers[r] = &peer{rank: r, c: conn, r: bufio.NewReaderSize(conn, 64<<10)}
 		}()
 	}
 	wg.Wait()
@@ -342,16 +383,45 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 		}
 		return c.flush(p)
 	}
-	if _, err := p.c.Write(h); err != nil {
-		return c.linkErr(p, err)
-	}
+	p.hold(h)
 	for off := 0; off < len(data); off += ChunkBytes {
 		_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
-		if _, err := p.c.Write(data[off:min(len(data), off+ChunkBytes)]); err != nil {
+		if err := p.write(data[off:min(len(data), off+ChunkBytes)]); err != nil {
 			return c.linkErr(p, err)
 		}
 	}
 	return c.flush(p)
+}
+
+// hold starts a message with its header h (p.hdr), which write or flush
+// sends before anything else: on a bare link in one writev with the
+// message's first bytes; on a TLS link as its own record into the link
+// buffer, which sends it with the data in one system call.
+func (p *peer) hold(h []byte) {
+	p.held = h
+}
+
+// write sends b after a held header, in one writev on a bare link.
+func (p *peer) write(b []byte) error {
+	if p.held != nil {
+		h := p.held
+		p.held = nil
+		if p.bare {
+			p.vec = [2][]byte{h, b}
+			p.bufs = p.vec[:] // WriteTo consumes its slice, not vec
+			_, err := p.bufs.WriteTo(p.c)
+			p.vec = [2][]byte{} // no reference to the tensor
+			return err
+		}
+		if _, err := p.c.Write(h); err != nil {
+			return err
+		}
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := p.c.Write(b)
+	return err
 }
 
 // header fills p's next message header.
@@ -368,25 +438,28 @@ func (c *Comm) header(p *peer, kind ccl.Kind, dt tensor.DType, status byte, n in
 // sendHdr starts a message of n bytes that sendChunk streams; the
 // header waits in the link's buffer for the first chunk.
 func (c *Comm) sendHdr(p *peer, kind ccl.Kind, dt tensor.DType, n int) error {
-	h := c.header(p, kind, dt, 0, n)
-	_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
-	if _, err := p.c.Write(h); err != nil {
-		return c.linkErr(p, err)
-	}
+	p.hold(c.header(p, kind, dt, 0, n))
 	return nil
 }
 
 // sendChunk writes part of a message started by sendHdr and flushes it.
 func (c *Comm) sendChunk(p *peer, b []byte) error {
 	_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
-	if _, err := p.c.Write(b); err != nil {
+	if err := p.write(b); err != nil {
 		return c.linkErr(p, err)
 	}
 	return c.flush(p)
 }
 
-// flush sends what the link's buffer holds (link.Config.Buffer).
+// flush sends a held header and what the link's buffer holds
+// (link.Config.Buffer).
 func (c *Comm) flush(p *peer) error {
+	if p.held != nil {
+		_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
+		if err := p.write(nil); err != nil {
+			return c.linkErr(p, err)
+		}
+	}
 	if err := flushConn(p.c); err != nil {
 		return c.linkErr(p, err)
 	}
@@ -525,6 +598,18 @@ func (c *Comm) scratch(n int) []byte {
 		c.tmp = make([]byte, max(n, 64))
 	}
 	return c.tmp[:n]
+}
+
+// gatherScratch returns n bytes (a uint8 view) of a tensor kept across
+// calls, for the inputs of a gathered allreduce. A new tensor per call
+// cost more than the collective at 16-64 KiB in process sessions: from
+// 64 KiB up tensors come from the shared tensor arena (tensor
+// SetHostAllocator), whose blocks are mapped and cleared when allocated.
+func (c *Comm) gatherScratch(n int) *tensor.Tensor {
+	if c.gathered == nil || int(c.gathered.NumBytes()) < n {
+		c.gathered = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(n)})
+	}
+	return view(c.gathered, 0, n)
 }
 
 // mate is the link to this rank's counterpart on host h (the rank of

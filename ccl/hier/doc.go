@@ -52,6 +52,11 @@
 //     reduced, so every link carries data in both directions all the
 //     time and reductions overlap the transfers. With one rank per host
 //     the leader reads its contribution straight from the send buffer.
+//     Received reduce-scatter chunks are read and reduced ReducePiece
+//     bytes at a time (in cache); plaintext links write and read straight
+//     between the socket and the tensors (a header leaves with its
+//     message's first bytes in one writev), TLS links through the link
+//     buffer.
 //     Comm.Path says which path a communicator takes and why,
 //     Comm.PathFor which algorithm a size gets; CHORUS_HIER_MULTIRING=0
 //     forces the leader path (every process must agree: the agreement

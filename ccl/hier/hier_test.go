@@ -224,7 +224,9 @@ func checkAllReduce(t *testing.T, name string, comms []*Comm, dt tensor.DType, o
 // hosts (1-2 ranks each), against the float64 reference.
 func TestAllReduceRingProperty(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch, in int) { SmallMax, RHDMax, ChunkBytes, InlineMax = a, b, ch, in }(SmallMax, RHDMax, ChunkBytes, InlineMax)
+	defer func(a, b, ch, in, rp int) {
+		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece = a, b, ch, in, rp
+	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece)
 	SmallMax, InlineMax = 64, 16
 	rng := rand.New(rand.NewPCG(16, 2))
 	dts := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.BFloat16, tensor.Float16}
@@ -239,8 +241,9 @@ func TestAllReduceRingProperty(t *testing.T) {
 			count := int64(1 + rng.IntN(6000))
 			ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
 			RHDMax = []int{0, 1 << 30}[rng.IntN(2)]
+			ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
 			mask := rng.Uint64()
-			name := fmt.Sprintf("%v/%s/%s/%d/chunk %d/rhd %d", lay, dt, op, count, ChunkBytes, RHDMax)
+			name := fmt.Sprintf("%v/%s/%s/%d/chunk %d/rhd %d/piece %d", lay, dt, op, count, ChunkBytes, RHDMax, ReducePiece)
 			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 	}
@@ -487,5 +490,35 @@ func TestParseIDGroups(t *testing.T) {
 	}
 	if _, err := MakeID([]byte("n"), []int{1, 0}, []string{"a", "b"}); err == nil {
 		t.Fatal("hosts out of order accepted")
+	}
+}
+
+// TestGatheredScratchReused: gathered allreduces (InlineMax < size <=
+// SmallMax) reuse one scratch tensor, grown when a larger one comes,
+// instead of allocating every call; results stay right throughout.
+func TestGatheredScratchReused(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, in int) { SmallMax, InlineMax = a, in }(SmallMax, InlineMax)
+	SmallMax, InlineMax = 64<<10, 64
+	comms := world(t, []int{2, 1}, 10*time.Second)
+	checkAllReduce(t, "first", comms, tensor.Float32, reduce.Sum, 1000, 1, func(int) bool { return false })
+	first := make([]*tensor.Tensor, len(comms))
+	for r, c := range comms {
+		if c.gathered == nil || c.gathered.NumBytes() != 3*4000 {
+			t.Fatalf("rank %d: gathered scratch %v, want %d bytes", r, c.gathered, 3*4000)
+		}
+		first[r] = c.gathered
+	}
+	checkAllReduce(t, "smaller", comms, tensor.Int32, reduce.Max, 700, 2, func(r int) bool { return r == 1 })
+	for r, c := range comms {
+		if c.gathered != first[r] {
+			t.Fatalf("rank %d: a smaller gathered allreduce allocated a new scratch", r)
+		}
+	}
+	checkAllReduce(t, "larger", comms, tensor.Float64, reduce.Sum, 2000, 3, func(int) bool { return false })
+	for r, c := range comms {
+		if c.gathered.NumBytes() != 3*16000 {
+			t.Fatalf("rank %d: gathered scratch of %d bytes after a larger allreduce, want %d", r, c.gathered.NumBytes(), 3*16000)
+		}
 	}
 }

@@ -55,8 +55,8 @@ func usePlainEndpoint(t *testing.T) (*endpoint, <-chan string) {
 // plain TCP (not TLS) and the collectives give the same results.
 func TestPlaintextAllReduce(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
-	SmallMax, ChunkBytes = 64, 1000
+	defer func(a, ch, rp int) { SmallMax, ChunkBytes, ReducePiece = a, ch, rp }(SmallMax, ChunkBytes, ReducePiece)
+	SmallMax, ChunkBytes, ReducePiece = 64, 1000, 200
 	multiRingFrom(t, 0)
 	usePlainEndpoint(t)
 	for _, lay := range [][]int{{2, 2}, {1, 1, 1}} {
@@ -68,6 +68,11 @@ func TestPlaintextAllReduce(t *testing.T) {
 				}
 				if _, ok := p.c.(*tls.Conn); ok {
 					t.Fatalf("%v: rank %d's link to rank %d is TLS", lay, r, q)
+				}
+				// Straight on the socket, not through the link buffer
+				// of its TLS set-up.
+				if _, ok := p.c.(*net.TCPConn); !ok || !p.bare {
+					t.Fatalf("%v: rank %d's link to rank %d is a %T (bare %v), want a bare *net.TCPConn", lay, r, q, p.c, p.bare)
 				}
 			}
 		}

@@ -56,3 +56,28 @@ func Flush(c interface{ NetConn() net.Conn }) error {
 	}
 	return nil
 }
+
+// Unbuffer returns the connection under c's link buffering
+// (Config.Buffer) after flushing c's writes, and the bytes c had already
+// read from it but not yet returned, which the caller must consume before
+// anything it reads from the connection; a connection without link
+// buffering comes back as it is. It is for a caller that stops using TLS
+// on a link and wants its system calls straight on the socket (ccl/hier's
+// plaintext data links); c must not be used afterwards.
+func Unbuffer(c net.Conn) (net.Conn, []byte, error) {
+	b, ok := c.(*bufConn)
+	if !ok {
+		return c, nil, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.w.Flush(); err != nil {
+		return nil, nil, err
+	}
+	var left []byte
+	if n := b.r.Buffered(); n > 0 {
+		p, _ := b.r.Peek(n)
+		left = append([]byte(nil), p...)
+	}
+	return b.Conn, left, nil
+}
