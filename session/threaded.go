@@ -83,9 +83,10 @@ func (o Options) grace() time.Duration {
 }
 
 // cmdSlot is a command as the command log holds it: padded so that an
-// entry is two cache lines (128 bytes; blocks are allocated 128-byte
-// aligned), the first of which holds the sequence number and every field
-// a command is read for (wire.Command's field order; TestCmdSlotLayout).
+// entry is two cache lines (128 bytes; blocks are page aligned, see
+// logBlockLen), the first of which holds the sequence number and every
+// field a command is read for (wire.Command's field order;
+// TestCmdSlotLayout).
 type cmdSlot struct {
 	wire.Command
 	_ [128 - 16 - unsafe.Sizeof(wire.Command{})]byte
