@@ -228,14 +228,7 @@ func TestMismatchAcrossRanks(t *testing.T) {
 					return followUp(ctx, c)
 				})
 				noErrors(t, runErrs)
-				for r, err := range errs {
-					if !errors.Is(err, ccl.ErrMismatch) {
-						t.Errorf("rank %d: got %v, want ErrMismatch", r, err)
-					}
-					if err := snaps[r].changed(); err != nil {
-						t.Errorf("rank %d: %v", r, err)
-					}
-				}
+				wantMismatchUnchanged(t, errs, snaps)
 			})
 		}
 	}
@@ -805,16 +798,23 @@ func TestMismatchEveryRankBothParities(t *testing.T) {
 						return followUp(ctx, c)
 					})
 					noErrors(t, runErrs)
-					for r, err := range errs {
-						if !errors.Is(err, ccl.ErrMismatch) {
-							t.Errorf("rank %d: got %v, want ErrMismatch", r, err)
-						}
-						if err := snaps[r].changed(); err != nil {
-							t.Errorf("rank %d: %v", r, err)
-						}
-					}
+					wantMismatchUnchanged(t, errs, snaps)
 				})
 			}
+		}
+	}
+}
+
+// wantMismatchUnchanged checks that every rank failed with ErrMismatch and
+// that no rank's output changed.
+func wantMismatchUnchanged(t *testing.T, errs []error, snaps []snapshot) {
+	t.Helper()
+	for r, err := range errs {
+		if !errors.Is(err, ccl.ErrMismatch) {
+			t.Errorf("rank %d: got %v, want ErrMismatch", r, err)
+		}
+		if err := snaps[r].changed(); err != nil {
+			t.Errorf("rank %d: %v", r, err)
 		}
 	}
 }
