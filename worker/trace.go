@@ -52,27 +52,27 @@ func (w *Worker) commandName(c *wire.Command) string {
 	return c.Action.String()
 }
 
-// traceCommand records the start of c and returns how many failures were
-// pending, for traceCommandEnd.
-func (w *Worker) traceCommand(c *wire.Command, name string) int {
-	e := trace.Event{Track: w.cmdTrack, Name: name, Cat: trace.CatCommand, Phase: trace.Begin,
-		Args: trace.Args{Op: c.Action.String(), Seq: c.Seq}}
-	w.rec.Record(&e)
-	return len(w.pending) + int(w.dropped)
+// traceCommand records the start of c, named name, and returns its
+// Site and how many failures were pending, for stampCommandEnd.
+func (w *Worker) traceCommand(c *wire.Command, name string) (*trace.Site, int) {
+	s := w.cmdSites.Get(w.rec, w.cmdTrack, name, trace.CatCommand, trace.Args{Op: c.Action.String()})
+	s.Mark(trace.Begin, 0, c.Seq, 0, "")
+	return s, len(w.pending) + int(w.dropped)
 }
 
 // endPending is the end of the last command Handle ran, timed when it
 // ended and recorded by FinishCommand after its reply went out.
 type endPending struct {
-	set       bool
-	seq       uint64
-	ts        int64
-	name, err string
+	set  bool
+	seq  uint64
+	ts   int64
+	site *trace.Site
+	err  string
 }
 
 // stampCommandEnd times the end of c; FinishCommand records it.
-func (w *Worker) stampCommandEnd(c *wire.Command, name string, before int) {
-	e := endPending{set: true, seq: c.Seq, ts: trace.Now(), name: name}
+func (w *Worker) stampCommandEnd(c *wire.Command, site *trace.Site, before int) {
+	e := endPending{set: true, seq: c.Seq, ts: w.rec.Now(), site: site}
 	if n := len(w.pending); n+int(w.dropped) > before && n > 0 {
 		e.err = w.pending[n-1].Msg
 	}
@@ -93,18 +93,17 @@ func (w *Worker) FinishCommand() {
 		return
 	}
 	p.set = false
-	e := trace.Event{Track: w.cmdTrack, Name: p.name, Cat: trace.CatCommand, Phase: trace.End, TS: p.ts, Args: trace.Args{Seq: p.seq, Error: p.err}}
-	w.rec.Record(&e)
+	p.site.Mark(trace.End, p.ts, p.seq, 0, p.err)
 }
 
 // CollectiveSpan is a collective being recorded that does not go
 // through a ccl.Comm (a plan, the custom all-reduce): BeginCollective
 // starts it, End ends it. A value; recording allocates nothing.
 type CollectiveSpan struct {
-	w                   *Worker
-	name, comm, backend string
-	bytes               int64
-	seq                 uint64
+	w     *Worker
+	site  *trace.Site
+	bytes int64
+	seq   uint64
 }
 
 // BeginCollective records the start of a collective on this worker's
@@ -118,10 +117,10 @@ func BeginCollective(env registry.Env, name, comm, backend string, bytes int64) 
 		return CollectiveSpan{}
 	}
 	w.spanSeq[comm]++
-	s := CollectiveSpan{w: w, name: name, comm: comm, backend: backend, bytes: bytes, seq: w.spanSeq[comm]}
-	b := trace.Event{Track: w.colTrack, Name: name, Cat: trace.CatCollective, Phase: trace.Begin,
-		Args: trace.Args{Bytes: bytes, Seq: s.seq, Rank: int32(w.cfg.ID), Set: trace.HasRank, Comm: comm, Backend: backend}}
-	w.rec.Record(&b)
+	site := w.colSites.Get(w.rec, w.colTrack, name, trace.CatCollective,
+		trace.Args{Rank: int32(w.cfg.ID), Set: trace.HasRank, Comm: comm, Backend: backend})
+	s := CollectiveSpan{w: w, site: site, bytes: bytes, seq: w.spanSeq[comm]}
+	site.Mark(trace.Begin, 0, s.seq, bytes, "")
 	return s
 }
 
@@ -130,12 +129,15 @@ func (s CollectiveSpan) End(err error) {
 	if s.w == nil {
 		return
 	}
-	e := trace.Event{Track: s.w.colTrack, Name: s.name, Cat: trace.CatCollective, Phase: trace.End,
-		Args: trace.Args{Seq: s.seq, Comm: s.comm, Bytes: s.bytes, Backend: s.backend}}
-	if err != nil {
-		e.Args.Error = err.Error()
+	s.site.Mark(trace.End, 0, s.seq, s.bytes, errText(err))
+}
+
+// errText is err's text, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
 	}
-	s.w.rec.Record(&e)
+	return err.Error()
 }
 
 // tracedComm records every collective of the communicator it wraps. The
@@ -150,8 +152,9 @@ type tracedComm struct {
 	comm    string
 	backend string
 	seq     uint64
-	bytes   int64  // of the collective in progress, repeated on its end
-	op      string // (so the flight recorder's state says what ended)
+	bytes   int64           // of the collective in progress, repeated on its end
+	cur     *trace.Site     // its site (so the flight recorder's state says what ended)
+	sites   trace.SiteCache // the spans of this communicator's collectives
 	w       *Worker
 	onGPU   bool // a GPU backend: the device work is timed too
 	gpuMark bool // gpuBegin's answer for the collective in progress
@@ -178,13 +181,12 @@ func (t *tracedComm) PathFor(k ccl.Kind, n int) string {
 
 func (t *tracedComm) begin(k ccl.Kind, bytes int64, op string, peer int) uint64 {
 	t.seq++
-	t.bytes, t.op = bytes, op
-	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.Begin,
-		Args: trace.Args{Bytes: bytes, Seq: t.seq, Rank: t.rank, Set: trace.HasRank, Comm: t.comm, Backend: t.backend, Op: op}}
+	a := trace.Args{Rank: t.rank, Set: trace.HasRank, Comm: t.comm, Backend: t.backend, Op: op}
 	if peer >= 0 {
-		e.Args.Peer, e.Args.Set = int32(peer), e.Args.Set|trace.HasPeer
+		a.Peer, a.Set = int32(peer), a.Set|trace.HasPeer
 	}
-	t.rec.Record(&e)
+	t.bytes, t.cur = bytes, t.sites.Get(t.rec, t.track, k.String(), trace.CatCollective, a)
+	t.cur.Mark(trace.Begin, 0, t.seq, bytes, "")
 	if t.onGPU {
 		t.gpuMark = t.w.gpuBegin()
 	}
@@ -196,12 +198,7 @@ func (t *tracedComm) end(k ccl.Kind, seq uint64, err error) error {
 		t.gpuMark = false
 		t.w.gpuEnd(true, k.String()+" "+t.backend, t.bytes)
 	}
-	e := trace.Event{Track: t.track, Name: k.String(), Cat: trace.CatCollective, Phase: trace.End,
-		Args: trace.Args{Seq: seq, Comm: t.comm, Bytes: t.bytes, Backend: t.backend, Op: t.op}}
-	if err != nil {
-		e.Args.Error = err.Error()
-	}
-	t.rec.Record(&e)
+	t.cur.Mark(trace.End, 0, seq, t.bytes, errText(err))
 	return err
 }
 

@@ -99,8 +99,10 @@ type Worker struct {
 	rec      *trace.Recorder
 	traceOut io.Writer
 	cmdTrack trace.Track
-	cmdEnd   endPending // the last command's end, until FinishCommand records it
+	cmdSites trace.SiteCache // the commands' spans
+	cmdEnd   endPending      // the last command's end, until FinishCommand records it
 	colTrack trace.Track
+	colSites trace.SiteCache                     // BeginCollective's spans
 	tcomms   struct{ global, group *tracedComm } // what Comm returns
 	spanSeq  map[string]uint64                   // CollectiveSpan numbering, per sequence name
 	gpu      *gpuTimer                           // device work timed for the trace
@@ -197,9 +199,9 @@ func (w *Worker) Handle(c *wire.Command) (reply, notice *wire.Reply, stop bool) 
 	// The name is taken before the command runs: a CallPacked may
 	// overwrite the register that held its function.
 	name := w.commandName(c)
-	before := w.traceCommand(c, name)
+	site, before := w.traceCommand(c, name)
 	reply, notice, stop = w.handle(c)
-	w.stampCommandEnd(c, name, before)
+	w.stampCommandEnd(c, site, before)
 	if reply == nil && notice == nil {
 		w.FinishCommand()
 	}

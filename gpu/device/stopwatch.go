@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/tsc"
 )
 
 // ErrStopwatch: more marks than the stopwatch was made for, or a closed
@@ -138,26 +139,28 @@ func (f *Fake) NewStopwatch(marks int) (Stopwatch, error) {
 }
 
 // HostStopwatch times host work with the host clock (the Stopwatch of
-// host-only workers and of the fake device). A mark reads the monotonic
-// clock only (time.Since of the stopwatch's start): time.Now reads the
-// wall clock as well, which doubled the cost of a mark (70 against 30 ns
-// on a 2-vCPU VM), and benchmarks mark every call of a sub-microsecond
-// collective.
+// host-only workers and of the fake device). A mark reads the
+// monotonic clock through internal/tsc: the time-stamp counter,
+// calibrated against time.Since of the stopwatch's start, where the
+// kernel trusts it (a few ns; time.Since costs about 25 ns on a 2-vCPU
+// VM, time.Now 70), because benchmarks mark every call of a
+// sub-microsecond collective and each lap includes one mark.
 type HostStopwatch struct {
-	start time.Time
-	t     []time.Duration // marks, since start
+	clk tsc.Clock
+	t   []time.Duration // marks, since start
 }
 
 // NewHostStopwatch makes a host stopwatch for up to marks marks.
 func NewHostStopwatch(marks int) *HostStopwatch {
-	return &HostStopwatch{start: time.Now(), t: make([]time.Duration, 0, max(marks, 2))}
+	start := time.Now()
+	return &HostStopwatch{clk: tsc.New(func() int64 { return int64(time.Since(start)) }), t: make([]time.Duration, 0, max(marks, 2))}
 }
 
 func (s *HostStopwatch) Mark() error {
 	if s.t == nil || len(s.t) == cap(s.t) {
 		return fmt.Errorf("%w: Mark %d of a %d-mark stopwatch", ErrStopwatch, len(s.t)+1, cap(s.t))
 	}
-	s.t = append(s.t, time.Since(s.start))
+	s.t = append(s.t, time.Duration(s.clk.Now()))
 	return nil
 }
 

@@ -24,7 +24,8 @@ var layers = map[string]int{
 	"internal/progress":       0, // progress line on a terminal's stderr
 	"internal/shmem":          0,
 	"internal/shmarena":       1, // shared tensor arena (memfd); tensor stays below it, worker installs it
-	"internal/trace":          0, // events, flight ring, Trace Event Format; imports nothing of chorus
+	"internal/tsc":            0, // a cheap clock: the time-stamp counter calibrated against an OS clock
+	"internal/trace":          1, // events, flight ring, Trace Event Format; imports only internal/tsc
 	"internal/dl":             0,
 	"gpu/cudasrc":             0,
 	"gpu/cuda":                1,

@@ -50,3 +50,16 @@ func benchRecord(b *testing.B, r *Recorder) {
 		}
 	}
 }
+
+// BenchmarkEventFlightSite is a worker's default through a Site (what
+// worker command and collective spans use).
+func BenchmarkEventFlightSite(b *testing.B) {
+	r := NewRecorder(ProcWorker(0), NewHeapRing(DefaultRingSlots, 0), false)
+	s := r.NewSite(r.Track(ThreadCollectives), "allreduce", CatCollective, Args{Rank: 1, Set: HasRank, Comm: "global", Backend: "cpu", Op: "sum"})
+	b.ReportAllocs()
+	i := uint64(0)
+	for b.Loop() {
+		i++
+		s.Mark(Begin, 0, i, 4<<20, "")
+	}
+}

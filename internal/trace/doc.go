@@ -11,8 +11,11 @@
 // Timestamps are wall-clock nanoseconds since the Unix epoch (Now): worker
 // processes of one host share that clock, so their events line up. Within
 // a process Now advances with the monotonic clock from an anchor taken at
-// start, so a clock step cannot reorder a process's own events.
+// start, so a clock step cannot reorder a process's own events. A flight
+// recorder that is not also tracing reads that clock through the
+// time-stamp counter (internal/tsc: a few ns instead of a vDSO call),
+// calibrated against Now, so its readers see the same clock.
 //
-// The package imports nothing of chorus; sessions and workers map the
+// The package imports only internal/tsc; sessions and workers map the
 // shared memory and decide what to record (docs/observability.md).
 package trace

@@ -56,7 +56,7 @@ func (r *Recorder) Record(e *Event) {
 		return // the controller's recorder with tracing off: not even the clock
 	}
 	if e.TS == 0 {
-		e.TS = Now()
+		e.TS = r.now(toRing)
 	}
 	if toRing {
 		r.ring.Put(e)
@@ -73,6 +73,25 @@ func (r *Recorder) Record(e *Event) {
 	r.chunk[n-1] = append(r.chunk[n-1], *e)
 	r.total++
 	r.mu.Unlock()
+}
+
+// Now is the time for an event of the recorder's own command or
+// collective tracks (the flight recorder's clock when not tracing, else
+// Now). Only the ring's writer may call it.
+func (r *Recorder) Now() int64 {
+	if r == nil {
+		return Now()
+	}
+	return r.now(r.ring != nil)
+}
+
+// now: the ring's clock for an event that goes only to the ring; Now for
+// one kept in the timeline, whose events must all share one clock.
+func (r *Recorder) now(toRing bool) int64 {
+	if toRing && !r.keep {
+		return r.ring.Now()
+	}
+	return Now()
 }
 
 // Track returns the track of thread in the recorder's process.

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/chorus-rt/chorus/internal/tsc"
 )
 
 // The flight recorder's memory layout: a header, one state slot per
@@ -56,12 +58,18 @@ type Ring struct {
 	// of a loop, skips packing them again (a third of an event's cost).
 	// The pointers keep the strings alive, so an address cannot be
 	// reused for other bytes.
-	last []textKey
+	last  []textKey
+	clock tsc.Clock // the writer's clock (Now's, read through the TSC: internal/tsc)
 }
 
 type textKey struct {
 	name, backend, op *byte
 	nl, bl, ol        int
+}
+
+// eq compares field by field (== on the struct calls memequal).
+func (a *textKey) eq(b textKey) bool {
+	return a.name == b.name && a.backend == b.backend && a.op == b.op && a.nl == b.nl && a.bl == b.bl && a.ol == b.ol
 }
 
 // NewRing formats mem (8-byte aligned, at least RingSize(slots) bytes,
@@ -70,7 +78,7 @@ func NewRing(mem []byte, slots, worker int) (*Ring, error) {
 	if slots < 1 || len(mem) < RingSize(slots) || uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%8 != 0 {
 		return nil, fmt.Errorf("trace: ring of %d slots needs %d aligned bytes, have %d", slots, RingSize(slots), len(mem))
 	}
-	r := &Ring{w: words(mem), slots: slots, last: textCache(slots)}
+	r := &Ring{w: words(mem), slots: slots, last: textCache(slots), clock: tsc.New(Now)}
 	atomic.StoreUint64(&r.w[hVersion], ringVersion)
 	atomic.StoreUint64(&r.w[hSlots], uint64(slots))
 	atomic.StoreUint64(&r.w[hWorker], uint64(worker))
@@ -105,7 +113,7 @@ func AttachRing(mem []byte) (*Ring, error) {
 	// the ring its controller made): it gets the text cache too, which
 	// without this a worker process never had (each event packed its
 	// strings again: about 100 ns of a collective's begin and end).
-	return &Ring{w: w, slots: int(slots), last: textCache(int(slots))}, nil
+	return &Ring{w: w, slots: int(slots), last: textCache(int(slots)), clock: tsc.New(Now)}, nil
 }
 
 // textCache is a Ring's last for slots events: every entry matches no
@@ -122,6 +130,11 @@ func textCache(slots int) []textKey {
 func words(mem []byte) []uint64 {
 	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(mem))), len(mem)/8)
 }
+
+// Now is the time for an event of this ring's writer: Now's clock, read
+// through the TSC where tsc.Enabled (internal/tsc). Only the ring's
+// writer may call it.
+func (r *Ring) Now() int64 { return r.clock.Now() }
 
 // SetPID records the writer's process id (for reports).
 func (r *Ring) SetPID(pid int) { atomic.StoreUint64(&r.w[hPID], uint64(pid)) }
@@ -168,23 +181,12 @@ func (r *Ring) store(idx int, e *Event) {
 	if e.Args.Error != "" {
 		ec = 1
 	}
-	var cat uint64
-	switch e.Cat {
-	case CatCommand:
-		cat = 1
-	case CatCollective:
-		cat = 2
-	}
-	meta := uint64(e.Phase) | cat<<8 | uint64(stateIndex(e.Track.Thread))<<16 | ec<<24 |
-		uint64(min(len(e.Name), nameBytes))<<32 | uint64(min(len(e.Args.Backend), textBytes))<<40 |
-		uint64(min(len(e.Args.Op), textBytes-min(len(e.Args.Backend), textBytes)))<<48
 	storeWord(&s[1], uint64(e.TS))
-	storeWord(&s[2], meta)
+	storeWord(&s[2], slotMeta(e, ec))
 	storeWord(&s[3], uint64(e.Args.Bytes))
 	storeWord(&s[4], e.Args.Seq)
 	storeWord(&s[5], uint64(uint32(e.Args.Rank))|uint64(e.Args.Set)<<32)
-	k := textKey{unsafe.StringData(e.Name), unsafe.StringData(e.Args.Backend), unsafe.StringData(e.Args.Op), len(e.Name), len(e.Args.Backend), len(e.Args.Op)}
-	if idx >= len(r.last) || r.last[idx] != k {
+	if k := keyOf(e); idx >= len(r.last) || !r.last[idx].eq(k) {
 		putText(s[6:12], e.Name, "")
 		putText(s[12:16], e.Args.Backend, e.Args.Op)
 		if idx < len(r.last) {
@@ -192,6 +194,56 @@ func (r *Ring) store(idx int, e *Event) {
 		}
 	}
 	storeSeq(&s[0], (seq|1)+1) // even: complete
+}
+
+// slotMeta is a slot's word 2 for e, failed if ec is 1.
+func slotMeta(e *Event, ec uint64) uint64 {
+	var cat uint64
+	switch e.Cat {
+	case CatCommand:
+		cat = 1
+	case CatCollective:
+		cat = 2
+	}
+	return uint64(e.Phase) | cat<<8 | uint64(stateIndex(e.Track.Thread))<<16 | ec<<24 |
+		uint64(min(len(e.Name), nameBytes))<<32 | uint64(min(len(e.Args.Backend), textBytes))<<40 |
+		uint64(min(len(e.Args.Op), textBytes-min(len(e.Args.Backend), textBytes)))<<48
+}
+
+// keyOf identifies the strings whose bytes a slot's text words hold.
+func keyOf(e *Event) textKey {
+	return textKey{unsafe.StringData(e.Name), unsafe.StringData(e.Args.Backend), unsafe.StringData(e.Args.Op), len(e.Name), len(e.Args.Backend), len(e.Args.Op)}
+}
+
+// putSite is Put for an event of span sp (Site.Mark): the same slots
+// and words, from what the Site computed when it was made.
+func (r *Ring) putSite(sp *Site, ph Phase, ts int64, seq uint64, bytes int64, failed bool) {
+	i := atomic.LoadUint64(&r.w[hHead])
+	storeSeq(&r.w[hHead], i+1)
+	meta := sp.meta | uint64(ph)
+	if failed {
+		meta |= 1 << 24
+	}
+	r.storeSite(numStates+int(i%uint64(r.slots)), sp, meta, ts, seq, bytes)
+	r.storeSite(sp.state, sp, meta, ts, seq, bytes)
+}
+
+func (r *Ring) storeSite(idx int, sp *Site, meta uint64, ts int64, seq uint64, bytes int64) {
+	s := r.slot(idx)
+	q := atomic.LoadUint64(&s[0])
+	storeSeq(&s[0], q|1)
+	storeWord(&s[1], uint64(ts))
+	storeWord(&s[2], meta)
+	storeWord(&s[3], uint64(bytes))
+	storeWord(&s[4], seq)
+	storeWord(&s[5], uint64(uint32(sp.ev.Args.Rank))|uint64(sp.ev.Args.Set)<<32)
+	if !r.last[idx].eq(sp.key) {
+		for j, v := range sp.text {
+			storeWord(&s[6+j], v)
+		}
+		r.last[idx] = sp.key
+	}
+	storeSeq(&s[0], (q|1)+1)
 }
 
 // MarkEnded turns the state slot of thread, which holds the begin of the
