@@ -53,7 +53,11 @@ var StripeMin = envInt(EnvStripeMin, 1<<20)
 // the multi-ring path (or one host).
 func (c *Comm) chooseStripes() error {
 	c.stripes, c.stripeMin = 1, StripeMin
-	if v := os.Getenv(EnvStripes); v != "" {
+	v := os.Getenv(EnvStripes)
+	if testStripesEnv != nil {
+		v = testStripesEnv(c.rank)
+	}
+	if v != "" {
 		s, err := strconv.Atoi(v)
 		if err != nil || s < 1 || s > MaxStripes {
 			return fmt.Errorf("%w: ccl/hier: %s=%q: want 1 to %d (unset: %d on the leader path)", ccl.ErrBadArgs, EnvStripes, v, MaxStripes, DefaultStripes)
@@ -67,6 +71,10 @@ func (c *Comm) chooseStripes() error {
 	}
 	return nil
 }
+
+// testStripesEnv, when set (tests only), stands in for EnvStripes by
+// rank: ranks of one test process that differ as processes could.
+var testStripesEnv func(rank int) string
 
 // byteSize writes n bytes as Path does: "1 MiB", "64 KiB", else bytes.
 func byteSize(n int) string {
@@ -211,6 +219,9 @@ func (c *Comm) stripedRing(dst, src []byte, dt tensor.DType, op reduce.Op) error
 	k, es, S := c.k, dt.Size(), c.stripes
 	nextR, prevR := c.hostLo[(c.me+1)%k]+c.lrank, c.hostLo[(c.me+k-1)%k]+c.lrank
 	errs := make([]error, S)
+	for len(c.tmps) < S-1 {
+		c.tmps = append(c.tmps, nil) // before the stripes start: each then touches its own
+	}
 	var wg sync.WaitGroup
 	for s := S - 1; s >= 0; s-- {
 		lo, hi := cpu.Part(len(dst), es, S, s)
@@ -257,13 +268,12 @@ func (c *Comm) firstErr(errs []error) error {
 	return first
 }
 
-// scratchOf is stripe s's scratch (s = 0: c.scratch, shared with RHD).
+// scratchOf is stripe s's scratch (s = 0: c.scratch, shared with RHD;
+// stripedRing makes c.tmps long enough before its stripes start, so
+// that each stripe's goroutine writes only its own element).
 func (c *Comm) scratchOf(s, n int) []byte {
 	if s == 0 {
 		return c.scratch(n)
-	}
-	for len(c.tmps) < s {
-		c.tmps = append(c.tmps, nil)
 	}
 	if cap(c.tmps[s-1]) < n {
 		c.tmps[s-1] = make([]byte, max(n, 64))
