@@ -382,10 +382,9 @@ func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType,
 		c.fail(rerr)
 	}
 	wg.Wait()
-	if rerr != nil {
-		return rerr
-	}
-	return serr
+	// The one that failed the communicator first (the other, if any,
+	// followed from it).
+	return c.firstErr([]error{rerr, serr})
 }
 
 // testRingHook, when set (tests only), runs after every chunk a ring

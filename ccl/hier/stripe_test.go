@@ -397,3 +397,66 @@ func FuzzHello(f *testing.F) {
 		}
 	})
 }
+
+// TestStripeStalled: a leader whose one stripe stops reading (stuck
+// after that stripe's first chunk) makes its neighbours' waits on that
+// stripe run out at the communicator's timeout, as an unstriped ring's
+// do: a ccl.TimeoutError on a rank that waited, and every rank's
+// allreduce fails (none hangs), the stuck rank's once it is released.
+func TestStripeStalled(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
+	SmallMax, ChunkBytes = 64, 1024
+	stripesFrom(t, 0)
+	stripesByRank(t, "3")
+	comms := world(t, []int{1, 1, 1}, 300*time.Millisecond)
+	release := make(chan struct{})
+	var once sync.Once
+	testRingHook = func(c *Comm, s, step, chunk int) {
+		if c == comms[0] && s == 1 {
+			once.Do(func() { <-release })
+		}
+	}
+	defer func() { testRingHook = nil }()
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := tensor.MustNew(tensor.Float32, tensor.Shape{256 << 10})
+			errs[r] = c.AllReduce(context.Background(), x, x, reduce.Sum)
+		}()
+	}
+	// Ranks 1 and 2 end on their own (the timeout, or the links their
+	// neighbour closed then); then rank 0 is released.
+	done := make(chan struct{})
+	go func() {
+		for _, c := range comms[1:] {
+			for !c.failed.Load() {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a hang guard, not a measurement
+		close(release)
+		wg.Wait()
+		t.Fatalf("ranks 1 and 2 still running: %v", errs)
+	}
+	close(release)
+	wg.Wait()
+	timedOut := false
+	for r, err := range errs {
+		var te *ccl.TimeoutError
+		timedOut = timedOut || errors.As(err, &te)
+		if err == nil {
+			t.Fatalf("rank %d: no error", r)
+		}
+	}
+	if !timedOut {
+		t.Fatalf("no rank reports a timeout: %v", errs)
+	}
+}
