@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -459,4 +460,32 @@ func TestStripeStalled(t *testing.T) {
 	if !timedOut {
 		t.Fatalf("no rank reports a timeout: %v", errs)
 	}
+}
+
+// TestStripedPlaintext: with plaintext data links every stripe's link is
+// switched to plain TCP after its own authentication, and the striped
+// ring gives the same results.
+func TestStripedPlaintext(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
+	SmallMax, ChunkBytes = 64, 1000
+	stripesFrom(t, 0)
+	stripesByRank(t, "3")
+	usePlainEndpoint(t)
+	comms := world(t, []int{1, 1, 1}, 10*time.Second)
+	checkStripeLinks(t, "plaintext", comms)
+	links := 0
+	for _, c := range comms {
+		c.eachLink(func(p *peer) {
+			links++
+			if _, ok := p.c.(*net.TCPConn); !ok || !p.bare {
+				t.Fatalf("rank %d's stripe-%d link to rank %d is a %T (bare %v)", c.rank, p.stripe, p.rank, p.c, p.bare)
+			}
+		})
+	}
+	if links != 3*2*3 {
+		t.Fatalf("%d links, want 18 (3 ranks, 2 neighbours, 3 stripes)", links)
+	}
+	checkAllReduce(t, "plaintext striped f32", comms, tensor.Float32, reduce.Sum, 20000, 1, func(r int) bool { return r == 0 })
+	checkAllReduce(t, "plaintext striped bf16", comms, tensor.BFloat16, reduce.Avg, 777, 2, func(int) bool { return false })
 }
