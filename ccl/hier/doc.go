@@ -61,7 +61,7 @@
 //     buffer.
 //     Striped leader rings (stripe.go; as NCCL's several sockets per
 //     peer): one TLS connection per direction is one core encrypting and
-//     one decrypting, so from StripeMin (1 MiB, CHORUS_HIER_STRIPE_MIN)
+//     one decrypting, so from StripeMin (256 KiB, CHORUS_HIER_STRIPE_MIN)
 //     up the leader ring splits the message into S stripes (cpu.Part:
 //     the same split on every leader) and runs S rings at once, each on
 //     its own links to the next and previous leader with its own

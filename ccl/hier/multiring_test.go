@@ -30,16 +30,17 @@ func TestPath(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b int) { SmallMax, RHDMax = a, b }(SmallMax, RHDMax)
 	SmallMax, RHDMax = 64<<10, 128<<10
+	stripesFrom(t, 256<<10)
 	for _, tc := range []struct {
 		lay  []int
 		want string
 	}{
 		{[]int{2}, "local: one host (ccl/cpu)"},
-		{[]int{1, 1}, "leader: one rank per host; leader ring in 4 stripes from 1 MiB"},
+		{[]int{1, 1}, "leader: one rank per host; leader ring in 4 stripes from 256 KiB"},
 		{[]int{2, 2}, "multi-ring: 2 rings"},
 		{[]int{3, 3, 3}, "multi-ring: 3 rings"},
-		{[]int{2, 1}, "leader: hosts have unequal rank counts (2, 1); leader ring in 4 stripes from 1 MiB"},
-		{[]int{1, 2, 2, 2}, "leader: hosts have unequal rank counts (1, 2, 2, 2); leader ring in 4 stripes from 1 MiB"},
+		{[]int{2, 1}, "leader: hosts have unequal rank counts (2, 1); leader ring in 4 stripes from 256 KiB"},
+		{[]int{1, 2, 2, 2}, "leader: hosts have unequal rank counts (1, 2, 2, 2); leader ring in 4 stripes from 256 KiB"},
 	} {
 		for r, c := range world(t, tc.lay, 10*time.Second) {
 			if got := c.Path(); got != tc.want {
@@ -79,8 +80,8 @@ func TestPath(t *testing.T) {
 		want  string
 	}{
 		{128 << 10, "leader rhd"},
-		{1<<20 - 4, "leader ring"},
-		{1 << 20, "leader ring, 4 stripes"},
+		{256<<10 - 4, "leader ring"},
+		{256 << 10, "leader ring, 4 stripes"},
 		{256 << 20, "leader ring, 4 stripes"},
 	} {
 		if got := c.PathFor(ccl.KindAllReduce, tc.bytes); got != tc.want {
