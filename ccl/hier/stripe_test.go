@@ -410,7 +410,12 @@ func TestStripeStalled(t *testing.T) {
 	SmallMax, ChunkBytes = 64, 1024
 	stripesFrom(t, 0)
 	stripesByRank(t, "3")
-	comms := world(t, []int{1, 1, 1}, 300*time.Millisecond)
+	// Joined with a long timeout (a loaded machine may take longer than
+	// 300 ms for the handshakes of every stripe), then short.
+	comms := world(t, []int{1, 1, 1}, 10*time.Second)
+	for _, c := range comms {
+		c.timeout = 300 * time.Millisecond
+	}
 	release := make(chan struct{})
 	var once sync.Once
 	testRingHook = func(c *Comm, s, step, chunk int) {
