@@ -14,7 +14,8 @@
 // controller collects the addresses into the communicator id (MakeID).
 // At Join, every rank connects to every rank of the other hosts (the
 // higher rank dials), and each connection names its communicator and
-// ranks in a fixed-size hello after authentication.
+// ranks (and the leader ring's stripe, below) in a fixed-size hello
+// after authentication.
 //
 // Every collective first agrees on the arguments across all ranks, as the
 // cpu backend does: the 40-byte descriptors of a host's ranks (with the
