@@ -5,7 +5,8 @@ Usage: bench/netns_summary.py OUTDIR [OUTDIR...]
 With several runs (same rate), every time is the median over the runs
 that measured it. Runs with BENCH_OLD_BIN add old/new columns, runs
 with BENCH_PLAIN=1 plaintext-data-link columns (and the old binary's
-plaintext times when both are set). Per shape (hosts x workers): chorus and gloo time per allreduce, their
+plaintext times when both are set); runs with BENCH_STRIPES one table per
+stripe setting (allreduce-*-sN.jsonl, plaintext -plain-sN). Per shape (hosts x workers): chorus and gloo time per allreduce, their
 ratio, the ring bound 2(K-1)/K x size / rate for K hosts (rate from
 OUTDIR/setup.jsonl), and both against the bound; then the stream anchors
 (median over repetitions, Gbit/s per direction and CPU seconds per GB
@@ -55,18 +56,24 @@ def main(dirs):
     bps = rate_bps(setup["rate"])
     print(f"Link: {setup['shape']}, runs {', '.join(s['date'] for s in setups)}"
           + (" (medians over the runs)" if len(dirs) > 1 else "") + "\n")
-    names = sorted({os.path.basename(f) for x in dirs for f in glob.glob(os.path.join(x, "allreduce-*workers.jsonl"))},
-                   key=lambda n: tuple(map(int, re.search(r"(\d+)hosts-(\d+)workers", n).groups())))
+    # allreduce-KhostsWworkers.jsonl, or -sN.jsonl with BENCH_STRIPES.
+    pat = re.compile(r"allreduce-(\d+)hosts-(\d+)workers(?:-s(\d+))?\.jsonl")
+    names = sorted({os.path.basename(f) for x in dirs for f in glob.glob(os.path.join(x, "allreduce-*.jsonl"))
+                    if pat.fullmatch(os.path.basename(f))},
+                   key=lambda n: tuple(int(g or 0) for g in pat.fullmatch(n).groups()))
     for f in names:
-        k, w = map(int, re.search(r"(\d+)hosts-(\d+)workers", f).groups())
+        k, w, ns = pat.fullmatch(f).groups()
+        k, w = int(k), int(w)
+        stem, st = f"allreduce-{k}hosts-{w}workers", f"-s{ns}" if ns else ""
         ch = times(dirs, f)
-        gl = times(dirs, f.replace("allreduce-", "gloo-"))
-        # An old/new A/B (BENCH_OLD_BIN): the old binary's times; with
-        # BENCH_PLAIN, plaintext data links' times.
-        old = times(dirs, f.replace(".jsonl", "-old.jsonl"))
-        plain = times(dirs, f.replace(".jsonl", "-plain.jsonl"))
-        oldplain = times(dirs, f.replace(".jsonl", "-old-plain.jsonl"))
-        print(f"{k} hosts x {w} workers:\n")
+        gl = times(dirs, f"gloo-{k}hosts-{w}workers.jsonl")
+        # An old/new A/B (BENCH_OLD_BIN): the old binary's times (one
+        # setting: it may not know stripes); with BENCH_PLAIN, plaintext
+        # data links' times (of the same stripe setting).
+        old = times(dirs, stem + "-old.jsonl")
+        plain = times(dirs, stem + "-plain" + st + ".jsonl")
+        oldplain = times(dirs, stem + "-old-plain.jsonl")
+        print(f"{k} hosts x {w} workers" + (f", {ns} stripes (CHORUS_HIER_STRIPES={ns})" if ns else "") + ":\n")
         oh, ol = (" old us | old/new |", " ---: | ---: |") if old else ("", "")
         ph, pl = (" plaintext us | gloo/plaintext | plaintext/bound |", " ---: | ---: | ---: |") if plain else ("", "")
         if oldplain:

@@ -26,7 +26,11 @@
 # BENCH_AB_SHAPES (default all) the sweep also runs with that binary
 # (allreduce-*-old.jsonl); BENCH_PLAIN=1 also runs every shape with plaintext
 # data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl;
-# with BENCH_OLD_BIN the old binary too, right before: *-old-plain.jsonl).
+# with BENCH_OLD_BIN the old binary too, right before: *-old-plain.jsonl);
+# BENCH_STRIPES (e.g. "1 4") runs every new-binary sweep once per leader-ring
+# stripe setting (CHORUS_HIER_STRIPES=N on every agent, so every worker;
+# allreduce-*-sN.jsonl, *-plain-sN.jsonl), BENCH_STRIPE_MIN (e.g. 256K) sets
+# CHORUS_HIER_STRIPE_MIN on every agent.
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -286,16 +290,24 @@ if [ -n "$BENCH_OUT" ]; then
       vs+=(plain)
     fi
     for v in "${vs[@]}"; do
-      suf=""; BIN=$NEW_BIN; AGENT_ENV=()
-      [ "$v" = old ] && { suf="-old"; BIN=$BENCH_OLD_BIN; }
-      [ "$v" = plain ] && { suf="-plain"; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
-      [ "$v" = oldplain ] && { suf="-old-plain"; BIN=$BENCH_OLD_BIN; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
-      name="bench-${nh}x$nw$suf"
-      run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
-      wait "$CTLPID" || fail "$name"
-      for a in "${AGENTS[@]}"; do wait "$a" || true; done
-      cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers$suf.jsonl"
-      echo "ok   $name"
+      # BENCH_STRIPES: the new binary once per stripe setting (-sN files);
+      # the old binary (which may not know stripes) once.
+      sts=("")
+      [ -n "${BENCH_STRIPES:-}" ] && [ "$v" != old ] && [ "$v" != oldplain ] && read -r -a sts <<<"$BENCH_STRIPES"
+      for st in "${sts[@]}"; do
+        suf=""; BIN=$NEW_BIN; AGENT_ENV=()
+        [ "$v" = old ] && { suf="-old"; BIN=$BENCH_OLD_BIN; }
+        [ "$v" = plain ] && { suf="-plain"; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
+        [ "$v" = oldplain ] && { suf="-old-plain"; BIN=$BENCH_OLD_BIN; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
+        [ -n "$st" ] && { suf="$suf-s$st"; AGENT_ENV+=(CHORUS_HIER_STRIPES="$st"); }
+        [ -n "${BENCH_STRIPE_MIN:-}" ] && AGENT_ENV+=(CHORUS_HIER_STRIPE_MIN="$(size_bytes "$BENCH_STRIPE_MIN")")
+        name="bench-${nh}x$nw$suf"
+        run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
+        wait "$CTLPID" || fail "$name"
+        for a in "${AGENTS[@]}"; do wait "$a" || true; done
+        cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers$suf.jsonl"
+        echo "ok   $name${AGENT_ENV[*]+ (${AGENT_ENV[*]})}"
+      done
     done
   done
   BIN=$NEW_BIN

@@ -14,15 +14,21 @@ import (
 // kindAgree tags the leaders' descriptor exchange on the links.
 const kindAgree ccl.Kind = 64
 
-const descBytes = 32
+// descBytes: a rank's descriptor in the agreement round: bad-arguments
+// flag, path, stripes, the collective's kind, dtype, op, root and count,
+// the multi-ring minimum and the stripe minimum.
+const descBytes = 40
 
-func putDesc(b []byte, d ccl.Desc, bad bool, path byte, multiMin int) {
+// putDesc fills a descriptor; c's settings that every rank must share
+// travel with it.
+func (c *Comm) putDesc(b []byte, d ccl.Desc, bad bool) {
 	clear(b[:descBytes])
 	if bad {
 		b[0] = 1
 	}
-	b[1] = path
-	binary.LittleEndian.PutUint64(b[24:], uint64(multiMin))
+	b[1], b[2] = c.path, byte(c.stripes)
+	binary.LittleEndian.PutUint64(b[24:], uint64(c.multiMin))
+	binary.LittleEndian.PutUint64(b[32:], uint64(c.stripeMin))
 	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
 	binary.LittleEndian.PutUint32(b[8:], uint32(d.Root))
 	binary.LittleEndian.PutUint64(b[16:], uint64(d.Count))
@@ -91,7 +97,7 @@ var InlineMax = envInt("CHORUS_HIER_INLINE_MAX", 4096)
 // c.inline(r) afterwards.
 func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byte) error {
 	b := c.desc.Bytes()
-	putDesc(b, d, local != nil, c.path, c.multiMin)
+	c.putDesc(b, d, local != nil)
 	if len(payload) <= c.block-descBytes {
 		copy(b[descBytes:], payload)
 	}
@@ -116,6 +122,14 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 		if m := binary.LittleEndian.Uint64(tb[r*c.block+24:]); m != uint64(c.multiMin) {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has a multi-ring minimum of %d bytes, rank %d of %d (CHORUS_HIER_MULTIRING_MIN differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.multiMin)}
+		}
+		if s := int(tb[r*c.block+2]); s != c.stripes {
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d runs the leader ring in %d stripes, rank %d in %d (%s differs between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, s, c.rank, c.stripes, EnvStripes)}
+		}
+		if m := binary.LittleEndian.Uint64(tb[r*c.block+32:]); m != uint64(c.stripeMin) {
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d stripes the leader ring from %d bytes, rank %d from %d (%s differs between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.stripeMin, EnvStripeMin)}
 		}
 	}
 	if err := ccl.Compare(descs); err != nil {
@@ -216,8 +230,11 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 // leaderAllReduce reduces src across the host leaders into dst (src may
 // be dst; both len(dst) bytes).
 func (c *Comm) leaderAllReduce(dst, src []byte, dt tensor.DType, op reduce.Op) error {
-	if c.useRHD(len(dst)) {
+	switch {
+	case c.useRHD(len(dst)):
 		return c.rhd(dst, src, dt, op)
+	case c.striped(len(dst)):
+		return c.stripedRing(dst, src, dt, op)
 	}
 	return c.ring(dst, src, dt, op)
 }
@@ -264,6 +281,13 @@ func ringChunk(seg, es int) int {
 // Segment j is reduced along the ring in one order and then copied to
 // every leader, so every rank gets the same bits.
 func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
+	k := c.k
+	return c.ringOn(0, c.mate((c.me+1)%k), c.mate((c.me+k-1)%k), dst, src, dt, op)
+}
+
+// ringOn is ring over stripe s's links to the next and the previous
+// rank, with stripe s's scratch (stripe.go runs several at once).
+func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	k, h, es := c.k, c.me, dt.Size()
 	elems := len(dst) / es
 	per := (elems + k - 1) / k
@@ -298,8 +322,7 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 		}
 		return ccl.KindAllGather
 	}
-	next, prev := c.mate(mod(h+1)), c.mate(mod(h-1))
-	tmp := c.scratch(min(ce*es, reducePiece(es)))
+	tmp := c.scratchOf(s, min(ce*es, reducePiece(es)))
 	ready := make(chan struct{}, steps*nch) // one token per received chunk, in order
 	stop := make(chan struct{})             // closed when the receiver fails
 	var serr error
@@ -345,7 +368,7 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 					}
 				}
 				if testRingHook != nil {
-					testRingHook(c, t, i)
+					testRingHook(c, s, t, i)
 				}
 				ready <- struct{}{}
 			}
@@ -359,15 +382,14 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 		c.fail(rerr)
 	}
 	wg.Wait()
-	if rerr != nil {
-		return rerr
-	}
-	return serr
+	// The one that failed the communicator first (the other, if any,
+	// followed from it).
+	return c.firstErr([]error{rerr, serr})
 }
 
 // testRingHook, when set (tests only), runs after every chunk a ring
-// receives: chunk i of step t.
-var testRingHook func(c *Comm, t, i int)
+// receives: chunk i of step t on stripe s (stripes run concurrently).
+var testRingHook func(c *Comm, s, t, i int)
 
 // ringSend streams the ring's steps to p: step t's header, then its
 // chunks; chunk i of step t >= 1 waits for the receiver's token of chunk

@@ -70,6 +70,7 @@ func (*Backend) NewID() ([]byte, error) {
 // peer is the link to one rank of another host.
 type peer struct {
 	rank    int
+	stripe  int // the leader ring's stripe this link carries (stripe.go)
 	c       net.Conn
 	out, in uint64 // messages sent and received
 	hdr     [hdrBytes]byte
@@ -140,6 +141,11 @@ type Comm struct {
 	path     byte   // pathLeader or pathMulti (large allreduces)
 	pathWhy  string // Path's answer
 	multiMin int    // MultiRingMin at Join
+
+	stripes   int       // the leader ring's stripes (stripe.go)
+	stripeMin int       // StripeMin at Join
+	extra     [][]*peer // extra[s-1][r]: stripe s's link to rank r (neighbouring leaders only)
+	tmps      [][]byte  // scratch of stripes 1..
 }
 
 var _ ccl.Comm = (*Comm)(nil)
@@ -179,6 +185,15 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
 	c.choosePath()
 	c.multiMin = MultiRingMin
+	if err := c.chooseStripes(); err != nil {
+		return nil, err
+	}
+	if c.k > 1 && c.stripes > 1 && c.lrank == 0 {
+		c.extra = make([][]*peer, c.stripes-1)
+		for s := range c.extra {
+			c.extra[s] = make([]*peer, c.n)
+		}
+	}
 	c.block = descBytes + max(0, InlineMax)
 	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
 	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * c.block)})
@@ -216,20 +231,7 @@ func (c *Comm) connect(ctx context.Context, id []byte, t *table) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var conn net.Conn
-			var err error
-			if r < c.rank {
-				conn, err = dialPeer(ctx, ep.cfg, t.addrs[t.members[r]], connKey{key, uint32(c.rank), uint32(r)}, ep.plain)
-			} else {
-				conn, err = ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank)})
-			}
-			if err == nil {
-				c.peers[r], err = newPeer(r, conn, ep.plain)
-				if err != nil {
-					conn.Close()
-				}
-			}
-			if err != nil {
+			if err := c.linkTo(ctx, key, t.addrs[t.members[r]], r); err != nil {
 				errs[r] = fmt.Errorf("rank %d (%s): %w", r, t.addrs[t.members[r]], err)
 				return
 			}
@@ -259,11 +261,7 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	c.closed = true
-	for _, p := range c.peers {
-		if p != nil {
-			closeLink(p.c)
-		}
-	}
+	c.eachLink(func(p *peer) { closeLink(p.c) })
 	if c.local != nil {
 		return c.local.Close()
 	}
@@ -289,11 +287,7 @@ func (c *Comm) fail(err error) {
 	if c.closed {
 		return
 	}
-	for _, p := range c.peers {
-		if p != nil {
-			closeLink(p.c)
-		}
-	}
+	c.eachLink(func(p *peer) { closeLink(p.c) })
 	if c.local != nil {
 		c.local.Fail()
 	}
@@ -317,11 +311,7 @@ func (c *Comm) guard(ctx context.Context, kind ccl.Kind, body func() error) erro
 		return err
 	}
 	stop := context.AfterFunc(ctx, func() {
-		for _, p := range c.peers {
-			if p != nil {
-				_ = p.c.SetDeadline(time.Unix(1, 0))
-			}
-		}
+		c.eachLink(func(p *peer) { _ = p.c.SetDeadline(time.Unix(1, 0)) })
 	})
 	err := body()
 	if !stop() && err != nil && ctx.Err() != nil {
@@ -529,6 +519,9 @@ func (c *Comm) linkErr(p *peer, err error) error {
 	}
 	if c.failed.Load() {
 		return fmt.Errorf("%w: rank %d: %v", ccl.ErrFailed, c.rank, *c.failErr.Load())
+	}
+	if p.stripe > 0 {
+		return fmt.Errorf("%w: ccl/hier: rank %d: link to rank %d (stripe %d): %v", ccl.ErrFailed, c.rank, p.rank, p.stripe, err)
 	}
 	return fmt.Errorf("%w: ccl/hier: rank %d: link to rank %d: %v", ccl.ErrFailed, c.rank, p.rank, err)
 }

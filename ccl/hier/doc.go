@@ -14,10 +14,13 @@
 // controller collects the addresses into the communicator id (MakeID).
 // At Join, every rank connects to every rank of the other hosts (the
 // higher rank dials), and each connection names its communicator and
-// ranks in a fixed-size hello after authentication.
+// ranks (and the leader ring's stripe, below) in a fixed-size hello
+// after authentication.
 //
 // Every collective first agrees on the arguments across all ranks, as the
-// cpu backend does: the 32-byte descriptors of a host's ranks are gathered
+// cpu backend does: the 40-byte descriptors of a host's ranks (with the
+// settings every rank must share: path, multi-ring minimum, stripes and
+// stripe minimum) are gathered
 // through shared memory, the leaders exchange their hosts' descriptors,
 // and every rank gets the full table, so a mismatch or bad arguments on
 // any rank fail every rank with ccl.ErrMismatch / ccl.ErrBadArgs before
@@ -57,19 +60,40 @@
 //     between the socket and the tensors (a header leaves with its
 //     message's first bytes in one writev), TLS links through the link
 //     buffer.
+//     Striped leader rings (stripe.go; as NCCL's several sockets per
+//     peer): one TLS connection per direction is one core encrypting and
+//     one decrypting, so from StripeMin (256 KiB, CHORUS_HIER_STRIPE_MIN)
+//     up the leader ring splits the message into S stripes (cpu.Part:
+//     the same split on every leader) and runs S rings at once, each on
+//     its own links to the next and previous leader with its own
+//     goroutines and scratch. S is CHORUS_HIER_STRIPES (1 to
+//     MaxStripes), by default DefaultStripes (4) on the leader path and
+//     1 on the multi-ring path (whose rings already run on every local
+//     rank); a constant, not the host's core count, since every rank
+//     must stripe alike: the agreement round fails a collective whose
+//     ranks differ in S or the minimum with ccl.ErrMismatch naming the
+//     variable. The extra links exist only between leaders of
+//     neighbouring hosts in the ring and are made at Join: the dialer's
+//     hello names the stripe and its count (refused if the stripe is not
+//     below the count or the count is not 1 to MaxStripes; decoded only
+//     after authentication), the acceptor keeps the stripes below its
+//     own count. RHD and the multi-ring's rings use stripe 0 only;
+//     Comm.PathFor says "leader ring, S stripes";
 //     Comm.Path says which path a communicator takes and why,
 //     Comm.PathFor which algorithm a size gets; CHORUS_HIER_MULTIRING=0
 //     forces the leader path (every process must agree: the agreement
 //     round fails a collective whose ranks differ with ccl.ErrMismatch).
-//     Every element is reduced along exactly one ring (or RHD exchange)
-//     and then copied, so every rank gets the same bits. Rounding of
+//     Every element is reduced along exactly one ring (or RHD exchange,
+//     or stripe's ring) and then copied, so every rank gets the same
+//     bits. Rounding of
 //     float16/bfloat16 (which accumulate in float32): the host's sum of
 //     its ranks is rounded once (one ccl/reduce call over the host's
 //     ranks in rank order), then once per hop between hosts (each ring
 //     step or RHD step adds one partial sum and rounds); avg sums and
 //     divides once at the end (ccl/reduce's Divide rules). The two paths
-//     split the message into ring segments differently, so float results
-//     may differ between them in the last bits (integers are exact);
+//     split the message into ring segments differently, and so do
+//     different stripe counts, so float results may differ between them
+//     in the last bits (integers are exact);
 //   - allgather, broadcast: the same three levels, leaders exchanging
 //     whole host blocks; reduce-scatter, scatter and gather reuse
 //     allreduce, broadcast and allgather through a temporary buffer (they
@@ -78,8 +102,9 @@
 //     link, with a size and dtype check answered before the data moves.
 //
 // Faults: every wait is bounded by the communicator's timeout and ends
-// with a ccl.TimeoutError naming the ranks; any failure closes the links
-// and fails the shared-memory communicator, so every rank's collective
+// with a ccl.TimeoutError naming the ranks; any failure (on any stripe)
+// closes the links (every stripe's) and fails the shared-memory
+// communicator, so every rank's collective
 // ends promptly with an error and later calls fail with ccl.ErrFailed.
 // Abort (from any goroutine) does the same.
 package hier

@@ -27,7 +27,9 @@ const LinkBuffer = 256 << 10
 // maxParked bounds connections waiting for a Join.
 const maxParked = 4096
 
-const helloBytes = 4 + 32 + 4 + 4
+// helloBytes: magic, communicator key, from and to rank, stripe index
+// and the dialer's stripe count (stripe.go).
+const helloBytes = 4 + 32 + 4 + 4 + 2 + 2
 
 // endpoint is this process's data listener: it accepts authenticated
 // connections, reads their hello and parks them until a Join claims them.
@@ -38,13 +40,57 @@ type endpoint struct {
 	plain bool // EnvPlaintext: links switch to plain TCP after authentication
 
 	mu      sync.Mutex
-	parked  map[connKey]net.Conn
+	parked  map[connKey]parkedConn
 	changed chan struct{} // closed and replaced whenever parked grows
 }
 
+// connKey names a data link: its communicator, the dialing and the
+// accepting rank, and the stripe (0: the link every pair has; 1.. the
+// leader ring's extra links, stripe.go).
 type connKey struct {
 	comm     [32]byte
 	from, to uint32
+	stripe   uint16
+}
+
+// parkedConn is an accepted link waiting for its Join, with the number
+// of stripes its dialer makes to this rank (its hello's count).
+type parkedConn struct {
+	c       net.Conn
+	stripes int
+}
+
+// encodeHello fills a hello (helloBytes) for link k with magic and the
+// dialer's stripe count.
+func encodeHello(magic string, k connKey, stripes int) []byte {
+	h := make([]byte, helloBytes)
+	copy(h[:4], magic)
+	copy(h[4:36], k.comm[:])
+	binary.LittleEndian.PutUint32(h[36:], k.from)
+	binary.LittleEndian.PutUint32(h[40:], k.to)
+	binary.LittleEndian.PutUint16(h[44:], k.stripe)
+	binary.LittleEndian.PutUint16(h[46:], uint16(stripes))
+	return h
+}
+
+// parseHello decodes an (authenticated) hello: its magic, the link's key
+// and the dialer's stripe count. It refuses a stripe count outside 1 to
+// MaxStripes and a stripe index not below the count.
+func parseHello(h []byte) (magic string, k connKey, stripes int, err error) {
+	if len(h) != helloBytes {
+		return "", k, 0, fmt.Errorf("a hello of %d bytes, want %d", len(h), helloBytes)
+	}
+	magic = string(h[:4])
+	if magic != dataMagic && magic != plainMagic {
+		return "", k, 0, fmt.Errorf("bad hello magic %q", magic)
+	}
+	copy(k.comm[:], h[4:36])
+	k.from, k.to = binary.LittleEndian.Uint32(h[36:]), binary.LittleEndian.Uint32(h[40:])
+	k.stripe, stripes = binary.LittleEndian.Uint16(h[44:]), int(binary.LittleEndian.Uint16(h[46:]))
+	if stripes < 1 || stripes > MaxStripes || int(k.stripe) >= stripes {
+		return "", connKey{}, 0, fmt.Errorf("stripe %d of %d (want 0 <= stripe < stripes <= %d)", k.stripe, stripes, MaxStripes)
+	}
+	return magic, k, stripes, nil
 }
 
 var (
@@ -90,7 +136,7 @@ func newEndpoint(cfg *link.Config, host string, plain bool) (*endpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ccl/hier: %w", err)
 	}
-	e := &endpoint{ln: ln, cfg: cfg, addr: ln.Addr().String(), plain: plain, parked: map[connKey]net.Conn{}, changed: make(chan struct{})}
+	e := &endpoint{ln: ln, cfg: cfg, addr: ln.Addr().String(), plain: plain, parked: map[connKey]parkedConn{}, changed: make(chan struct{})}
 	go e.loop()
 	return e, nil
 }
@@ -119,6 +165,8 @@ func (e *endpoint) loop() {
 
 // hello reads an authenticated connection's fixed-size hello, switches
 // it to plain TCP if this endpoint is plaintext (plain.go), and parks it.
+// Nothing of the hello is decoded before the TLS layer has authenticated
+// the peer; a hello that does not parse is refused (logged).
 func (e *endpoint) hello(tc *tls.Conn) {
 	var c net.Conn = tc
 	var h [helloBytes]byte
@@ -127,7 +175,11 @@ func (e *endpoint) hello(tc *tls.Conn) {
 		c.Close()
 		return
 	}
-	switch m := string(h[:4]); {
+	m, k, stripes, err := parseHello(h[:])
+	switch {
+	case err != nil:
+		e.refuse(c, err.Error())
+		return
 	case m == dataMagic && e.plain:
 		e.refuse(c, fmt.Sprintf("a TLS data link to a plaintext endpoint (%s=1 here: set it on every host or none)", EnvPlaintext))
 		return
@@ -141,68 +193,61 @@ func (e *endpoint) hello(tc *tls.Conn) {
 			return
 		}
 		c = pc
-	case m != dataMagic:
-		c.Close()
-		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	var k connKey
-	copy(k.comm[:], h[4:36])
-	k.from, k.to = binary.LittleEndian.Uint32(h[36:]), binary.LittleEndian.Uint32(h[40:])
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if old, ok := e.parked[k]; ok || len(e.parked) >= maxParked {
 		if ok {
-			old.Close()
+			old.c.Close()
 			delete(e.parked, k)
 		}
 		c.Close()
 		return
 	}
-	e.parked[k] = c
+	e.parked[k] = parkedConn{c, stripes}
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
 
-// claim waits for the connection of k.
-func (e *endpoint) claim(ctx context.Context, k connKey) (net.Conn, error) {
+// claim waits for the connection of k; stripes is its dialer's stripe
+// count (its hello's).
+func (e *endpoint) claim(ctx context.Context, k connKey) (c net.Conn, stripes int, err error) {
 	for {
 		e.mu.Lock()
-		c, ok := e.parked[k]
+		pc, ok := e.parked[k]
 		if ok {
 			delete(e.parked, k)
 		}
 		ch := e.changed
 		e.mu.Unlock()
 		if ok {
-			return c, nil
+			return pc.c, pc.stripes, nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 }
 
 func commKey(id []byte) [32]byte { return sha256.Sum256(id) }
 
-// dialPeer connects to a peer's endpoint and sends the hello; plain
-// switches the link to plain TCP after it (plain.go).
-func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, plain bool) (net.Conn, error) {
+// dialPeer connects to a peer's endpoint and sends the hello, which
+// tells the peer that this rank makes stripes links to it (stripe.go);
+// plain switches the link to plain TCP after it (plain.go).
+func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, stripes int, plain bool) (net.Conn, error) {
 	var last error
 	for {
 		c, err := cfg.Dial(ctx, addr, "data")
 		if err == nil {
-			var h [helloBytes]byte
-			copy(h[:4], dataMagic)
+			magic := dataMagic
 			if plain {
-				copy(h[:4], plainMagic)
+				magic = plainMagic
 			}
-			copy(h[4:36], k.comm[:])
-			binary.LittleEndian.PutUint32(h[36:], k.from)
-			binary.LittleEndian.PutUint32(h[40:], k.to)
-			_, err := c.Write(h[:])
+			h := encodeHello(magic, k, stripes)
+			_, err := c.Write(h)
 			if err == nil {
 				err = link.Flush(c)
 			}
@@ -211,7 +256,7 @@ func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, pla
 				return nil, err
 			}
 			if plain {
-				pc, err := plainClient(c, h[:])
+				pc, err := plainClient(c, h)
 				if err != nil {
 					c.Close()
 					return nil, fmt.Errorf("%w: %v", link.ErrAuth, err)

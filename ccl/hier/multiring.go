@@ -55,14 +55,16 @@ func (c *Comm) choosePath() {
 // Path says how this communicator moves allreduces above SmallMax:
 // "multi-ring: L rings" (every local rank runs a ring over its share
 // with its counterparts on the other hosts), or "leader: " and why not
-// (one leader per host runs the only ring), or "local: one host".
+// (one leader per host runs the only ring), or "local: one host";
+// "; leader ring in S stripes from N" follows where the leader ring is
+// striped (stripe.go).
 func (c *Comm) Path() string { return c.pathWhy }
 
 // PathFor says how a collective of kind over bytes bytes (of one rank's
 // send buffer) moves: for allreduces "inline" (with the agreement),
 // "gathered" (every rank reduces every input), or Path's "multi-ring"
 // (from MultiRingMin up) or "leader" with the algorithm between hosts
-// ("ring" or "rhd");
+// ("ring", "ring, S stripes" from StripeMin up, or "rhd");
 // reduce-scatter as the allreduce of its whole buffer (never inline);
 // other collectives "leader" (host leaders exchange whole host blocks);
 // on one host, ccl/cpu's answer.
@@ -87,8 +89,11 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 		lo, hi := cpu.Part(bytes, 1, c.l, 0)
 		per, name = hi-lo, "multi-ring"
 	}
-	if c.useRHD(per) {
+	switch {
+	case c.useRHD(per):
 		return name + " rhd"
+	case name == "leader" && c.striped(per):
+		return fmt.Sprintf("leader ring, %d stripes", c.stripes)
 	}
 	return name + " ring"
 }

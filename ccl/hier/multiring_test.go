@@ -30,16 +30,17 @@ func TestPath(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b int) { SmallMax, RHDMax = a, b }(SmallMax, RHDMax)
 	SmallMax, RHDMax = 64<<10, 128<<10
+	stripesFrom(t, 256<<10)
 	for _, tc := range []struct {
 		lay  []int
 		want string
 	}{
 		{[]int{2}, "local: one host (ccl/cpu)"},
-		{[]int{1, 1}, "leader: one rank per host"},
+		{[]int{1, 1}, "leader: one rank per host; leader ring in 4 stripes from 256 KiB"},
 		{[]int{2, 2}, "multi-ring: 2 rings"},
 		{[]int{3, 3, 3}, "multi-ring: 3 rings"},
-		{[]int{2, 1}, "leader: hosts have unequal rank counts (2, 1)"},
-		{[]int{1, 2, 2, 2}, "leader: hosts have unequal rank counts (1, 2, 2, 2)"},
+		{[]int{2, 1}, "leader: hosts have unequal rank counts (2, 1); leader ring in 4 stripes from 256 KiB"},
+		{[]int{1, 2, 2, 2}, "leader: hosts have unequal rank counts (1, 2, 2, 2); leader ring in 4 stripes from 256 KiB"},
 	} {
 		for r, c := range world(t, tc.lay, 10*time.Second) {
 			if got := c.Path(); got != tc.want {
@@ -74,8 +75,18 @@ func TestPath(t *testing.T) {
 		}
 	}
 	c = world(t, []int{1, 1, 1, 1}, 10*time.Second)[0]
-	if got := c.PathFor(ccl.KindAllReduce, 128<<10); got != "leader rhd" {
-		t.Errorf("4x1: PathFor(allreduce, 128 KiB) = %q, want leader rhd", got)
+	for _, tc := range []struct {
+		bytes int
+		want  string
+	}{
+		{128 << 10, "leader rhd"},
+		{256<<10 - 4, "leader ring"},
+		{256 << 10, "leader ring, 4 stripes"},
+		{256 << 20, "leader ring, 4 stripes"},
+	} {
+		if got := c.PathFor(ccl.KindAllReduce, tc.bytes); got != tc.want {
+			t.Errorf("4x1: PathFor(allreduce, %d) = %q, want %q", tc.bytes, got, tc.want)
+		}
 	}
 	t.Setenv(EnvMultiRing, "0")
 	c = world(t, []int{2, 2}, 10*time.Second)[0]
@@ -243,7 +254,7 @@ func TestLinkClosedMidRing(t *testing.T) {
 		// through it would fail the TimeoutError check below.
 		comms := world(t, lay, time.Minute)
 		var once sync.Once
-		testRingHook = func(c *Comm, step, chunk int) {
+		testRingHook = func(c *Comm, s, step, chunk int) {
 			if c == comms[0] {
 				once.Do(func() { closeLink(c.mate(1).c) })
 			}

@@ -3,7 +3,6 @@ package hier
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -43,8 +42,8 @@ func usePlainEndpoint(t *testing.T) (*endpoint, <-chan string) {
 		ep = old
 		pe.ln.Close()
 		pe.mu.Lock()
-		for _, c := range pe.parked {
-			c.Close()
+		for _, pc := range pe.parked {
+			pc.c.Close()
 		}
 		pe.mu.Unlock()
 	})
@@ -82,14 +81,7 @@ func TestPlaintextAllReduce(t *testing.T) {
 }
 
 // plainHello is a plaintext hello for comm key k.
-func plainHello(k connKey) []byte {
-	h := make([]byte, helloBytes)
-	copy(h, plainMagic)
-	copy(h[4:36], k.comm[:])
-	binary.LittleEndian.PutUint32(h[36:], k.from)
-	binary.LittleEndian.PutUint32(h[40:], k.to)
-	return h
-}
+func plainHello(k connKey) []byte { return encodeHello(plainMagic, k, 1) }
 
 // startSwitch dials pe over TLS (authenticated), asks for plain TCP and
 // reads the acceptance: the server's nonce.
@@ -176,14 +168,14 @@ func TestPlaintextRefused(t *testing.T) {
 	wantRefused(t, pe, logs, other.NetConn(), "plaintext-switch proof")
 
 	// A TLS-mode hello to the plaintext endpoint.
-	c, err := dialPeer(context.Background(), pe.cfg, pe.addr, k, false)
+	c, err := dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantRefused(t, pe, logs, c, "a TLS data link to a plaintext endpoint")
 
 	// A plaintext request to a TLS endpoint.
-	if _, err := dialPeer(context.Background(), pe.cfg, tlsAddr, k, true); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
+	if _, err := dialPeer(context.Background(), pe.cfg, tlsAddr, k, 1, true); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
 		t.Fatalf("plaintext request to a TLS endpoint: %v", err)
 	}
 
@@ -200,7 +192,7 @@ func TestPlaintextRefused(t *testing.T) {
 	nt.Close()
 
 	// The right proof: parked, and bytes flow both ways in the clear.
-	c, err = dialPeer(context.Background(), pe.cfg, pe.addr, k, true)
+	c, err = dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +202,7 @@ func TestPlaintextRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := pe.claim(ctx, k)
+	s, _, err := pe.claim(ctx, k)
 	if err != nil {
 		t.Fatal(err)
 	}
