@@ -15,6 +15,10 @@ const haveFutex = true
 // only limits what a lost one could cost.
 const futexSafety = 100 * time.Millisecond
 
+// firstSleep bounds a consumer's first futex sleep after it counted
+// itself among the sleepers (parkFutex says why).
+const firstSleep = 50 * time.Microsecond
+
 // futexWait sleeps while w holds val, for at most d. atomic.Uint32 is a
 // plain uint32 in memory; a heap object never moves.
 func futexWait(w *atomic.Uint32, val uint32, d time.Duration) {

@@ -12,6 +12,8 @@ const haveFutex = false
 
 const futexSafety = 100 * time.Millisecond
 
+const firstSleep = 50 * time.Microsecond
+
 func futexWait(*atomic.Uint32, uint32, time.Duration) {
 	panic("session: futexWait without futexes") // unreachable: mlog.futex is false
 }

@@ -128,10 +128,16 @@ func (l *mlog[T]) putTo(v T, to int32) {
 		l.tail, l.idx = nb, 0
 	}
 	l.seq++
-	// Sequentially consistent store then load: a consumer that is about
-	// to park counted itself before its last check of the entry, so
-	// either it sees this entry or we see it.
-	e.seq.Store(l.seq)
+	// A consumer that is about to park counted itself before its last
+	// check of the entry, so either it sees this entry or we see it:
+	// with a sequentially consistent store then load, or, where
+	// consumers park on the futex, up to the store buffer's drain
+	// (parkFutex's first sleep is short for that).
+	if l.futex {
+		publishSeq(&e.seq, l.seq)
+	} else {
+		e.seq.Store(l.seq)
+	}
 	if l.sleepers.Load() != 0 {
 		l.wakeAll()
 	}
@@ -158,8 +164,12 @@ func (l *mlog[T]) wakeAll() {
 // wakes it if it may be parked: a message without payload, without an
 // entry whose value the consumer would have to chase.
 func (l *mlog[T]) ackTo(c *cursor[T], seq uint64) {
-	// Sequentially consistent store then load, as in putTo.
-	c.ack.Store(seq)
+	// As in putTo.
+	if l.futex {
+		publishSeq(&c.ack, seq)
+	} else {
+		c.ack.Store(seq)
+	}
 	if l.sleepers.Load() != 0 {
 		l.wakeAll()
 	}
@@ -298,6 +308,9 @@ func (l *mlog[T]) park(c *cursor[T], ctx context.Context, done <-chan struct{}) 
 	}
 }
 
+// parkSleep is parkFutex's sleep (a test records the durations).
+var parkSleep = futexWait
+
 // parkFutex is park for the busy policy: the consumer's thread sleeps in
 // the kernel (its P handed to the scheduler at once) and the producer's
 // FUTEX_WAKE wakes it directly; the woken thread takes an idle P, which
@@ -316,6 +329,7 @@ func (l *mlog[T]) parkFutex(c *cursor[T], ctx context.Context, done <-chan struc
 		stop := context.AfterFunc(ctx, l.wakeAll)
 		defer stop()
 	}
+	sleep := firstSleep
 	for {
 		g := l.gen.Load()
 		l.sleepers.Add(1)
@@ -334,8 +348,15 @@ func (l *mlog[T]) parkFutex(c *cursor[T], ctx context.Context, done <-chan struc
 		}
 		if err == nil {
 			// Woken by put, by stop (after closing done) or by ctx's
-			// AfterFunc; the timeout only bounds a wake-up lost to a bug.
-			futexWait(&l.gen, g, futexSafety)
+			// AfterFunc. Producers publish with a plain store and then
+			// look at sleepers without a fence (publishSeq): an entry
+			// still in the producer's store buffer when this consumer
+			// counted itself and re-checked may come unannounced. It is
+			// visible long before firstSleep ends, and the check after
+			// that finds it; a later entry sees this consumer counted.
+			// futexSafety only bounds a wake-up lost to a bug.
+			parkSleep(&l.gen, g, sleep)
+			sleep = futexSafety
 		}
 		l.sleepers.Add(-1)
 		if l.ready(c) {

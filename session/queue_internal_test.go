@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -398,5 +399,55 @@ func TestCmdSlotLayout(t *testing.T) {
 		if a := uintptr(unsafe.Pointer(b)) % 128; a != 0 {
 			t.Fatalf("block at %p: %d bytes past a 128-byte boundary", b, a)
 		}
+	}
+}
+
+// TestLogUnannouncedEntry: an entry whose producer did not see the
+// parked consumer (producers do not fence between publishing and
+// looking at sleepers: played here by hiding the sleeper while putting)
+// is found when the consumer's first sleep ends, which lasts firstSleep,
+// not futexSafety.
+func TestLogUnannouncedEntry(t *testing.T) {
+	if !haveFutex {
+		t.Skip("consumers park on channels here")
+	}
+	p := waitPolicy{busy: true, minSpin: time.Microsecond, maxSpin: time.Microsecond}
+	l := newLog[int](1, p)
+	c := l.cons[0]
+	c.budget = 0 // park at once
+	slept := make(chan time.Duration, 16)
+	defer func(f func(*atomic.Uint32, uint32, time.Duration)) { parkSleep = f }(parkSleep)
+	parkSleep = func(w *atomic.Uint32, val uint32, d time.Duration) {
+		select {
+		case slept <- d:
+		default:
+		}
+		futexWait(w, val, d)
+	}
+	got := make(chan error, 1)
+	go func() {
+		err := l.wait(c, p, 0, nil, nil)
+		if err == nil {
+			if v, _ := l.pop(c); v == nil || *v != 7 {
+				err = fmt.Errorf("got %v, want 7", v)
+			}
+		}
+		got <- err
+	}()
+	first := <-slept // parked, counted among the sleepers
+	l.sleepers.Add(-1)
+	v := 7
+	l.put(v) // sees no sleeper: no wake-up
+	l.sleepers.Add(1)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an unannounced entry was never found")
+	}
+	if first != firstSleep {
+		t.Fatalf("first sleep after counting itself: %v, want %v", first, firstSleep)
 	}
 }

@@ -73,6 +73,13 @@ const (
 	// sleepSlice bounds one futex sleep, so that a missed notification
 	// (there should be none) costs at most this much.
 	sleepSlice = 50 * time.Millisecond
+	// firstSlice bounds a waiter's first futex sleep after it announced
+	// itself: publishers do not fence between their publication and
+	// their look at the announcement (see wait), so a publication still
+	// in the publisher's store buffer when the waiter re-checked may go
+	// unannounced; it is visible long before this, and the waiter's next
+	// check finds it.
+	firstSlice = 50 * time.Microsecond
 	// fastPolls is how many times a waiter checks the index back to back
 	// (about a microsecond) before it starts to look at the clock and to
 	// let other goroutines run between checks.
@@ -445,10 +452,10 @@ func (c *Conn) publishTo(pos uint64) {
 	}
 	r := &c.tx
 	c.race.release(c.txIdx)
-	atomic.StoreUint64(r.tail, pos)
+	storeRelease(r.tail, pos)
 	c.txPub = pos
-	// Sequentially consistent store then load: if the consumer's last
-	// check missed the new tail, it set consWaiting before, and we see it.
+	// No fence between the store and the load (wait says why that is
+	// safe): a consumer that announced itself before is woken.
 	if atomic.LoadUint32(r.consWaiting) != 0 {
 		bump(r.dataSeq)
 	}
@@ -476,8 +483,8 @@ func (c *Conn) Ack(v uint64) error {
 		storeRelease(r.tail, c.txTail)
 		c.txPub = c.txTail
 	}
-	// Sequentially consistent store then load, as in publishTo.
-	atomic.StoreUint64(r.ack, v)
+	// No fence between the store and the load, as in publishTo.
+	storeRelease(r.ack, v)
 	if atomic.LoadUint32(r.consWaiting) != 0 {
 		bump(r.dataSeq)
 	}
@@ -723,13 +730,25 @@ func (c *Conn) waitData(ctx context.Context, need, ackWant uint64) error {
 // even one sched_yield per wait. Without it, a peer waiting for the poller's
 // CPU is delayed by at most the (adapting) budget.
 //
-// No wake-up is lost: the sleeper reads seq, sets flag, re-checks ready and
+// No wake-up is lost for longer than firstSlice: the sleeper reads seq,
+// sets flag (an atomic exchange: a full barrier), re-checks ready and
 // sleeps only while seq still has the value read. A publisher makes the
-// condition true, then reads flag and, if set, increments seq and wakes.
-// With sequentially consistent atomics, either the re-check sees the
-// publication, or the publisher sees the flag and its increment makes the
-// futex wait return. Abort and Close increment seq too after setting their
-// state, so check sees it.
+// condition true with a plain store, then reads flag and, if set,
+// increments seq and wakes. The publisher does not fence between the two:
+// the fence waited for the store buffer to drain, i.e. for every line the
+// frames were written to to come over from the cores of the consumers
+// polling them, on the path every round of a session waits for (17% of a
+// controller's CPU at 8 process workers on the 16-core host, 0.45 us per
+// broadcast). Without it, the publisher's load of flag may read 0 while
+// its store is still in its store buffer and the sleeper's re-check misses
+// the store: only a publication in flight while the sleeper announced
+// itself, and a store leaves the store buffer within a few hundred
+// nanoseconds (an interrupt or VM exit drains it too). So the first sleep
+// after the announcement lasts at most firstSlice, and the re-check after
+// it sees any such publication; a publication later than that loads the
+// flag after the announcement was visible, and wakes the sleeper. Abort
+// and Close increment seq too after setting their state, so check sees
+// it.
 //
 // If ctx is not nil, its cancellation wakes the sleeper at once (through
 // context.AfterFunc, registered only when it actually sleeps).
@@ -772,6 +791,7 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 			stop()
 		}
 	}()
+	slice := firstSlice
 	for {
 		s := atomic.LoadUint32(seq)
 		atomic.StoreUint32(flag, 1)
@@ -784,7 +804,8 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 		if ctx != nil && stop == nil {
 			stop = context.AfterFunc(ctx, func() { c.wakeWord(seq) })
 		}
-		futexWait(seq, s, sleepSlice)
+		waitSleep(seq, s, slice)
+		slice = sleepSlice
 	}
 }
 
@@ -867,18 +888,13 @@ func (c *Conn) Pending() bool {
 	return atomic.LoadUint64(c.rx.tail) != c.rxHead
 }
 
-// fenceWord is the target of fence's read-modify-write.
-var fenceWord atomic.Uint64
-
-// fence orders every earlier store before every later load (a locked
-// read-modify-write is a full barrier on every architecture Go supports).
-func fence() { fenceWord.Add(1) }
-
 // FlushAll is Flush on every connection of cs at once: the frames sent on
-// each are published with plain release stores, then one full fence, then
-// the sleeping peers are woken. A controller broadcasting to N workers
-// thus waits for one cache-line transfer, not N in a row (measured cause
-// of process-session latency growing with the worker count). It stops at
+// each are published with plain release stores, then the sleeping peers
+// are woken, with no fence (wait says why that is safe). A controller
+// broadcasting to N workers thus waits for no cache-line transfer (a
+// locked instruction after each store waited for N in a row: the
+// measured cause of process-session latency growing with the worker
+// count; one fence after them still cost 0.45 us at 8 workers). It stops at
 // the first connection that cannot be flushed and returns its index with
 // the error; connections before it were flushed.
 func FlushAll(cs []*Conn) (int, error) {
@@ -935,9 +951,8 @@ func flushAll(cs []*Conn) (int, error) {
 			storeRelease(c.tx.tail, c.txTail)
 		}
 	}
-	fence()
-	// Sequentially consistent with the consumers' flag-then-check: a
-	// consumer that missed its new tail has set consWaiting, and we see it.
+	// No fence (wait says why that is safe): a consumer that announced
+	// itself before is woken.
 	for _, c := range cs {
 		if c.txTail != c.txPub {
 			c.txPub = c.txTail

@@ -795,3 +795,49 @@ func TestAck(t *testing.T) {
 		})
 	}
 }
+
+// TestUnannouncedPublication: a publication the waiter's announcement
+// did not reach (the publisher, which does not fence, read the flag
+// before it was set: played here by publishing without looking at it)
+// is found when the waiter's first sleep ends, which lasts firstSlice,
+// not sleepSlice.
+func TestUnannouncedPublication(t *testing.T) {
+	c, w := newPair(t, Options{RingSize: 4096, SpinDuration: -1}) // sleep at once
+	defer c.Close()
+	defer w.Close()
+	slept := make(chan time.Duration, 64)
+	defer func(f func(*uint32, uint32, time.Duration) syscall.Errno) { waitSleep = f }(waitSleep)
+	waitSleep = func(addr *uint32, val uint32, d time.Duration) syscall.Errno {
+		select {
+		case slept <- d:
+		default:
+		}
+		return futexWait(addr, val, d)
+	}
+	got := make(chan error, 1)
+	go func() {
+		f, err := c.Recv(context.Background())
+		if err == nil && string(f) != "x" {
+			err = fmt.Errorf("got %q, want x", f)
+		}
+		got <- err
+	}()
+	first := <-slept // the receiver sleeps: announced
+	if err := w.Send([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	w.race.release(w.txIdx)
+	storeRelease(w.tx.tail, w.txTail) // published, flag not read: no wake-up
+	w.txPub = w.txTail
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an unannounced publication was never found")
+	}
+	if first != firstSlice {
+		t.Fatalf("first sleep after the announcement: %v, want %v", first, firstSlice)
+	}
+}
