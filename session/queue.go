@@ -333,7 +333,7 @@ func (l *mlog[T]) parkFutex(c *cursor[T], ctx context.Context, done <-chan struc
 	for {
 		g := l.gen.Load()
 		l.sleepers.Add(1)
-		if l.ready(c) {
+		if l.ready(c) || sleep == firstSleep && shmem.Grace(func() bool { return l.ready(c) }) {
 			l.sleepers.Add(-1)
 			return nil
 		}
@@ -352,8 +352,9 @@ func (l *mlog[T]) parkFutex(c *cursor[T], ctx context.Context, done <-chan struc
 			// look at sleepers without a fence (publishSeq): an entry
 			// still in the producer's store buffer when this consumer
 			// counted itself and re-checked may come unannounced. It is
-			// visible long before firstSleep ends, and the check after
-			// that finds it; a later entry sees this consumer counted.
+			// visible within nanoseconds: shmem.Grace above polls for
+			// it, and at the latest the check after firstSleep finds
+			// it; a later entry sees this consumer counted.
 			// futexSafety only bounds a wake-up lost to a bug.
 			parkSleep(&l.gen, g, sleep)
 			sleep = futexSafety

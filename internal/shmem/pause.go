@@ -85,3 +85,25 @@ func Relax(pauses uint32) {
 	}
 	runtime.Gosched()
 }
+
+// GracePolls is how many polls (about 2 us) Grace makes.
+const GracePolls = 40
+
+// Grace polls ready GracePolls times, PollPauses apart, and reports
+// whether it became true. A waiter calls it after announcing that it
+// will sleep and finding nothing, before it sleeps: a publisher that
+// does not fence between its plain store and its look at the
+// announcement may have looked before the announcement was visible,
+// while its store was still in its store buffer; a store leaves the
+// buffer within a few hundred nanoseconds, so the waiter finds it here
+// instead of sleeping until a timeout ends.
+func Grace(ready func() bool) bool {
+	pc := PollPauses()
+	for range GracePolls {
+		Pause(pc)
+		if ready() {
+			return true
+		}
+	}
+	return false
+}

@@ -743,9 +743,10 @@ func (c *Conn) waitData(ctx context.Context, need, ackWant uint64) error {
 // its store is still in its store buffer and the sleeper's re-check misses
 // the store: only a publication in flight while the sleeper announced
 // itself, and a store leaves the store buffer within a few hundred
-// nanoseconds (an interrupt or VM exit drains it too). So the first sleep
-// after the announcement lasts at most firstSlice, and the re-check after
-// it sees any such publication; a publication later than that loads the
+// nanoseconds (an interrupt or VM exit drains it too). So after the
+// announcement the waiter polls for about 2 us more (shmem.Grace), the
+// first sleep lasts at most firstSlice, and the re-check after it sees
+// any such publication; a publication later than that loads the
 // flag after the announcement was visible, and wakes the sleeper. Abort
 // and Close increment seq too after setting their state, so check sees
 // it.
@@ -800,6 +801,9 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 		}
 		if err := check(); err != nil {
 			return err
+		}
+		if slice == firstSlice && shmem.Grace(ready) {
+			return nil
 		}
 		if ctx != nil && stop == nil {
 			stop = context.AfterFunc(ctx, func() { c.wakeWord(seq) })
