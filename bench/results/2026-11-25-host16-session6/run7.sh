@@ -1,0 +1,16 @@
+#!/bin/bash
+# session 6, second run: clock micro-benchmarks, session A/B (old 392ae85, new)
+cd "$(dirname "$0")"
+./tsc.test -test.run xxx -test.bench . -test.count 3 > $OUT/tsc-bench.txt 2>&1
+./trace.test -test.run xxx -test.bench 'EventFlight' -test.count 3 > $OUT/trace-bench.txt 2>&1
+for r in 1 2 3 4; do for b in old new; do bin=./chorus-old; [ $b = new ] && bin=./chorus;
+  $bin bench session --sessions threaded,process-shm --workers 1,2,4,8 --iters 20000 --json 2>/dev/null | sed "s/^/$b $r /"
+done; done > $OUT/s4.txt
+python3 - <<'PY'
+import json,collections,os
+d=collections.defaultdict(list)
+for l in open(os.environ['OUT']+'/s4.txt'):
+    b,r,j=l.split(' ',2); j=json.loads(j)
+    d[(j['session'],j['workers'],b)].append(j['p50_us'])
+for k in sorted(d): print(k, ' '.join('%.2f'%x for x in d[k]))
+PY
