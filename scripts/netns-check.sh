@@ -30,7 +30,11 @@
 # BENCH_STRIPES (e.g. "1 4") runs every new-binary sweep once per leader-ring
 # stripe setting (CHORUS_HIER_STRIPES=N on every agent, so every worker;
 # allreduce-*-sN.jsonl, *-plain-sN.jsonl), BENCH_STRIPE_MIN (e.g. 256K) sets
-# CHORUS_HIER_STRIPE_MIN on every agent.
+# CHORUS_HIER_STRIPE_MIN on every agent. MPI_SHAPES ("2x1 2x2 4x1 4x2")
+# narrows the Open MPI anchor, MPI_ARGS adds mpirun arguments, MPI_UTS=0
+# keeps the host namespaces' hostname (by default each gets its own with
+# unshare --uts, where unshare exists); a failed run leaves its stderr in
+# OUTDIR/openmpi-*.err.
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -344,29 +348,39 @@ if [ -n "$BENCH_OUT" ]; then
   # The other anchor: Open MPI's MPI_Allreduce over its TCP transport
   # between the namespaces (shared memory inside one), started by mpirun
   # in the controller namespace through an rsh agent that enters the host
-  # namespaces instead of ssh.
+  # namespaces instead of ssh ("--mca plm rsh": an environment may select
+  # another launcher, e.g. OMPI_MCA_plm=isolated on the GPU machine, which
+  # starts nothing remote and fails with "All nodes ... already filled").
   if [ "${BENCH_MPI:-1}" = 1 ] && command -v mpirun >/dev/null && command -v mpicc >/dev/null; then
     mpicc -O2 -DMAX_BYTES='(256L << 20)' -o "$TMP/mpi_allreduce" bench/anchors/mpi_allreduce.c -lm
     cat >"$TMP/nsrsh" <<RSH
 #!/bin/sh
 host=\$1; shift
 i=\$(( \${host##*.} - 1 ))
+if [ "${MPI_UTS:-1}" = 1 ] && command -v unshare >/dev/null; then
+  # Each host namespace its own hostname: Open MPI names its shared-memory
+  # segments (in the one /dev/shm all namespaces see) after the hostname,
+  # and two "hosts" of the same name crashed each other (4.1.6).
+  exec ip netns exec "$P-h\$i" unshare --uts sh -c "hostname nsh\$i; \$*"
+fi
 exec ip netns exec "$P-h\$i" sh -c "\$*"
 RSH
     chmod +x "$TMP/nsrsh"
-    for nh in 2 4; do
-      for nw in 1 2; do
-        hl=$(for i in $(seq 1 "$nh"); do printf '10.77.0.%d:%d,' "$i" "$nw"; done)
-        if ip netns exec "$CTL" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-          mpirun --allow-run-as-root -np $((nh * nw)) -H "${hl%,}" --mca plm_rsh_agent "$TMP/nsrsh" \
-          --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self,vader --mca btl_tcp_if_include 10.77.0.0/24 \
-          "$TMP/mpi_allreduce" 0.1 1 >"$TMP/mpi-$nh-$nw.out" 2>"$TMP/mpi-$nh-$nw.err"; then
-          cp "$TMP/mpi-$nh-$nw.out" "$BENCH_OUT/openmpi-${nh}hosts-${nw}workers.jsonl"
-          echo "ok   openmpi ${nh}x$nw"
-        else
-          echo "netns-check: Open MPI ${nh}x$nw did not run: $(tail -3 "$TMP/mpi-$nh-$nw.err" | tr '\n' ' ')"
-        fi
-      done
+    for shape in ${MPI_SHAPES:-2x1 2x2 4x1 4x2}; do
+      nh=${shape%x*} nw=${shape#*x}
+      hl=$(for i in $(seq 1 "$nh"); do printf '10.77.0.%d:%d,' "$i" "$nw"; done)
+      # MPI_ARGS: extra mpirun arguments (diagnosis, e.g. --display-allocation).
+      # shellcheck disable=SC2086
+      if ip netns exec "$CTL" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        mpirun --allow-run-as-root ${MPI_ARGS:-} -np $((nh * nw)) -H "${hl%,}" --mca plm rsh --mca plm_rsh_agent "$TMP/nsrsh" \
+        --mca oob_tcp_if_include 10.77.0.0/24 --mca btl tcp,self,vader --mca btl_tcp_if_include 10.77.0.0/24 \
+        "$TMP/mpi_allreduce" 0.1 1 >"$TMP/mpi-$nh-$nw.out" 2>"$TMP/mpi-$nh-$nw.err"; then
+        cp "$TMP/mpi-$nh-$nw.out" "$BENCH_OUT/openmpi-${nh}hosts-${nw}workers.jsonl"
+        echo "ok   openmpi ${nh}x$nw"
+      else
+        cp "$TMP/mpi-$nh-$nw.err" "$BENCH_OUT/openmpi-${nh}hosts-${nw}workers.err"
+        echo "netns-check: Open MPI ${nh}x$nw did not run: $(tail -3 "$TMP/mpi-$nh-$nw.err" | tr '\n' ' ')"
+      fi
     done
   fi
   echo "netns-check: benchmarks in $BENCH_OUT"
