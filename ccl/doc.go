@@ -21,4 +21,9 @@
 // waits longer than the communicator's timeout fails with a TimeoutError
 // naming the ranks that never arrived, and the communicator is then failed
 // for good (every rank's later calls return ErrFailed).
+//
+// Backends read their tuning variables (CHORUS_CCL_*, CHORUS_HIER_*,
+// CHORUS_IPC_*) through EnvInt: a value that is not a valid number fails
+// Join (or NewAllReducer) with ErrBadArgs naming the variable, never a
+// silent default.
 package ccl

@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -61,12 +61,22 @@ func oneShotMaxFor(n int) int {
 	return max(16<<10, (256<<10)*4/max(n*n, 4))
 }
 
-func (o Options) withDefaults(n int) Options {
+// withDefaults fills unset options from the tuning variables and the
+// defaults; a variable set to a bad value is an error (ccl.EnvInt).
+func (o Options) withDefaults(n int) (Options, error) {
+	var errs []error
+	envInt := func(name string, def, min int) int {
+		v, err := ccl.EnvInt(name, def, min)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
 	if o.CMAChunk <= 0 {
-		o.CMAChunk = envInt("CHORUS_CCL_CMA_CHUNK", 0)
+		o.CMAChunk = envInt("CHORUS_CCL_CMA_CHUNK", 0, 0)
 	}
 	if o.SlotBytes <= 0 {
-		o.SlotBytes = envInt("CHORUS_CCL_SLOT_BYTES", 256<<10)
+		o.SlotBytes = envInt("CHORUS_CCL_SLOT_BYTES", 256<<10, 1)
 	}
 	o.SlotBytes = (o.SlotBytes + 127) &^ 127
 	if o.MailboxBytes <= 0 {
@@ -74,7 +84,7 @@ func (o Options) withDefaults(n int) Options {
 	}
 	o.MailboxBytes = (o.MailboxBytes + 127) &^ 127
 	if o.OneShotMax <= 0 {
-		o.OneShotMax = envInt("CHORUS_CCL_ONESHOT_MAX", oneShotMaxFor(n))
+		o.OneShotMax = envInt("CHORUS_CCL_ONESHOT_MAX", oneShotMaxFor(n), 1)
 	}
 	if o.Spin == 0 {
 		o.Spin = 50 * time.Microsecond
@@ -83,20 +93,12 @@ func (o Options) withDefaults(n int) Options {
 		o.NoCMA = true
 	}
 	if o.Threads <= 0 {
-		o.Threads = envInt("CHORUS_CCL_THREADS", 0)
+		o.Threads = envInt("CHORUS_CCL_THREADS", 0, 0)
 	}
 	if o.ThreadMinBytes <= 0 {
 		o.ThreadMinBytes = 256 << 10
 	}
-	return o
-}
-
-// envInt reads a tuning knob from the environment (see docs/benchmarks.md).
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
+	return o, errors.Join(errs...)
 }
 
 // Backend is the "cpu" backend.
@@ -127,7 +129,10 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	if cfg.Device != (tensor.Device{}) && cfg.Device.Kind != tensor.CPU {
 		return nil, fmt.Errorf("%w: the cpu backend works on host memory, not %v", ccl.ErrBadArgs, cfg.Device)
 	}
-	opts := b.Options.withDefaults(cfg.Size)
+	opts, err := b.Options.withDefaults(cfg.Size)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ccl/cpu: %w", ccl.ErrBadArgs, err)
+	}
 	seg, err := openSegment(ctx, cfg, opts)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,11 +39,19 @@ var (
 	MultiRingMin = envInt("CHORUS_HIER_MULTIRING_MIN", 1<<20)
 )
 
+// envErr holds the tuning variables that were set to something other
+// than a positive integer (read at package initialization); Join fails
+// with it rather than run with a default the user did not ask for.
+var envErr error
+
+// envInt is the tuning variable name's value, def when unset; a bad value
+// is recorded in envErr.
 func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
+	v, err := ccl.EnvInt(name, def, 1)
+	if err != nil {
+		envErr = errors.Join(envErr, err)
 	}
-	return def
+	return v
 }
 
 const dataMagic = "CHHD"
@@ -162,6 +169,9 @@ func (c *Comm) Hosts() int { return c.k }
 func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if envErr != nil {
+		return nil, fmt.Errorf("%w: ccl/hier: %w", ccl.ErrBadArgs, envErr)
 	}
 	if cfg.Device != (tensor.Device{}) && cfg.Device.Kind != tensor.CPU {
 		return nil, fmt.Errorf("%w: cpu-hier works on host memory, not %v", ccl.ErrBadArgs, cfg.Device)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -195,18 +194,22 @@ const (
 func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, error) {
 	r := &AllReducer{a: a, nccl: nccl, opts: opts, fns: map[string]cuda.Function{}, args: new(kargs)}
 	r.params = []unsafe.Pointer{unsafe.Pointer(r.args)}
-	if v, err := strconv.Atoi(os.Getenv("CHORUS_IPC_THREADS")); err == nil && v > 0 {
-		r.opts.Threads = v
+	var err error
+	if r.opts.Threads, err = ccl.EnvInt("CHORUS_IPC_THREADS", r.opts.Threads, 1); err != nil {
+		return nil, fmt.Errorf("%w: ccl/ipc: %w", ccl.ErrBadArgs, err)
 	}
-	if v, err := strconv.Atoi(os.Getenv("CHORUS_IPC_BLOCKS")); err == nil && v > 0 {
-		r.opts.MaxBlocks = v
+	if r.opts.MaxBlocks, err = ccl.EnvInt("CHORUS_IPC_BLOCKS", r.opts.MaxBlocks, 1); err != nil {
+		return nil, fmt.Errorf("%w: ccl/ipc: %w", ccl.ErrBadArgs, err)
 	}
 	r.skipChecks = os.Getenv("CHORUS_IPC_SKIP_CHECKS") == "1"
-	switch os.Getenv("CHORUS_IPC_PUSH") {
+	switch v := os.Getenv("CHORUS_IPC_PUSH"); v {
+	case "", "auto":
 	case "always":
 		r.pushMode = pushAlways
 	case "never":
 		r.pushMode = pushNever
+	default:
+		return nil, fmt.Errorf("%w: ccl/ipc: CHORUS_IPC_PUSH=%q: want always, never or auto", ccl.ErrBadArgs, v)
 	}
 	if r.opts.Threads <= 0 {
 		r.opts.Threads = 512

@@ -1,0 +1,32 @@
+package hier
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/chorus-rt/chorus/ccl"
+)
+
+// TestJoinRefusesBadTuning: a tuning variable set to something that is
+// not a positive integer fails Join with ccl.ErrBadArgs naming it,
+// instead of running with the default.
+func TestJoinRefusesBadTuning(t *testing.T) {
+	defer func(e error) { envErr = e }(envErr)
+	t.Setenv("CHORUS_HIER_SMALL_MAX", "64K")
+	_, envErr = ccl.EnvInt("CHORUS_HIER_SMALL_MAX", 1, 1)
+	addr, err := Endpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, _ := (&Backend{}).NewID()
+	id, err := MakeID(nonce, []int{0, 1}, []string{addr, addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&Backend{}).Join(context.Background(), ccl.Config{ID: id, Rank: 0, Size: 2})
+	if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), "CHORUS_HIER_SMALL_MAX") {
+		t.Fatalf("Join with a bad CHORUS_HIER_SMALL_MAX: %v; want ErrBadArgs naming it", err)
+	}
+}
