@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/chorus-rt/chorus/internal/shmem"
 )
@@ -141,6 +142,15 @@ func (l *mlog[T]) putTo(v T, to int32) {
 	if l.sleepers.Load() != 0 {
 		l.wakeAll()
 	}
+}
+
+// publishSeq stores v in w with shmem.Publish: a plain store on amd64,
+// which does not wait for the entry's lines to come back from the cores
+// polling them (an atomic.Uint64 is its one word in memory). The
+// store-load order the sleeper protocol needs is then kept only up to
+// the store buffer's drain: see parkFutex.
+func publishSeq(w *atomic.Uint64, v uint64) {
+	shmem.Publish((*uint64)(unsafe.Pointer(w)), v)
 }
 
 // wakeAll wakes every parked consumer (they re-check what woke them).

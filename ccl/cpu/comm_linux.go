@@ -316,7 +316,7 @@ func (c *Comm) waitFor(ctx context.Context, kind ccl.Kind, cond func() bool, mis
 // for it.
 func (c *Comm) barrier(ctx context.Context, kind ccl.Kind) error {
 	c.epoch++
-	publish(c.seg.u64(c.seg.ctrl(c.rank)+ctlArrive), c.epoch)
+	shmem.Publish(c.seg.u64(c.seg.ctrl(c.rank)+ctlArrive), c.epoch)
 	c.unrung = true
 	defer c.fenceRing()
 	target := c.epoch
