@@ -90,6 +90,24 @@ func world(t *testing.T, perHost []int, timeout time.Duration) []*Comm {
 	return comms
 }
 
+// intResults runs an in-place integer sum allreduce of count elements
+// (filled with seed) on every rank of comms and returns each rank's
+// result bytes: two communicators whose paths differ must agree exactly.
+func intResults(t *testing.T, comms []*Comm, dt tensor.DType, count int64, seed uint64) [][]byte {
+	t.Helper()
+	out := make([][]byte, len(comms))
+	must(t, each(comms, func(r int, c *Comm) error {
+		x := tensor.MustNew(dt, tensor.Shape{count})
+		fill(x, r, seed)
+		if err := c.AllReduce(context.Background(), x, x, reduce.Sum); err != nil {
+			return err
+		}
+		out[r] = x.Bytes()
+		return nil
+	}))
+	return out
+}
+
 // each runs fn on every rank at once and returns the errors.
 func each(comms []*Comm, fn func(r int, c *Comm) error) []error {
 	errs := make([]error, len(comms))

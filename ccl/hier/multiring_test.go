@@ -187,20 +187,7 @@ func TestMultiRingMatchesLeader(t *testing.T) {
 		t.Fatalf("paths %q and %q", multi[0].Path(), leader[0].Path())
 	}
 	const count = 3001
-	run := func(comms []*Comm) [][]byte {
-		out := make([][]byte, len(comms))
-		must(t, each(comms, func(r int, c *Comm) error {
-			x := tensor.MustNew(tensor.Int32, tensor.Shape{count})
-			fill(x, r, 11)
-			if err := c.AllReduce(context.Background(), x, x, reduce.Sum); err != nil {
-				return err
-			}
-			out[r] = x.Bytes()
-			return nil
-		}))
-		return out
-	}
-	a, b := run(multi), run(leader)
+	a, b := intResults(t, multi, tensor.Int32, count, 11), intResults(t, leader, tensor.Int32, count, 11)
 	for r := range a {
 		if string(a[r]) != string(b[r]) {
 			t.Fatalf("rank %d: multi-ring and leader results differ", r)

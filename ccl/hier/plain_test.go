@@ -16,9 +16,10 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// usePlainEndpoint stands a plaintext endpoint in for the process's one
-// until the test ends; its refusals arrive on the returned channel.
-func usePlainEndpoint(t *testing.T) (*endpoint, <-chan string) {
+// testEndpoint is a data endpoint on loopback with the process's
+// credentials (plain: a plaintext one); its refusals arrive on the
+// returned channel. The caller closes it.
+func testEndpoint(t *testing.T, plain bool) (*endpoint, <-chan string) {
 	t.Helper()
 	cfg, err := link.FilesFromEnv().Load()
 	if err != nil {
@@ -32,10 +33,18 @@ func usePlainEndpoint(t *testing.T) (*endpoint, <-chan string) {
 		default:
 		}
 	}
-	pe, err := newEndpoint(cfg, "127.0.0.1", true)
+	e, err := newEndpoint(cfg, "127.0.0.1", plain)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, logs
+}
+
+// usePlainEndpoint stands a plaintext endpoint in for the process's one
+// until the test ends; its refusals arrive on the returned channel.
+func usePlainEndpoint(t *testing.T) (*endpoint, <-chan string) {
+	t.Helper()
+	pe, logs := testEndpoint(t, true)
 	old := ep
 	ep = pe
 	t.Cleanup(func() {

@@ -126,20 +126,7 @@ func TestStripedMatchesUnstriped(t *testing.T) {
 	stripesByRank(t, "3")
 	three := world(t, []int{1, 1, 1}, 10*time.Second)
 	const count = 3001
-	run := func(comms []*Comm) [][]byte {
-		out := make([][]byte, len(comms))
-		must(t, each(comms, func(r int, c *Comm) error {
-			x := tensor.MustNew(tensor.Int64, tensor.Shape{count})
-			fill(x, r, 13)
-			if err := c.AllReduce(context.Background(), x, x, reduce.Sum); err != nil {
-				return err
-			}
-			out[r] = x.Bytes()
-			return nil
-		}))
-		return out
-	}
-	a, b := run(one), run(three)
+	a, b := intResults(t, one, tensor.Int64, count, 13), intResults(t, three, tensor.Int64, count, 13)
 	for r := range a {
 		if string(a[r]) != string(b[r]) {
 			t.Fatalf("rank %d: striped and unstriped results differ", r)
@@ -318,22 +305,7 @@ func TestStripedAbort(t *testing.T) {
 // refused and logged, and nothing is parked.
 func TestHelloStripeRefused(t *testing.T) {
 	leaktest.Check(t)
-	cfg, err := link.FilesFromEnv().Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Buffer = LinkBuffer
-	logs := make(chan string, 16)
-	cfg.Log = func(s string) {
-		select {
-		case logs <- s:
-		default:
-		}
-	}
-	te, err := newEndpoint(cfg, "127.0.0.1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	te, logs := testEndpoint(t, false)
 	defer te.ln.Close()
 	k := connKey{from: 1, to: 0}
 	copy(k.comm[:], "stripe test")
@@ -348,7 +320,7 @@ func TestHelloStripeRefused(t *testing.T) {
 	} {
 		tc0 := k
 		tc0.stripe = uint16(tc.stripe)
-		c, err := cfg.Dial(context.Background(), te.addr, "data")
+		c, err := te.cfg.Dial(context.Background(), te.addr, "data")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +334,7 @@ func TestHelloStripeRefused(t *testing.T) {
 	}
 	// A good one is parked and claimed with its count.
 	k.stripe = 1
-	c, err := dialPeer(context.Background(), cfg, te.addr, k, 3, false)
+	c, err := dialPeer(context.Background(), te.cfg, te.addr, k, 3, false)
 	if err != nil {
 		t.Fatal(err)
 	}
