@@ -70,3 +70,6 @@ func (o Options) normalize() (ringSize uint64, spin time.Duration, err error) {
 	}
 	return uint64(rs), spin, nil
 }
+
+// Compile-time check that *LogConn satisfies transport.Conn on every system.
+var _ transport.Conn = (*LogConn)(nil)

@@ -188,13 +188,12 @@ type Conn struct {
 	closed     atomic.Bool
 	abortErr   atomic.Pointer[error]
 	mem        []byte
-	spin       time.Duration
-	yield      bool   // sched_yield between polls (Options.Yield)
-	pauses     uint32 // shmem.Relax between polls
-	id         uint64
-	race       *raceSync
-	txIdx      int
-	rxIdx      int
+	poller
+	wakeFn func(*uint32) // c.wakeWord, made once (a method value allocates)
+	id     uint64
+	race   *raceSync
+	txIdx  int
+	rxIdx  int
 }
 
 // Create makes a new segment for one controller<->worker connection and
@@ -309,7 +308,8 @@ func Open(f *os.File) (*Conn, error) {
 }
 
 func newConn(m []byte, ringSize uint64, spin time.Duration, id uint64, side int) *Conn {
-	c := &Conn{mem: m, spin: spin, txSpin: spin, rxSpin: spin, id: id, rlen: -1, txIdx: side, rxIdx: 1 - side}
+	c := &Conn{mem: m, poller: poller{spin: spin}, txSpin: spin, rxSpin: spin, id: id, rlen: -1, txIdx: side, rxIdx: 1 - side}
+	c.wakeFn = c.wakeWord
 	c.tx = newRing(m, c.txIdx, ringSize)
 	c.rx = newRing(m, c.rxIdx, ringSize)
 	// Resume from the shared indices (both are zero for a new segment).
@@ -754,6 +754,19 @@ func (c *Conn) waitData(ctx context.Context, need, ackWant uint64) error {
 // If ctx is not nil, its cancellation wakes the sleeper at once (through
 // context.AfterFunc, registered only when it actually sleeps).
 func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool, check func() error, ctx context.Context) error {
+	return c.poller.wait(budget, seq, flag, ready, check, ctx, c.wakeFn)
+}
+
+// poller is how one end polls before it sleeps: the most it polls
+// (spin), and what it does between polls.
+type poller struct {
+	spin   time.Duration
+	yield  bool   // sched_yield between polls (Options.Yield)
+	pauses uint32 // shmem.Relax between polls
+}
+
+// wait is Conn.wait; wake(seq) wakes the sleeper when ctx is done.
+func (c *poller) wait(budget *time.Duration, seq, flag *uint32, ready func() bool, check func() error, ctx context.Context, wake func(*uint32)) error {
 	if c.spin > 0 {
 		for range fastPolls {
 			if ready() {
@@ -806,7 +819,7 @@ func (c *Conn) wait(budget *time.Duration, seq, flag *uint32, ready func() bool,
 			return nil
 		}
 		if ctx != nil && stop == nil {
-			stop = context.AfterFunc(ctx, func() { c.wakeWord(seq) })
+			stop = context.AfterFunc(ctx, func() { wake(seq) })
 		}
 		waitSleep(seq, s, slice)
 		slice = sleepSlice
