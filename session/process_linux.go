@@ -42,6 +42,10 @@ type process struct {
 	stopping atomic.Bool
 	frame    []byte      // encode buffer, used under the session lock
 	shmConns []*shm.Conn // every connection, when all are shared memory
+	// log carries every command to every worker (shm, unless
+	// CHORUS_SHM_LOG=0); frames larger than an entry are redirects to
+	// the workers' connections. Nil: commands go through the connections.
+	log *shm.LogWriter
 	// acked[i] is the last acknowledgement of worker i turned into a
 	// reply (shm: a worker acknowledges a reply without payload instead
 	// of sending a frame, see worker.Serve).
@@ -119,9 +123,26 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 	}
 	p.lifeline = lw
 	defer lr.Close()
+	var logFile *os.File
+	if opts.Transport == "shm" {
+		on, err := useLog()
+		if err != nil {
+			lw.Close()
+			return nil, err
+		}
+		if on {
+			lg, f, err := shm.CreateLog(count, shm.Options{SpinDuration: opts.Spin, Yield: yieldFor(count)})
+			if err != nil {
+				lw.Close()
+				return nil, fmt.Errorf("session: broadcast log: %w", err)
+			}
+			p.log, logFile = lg, f
+			defer logFile.Close()
+		}
+	}
 	var startErr error
 	for i := range count {
-		pw, err := p.start(i, count, total, groups, prog, opts, lr, stderr, tracePath)
+		pw, err := p.start(i, count, total, groups, prog, opts, lr, logFile, stderr, tracePath)
 		if err != nil {
 			startErr = fmt.Errorf("session: start worker %d: %w", base+i, err)
 			break
@@ -147,6 +168,20 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 		return nil, startErr
 	}
 	return p, nil
+}
+
+// useLog reads CHORUS_SHM_LOG: 0 sends a process session's commands
+// through each worker's connection instead of the broadcast log (to
+// compare the two); unset or 1 uses the log.
+func useLog() (bool, error) {
+	switch v := os.Getenv("CHORUS_SHM_LOG"); v {
+	case "", "1":
+		return true, nil
+	case "0":
+		return false, nil
+	default:
+		return false, fmt.Errorf("session: %w: CHORUS_SHM_LOG=%q (want 0 or 1)", ErrBadArgs, v)
+	}
 }
 
 // yieldFor decides whether shared-memory waiters should yield their CPU
@@ -196,7 +231,7 @@ func newFlight(id int) (*trace.Ring, []byte, *os.File, error) {
 	return r, mem, f, nil
 }
 
-func (p *process) start(i, n, total, groups int, prog string, opts ProcessOptions, lifeline *os.File, stderr io.Writer, tracePath string) (*procWorker, error) {
+func (p *process) start(i, n, total, groups int, prog string, opts ProcessOptions, lifeline, logFile *os.File, stderr io.Writer, tracePath string) (*procWorker, error) {
 	var conn transport.Conn
 	var child *os.File
 	switch opts.Transport {
@@ -228,13 +263,19 @@ func (p *process) start(i, n, total, groups int, prog string, opts ProcessOption
 		return nil, err
 	}
 	defer flight.Close()
-	spec := worker.Spec{ID: p.base + i, NumWorkers: total, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i)}
+	spec := worker.Spec{ID: p.base + i, NumWorkers: total, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i), Log: -1}
+	if logFile != nil {
+		spec.Log = i
+	}
 	cmd := exec.Command(prog, opts.Args...)
 	cmd.Env = append(append(os.Environ(), opts.Env...), worker.EnvSpec+"="+spec.String(), worker.EnvFlight+"=1")
 	if tracePath != "" {
 		cmd.Env = append(cmd.Env, worker.EnvTrace+"="+partPath(tracePath, p.base+i))
 	}
 	cmd.ExtraFiles = []*os.File{lifeline, child, flight} // fds 3, 4 and 5
+	if logFile != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, logFile) // fd 6
+	}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	err = cmd.Start()
 	child.Close()
@@ -305,6 +346,9 @@ func (p *process) kill(w int, why string) {
 }
 
 func (p *process) abortAll(err error) {
+	if p.log != nil {
+		p.log.Abort(err)
+	}
 	for _, w := range p.ws {
 		w.conn.Abort(err)
 	}
@@ -330,6 +374,23 @@ func (p *process) send(c *wire.Command) error {
 	p.frame, err = wire.AppendCommand(p.frame[:0], c)
 	if err != nil {
 		return err
+	}
+	if p.log != nil {
+		to := shm.LogAll
+		if c.Worker != wire.AllWorkers {
+			to = int(c.Worker) - p.base
+		}
+		if len(p.frame) <= shm.LogMaxInline {
+			if i, err := p.log.Put(to, p.frame); err != nil {
+				return p.logErr(i, err)
+			}
+			return nil
+		}
+		// The entry first, then the frame: a worker reads a frame larger
+		// than its ring while it is written.
+		if i, err := p.log.PutRedirect(to); err != nil {
+			return p.logErr(i, err)
+		}
 	}
 	if c.Worker != wire.AllWorkers {
 		return p.sendTo(int(c.Worker)-p.base, true)
@@ -365,6 +426,18 @@ func (p *process) sendTo(i int, flush bool) error {
 		}
 	}
 	return nil
+}
+
+// logErr is ioErr for the broadcast log: worker w (-1: none in
+// particular) caused err.
+func (p *process) logErr(w int, err error) error {
+	if w >= 0 {
+		return p.ioErr(w, err)
+	}
+	if lost := p.lost(); lost != nil {
+		return lost
+	}
+	return fmt.Errorf("session: broadcast log: %w", err)
 }
 
 // ioErr turns a transport failure on worker w's connection into the
@@ -518,6 +591,9 @@ func (p *process) closeLifeline() {
 }
 
 func (p *process) close() {
+	if p.log != nil {
+		p.log.Close()
+	}
 	for _, w := range p.ws {
 		w.conn.Close()
 		if w.ringM != nil {

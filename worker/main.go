@@ -32,6 +32,9 @@ const (
 	FDTransport = 4
 	// FDFlight is the flight recorder's memfd, when EnvFlight is set.
 	FDFlight = 5
+	// FDLog is the session's broadcast log (shm.OpenLog), when the spec
+	// names the worker's place in it (Spec.Log).
+	FDLog = 6
 )
 
 // Environment of a worker process besides EnvSpec.
@@ -61,16 +64,23 @@ type Spec struct {
 	ID, NumWorkers, NumGroups int
 	Transport                 string // "shm" or "stream"
 	Device                    tensor.Device
+	// Log is the worker's consumer index in the broadcast log at FDLog
+	// (shm only: commands come through it), or -1: none.
+	Log int
 }
 
 // String encodes the spec for EnvSpec.
 func (s Spec) String() string {
-	return fmt.Sprintf("v1,id=%d,n=%d,groups=%d,transport=%s,device=%s", s.ID, s.NumWorkers, s.NumGroups, s.Transport, s.Device)
+	v := fmt.Sprintf("v1,id=%d,n=%d,groups=%d,transport=%s,device=%s", s.ID, s.NumWorkers, s.NumGroups, s.Transport, s.Device)
+	if s.Log >= 0 {
+		v += fmt.Sprintf(",log=%d", s.Log)
+	}
+	return v
 }
 
 // ParseSpec decodes EnvSpec's value.
 func ParseSpec(v string) (Spec, error) {
-	var s Spec
+	s := Spec{Log: -1}
 	parts := strings.Split(v, ",")
 	if len(parts) == 0 || parts[0] != "v1" {
 		return s, fmt.Errorf("worker: spec %q: unsupported version (want v1)", v)
@@ -96,6 +106,11 @@ func ParseSpec(v string) (Spec, error) {
 			s.Transport = val
 		case "device":
 			s.Device, err = tensor.ParseDevice(val)
+		case "log":
+			s.Log, err = strconv.Atoi(val)
+			if err == nil && s.Log < 0 {
+				err = fmt.Errorf("negative index")
+			}
 		default:
 			err = fmt.Errorf("unknown field")
 		}
@@ -108,6 +123,9 @@ func ParseSpec(v string) (Spec, error) {
 		if !seen[k] {
 			return s, fmt.Errorf("worker: spec %q: missing %s", v, k)
 		}
+	}
+	if s.Log >= 0 && s.Transport != "shm" {
+		return s, fmt.Errorf("worker: spec %q: a log needs transport shm", v)
 	}
 	return s, (Config{ID: s.ID, NumWorkers: s.NumWorkers, NumGroups: s.NumGroups, Device: s.Device}).Validate()
 }
@@ -149,6 +167,16 @@ func Run() int {
 			return ExitError
 		}
 		conn = c
+		if spec.Log >= 0 {
+			syscall.CloseOnExec(FDLog)
+			lr, err := shm.OpenLog(os.NewFile(FDLog, "chorus-log"), spec.Log)
+			if err != nil {
+				c.Close()
+				fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
+				return ExitError
+			}
+			conn = shm.NewLogConn(c, lr)
+		}
 	case "stream":
 		conn = transport.NewStream(f, 0)
 	}

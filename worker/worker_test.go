@@ -210,12 +210,19 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestSpecRoundTrip(t *testing.T) {
-	s := Spec{ID: 2, NumWorkers: 4, NumGroups: 2, Transport: "stream", Device: tensor.CUDADevice(1)}
-	got, err := ParseSpec(s.String())
-	if err != nil || got != s {
-		t.Fatalf("ParseSpec(%q) = %+v, %v", s.String(), got, err)
+	for _, s := range []Spec{
+		{ID: 2, NumWorkers: 4, NumGroups: 2, Transport: "stream", Device: tensor.CUDADevice(1), Log: -1},
+		{ID: 3, NumWorkers: 4, NumGroups: 1, Transport: "shm", Device: tensor.CPUDevice, Log: -1},
+		{ID: 3, NumWorkers: 4, NumGroups: 1, Transport: "shm", Device: tensor.CPUDevice, Log: 1},
+	} {
+		got, err := ParseSpec(s.String())
+		if err != nil || got != s {
+			t.Fatalf("ParseSpec(%q) = %+v, %v", s.String(), got, err)
+		}
 	}
 	for _, bad := range []string{
+		"v1,id=0,n=1,groups=1,transport=stream,device=cpu,log=0", "v1,id=0,n=1,groups=1,transport=shm,device=cpu,log=-1",
+		"v1,id=0,n=1,groups=1,transport=shm,device=cpu,log=x",
 		"", "v2,id=0,n=1,groups=1,transport=shm,device=cpu", "v1,id=0,n=1,groups=1,transport=shm",
 		"v1,id=0,n=1,groups=1,transport=udp,device=cpu", "v1,id=5,n=1,groups=1,transport=shm,device=cpu",
 		"v1,id=x,n=1,groups=1,transport=shm,device=cpu", "v1,id=0,n=1,groups=1,transport=shm,device=cpu,extra=1",
