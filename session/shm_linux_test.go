@@ -1,7 +1,9 @@
 package session_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +107,87 @@ func TestSharedTensorsInProcessSession(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A process session sends its commands through the broadcast log
+// (CHORUS_SHM_LOG unset or 1) or through each worker's ring (0): both
+// deliver broadcasts and targeted commands, small (in a log entry) and
+// large (a redirect to the ring, also larger than the ring), in order,
+// also while the controller runs more than a log's worth of commands
+// ahead of the workers. Any other value fails the start.
+func TestBroadcastLog(t *testing.T) {
+	for _, env := range []string{"1", "0"} {
+		t.Run("CHORUS_SHM_LOG="+env, func(t *testing.T) {
+			leaktest.Check(t)
+			t.Setenv("CHORUS_SHM_LOG", env)
+			s, err := session.NewProcess(bg(t), session.ProcessOptions{
+				Options:   session.Options{NumWorkers: 3, ShutdownGrace: 2 * time.Second},
+				Transport: "shm", RingSize: 4096,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := s.Shutdown(); err != nil {
+					t.Errorf("Shutdown: %v", err)
+				}
+			}()
+			echo := mustFunc(t, s, "test.echo")
+			// 2000 broadcasts without a sync: more than the log holds
+			// (1024 slots), with arguments from empty to 6000 bytes.
+			var last *session.DRef
+			var want string
+			for i := range 2000 {
+				want = strings.Repeat(string(rune('a'+i%26)), (i*37)%6001)
+				r := mustCall(t, s, echo, want)
+				if last != nil {
+					last.Release()
+				}
+				last = r
+			}
+			for w := range 3 {
+				if got := get(t, s, last, w); got != want {
+					t.Fatalf("worker %d: echo of %d bytes came back as %d bytes", w, len(want), len(got.(string)))
+				}
+			}
+			// Targeted: a large tensor to worker 0, a small value to 2.
+			rt := mustFunc(t, s, "test.rank_tensor")
+			ts := mustCall(t, s, rt, 20000)
+			host := tensor.MustNew(tensor.Float32, tensor.Shape{20000})
+			hd, _ := tensor.Data[float32](host)
+			for i := range hd {
+				hd[i] = float32(i) / 3
+			}
+			if err := s.CopyToWorker0(host, ts); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DebugSetRegister(last, "small", 2); err != nil {
+				t.Fatal(err)
+			}
+			back := tensor.MustNew(tensor.Float32, tensor.Shape{20000})
+			if err := s.CopyFromWorker0(bg(t), back, ts); err != nil {
+				t.Fatal(err)
+			}
+			bd, _ := tensor.Data[float32](back)
+			for i := range bd {
+				if bd[i] != hd[i] {
+					t.Fatalf("element %d: %v, want %v", i, bd[i], hd[i])
+				}
+			}
+			if got := get(t, s, last, 2); got != "small" {
+				t.Fatalf("worker 2: %v, want small", got)
+			}
+			if got := get(t, s, last, 1); got != want {
+				t.Fatalf("worker 1 changed: %d bytes", len(got.(string)))
+			}
+		})
+	}
+	t.Setenv("CHORUS_SHM_LOG", "yes")
+	if s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: 1}, Transport: "shm"}); !errors.Is(err, session.ErrBadArgs) {
+		if err == nil {
+			s.Shutdown()
+		}
+		t.Fatalf("CHORUS_SHM_LOG=yes: %v, want ErrBadArgs", err)
 	}
 }

@@ -17,6 +17,13 @@
 // Frames may be of any size up to transport.MaxFrame, also larger than a
 // ring: they are streamed through in pieces.
 //
+// A Log (CreateLog, OpenLog) is a second kind of segment: one producer
+// appends entries that every consumer reads, each addressed to one
+// consumer or to all; a process session sends every command through it,
+// so that a broadcast is one write instead of one per worker. Frames too
+// large for an entry are redirects to the consumer's own Conn (LogConn
+// joins the two on the worker's side).
+//
 // The segment holds no process-death detection: when a worker dies, the
 // session learns it from the process and calls Abort. A Close, by contrast,
 // is visible to a live peer, whose Recv returns transport.ErrPeerGone once
