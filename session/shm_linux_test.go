@@ -134,12 +134,17 @@ func TestBroadcastLog(t *testing.T) {
 				}
 			}()
 			echo := mustFunc(t, s, "test.echo")
-			// 2000 broadcasts without a sync: more than the log holds
-			// (1024 slots), with arguments from empty to 6000 bytes.
+			// 9000 broadcasts without a sync: more entries than the log
+			// holds (shm.LogSlots), with arguments from empty to 6000
+			// bytes (every 10th larger than an entry: a redirect).
 			var last *session.DRef
 			var want string
-			for i := range 2000 {
-				want = strings.Repeat(string(rune('a'+i%26)), (i*37)%6001)
+			for i := range 9000 {
+				n := i % 100
+				if i%10 == 0 {
+					n = (i * 37) % 6001
+				}
+				want = strings.Repeat(string(rune('a'+i%26)), n)
 				r := mustCall(t, s, echo, want)
 				if last != nil {
 					last.Release()

@@ -81,10 +81,12 @@ const (
 const (
 	// LogMaxInline is the largest frame a log entry holds (eight slots).
 	LogMaxInline = slotSize - firstHead + (maxEntrySlots-1)*(slotSize-contHead)
-	// LogSlots is the number of 128-byte slots of a log: 128 KiB, at
-	// least 128 entries of the largest kind, far more of the usual
-	// (a session command is one slot).
-	LogSlots = 1024
+	// LogSlots is the number of 128-byte slots of a log: 1 MiB, at
+	// least 1024 entries of the largest kind and 8192 of the usual (a
+	// session command is one slot). A controller that runs further ahead
+	// of a worker waits for it, as it would for a full ring (whose 1 MiB
+	// holds about as many commands).
+	LogSlots = 8192
 	// MaxLogConsumers bounds the consumers of one log.
 	MaxLogConsumers = 4096
 	// LogAll addresses an entry to every consumer.

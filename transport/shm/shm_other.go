@@ -43,7 +43,7 @@ type LogConn struct{}
 // Log limits (as on Linux).
 const (
 	LogMaxInline    = 952
-	LogSlots        = 1024
+	LogSlots        = 8192
 	MaxLogConsumers = 4096
 	LogAll          = -1
 )
