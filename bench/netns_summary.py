@@ -8,7 +8,11 @@ with BENCH_PLAIN=1 plaintext-data-link columns (and the old binary's
 plaintext times when both are set); runs with BENCH_STRIPES one table per
 stripe setting (allreduce-*-sN.jsonl, plaintext -plain-sN). Per shape (hosts x workers): chorus and gloo time per allreduce, their
 ratio, the ring bound 2(K-1)/K x size / rate for K hosts (rate from
-OUTDIR/setup.jsonl), and both against the bound; then the stream anchors
+OUTDIR/setup.jsonl), and both against the bound; chorus's median call
+(p50: the mean hides whether a gap is every call or a few stalled ones)
+and chorus p50 and gloo against the wire bound (the ring bound times
+1514/1448: the frame of a full TCP segment at MTU 1500 with timestamps
+against its payload, which is what tbf counts); then the stream anchors
 (median over repetitions, Gbit/s per direction and CPU seconds per GB
 moved, client and server).
 """
@@ -38,13 +42,19 @@ def size(b):
     return str(b)
 
 
-def times(dirs, name):
-    """bytes -> median time_us over the runs in dirs that have name."""
+def times(dirs, name, key="time_us"):
+    """bytes -> median key (time_us) over the runs in dirs that have name."""
     by = {}
     for d in dirs:
         for r in lines(os.path.join(d, name)):
-            by.setdefault(r["bytes"], []).append(r["time_us"])
+            if key in r:
+                by.setdefault(r["bytes"], []).append(r[key])
     return {b: statistics.median(v) for b, v in by.items()}
+
+
+# WIRE: bytes on the shaped link per payload byte of a full TCP segment
+# (MTU 1500, IPv4, TCP timestamps: 1448 payload bytes in a 1514-byte frame).
+WIRE = 1514 / 1448
 
 
 def main(dirs):
@@ -66,6 +76,7 @@ def main(dirs):
         k, w = int(k), int(w)
         stem, st = f"allreduce-{k}hosts-{w}workers", f"-s{ns}" if ns else ""
         ch = times(dirs, f)
+        p50 = times(dirs, f, "p50_us")
         gl = times(dirs, f"gloo-{k}hosts-{w}workers.jsonl")
         # An old/new A/B (BENCH_OLD_BIN): the old binary's times (one
         # setting: it may not know stripes); with BENCH_PLAIN, plaintext
@@ -78,8 +89,8 @@ def main(dirs):
         ph, pl = (" plaintext us | gloo/plaintext | plaintext/bound |", " ---: | ---: | ---: |") if plain else ("", "")
         if oldplain:
             ph, pl = ph + " old plaintext us | old/new plaintext | gloo/old plaintext |", pl + " ---: | ---: | ---: |"
-        print(f"| size | chorus us |{oh} gloo us | gloo/chorus | ring bound us | chorus/bound | gloo/bound |{ph}")
-        print(f"| ---: | ---: |{ol} ---: | ---: | ---: | ---: | ---: |{pl}")
+        print(f"| size | chorus us |{oh} gloo us | gloo/chorus | ring bound us | chorus/bound | gloo/bound | chorus p50 us | p50/wire | gloo/wire |{ph}")
+        print(f"| ---: | ---: |{ol} ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |{pl}")
         for b in sorted(ch):
             bound = 2 * (k - 1) / k * b * 8 / bps * 1e6
             g = gl.get(b)
@@ -96,7 +107,11 @@ def main(dirs):
             if oldplain:
                 o, p = oldplain.get(b), plain.get(b)
                 ps += (f" {o:.0f} |" + (f" {o / p:.2f} |" if p else " - |") + (f" {g / o:.2f} |" if g else " - |")) if o else " - | - | - |"
-            print(f"| {size(b)} | {ch[b]:.0f} |{os_} {gs} | {bound:.0f} | {ch[b] / bound:.2f} | {gb} |{ps}")
+            wire = bound * WIRE
+            m = p50.get(b)
+            ms = f" {m:.0f} | {m / wire:.3f} |" if m else " - | - |"
+            gw = f" {g / wire:.3f} |" if g else " - |"
+            print(f"| {size(b)} | {ch[b]:.0f} |{os_} {gs} | {bound:.0f} | {ch[b] / bound:.2f} | {gb} |{ms}{gw}{ps}")
         print()
     st = [r for x in dirs for r in lines(os.path.join(x, "stream.jsonl"))]
     if st:

@@ -34,7 +34,11 @@
 # narrows the Open MPI anchor, MPI_ARGS adds mpirun arguments, MPI_UTS=0
 # keeps the host namespaces' hostname (by default each gets its own with
 # unshare --uts, where unshare exists); a failed run leaves its stderr in
-# OUTDIR/openmpi-*.err.
+# OUTDIR/openmpi-*.err. BENCH_NSTAT=1 records every sweep's TCP counters and
+# qdisc statistics per host (OUTDIR/<sweep>.netstat); BENCH_CC (e.g. reno)
+# sets the host namespaces' TCP congestion control; BENCH_GLOO_TARGET
+# (seconds of timed calls per rep, default 0.1) and BENCH_GLOO_REPS (default
+# 1; the median is reported) lengthen the gloo anchor's window.
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -116,6 +120,9 @@ for i in $(seq 0 $((HOSTS - 1))); do
   ip netns add "$ns"
   NS+=("$ns")
   ip -n "$ns" link set lo up
+  # BENCH_CC: the host namespaces' TCP congestion control (a namespace
+  # may only pick one of net.ipv4.tcp_allowed_congestion_control).
+  [ -n "${BENCH_CC:-}" ] && ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_congestion_control="$BENCH_CC"
   ip -n "$ns" link add eth0 type veth peer name "h$i" netns "$CTL"
   ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev eth0
   ip -n "$ns" link set eth0 up
@@ -260,6 +267,26 @@ if [ -n "$BENCH_OUT" ]; then
     esac
   }
   BMIN=${BENCH_MIN:-1K}
+  # BENCH_NSTAT=1: every sweep's TCP counters (nstat deltas: retransmits,
+  # tail-loss probes, ...) and each host uplink's qdisc statistics (drops,
+  # overlimits), per host namespace, in OUTDIR/<sweep>.netstat.
+  netstat_mark() {
+    [ "${BENCH_NSTAT:-}" = 1 ] || return 0
+    local i
+    for i in $(seq 0 $((HOSTS - 1))); do
+      ip netns exec "${NS[$i]}" env NSTAT_HISTORY="$TMP/nstat.h$i" nstat -n
+      ip netns exec "${NS[$i]}" tc -s qdisc show dev eth0 >"$TMP/qdisc.h$i"
+    done
+  }
+  netstat_save() { # sweep-name nhosts
+    [ "${BENCH_NSTAT:-}" = 1 ] || return 0
+    local i
+    for i in $(seq 0 $(($2 - 1))); do
+      { echo "== host $i: nstat delta"; ip netns exec "${NS[$i]}" env NSTAT_HISTORY="$TMP/nstat.h$i" nstat
+        echo "== host $i: qdisc before"; cat "$TMP/qdisc.h$i"
+        echo "== host $i: qdisc after"; ip netns exec "${NS[$i]}" tc -s qdisc show dev eth0; } >>"$BENCH_OUT/$1.netstat"
+    done
+  }
   BMAX=${BENCH_MAX:-256M}
   echo "{\"bench\":\"netns\",\"rate\":\"$RATE\",\"shape\":\"${SHAPE:-$RATE netem $DELAY}\",\"date\":\"$(date -u +%FT%TZ)\"}" >"$BENCH_OUT/setup.jsonl"
   # What the link carries at all: plain TCP and TLS 1.3 (the data links'
@@ -306,10 +333,12 @@ if [ -n "$BENCH_OUT" ]; then
         [ -n "$st" ] && { suf="$suf-s$st"; AGENT_ENV+=(CHORUS_HIER_STRIPES="$st"); }
         [ -n "${BENCH_STRIPE_MIN:-}" ] && AGENT_ENV+=(CHORUS_HIER_STRIPE_MIN="$(size_bytes "$BENCH_STRIPE_MIN")")
         name="bench-${nh}x$nw$suf"
+        netstat_mark
         run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
         wait "$CTLPID" || fail "$name"
         for a in "${AGENTS[@]}"; do wait "$a" || true; done
         cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers$suf.jsonl"
+        netstat_save "allreduce-${nh}hosts-${nw}workers$suf" "$nh"
         echo "ok   $name${AGENT_ENV[*]+ (${AGENT_ENV[*]})}"
       done
     done
@@ -331,15 +360,19 @@ if [ -n "$BENCH_OUT" ]; then
     for shape in $SHAPES; do
         nh=${shape%x*}; nw=${shape#*x}
         PORT=$((PORT + 1)); gp=()
+        netstat_mark
         for r in $(seq 0 $((nh * nw - 1))); do
           h=$((r / nw))
           ip netns exec "${NS[$h]}" env GLOO_SOCKET_IFNAME=eth0 "$PY" bench/anchors/gloo_tcp.py \
             --rank "$r" --world $((nh * nw)) --init "tcp://10.77.0.1:$PORT" --min-bytes "$(size_bytes "$BMIN")" --max-bytes "$(size_bytes "$BMAX")" \
+            --target "${BENCH_GLOO_TARGET:-0.1}" --reps "${BENCH_GLOO_REPS:-1}" \
             >"$TMP/gloo-$nh-$nw.$r" 2>&1 &
           gp+=($!); PIDS+=($!)
         done
         for p in "${gp[@]}"; do wait "$p" || fail "gloo ${nh}x$nw"; done
+        netstat_save "gloo-${nh}hosts-${nw}workers" "$nh"
         grep '^{' "$TMP/gloo-$nh-$nw.0" >"$BENCH_OUT/gloo-${nh}hosts-${nw}workers.jsonl"
+        grep -v '^{' "$TMP/gloo-$nh-$nw.0" >"$BENCH_OUT/gloo-${nh}hosts-${nw}workers.log" || true
         echo "ok   gloo ${nh}x$nw"
     done
   else
