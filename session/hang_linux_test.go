@@ -16,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/internal/leaktest"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/transport/shm"
 	"github.com/chorus-rt/chorus/wire"
 )
 
@@ -320,4 +321,42 @@ func TestWorkerDeadlineCulprit(t *testing.T) {
 		t.Fatalf("SyncWorker(0) = %v, want worker 1 lost for not reaching the allreduce", err)
 	}
 	waitGone(t, pid)
+}
+
+// TestWorkerDeadlineFullLog: workers stuck in a function while the
+// controller keeps sending fill the command log; the send that waits for
+// room is under the hang watch like a wait for a reply, so the
+// WorkerDeadline declares the worker it waits for lost and the send
+// fails, instead of blocking forever.
+func TestWorkerDeadlineFullLog(t *testing.T) {
+	leaktest.Check(t)
+	var out lockedBuffer
+	s := processSession(t, 2, session.Options{HangReport: 50 * time.Millisecond, HangOutput: &out, WorkerDeadline: 300 * time.Millisecond})
+	defer s.Shutdown()
+	block := mustFunc(t, s, "test.block")
+	add := mustFunc(t, s, "test.add")
+	if err := s.CallPackedDiscard(block); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 2*shm.LogSlots && err == nil; i++ {
+			err = s.CallPackedDiscard(add, 1, 2)
+		}
+		sent <- err
+	}()
+	var err error
+	select {
+	case err = <-sent:
+	case <-time.After(30 * time.Second): // liveness bound, far above the deadline
+		t.Fatal("a send waiting for a stuck worker never ended")
+	}
+	var le *session.LostError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "WorkerDeadline") {
+		t.Fatalf("sending to stuck workers: %v, want a LostError by the WorkerDeadline", err)
+	}
+	if !strings.Contains(out.String(), "room in the command log") {
+		t.Errorf("the hang report does not name the wait:\n%s", out.String())
+	}
 }

@@ -46,6 +46,12 @@ type process struct {
 	// CHORUS_SHM_LOG=0); frames larger than an entry are redirects to
 	// the workers' connections. Nil: commands go through the connections.
 	log *shm.LogWriter
+	// cur is the command being sent; blocked (set by NewProcess) puts a
+	// send that waits for a worker behind by a whole log under the hang
+	// watch, which declares it lost after the WorkerDeadline.
+	curSeq  uint64 // 0: no send in progress
+	curAct  wire.Action
+	blocked func(seq uint64, act wire.Action, w int) (end func())
 	// acked[i] is the last acknowledgement of worker i turned into a
 	// reply (shm: a worker acknowledges a reply without payload instead
 	// of sending a frame, see worker.Serve).
@@ -106,6 +112,7 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	onLost := func(le *LostError) { obs.fault("worker lost", le.Error()) }
 	p.onLost.Store(&onLost)
 	s := newSession("process", n, groups, p, opts.grace(), obs)
+	p.blocked = s.sendBlocked
 	if err := s.pingAll(ctx, opts.StartTimeout); err != nil {
 		_ = s.Shutdown()
 		return nil, fmt.Errorf("session: workers did not start (program %s): %w", prog, err)
@@ -138,6 +145,12 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 			}
 			p.log, logFile = lg, f
 			defer logFile.Close()
+			lg.OnWait(func(i int) func() {
+				if p.blocked == nil || p.curSeq == 0 {
+					return nil
+				}
+				return p.blocked(p.curSeq, p.curAct, p.base+i)
+			})
 		}
 	}
 	var startErr error
@@ -380,6 +393,7 @@ func (p *process) send(c *wire.Command) error {
 		if c.Worker != wire.AllWorkers {
 			to = int(c.Worker) - p.base
 		}
+		p.curSeq, p.curAct = c.Seq, c.Action
 		if len(p.frame) <= shm.LogMaxInline {
 			if i, err := p.log.Put(to, p.frame); err != nil {
 				return p.logErr(i, err)

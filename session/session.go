@@ -785,6 +785,17 @@ func (s *Session) beginWait(c *wire.Command, one int32) (traced bool) {
 	return true
 }
 
+// sendBlocked is called when sending command seq (act) must wait for
+// worker w (a process session's command log is full: w is a whole log
+// behind): the wait is then one the hang report shows and the
+// WorkerDeadline applies to, like a wait for w's reply. The returned func
+// ends it.
+func (s *Session) sendBlocked(seq uint64, act wire.Action, w int) (end func()) {
+	op := fmt.Sprintf("room in the command log for %v", act)
+	s.obs.beginWait(&wire.Command{Seq: seq, Action: act}, int32(w), &op)
+	return s.obs.endWait
+}
+
 func (s *Session) endWait(c *wire.Command, traced bool) {
 	s.obs.endWait()
 	if traced {

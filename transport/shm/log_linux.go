@@ -175,6 +175,8 @@ type LogWriter struct {
 	next     uint64 // next free slot (free running)
 	seq      uint64 // entries published
 	minPos   uint64 // the slowest consumer's position, as last loaded
+	slowest  int    // a consumer at minPos
+	onWait   func(consumer int) (end func())
 	budget   time.Duration
 	putCalls guard
 	other    guard
@@ -243,6 +245,12 @@ func CreateLog(consumers int, opts Options) (w *LogWriter, memfd *os.File, err e
 	w.wakeFn = w.wakeWord
 	return w, f, nil
 }
+
+// OnWait sets f, which a Put that must wait for space calls first, with
+// the slowest consumer (the one it waits for); the func f returns (if not
+// nil) is called when the wait ends. Its owner uses it to put that wait
+// under a deadline: Abort ends it. Not for use during a Put.
+func (w *LogWriter) OnWait(f func(consumer int) (end func())) { w.onWait = f }
 
 // Put appends frame (at most LogMaxInline bytes) for consumer to, or for
 // every consumer (LogAll), and wakes the consumers that sleep. It waits
@@ -315,6 +323,11 @@ func (w *LogWriter) reserve(k uint64) (int, error) {
 	if w.next+k-w.minPos <= w.nslots {
 		return -1, nil
 	}
+	if w.onWait != nil {
+		if end := w.onWait(w.slowest); end != nil {
+			defer end()
+		}
+	}
 	bad := -1
 	ready := func() bool {
 		i, err := w.loadMin()
@@ -347,15 +360,17 @@ func (w *LogWriter) reserve(k uint64) (int, error) {
 
 // loadMin refreshes the slowest consumer's position.
 func (w *LogWriter) loadMin() (int, error) {
-	m := w.next
+	m, slow := w.next, 0
 	for i := range w.cons {
 		p := atomic.LoadUint64(w.cons[i].pos)
 		if p > w.next || p < w.minPos {
 			return i, fmt.Errorf("%w (log consumer %d)", errCorrupt, i)
 		}
-		m = min(m, p)
+		if p < m {
+			m, slow = p, i
+		}
 	}
-	w.minPos = m
+	w.minPos, w.slowest = m, slow
 	return -1, nil
 }
 

@@ -483,3 +483,36 @@ func TestLogConn(t *testing.T) {
 		t.Fatalf("Acked = %d, want 7", got)
 	}
 }
+
+// TestLogOnWait: a Put that waits for space tells OnWait which consumer
+// it waits for, and ends what OnWait began when the wait ends.
+func TestLogOnWait(t *testing.T) {
+	w, rs := newLog(t, 2, Options{SpinDuration: -1})
+	defer w.Close()
+	defer rs[0].Close()
+	fill(t, w)
+	for range LogSlots {
+		if _, _, err := rs[0].Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := make(chan int, 1)
+	ended := make(chan struct{})
+	w.OnWait(func(c int) func() {
+		began <- c
+		return func() { close(ended) }
+	})
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Put(LogAll, []byte("x"))
+		done <- err
+	}()
+	if c := <-began; c != 1 {
+		t.Fatalf("OnWait got consumer %d, want 1 (the one behind)", c)
+	}
+	rs[1].Close()
+	if err := <-done; !errors.Is(err, transport.ErrPeerGone) {
+		t.Fatalf("Put: %v", err)
+	}
+	<-ended
+}

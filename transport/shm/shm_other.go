@@ -64,10 +64,11 @@ func OpenLog(f *os.File, index int) (*LogReader, error) {
 // NewLogConn joins a Conn and a LogReader.
 func NewLogConn(c *Conn, log *LogReader) *LogConn { return &LogConn{} }
 
-func (w *LogWriter) Put(to int, frame []byte) (int, error) { return -1, ErrUnsupported }
-func (w *LogWriter) PutRedirect(to int) (int, error)       { return -1, ErrUnsupported }
-func (w *LogWriter) Abort(err error)                       {}
-func (w *LogWriter) Close() error                          { return ErrUnsupported }
+func (w *LogWriter) Put(to int, frame []byte) (int, error)    { return -1, ErrUnsupported }
+func (w *LogWriter) PutRedirect(to int) (int, error)          { return -1, ErrUnsupported }
+func (w *LogWriter) Abort(err error)                          {}
+func (w *LogWriter) OnWait(f func(consumer int) (end func())) {}
+func (w *LogWriter) Close() error                             { return ErrUnsupported }
 
 func (l *LogConn) Send(frame []byte) error                  { return ErrUnsupported }
 func (l *LogConn) Flush() error                             { return ErrUnsupported }
