@@ -13,7 +13,8 @@
 //   - NewThreaded: workers are goroutines of this process;
 //   - NewProcess: workers are child processes (this binary re-executed, or
 //     any Go program that calls worker.Main), connected by shared-memory
-//     rings (default) or a byte stream.
+//     rings (default: commands through one log every worker reads,
+//     replies through each worker's ring) or a byte stream.
 //
 // Faults are contained: a failing or panicking function leaves the session
 // usable; a worker process that dies fails the session with an error naming
