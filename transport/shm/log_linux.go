@@ -179,9 +179,7 @@ type LogWriter struct {
 	onWait   func(consumer int) (end func())
 	budget   time.Duration
 	putCalls guard
-	other    guard
-	closed   atomic.Bool
-	abortErr atomic.Pointer[error]
+	life
 	poller
 	wakeFn func(*uint32)
 	id     uint64
@@ -201,25 +199,9 @@ func CreateLog(consumers int, opts Options) (w *LogWriter, memfd *os.File, err e
 		return nil, nil, err
 	}
 	total := logSize(consumers)
-	fd, err := memfdCreate("chorus-shm-log")
+	m, f, err := newSegment("chorus-shm-log", total)
 	if err != nil {
 		return nil, nil, err
-	}
-	f := os.NewFile(uintptr(fd), "chorus-shm-log")
-	defer func() {
-		if err != nil {
-			f.Close()
-		}
-	}()
-	if err := syscall.Ftruncate(fd, int64(total)); err != nil {
-		return nil, nil, os.NewSyscallError("ftruncate", err)
-	}
-	if _, err := fcntl(fd, fAddSeals, fSealShrink|fSealGrow|fSealSeal); err != nil {
-		return nil, nil, err
-	}
-	m, err := syscall.Mmap(fd, 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, nil, os.NewSyscallError("mmap", err)
 	}
 	id := rand.Uint64()
 	binary.LittleEndian.PutUint32(m[lgVersion:], logVersion)
@@ -374,24 +356,6 @@ func (w *LogWriter) loadMin() (int, error) {
 	return -1, nil
 }
 
-func (w *LogWriter) enter(g *guard) bool {
-	g.n.Add(1)
-	if w.closed.Load() {
-		g.n.Add(-1)
-		return false
-	}
-	return true
-}
-
-// wakeWord bumps one futex word of the segment unless Close has begun.
-func (w *LogWriter) wakeWord(seq *uint32) {
-	if !w.enter(&w.other) {
-		return
-	}
-	bump(seq)
-	w.other.n.Add(-1)
-}
-
 func (w *LogWriter) wakeAll() {
 	bump(w.spaceSeq)
 	for i := range w.cons {
@@ -403,19 +367,11 @@ func (w *LogWriter) wakeAll() {
 // transport.ErrPeerGone and err, and tells the consumers that no entry
 // follows the ones published (they read those first).
 func (w *LogWriter) Abort(err error) {
-	if !w.enter(&w.other) {
+	first, leave := w.abort(err, "log")
+	if !first {
 		return
 	}
-	defer w.other.n.Add(-1)
-	var e error
-	if err == nil {
-		e = fmt.Errorf("%w: log aborted", transport.ErrPeerGone)
-	} else {
-		e = fmt.Errorf("%w: %w", transport.ErrPeerGone, err)
-	}
-	if !w.abortErr.CompareAndSwap(nil, &e) {
-		return
-	}
+	defer leave()
 	atomic.StoreUint32(w.prodClosed, 1)
 	w.wakeAll()
 }
@@ -429,9 +385,7 @@ func (w *LogWriter) Close() error {
 		return nil
 	}
 	w.wakeAll()
-	for w.putCalls.n.Load() != 0 || w.other.n.Load() != 0 {
-		time.Sleep(20 * time.Microsecond)
-	}
+	w.drain(&w.putCalls)
 	atomic.StoreUint32(w.prodClosed, 1)
 	w.wakeAll()
 	raceDetach(w.id, w.race)
@@ -457,9 +411,7 @@ type LogReader struct {
 	buf       []byte
 	budget    time.Duration
 	nextCalls guard
-	other     guard
-	closed    atomic.Bool
-	abortErr  atomic.Pointer[error]
+	life
 	poller
 	wakeFn func(*uint32)
 	id     uint64
@@ -475,24 +427,10 @@ func OpenLog(f *os.File, index int) (*LogReader, error) {
 		return nil, errors.New("shm: OpenLog: nil file")
 	}
 	defer f.Close()
-	fd := int(f.Fd())
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, os.NewSyscallError("fstat", err)
-	}
-	seals, err := fcntl(fd, fGetSeals, 0)
-	if err != nil {
-		return nil, fmt.Errorf("shm: not a shared-memory log: %w", err)
-	}
-	if seals&(fSealShrink|fSealGrow) != fSealShrink|fSealGrow {
-		return nil, errors.New("shm: log size is not sealed")
-	}
 	var h [64]byte
-	if st.Size < int64(len(h)) {
-		return nil, fmt.Errorf("shm: log too small (%d bytes)", st.Size)
-	}
-	if n, err := syscall.Pread(fd, h[:], 0); err != nil || n != len(h) {
-		return nil, fmt.Errorf("shm: reading log header: n=%d: %v", n, err)
+	size, err := readSegment(f, h[:], int64(len(h)), "log")
+	if err != nil {
+		return nil, err
 	}
 	if got := binary.LittleEndian.Uint64(h[lgMagic:]); got != logMagic {
 		return nil, fmt.Errorf("shm: bad log magic %#x", got)
@@ -511,14 +449,14 @@ func OpenLog(f *os.File, index int) (*LogReader, error) {
 		return nil, fmt.Errorf("shm: log consumer %d of %d", index, consumers)
 	case slots != LogSlots:
 		return nil, fmt.Errorf("shm: log has %d slots, want %d", slots, LogSlots)
-	case total != logSize(consumers) || uint64(st.Size) != total:
-		return nil, fmt.Errorf("shm: log size %d does not match header (%d)", st.Size, total)
+	case total != logSize(consumers) || uint64(size) != total:
+		return nil, fmt.Errorf("shm: log size %d does not match header (%d)", size, total)
 	case spin < 0 || spin > MaxSpin:
 		return nil, fmt.Errorf("shm: bad spin duration %v", spin)
 	}
-	m, err := syscall.Mmap(fd, 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	m, err := mapSegment(f, total)
 	if err != nil {
-		return nil, os.NewSyscallError("mmap", err)
+		return nil, err
 	}
 	me := consumerAt(m, index)
 	if !atomic.CompareAndSwapUint32(me.attached, 0, 1) {
@@ -648,41 +586,15 @@ func (r *LogReader) waitEntry(ctx context.Context, tag *uint64) error {
 	return r.wait(&r.budget, r.me.dataSeq, r.me.waiting, ready, check, wctx, r.wakeFn)
 }
 
-func (r *LogReader) enter(g *guard) bool {
-	g.n.Add(1)
-	if r.closed.Load() {
-		g.n.Add(-1)
-		return false
-	}
-	return true
-}
-
-// wakeWord bumps one futex word of the segment unless Close has begun.
-func (r *LogReader) wakeWord(seq *uint32) {
-	if !r.enter(&r.other) {
-		return
-	}
-	bump(seq)
-	r.other.n.Add(-1)
-}
-
 // Abort makes a blocked and every later Next return an error wrapping
 // transport.ErrPeerGone and err, and tells the producer this consumer is
 // gone (a Put waiting for its slots fails).
 func (r *LogReader) Abort(err error) {
-	if !r.enter(&r.other) {
+	first, leave := r.abort(err, "log")
+	if !first {
 		return
 	}
-	defer r.other.n.Add(-1)
-	var e error
-	if err == nil {
-		e = fmt.Errorf("%w: log aborted", transport.ErrPeerGone)
-	} else {
-		e = fmt.Errorf("%w: %w", transport.ErrPeerGone, err)
-	}
-	if !r.abortErr.CompareAndSwap(nil, &e) {
-		return
-	}
+	defer leave()
 	atomic.StoreUint32(r.me.closed, 1)
 	bump(r.me.dataSeq)
 	bump(r.spaceSeq)
@@ -696,9 +608,7 @@ func (r *LogReader) Close() error {
 		return nil
 	}
 	bump(r.me.dataSeq)
-	for r.nextCalls.n.Load() != 0 || r.other.n.Load() != 0 {
-		time.Sleep(20 * time.Microsecond)
-	}
+	r.drain(&r.nextCalls)
 	atomic.StoreUint32(r.me.closed, 1)
 	bump(r.spaceSeq)
 	raceDetach(r.id, r.race)

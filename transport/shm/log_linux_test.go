@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -357,15 +356,7 @@ func TestLogUnannouncedEntry(t *testing.T) {
 	w, rs := newLog(t, 1, Options{SpinDuration: -1})
 	defer w.Close()
 	defer rs[0].Close()
-	slept := make(chan time.Duration, 64)
-	defer func(f func(*uint32, uint32, time.Duration) syscall.Errno) { waitSleep = f }(waitSleep)
-	waitSleep = func(addr *uint32, val uint32, d time.Duration) syscall.Errno {
-		select {
-		case slept <- d:
-		default:
-		}
-		return futexWait(addr, val, d)
-	}
+	slept := recordSleeps(t)
 	got := make(chan error, 1)
 	go func() {
 		f, _, err := rs[0].Next(context.Background())

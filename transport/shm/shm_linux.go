@@ -184,10 +184,8 @@ type Conn struct {
 	_         [64]byte
 
 	// Shared between goroutines.
-	otherCalls guard
-	closed     atomic.Bool
-	abortErr   atomic.Pointer[error]
-	mem        []byte
+	life
+	mem []byte
 	poller
 	wakeFn func(*uint32) // c.wakeWord, made once (a method value allocates)
 	id     uint64
@@ -207,27 +205,9 @@ func Create(opts Options) (c *Conn, memfd *os.File, err error) {
 		return nil, nil, err
 	}
 	total := segmentSize(ringSize)
-	fd, err := memfdCreate("chorus-shm")
+	m, f, err := newSegment("chorus-shm", total)
 	if err != nil {
 		return nil, nil, err
-	}
-	f := os.NewFile(uintptr(fd), "chorus-shm")
-	defer func() {
-		if err != nil {
-			f.Close()
-		}
-	}()
-	if err := syscall.Ftruncate(fd, int64(total)); err != nil {
-		return nil, nil, os.NewSyscallError("ftruncate", err)
-	}
-	// Seal the size so that no one can shrink the file under a mapping
-	// (accesses past its end would fault).
-	if _, err := fcntl(fd, fAddSeals, fSealShrink|fSealGrow|fSealSeal); err != nil {
-		return nil, nil, err
-	}
-	m, err := syscall.Mmap(fd, 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, nil, os.NewSyscallError("mmap", err)
 	}
 	id := rand.Uint64()
 	binary.LittleEndian.PutUint32(m[offVersion:], version)
@@ -255,24 +235,10 @@ func Open(f *os.File) (*Conn, error) {
 		return nil, errors.New("shm: Open: nil file")
 	}
 	defer f.Close()
-	fd := int(f.Fd())
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, os.NewSyscallError("fstat", err)
-	}
-	seals, err := fcntl(fd, fGetSeals, 0)
-	if err != nil {
-		return nil, fmt.Errorf("shm: not a shared-memory segment: %w", err)
-	}
-	if seals&(fSealShrink|fSealGrow) != fSealShrink|fSealGrow {
-		return nil, errors.New("shm: segment size is not sealed")
-	}
 	var h [headerSize]byte
-	if st.Size < dataOff {
-		return nil, fmt.Errorf("shm: segment too small (%d bytes)", st.Size)
-	}
-	if n, err := syscall.Pread(fd, h[:], 0); err != nil || n != len(h) {
-		return nil, fmt.Errorf("shm: reading segment header: n=%d: %v", n, err)
+	size, err := readSegment(f, h[:], dataOff, "segment")
+	if err != nil {
+		return nil, err
 	}
 	if got := binary.LittleEndian.Uint64(h[offMagic:]); got != magic {
 		return nil, fmt.Errorf("shm: bad segment magic %#x", got)
@@ -288,14 +254,14 @@ func Open(f *os.File) (*Conn, error) {
 		return nil, errors.New("shm: bad segment data offset")
 	case ringSize < MinRingSize || ringSize > MaxRingSize || ringSize&(ringSize-1) != 0:
 		return nil, fmt.Errorf("shm: bad segment ring size %d", ringSize)
-	case total != segmentSize(ringSize) || uint64(st.Size) != total:
-		return nil, fmt.Errorf("shm: segment size %d does not match header (%d)", st.Size, total)
+	case total != segmentSize(ringSize) || uint64(size) != total:
+		return nil, fmt.Errorf("shm: segment size %d does not match header (%d)", size, total)
 	case spin < 0 || spin > MaxSpin:
 		return nil, fmt.Errorf("shm: bad spin duration %v", spin)
 	}
-	m, err := syscall.Mmap(fd, 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	m, err := mapSegment(f, total)
 	if err != nil {
-		return nil, os.NewSyscallError("mmap", err)
+		return nil, err
 	}
 	if !atomic.CompareAndSwapUint32((*uint32)(unsafe.Pointer(&m[offAttached])), 0, 1) {
 		syscall.Munmap(m)
@@ -321,16 +287,6 @@ func newConn(m []byte, ringSize uint64, spin time.Duration, id uint64, side int)
 	c.race = raceAttach(id)
 	c.pauses = shmem.RelaxPauses(1)
 	return c
-}
-
-// enter registers a call in flight; it fails once Close has begun.
-func (c *Conn) enter(g *guard) bool {
-	g.n.Add(1)
-	if c.closed.Load() {
-		g.n.Add(-1)
-		return false
-	}
-	return true
 }
 
 // stateErr reports why the connection can no longer be used, or nil.
@@ -826,15 +782,6 @@ func (c *poller) wait(budget *time.Duration, seq, flag *uint32, ready func() boo
 	}
 }
 
-// wakeWord bumps one futex word of the segment unless Close has begun.
-func (c *Conn) wakeWord(seq *uint32) {
-	if !c.enter(&c.otherCalls) {
-		return
-	}
-	bump(seq)
-	c.otherCalls.n.Add(-1)
-}
-
 // wakeAll bumps every futex word of the segment, waking local waiters (so
 // they notice Abort or Close) and the peer's (so it notices the closed
 // flags).
@@ -849,19 +796,11 @@ func (c *Conn) wakeAll() {
 // that wraps transport.ErrPeerGone and err. It also marks the segment closed,
 // so that a peer that is still alive stops too.
 func (c *Conn) Abort(err error) {
-	if !c.enter(&c.otherCalls) {
+	first, leave := c.abort(err, "connection")
+	if !first {
 		return
 	}
-	defer c.otherCalls.n.Add(-1)
-	var e error
-	if err == nil {
-		e = fmt.Errorf("%w: connection aborted", transport.ErrPeerGone)
-	} else {
-		e = fmt.Errorf("%w: %w", transport.ErrPeerGone, err)
-	}
-	if !c.abortErr.CompareAndSwap(nil, &e) {
-		return
-	}
+	defer leave()
 	atomic.StoreUint32(c.tx.prodClosed, 1)
 	atomic.StoreUint32(c.rx.consClosed, 1)
 	c.wakeAll()
@@ -877,9 +816,7 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	c.wakeAll()
-	for c.sendCalls.n.Load() != 0 || c.recvCalls.n.Load() != 0 || c.otherCalls.n.Load() != 0 {
-		time.Sleep(20 * time.Microsecond)
-	}
+	c.drain(&c.sendCalls, &c.recvCalls)
 	if c.abortErr.Load() == nil && c.txFrame > c.txPub {
 		c.publishTo(c.txFrame)
 	}

@@ -805,15 +805,7 @@ func TestUnannouncedPublication(t *testing.T) {
 	c, w := newPair(t, Options{RingSize: 4096, SpinDuration: -1}) // sleep at once
 	defer c.Close()
 	defer w.Close()
-	slept := make(chan time.Duration, 64)
-	defer func(f func(*uint32, uint32, time.Duration) syscall.Errno) { waitSleep = f }(waitSleep)
-	waitSleep = func(addr *uint32, val uint32, d time.Duration) syscall.Errno {
-		select {
-		case slept <- d:
-		default:
-		}
-		return futexWait(addr, val, d)
-	}
+	slept := recordSleeps(t)
 	got := make(chan error, 1)
 	go func() {
 		f, err := c.Recv(context.Background())
@@ -840,4 +832,20 @@ func TestUnannouncedPublication(t *testing.T) {
 	if first != firstSlice {
 		t.Fatalf("first sleep after the announcement: %v, want %v", first, firstSlice)
 	}
+}
+
+// recordSleeps makes every wait's futex sleep send its duration to the
+// returned channel (when there is room) until the test ends.
+func recordSleeps(t *testing.T) <-chan time.Duration {
+	slept := make(chan time.Duration, 64)
+	orig := waitSleep
+	t.Cleanup(func() { waitSleep = orig })
+	waitSleep = func(addr *uint32, val uint32, d time.Duration) syscall.Errno {
+		select {
+		case slept <- d:
+		default:
+		}
+		return futexWait(addr, val, d)
+	}
+	return slept
 }
