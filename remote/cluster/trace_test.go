@@ -358,14 +358,18 @@ func TestTraceWorkerKilled(t *testing.T) {
 		defer cancel()
 		done <- s.Sync(ctx)
 	}()
-	for i := 0; ; i++ {
-		if _, err := os.Stat(filepath.Join(dir, "worker-2")); err == nil {
-			break
+	// Wait for every worker, not only worker 2: a worker that had not yet
+	// begun the call when worker 2 died never traces it (CI saw this).
+	for w := range 3 {
+		for i := 0; ; i++ {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("worker-%d", w))); err == nil {
+				break
+			}
+			if i > 2000 {
+				t.Fatalf("worker %d never started the long call", w)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		if i > 2000 {
-			t.Fatal("worker 2 never started the long call")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	if err := syscall.Kill(ps[2], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
