@@ -191,7 +191,7 @@ type Comm struct {
 	scratch [][]byte // per thread: n chunks of peers' data (cma)
 
 	arena                *shmarena.Arena  // this process's shared tensor arena, or nil
-	shmPeers             []*shmarena.Peer // peers' arenas mapped read-only (nil: not mapped)
+	shmPeers             []*shmarena.Peer // peers' arenas, mapped (nil: not mapped)
 	shmAll               bool             // every rank mapped every peer's arena
 	anyArena             bool             // some rank has an arena
 	shmWhy               string           // why not shmAll

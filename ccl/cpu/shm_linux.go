@@ -15,8 +15,9 @@ import (
 
 // Ranks in different processes whose large tensors live in their
 // process's shared tensor arena (internal/shmarena, installed by worker
-// processes) read each other's buffers through read-only mappings of the
-// peers' arenas: plain loads, as ranks of one process do ("shm"). Buffers
+// processes) read (and, to push, write) each other's buffers through
+// mappings of the peers' arenas: plain loads and stores, as ranks of one
+// process do ("shm"). Buffers
 // outside an arena are read with process_vm_readv ("cma"), peer by peer;
 // without cma, an allreduce in which some rank's buffer is outside its
 // arena is staged (every rank sees the same published offsets, so all
@@ -166,15 +167,16 @@ var errStaged = fmt.Errorf("ccl/cpu: staged")
 // offsets for shm), barrier (in begin); each rank reduces its part of
 // every rank's input into its output, reading each peer's piece through
 // the peer's arena mapping or, for buffers outside it, with
-// process_vm_readv chunk by chunk into scratch; barrier; each rank copies
-// the other parts from their owners' outputs into its own (mapping or
-// cma); barrier (no rank reuses its buffers while others read them). Per
-// byte reduced that is about 2.5-3 bytes of memory traffic per rank,
-// where staging moves 5. It returns errStaged, having done nothing after
-// the first barrier, when the allreduce must be staged.
+// process_vm_readv chunk by chunk into scratch. When every rank's output
+// is in its arena the rank then pushes its part into every peer's output
+// through the mappings (push.go) and one barrier ends the call. Else:
+// barrier; each rank copies the other parts from their owners' outputs
+// into its own (mapping or cma); barrier (no rank reuses its buffers while
+// others read them). It returns errStaged, having done nothing after the
+// first barrier, when the allreduce must be staged.
 //
-// mid (if set) runs on this rank's reduced part before the barrier
-// between the halves (AllReduceSplit).
+// mid (if set) runs on this rank's reduced part before the push, or before
+// the barrier between the halves (AllReduceSplit).
 func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, mid func([]byte) error) error {
 	me := c.seg.ctrl(c.rank)
 	publish := func([]byte) {
@@ -237,9 +239,25 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 	for r := range c.n {
 		sendCMA = sendCMA || (r != c.rank && sends[r] == nil)
 	}
-	// Pieces read with cma go through scratch that stays in L2; with all
-	// inputs mapped, each thread reduces its whole range in one call.
-	chunk := max(es, ph-pl)
+	// Push (push.go) when every rank's output is in its arena: every
+	// rank reads the same published offsets, so all decide alike. A
+	// peer's output that does not map then is an error, not a pull.
+	push := c.shmAll
+	for r := range c.n {
+		push = push && atomic.LoadUint64(c.seg.u64(c.seg.ctrl(r)+ctlRecvOff)) != 0
+	}
+	if push {
+		recvs[c.rank] = a.Recv
+		defer func() { recvs[c.rank] = nil }()
+		for r := range c.n {
+			if recvs[r] == nil {
+				c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
+				return fmt.Errorf("%w: rank %d: allreduce #%d: rank %d's published output lies outside its arena", ccl.ErrFailed, c.rank, c.seq, r)
+			}
+		}
+	}
+	// Pieces read with cma go through scratch that stays in L2.
+	chunk := pushChunkFor(es)
 	if sendCMA {
 		chunk = c.cmaChunk(es)
 		// The chunk depends on the element size: an earlier scratch may
@@ -254,27 +272,20 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 		}
 	}
 	err := parallel(t, ph-pl, es, func(i, lo, hi int) error {
-		ins := make([][]byte, c.n)
-		for off := pl + lo; off < pl+hi; off += chunk {
-			end := min(pl+hi, off+chunk)
-			for r := range c.n {
+		return reducePush(op, a.DType, recvs, c.rank, a.Recv, pl+lo, pl+hi, chunk, push && mid == nil,
+			func(r, off, end int) ([]byte, error) {
 				switch {
 				case r == c.rank:
-					ins[r] = a.Send[off:end]
+					return a.Send[off:end], nil
 				case sends[r] != nil:
-					ins[r] = sends[r][off:end]
-				default:
-					ins[r] = c.scratch[i][r*chunk : r*chunk+end-off]
-					if err := shmem.ReadProcess(c.pids[r], ins[r], sendAt(r)+uintptr(off)); err != nil {
-						return c.cmaFailed(r, err)
-					}
+					return sends[r][off:end], nil
 				}
-			}
-			if err := reduceInto(op, a.DType, a.Recv[off:end], ins, c.n); err != nil {
-				return err
-			}
-		}
-		return nil
+				b := c.scratch[i][r*chunk : r*chunk+end-off]
+				if err := shmem.ReadProcess(c.pids[r], b, sendAt(r)+uintptr(off)); err != nil {
+					return nil, c.cmaFailed(r, err)
+				}
+				return b, nil
+			})
 	})
 	if err != nil {
 		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
@@ -284,8 +295,14 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 		if err := c.runMid(mid, a.Recv[pl:ph]); err != nil {
 			return err
 		}
+		if push {
+			_ = parallel(t, ph-pl, es, func(_, lo, hi int) error {
+				pushPart(recvs, c.rank, a.Recv, pl+lo, pl+hi, es)
+				return nil
+			})
+		}
 	}
-	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil {
+	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil || push {
 		return err
 	}
 	// The other ranks' parts, each split over the threads.

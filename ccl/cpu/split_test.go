@@ -37,65 +37,84 @@ func TestPart(t *testing.T) {
 // outputs; mid sees exactly its Part.
 func TestAllReduceSplitProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 1))
-	dts := []tensor.DType{tensor.Float32, tensor.Int64, tensor.BFloat16, tensor.Float64}
 	for i := range 6 {
 		opts, oname := smallOpts, "direct"
 		if i%2 == 1 {
 			opts, oname = smallCMA, "cma"
 		}
-		n := 1 + rng.IntN(4)
-		dt := dts[rng.IntN(len(dts))]
-		count := []int{1 + rng.IntN(n), 1 + rng.IntN(5000)}[rng.IntN(2)]
-		inPlace := rng.IntN(2) == 1
-		name := fmt.Sprintf("%s/%d ranks/%s/%d/in place %v", oname, n, dt, count, inPlace)
-		sends := make([]*tensor.Tensor, n)
-		outs := make([]*tensor.Tensor, n)
-		want := make([]float64, count)
-		for r := range n {
-			sends[r] = tensor.MustNew(dt, shape(count))
-			vals := make([]float64, count)
-			for j := range vals {
-				vals[j] = float64(rng.IntN(64) - 32)
-				want[j] += 2 * vals[j]
-			}
-			if err := tensor.SetFromFloat64(sends[r], vals); err != nil {
-				t.Fatal(err)
-			}
-			outs[r] = tensor.MustNew(dt, shape(count))
-			tensor.Poison(outs[r])
+		splitCase(t, rng, opts, oname, 0)
+	}
+	// Every tensor in the arena: the shm path, which pushes the part mid
+	// left into every peer's output.
+	t.Run("shm", func(t *testing.T) {
+		withArena(t, 1)
+		for range 4 {
+			splitCase(t, rng, smallShm, "shm", 40_000)
 		}
-		errs := runRanks(t, opts, n, 0, func(ctx context.Context, c ccl.Comm) error {
-			cc := c.(*cpu.Comm)
-			if !cc.Split() {
-				return fmt.Errorf("Split() false on %s", cc.Path())
+	})
+}
+
+// splitCase runs one random AllReduceSplit (at least minCount elements)
+// and checks every rank's output.
+func splitCase(t *testing.T, rng *rand.Rand, opts cpu.Options, oname string, minCount int) {
+	t.Helper()
+	dts := []tensor.DType{tensor.Float32, tensor.Int64, tensor.BFloat16, tensor.Float64}
+	n := 1 + rng.IntN(4)
+	dt := dts[rng.IntN(len(dts))]
+	count := []int{1 + rng.IntN(n), 1 + rng.IntN(5000)}[rng.IntN(2)] + minCount
+	inPlace := rng.IntN(2) == 1
+	name := fmt.Sprintf("%s/%d ranks/%s/%d/in place %v", oname, n, dt, count, inPlace)
+	sends := make([]*tensor.Tensor, n)
+	outs := make([]*tensor.Tensor, n)
+	want := make([]float64, count)
+	for r := range n {
+		sends[r] = tensor.MustNew(dt, shape(count))
+		vals := make([]float64, count)
+		for j := range vals {
+			vals[j] = float64(rng.IntN(64) - 32)
+			want[j] += 2 * vals[j]
+		}
+		if err := tensor.SetFromFloat64(sends[r], vals); err != nil {
+			t.Fatal(err)
+		}
+		outs[r] = tensor.MustNew(dt, shape(count))
+		tensor.Poison(outs[r])
+	}
+	errs := runRanks(t, opts, n, 0, func(ctx context.Context, c ccl.Comm) error {
+		cc := c.(*cpu.Comm)
+		if !cc.Split() {
+			return fmt.Errorf("Split() false on %s", cc.Path())
+		}
+		r := c.Rank()
+		in := sends[r]
+		if inPlace {
+			copy(outs[r].Bytes(), sends[r].Bytes())
+			in = outs[r]
+		}
+		lo, hi := cpu.Part(count*dt.Size(), dt.Size(), n, r)
+		err := cc.AllReduceSplit(ctx, in, outs[r], reduce.Sum, func(part []byte) error {
+			if len(part) != hi-lo || len(part) > 0 && &part[0] != &outs[r].Bytes()[lo] {
+				return fmt.Errorf("mid got %d bytes, want recv[%d:%d]", len(part), lo, hi)
 			}
-			r := c.Rank()
-			in := sends[r]
-			if inPlace {
-				copy(outs[r].Bytes(), sends[r].Bytes())
-				in = outs[r]
-			}
-			lo, hi := cpu.Part(count*dt.Size(), dt.Size(), n, r)
-			return cc.AllReduceSplit(ctx, in, outs[r], reduce.Sum, func(part []byte) error {
-				if len(part) != hi-lo || len(part) > 0 && &part[0] != &outs[r].Bytes()[lo] {
-					return fmt.Errorf("mid got %d bytes, want recv[%d:%d]", len(part), lo, hi)
-				}
-				return reduce.Reduce(reduce.Sum, dt, part, part, part)
-			})
+			return reduce.Reduce(reduce.Sum, dt, part, part, part)
 		})
-		if !noErrors(t, errs) {
-			t.Fatal(name)
+		if p := cc.PathFor(ccl.KindAllReduce, 1<<30); err == nil && oname == "shm" && p != "shm" {
+			return fmt.Errorf("path %q, want shm", p)
 		}
-		got, _ := tensor.ToFloat64(outs[0])
-		for j := range want {
-			if got[j] != want[j] {
-				t.Fatalf("%s: element %d = %v, want %v", name, j, got[j], want[j])
-			}
+		return err
+	})
+	if !noErrors(t, errs) {
+		t.Fatal(name)
+	}
+	got, _ := tensor.ToFloat64(outs[0])
+	for j := range want {
+		if got[j] != want[j] {
+			t.Fatalf("%s: element %d = %v, want %v", name, j, got[j], want[j])
 		}
-		for r := 1; r < n; r++ {
-			if !sameBytes(outs[r], outs[0]) {
-				t.Fatalf("%s: rank %d's bits differ from rank 0's", name, r)
-			}
+	}
+	for r := 1; r < n; r++ {
+		if !sameBytes(outs[r], outs[0]) {
+			t.Fatalf("%s: rank %d's bits differ from rank 0's", name, r)
 		}
 	}
 }

@@ -8,7 +8,8 @@ import (
 	"syscall"
 )
 
-// Peer is another process's arena, mapped read-only.
+// Peer is another process's arena, mapped for reading and writing (the
+// cpu allreduce pushes reduced parts into peers' outputs).
 type Peer struct {
 	mem  []byte
 	id   Identity
@@ -22,7 +23,7 @@ var (
 	peers   = map[Identity]*Peer{}
 )
 
-// MapPeer maps the arena id describes, read-only, or returns the mapping
+// MapPeer maps the arena id describes (read-write), or returns the mapping
 // this process already has (each MapPeer needs its Close). It fails if the
 // file cannot be opened (another user, no ptrace read permission, the
 // process is gone), has another size, or does not carry id's token.
@@ -44,7 +45,7 @@ func MapPeer(id Identity) (*Peer, error) {
 
 func mapPeer(id Identity) (*Peer, error) {
 	path := fmt.Sprintf("/proc/%d/fd/%d", id.PID, id.FD)
-	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("shmarena: opening pid %d's arena: %w", id.PID, err)
 	}
@@ -56,7 +57,7 @@ func mapPeer(id Identity) (*Peer, error) {
 	if st.Size() != id.Size || id.Size < headerSize {
 		return nil, fmt.Errorf("shmarena: %s has %d bytes, want %d", path, st.Size(), id.Size)
 	}
-	mem, err := syscall.Mmap(int(f.Fd()), 0, int(id.Size), syscall.PROT_READ, syscall.MAP_SHARED)
+	mem, err := syscall.Mmap(int(f.Fd()), 0, int(id.Size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("shmarena: mapping %s: %w", path, os.NewSyscallError("mmap", err))
 	}
