@@ -22,10 +22,14 @@
 //   - allreduce above OneShotMax without staging: ranks of one process read
 //     each other's buffers directly; ranks in different processes read
 //     buffers that lie in the peer's shared tensor arena (internal/shmarena,
-//     installed by worker processes; mapped read-only at Join) through that
+//     installed by worker processes; mapped read-write at Join) through that
 //     mapping with plain loads ("shm"), and other buffers with
 //     process_vm_readv (single copy; probed at Join, all ranks or none),
-//     peer by peer; Comm.Path and PathFor say which and why not; each rank
+//     peer by peer; Comm.Path and PathFor say which and why not; when
+//     every rank's output is reachable (direct, or every output in its
+//     arena) each rank pushes its reduced part into every peer's output
+//     (push.go: memory traffic at the bound, two barriers), else every
+//     rank pulls the others' parts (three barriers); each rank
 //     splits its work over its share of the host's cores (threadsFor);
 //     AllReduceSplit runs this path with a caller's step on each rank's
 //     reduced part between the two halves (ccl/hier's rings between

@@ -1,7 +1,7 @@
 // Package shmarena puts a process's large host tensors in shared memory
-// that other processes of the same session map read-only, so that the cpu
-// collective backend reads peers' buffers with plain loads, as ranks of one
-// process do.
+// that other processes of the same session map, so that the cpu collective
+// backend reads peers' buffers and writes its reduced part into their
+// outputs with plain loads and stores, as ranks of one process do.
 //
 // An Arena is one memfd, sized sparse to its capacity (ftruncate), from
 // which an offset allocator (first fit, coalescing, page-aligned blocks)
@@ -20,7 +20,8 @@
 // tensor's Storage could not guarantee.
 //
 // Peers map an arena with MapPeer from its Identity (pid, descriptor
-// number, size, random token): /proc/PID/fd/FD opened read-only needs the
-// same ptrace read permission as reading the process's memory; the token in
-// the arena's header page proves that the file is the one announced.
+// number, size, random token): opening /proc/PID/fd/FD (read-write: the
+// memfd's own mode allows its owner both) needs the same ptrace read
+// permission as reading the process's memory; the token in the arena's
+// header page proves that the file is the one announced.
 package shmarena
