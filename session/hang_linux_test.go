@@ -16,7 +16,6 @@ import (
 	"github.com/chorus-rt/chorus/internal/leaktest"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/session"
-	"github.com/chorus-rt/chorus/transport/shm"
 	"github.com/chorus-rt/chorus/wire"
 )
 
@@ -327,39 +326,60 @@ func TestWorkerDeadlineCulprit(t *testing.T) {
 }
 
 // TestWorkerDeadlineFullLog: workers stuck in a function while the
-// controller keeps sending fill the command log; the send that waits for
-// room is under the hang watch like a wait for a reply, so the
+// controller keeps sending fill the command log (or, with the log off or
+// for frames larger than a log entry, the worker's ring); the send that
+// waits for room is under the hang watch like a wait for a reply, so the
 // WorkerDeadline declares the worker it waits for lost and the send
 // fails, instead of blocking forever.
 func TestWorkerDeadlineFullLog(t *testing.T) {
-	leaktest.Check(t)
-	var out lockedBuffer
-	s := processSession(t, 2, session.Options{HangReport: 50 * time.Millisecond, HangOutput: &out, WorkerDeadline: 300 * time.Millisecond})
-	defer s.Shutdown()
-	block := mustFunc(t, s, "test.block")
-	add := mustFunc(t, s, "test.add")
-	if err := s.CallPackedDiscard(block); err != nil {
-		t.Fatal(err)
-	}
-	sent := make(chan error, 1)
-	go func() {
-		var err error
-		for i := 0; i < 2*shm.LogSlots && err == nil; i++ {
-			err = s.CallPackedDiscard(add, 1, 2)
-		}
-		sent <- err
-	}()
-	var err error
-	select {
-	case err = <-sent:
-	case <-time.After(30 * time.Second): // liveness bound, far above the deadline
-		t.Fatal("a send waiting for a stuck worker never ended")
-	}
-	var le *session.LostError
-	if !errors.As(err, &le) || !strings.Contains(err.Error(), "WorkerDeadline") {
-		t.Fatalf("sending to stuck workers: %v, want a LostError by the WorkerDeadline", err)
-	}
-	if !strings.Contains(out.String(), "room in the command log") {
-		t.Errorf("the hang report does not name the wait:\n%s", out.String())
+	big := strings.Repeat("x", 64<<10) // 16 of them fill a ring
+	for _, tc := range []struct {
+		name, transport, log, wait string
+		arg                        any
+	}{
+		{"log", "shm", "1", "room in the command log", int64(1)},
+		{"ring without the log", "shm", "0", "room in the command ring", int64(1)},
+		{"ring behind the log", "shm", "1", "room in the command ring", big},
+		{"stream", "stream", "1", "room in the command stream", big},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leaktest.Check(t)
+			t.Setenv("CHORUS_SHM_LOG", tc.log)
+			var out lockedBuffer
+			s, err := session.NewProcess(bg(t), session.ProcessOptions{Transport: tc.transport, Options: session.Options{
+				NumWorkers: 2, ShutdownGrace: 2 * time.Second,
+				HangReport: 50 * time.Millisecond, HangOutput: &out, WorkerDeadline: 300 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Shutdown()
+			block := mustFunc(t, s, "test.block")
+			echo := mustFunc(t, s, "test.echo")
+			if err := s.CallPackedDiscard(block); err != nil {
+				t.Fatal(err)
+			}
+			sent := make(chan error, 1)
+			go func() {
+				var err error
+				// More than the log holds, and more than a ring holds
+				// (1 MiB: 64 KiB commands, or about 40-byte ones).
+				for i := 0; i < 40_000 && err == nil; i++ {
+					err = s.CallPackedDiscard(echo, tc.arg)
+				}
+				sent <- err
+			}()
+			select {
+			case err = <-sent:
+			case <-time.After(30 * time.Second): // liveness bound, far above the deadline
+				t.Fatal("a send waiting for a stuck worker never ended")
+			}
+			var le *session.LostError
+			if !errors.As(err, &le) || !strings.Contains(err.Error(), "WorkerDeadline") {
+				t.Fatalf("sending to stuck workers: %v, want a LostError by the WorkerDeadline", err)
+			}
+			if !strings.Contains(out.String(), tc.wait) {
+				t.Errorf("the hang report does not name the wait (%q):\n%s", tc.wait, out.String())
+			}
+		})
 	}
 }

@@ -47,11 +47,13 @@ type process struct {
 	// the workers' connections. Nil: commands go through the connections.
 	log *shm.LogWriter
 	// cur is the command being sent; blocked (set by NewProcess) puts a
-	// send that waits for a worker behind by a whole log under the hang
-	// watch, which declares it lost after the WorkerDeadline.
-	curSeq  uint64 // 0: no send in progress
+	// send that waits for a worker behind by a whole log, or by a whole
+	// ring (where the command log is off, and for frames larger than a
+	// log entry), under the hang watch, which declares it lost after the
+	// WorkerDeadline.
+	curSeq  uint64 // 0: nothing sent yet
 	curAct  wire.Action
-	blocked func(seq uint64, act wire.Action, w int) (end func())
+	blocked func(seq uint64, act wire.Action, w int, what string) (end func())
 	// acked[i] is the last acknowledgement of worker i turned into a
 	// reply (shm: a worker acknowledges a reply without payload instead
 	// of sending a frame, see worker.Serve).
@@ -149,7 +151,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 				if p.blocked == nil || p.curSeq == 0 {
 					return nil
 				}
-				return p.blocked(p.curSeq, p.curAct, p.base+i)
+				return p.blocked(p.curSeq, p.curAct, p.base+i, "log")
 			})
 		}
 	}
@@ -163,11 +165,33 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 		p.ws = append(p.ws, pw)
 	}
 	if opts.Transport == "shm" && startErr == nil {
-		for _, pw := range p.ws {
-			p.shmConns = append(p.shmConns, pw.conn.(*shm.Conn))
+		for i, pw := range p.ws {
+			c := pw.conn.(*shm.Conn)
+			c.OnWait(func() func() {
+				if p.blocked == nil || p.curSeq == 0 {
+					return nil
+				}
+				return p.blocked(p.curSeq, p.curAct, p.base+i, "ring")
+			})
+			p.shmConns = append(p.shmConns, c)
 		}
 		p.acked = make([]uint64, len(p.ws))
 		p.ackr = make([]wire.Reply, len(p.ws))
+	}
+	if opts.Transport == "stream" && startErr == nil {
+		for i, pw := range p.ws {
+			// A write that waited streamProbe for the worker to read.
+			err := pw.conn.(*transport.Stream).OnWait(streamProbe, func() func() {
+				if p.blocked == nil || p.curSeq == 0 {
+					return nil
+				}
+				return p.blocked(p.curSeq, p.curAct, p.base+i, "stream")
+			})
+			if err != nil {
+				startErr = fmt.Errorf("session: worker %d's stream: %w", base+i, err)
+				break
+			}
+		}
 	}
 	// Watchers start only once p.ws is final: they read it.
 	for _, pw := range p.ws {
@@ -243,6 +267,10 @@ func newFlight(id int) (*trace.Ring, []byte, *os.File, error) {
 	}
 	return r, mem, f, nil
 }
+
+// streamProbe is how long a write to a worker's stream waits before the
+// wait is put under the hang watch (each write sets a deadline for it).
+const streamProbe = 10 * time.Millisecond
 
 func (p *process) start(i, n, total, groups int, prog string, opts ProcessOptions, lifeline, logFile *os.File, stderr io.Writer, tracePath string) (*procWorker, error) {
 	var conn transport.Conn
@@ -388,12 +416,12 @@ func (p *process) send(c *wire.Command) error {
 	if err != nil {
 		return err
 	}
+	p.curSeq, p.curAct = c.Seq, c.Action
 	if p.log != nil {
 		to := shm.LogAll
 		if c.Worker != wire.AllWorkers {
 			to = int(c.Worker) - p.base
 		}
-		p.curSeq, p.curAct = c.Seq, c.Action
 		if len(p.frame) <= shm.LogMaxInline {
 			if i, err := p.log.Put(to, p.frame); err != nil {
 				return p.logErr(i, err)

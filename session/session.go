@@ -786,12 +786,12 @@ func (s *Session) beginWait(c *wire.Command, one int32) (traced bool) {
 }
 
 // sendBlocked is called when sending command seq (act) must wait for
-// worker w (a process session's command log is full: w is a whole log
-// behind): the wait is then one the hang report shows and the
-// WorkerDeadline applies to, like a wait for w's reply. The returned func
-// ends it.
-func (s *Session) sendBlocked(seq uint64, act wire.Action, w int) (end func()) {
-	op := fmt.Sprintf("room in the command log for %v", act)
+// worker w (a process session's command log or w's ring, what, is full:
+// w is that far behind): the wait is then one the hang report shows and
+// the WorkerDeadline applies to, like a wait for w's reply. The returned
+// func ends it.
+func (s *Session) sendBlocked(seq uint64, act wire.Action, w int, what string) (end func()) {
+	op := fmt.Sprintf("room in the command %s for %v", what, act)
 	s.obs.beginWait(&wire.Command{Seq: seq, Action: act}, int32(w), &op)
 	return s.obs.endWait
 }

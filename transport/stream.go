@@ -41,6 +41,12 @@ type Stream struct {
 
 	dlSet bool // a read deadline may be set on the stream
 
+	// onWait (OnWait) is called when a write has waited probe for the
+	// peer to read; dlMu orders the write deadline's changes with Abort's.
+	onWait func() (end func())
+	probe  time.Duration
+	dlMu   sync.Mutex
+
 	abort     atomic.Pointer[error]
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -53,7 +59,8 @@ func NewStream(rwc io.ReadWriteCloser, maxFrame int) *Stream {
 	if maxFrame <= 0 {
 		maxFrame = MaxFrame
 	}
-	s := &Stream{rwc: rwc, w: bufio.NewWriterSize(rwc, 64<<10), max: maxFrame}
+	s := &Stream{rwc: rwc, max: maxFrame}
+	s.w = bufio.NewWriterSize(streamWriter{s}, 64<<10)
 	if d, ok := rwc.(deadliner); ok {
 		// An os.File on a blocking descriptor reports ErrNoDeadline; then
 		// we must not rely on deadlines.
@@ -62,6 +69,56 @@ func NewStream(rwc io.ReadWriteCloser, maxFrame int) *Stream {
 		}
 	}
 	return s
+}
+
+// OnWait sets f, which a Send or Flush calls when its write has waited
+// probe for the peer to read (the peer is that far behind); the func f
+// returns (if not nil) is called when the write ends. Its owner uses it to
+// put that wait under a deadline: Abort ends it. It needs a stream with
+// write deadlines (a socket, a non-blocking pipe); each write then sets
+// one. Not for use during a Send or Flush.
+func (s *Stream) OnWait(probe time.Duration, f func() (end func())) error {
+	if s.dl == nil {
+		return fmt.Errorf("transport: OnWait on a stream without deadlines")
+	}
+	if probe <= 0 {
+		return fmt.Errorf("transport: OnWait with probe %v", probe)
+	}
+	s.onWait, s.probe = f, probe
+	return nil
+}
+
+// streamWriter is what the write buffer writes to: the stream, under
+// a probe deadline once OnWait is set.
+type streamWriter struct{ s *Stream }
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	s := w.s
+	if s.onWait == nil {
+		return s.rwc.Write(p)
+	}
+	s.setWriteDeadline(time.Now().Add(s.probe))
+	n, err := s.rwc.Write(p)
+	if !errors.Is(err, os.ErrDeadlineExceeded) || s.abort.Load() != nil {
+		return n, err
+	}
+	end := s.onWait()
+	s.setWriteDeadline(time.Time{})
+	m, err := s.rwc.Write(p[n:])
+	if end != nil {
+		end()
+	}
+	return n + m, err
+}
+
+// setWriteDeadline sets t unless the stream was aborted (Abort's deadline
+// in the past stays).
+func (s *Stream) setWriteDeadline(t time.Time) {
+	s.dlMu.Lock()
+	defer s.dlMu.Unlock()
+	if s.abort.Load() == nil {
+		_ = s.dl.SetWriteDeadline(t)
+	}
 }
 
 func (s *Stream) err() error {
@@ -205,6 +262,8 @@ func (s *Stream) readErr(ctx context.Context, err error) error {
 // Abort fails every blocked and later call with err.
 func (s *Stream) Abort(err error) {
 	e := fmt.Errorf("%w: %w", ErrPeerGone, err)
+	s.dlMu.Lock()
+	defer s.dlMu.Unlock()
 	if s.abort.CompareAndSwap(nil, &e) {
 		// Unblock a pending read (pollable descriptors and sockets only).
 		if s.dl != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/transporttest"
@@ -126,4 +127,61 @@ func FuzzStreamRecv(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStreamOnWait: a write that waits longer than the probe for the peer
+// to read calls OnWait's func, and the func it returned when it ends; an
+// Abort ends it. Writes that find room call neither. A stream without
+// deadlines refuses OnWait.
+func TestStreamOnWait(t *testing.T) {
+	a, b := socketPair(t)
+	defer a.Close()
+	defer b.Close()
+	s := a.(*transport.Stream)
+	began, ended := make(chan struct{}, 2), make(chan struct{}, 2)
+	if err := s.OnWait(time.Millisecond, func() func() {
+		began <- struct{}{}
+		return func() { ended <- struct{}{} }
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(began) != 0 {
+		t.Fatal("OnWait called for a write that found room")
+	}
+	done := make(chan error, 1)
+	go func() {
+		big := make([]byte, 1<<20)
+		var err error
+		for i := 0; i < 64 && err == nil; i++ { // far more than the socket holds
+			if err = s.Send(big); err == nil {
+				err = s.Flush()
+			}
+		}
+		done <- err
+	}()
+	<-began
+	boom := errors.New("boom")
+	s.Abort(boom)
+	if err := <-done; !errors.Is(err, boom) {
+		t.Fatalf("Send: %v, want the Abort's error", err)
+	}
+	<-ended
+	if len(began) != 0 || len(ended) != 0 {
+		t.Fatal("OnWait called more than once")
+	}
+
+	f, err := os.CreateTemp(t.TempDir(), "stream") // a regular file: no deadlines
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := transport.NewStream(f, 0).OnWait(time.Millisecond, func() func() { return nil }); err == nil {
+		t.Error("OnWait accepted a stream without deadlines")
+	}
 }

@@ -168,6 +168,7 @@ type Conn struct {
 	txHead    uint64        // last head seen
 	txFrame   uint64        // end of the last complete frame written
 	txSpin    time.Duration // current polling budget of space waits
+	onWait    func() (end func())
 	_         [64]byte
 
 	// Receiver state (owned by the goroutine calling Recv).
@@ -368,6 +369,11 @@ func (c *Conn) reserve(want uint64) error {
 		return nil
 	}
 	c.publish()
+	if c.onWait != nil {
+		if end := c.onWait(); end != nil {
+			defer end()
+		}
+	}
 	ready := func() bool {
 		return c.loadHead() != nil || r.size-(c.txTail-c.txHead) >= want
 	}
@@ -385,6 +391,12 @@ func (c *Conn) reserve(want uint64) error {
 	}
 	return c.loadHead()
 }
+
+// OnWait sets f, which a Send or Flush that must wait for room in the
+// send ring calls first; the func f returns (if not nil) is called when
+// the wait ends. Its owner uses it to put that wait under a deadline, as
+// LogWriter.OnWait: Abort ends it. Not for use during a Send.
+func (c *Conn) OnWait(f func() (end func())) { c.onWait = f }
 
 // loadHead refreshes the cached consumer index of the send ring.
 func (c *Conn) loadHead() error {

@@ -849,3 +849,51 @@ func recordSleeps(t *testing.T) <-chan time.Duration {
 	}
 	return slept
 }
+
+// TestConnOnWait: a Send that must wait for room calls OnWait's func
+// first and the func it returned when the wait ends; a Send that finds
+// room calls neither. Abort ends the wait (what a session's deadline
+// does).
+func TestConnOnWait(t *testing.T) {
+	c, w := newPair(t, Options{RingSize: 4096, SpinDuration: -1})
+	defer c.Close()
+	defer w.Close()
+	began, ended := make(chan struct{}, 2), make(chan struct{}, 2)
+	c.OnWait(func() func() {
+		began <- struct{}{}
+		return func() { ended <- struct{}{} }
+	})
+	frame := make([]byte, 1000)
+	for range 3 { // 3 x (4 + 1000) bytes fit
+		if err := c.Send(frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(began) != 0 {
+		t.Fatal("OnWait called for a Send that found room")
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Send(make([]byte, 2000))
+	}()
+	<-began
+	select {
+	case err := <-done:
+		t.Fatalf("Send returned (%v) with the ring full", err)
+	case <-ended:
+		t.Fatal("the wait ended with the ring full")
+	default:
+	}
+	boom := errors.New("boom")
+	c.Abort(boom)
+	if err := <-done; !errors.Is(err, boom) {
+		t.Fatalf("Send: %v, want the Abort's error", err)
+	}
+	<-ended
+	if len(began) != 0 || len(ended) != 0 {
+		t.Fatal("OnWait called more than once")
+	}
+}

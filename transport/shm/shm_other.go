@@ -26,6 +26,7 @@ func (c *Conn) Send(frame []byte) error                  { return ErrUnsupported
 func (c *Conn) Flush() error                             { return ErrUnsupported }
 func (c *Conn) Recv(ctx context.Context) ([]byte, error) { return nil, ErrUnsupported }
 func (c *Conn) Abort(err error)                          {}
+func (c *Conn) OnWait(f func() (end func()))             {}
 func (c *Conn) Close() error                             { return ErrUnsupported }
 
 // Pending reports false: there is no ring.
