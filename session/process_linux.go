@@ -147,12 +147,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 			}
 			p.log, logFile = lg, f
 			defer logFile.Close()
-			lg.OnWait(func(i int) func() {
-				if p.blocked == nil || p.curSeq == 0 {
-					return nil
-				}
-				return p.blocked(p.curSeq, p.curAct, p.base+i, "log")
-			})
+			lg.OnWait(func(i int) func() { return p.sendWaits(i, "log") })
 		}
 	}
 	var startErr error
@@ -167,12 +162,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 	if opts.Transport == "shm" && startErr == nil {
 		for i, pw := range p.ws {
 			c := pw.conn.(*shm.Conn)
-			c.OnWait(func() func() {
-				if p.blocked == nil || p.curSeq == 0 {
-					return nil
-				}
-				return p.blocked(p.curSeq, p.curAct, p.base+i, "ring")
-			})
+			c.OnWait(func() func() { return p.sendWaits(i, "ring") })
 			p.shmConns = append(p.shmConns, c)
 		}
 		p.acked = make([]uint64, len(p.ws))
@@ -181,12 +171,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 	if opts.Transport == "stream" && startErr == nil {
 		for i, pw := range p.ws {
 			// A write that waited streamProbe for the worker to read.
-			err := pw.conn.(*transport.Stream).OnWait(streamProbe, func() func() {
-				if p.blocked == nil || p.curSeq == 0 {
-					return nil
-				}
-				return p.blocked(p.curSeq, p.curAct, p.base+i, "stream")
-			})
+			err := pw.conn.(*transport.Stream).OnWait(streamProbe, func() func() { return p.sendWaits(i, "stream") })
 			if err != nil {
 				startErr = fmt.Errorf("session: worker %d's stream: %w", base+i, err)
 				break
@@ -205,6 +190,15 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 		return nil, startErr
 	}
 	return p, nil
+}
+
+// sendWaits is the OnWait hook of worker i's log consumer, ring or
+// stream (what): the send in progress waits for that worker.
+func (p *process) sendWaits(i int, what string) (end func()) {
+	if p.blocked == nil || p.curSeq == 0 {
+		return nil
+	}
+	return p.blocked(p.curSeq, p.curAct, p.base+i, what)
 }
 
 // useLog reads CHORUS_SHM_LOG: 0 sends a process session's commands

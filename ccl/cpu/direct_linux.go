@@ -102,10 +102,7 @@ func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op 
 	})
 	if err == nil && mid != nil {
 		if err = c.runMid(mid, a.Recv[pl:ph]); err == nil {
-			_ = parallel(t, ph-pl, es, func(_, lo, hi int) error {
-				pushPart(outs, c.rank, a.Recv, pl+lo, pl+hi, es)
-				return nil
-			})
+			pushPart(t, outs, c.rank, a.Recv, pl, ph, es)
 		}
 	}
 	clear(sends)

@@ -36,13 +36,17 @@ func pushTo(outs [][]byte, self int, own []byte, lo, hi int) {
 	}
 }
 
-// pushPart copies own[lo:hi] to every peer's output chunk by chunk (a part
-// that mid rewrote: its chunks are read once from memory, then from L2).
-func pushPart(outs [][]byte, self int, own []byte, lo, hi, es int) {
+// pushPart copies own[lo:hi] to every peer's output chunk by chunk, split
+// over t threads (a part that mid rewrote: its chunks are read once from
+// memory, then from L2).
+func pushPart(t int, outs [][]byte, self int, own []byte, lo, hi, es int) {
 	chunk := pushChunkFor(es)
-	for off := lo; off < hi; off += chunk {
-		pushTo(outs, self, own, off, min(hi, off+chunk))
-	}
+	_ = parallel(t, hi-lo, es, func(_, tlo, thi int) error {
+		for off := lo + tlo; off < lo+thi; off += chunk {
+			pushTo(outs, self, own, off, min(lo+thi, off+chunk))
+		}
+		return nil
+	})
 }
 
 // reducePush reduces [lo, hi) of every rank's input (in(r, off, end)

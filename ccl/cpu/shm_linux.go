@@ -296,10 +296,7 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 			return err
 		}
 		if push {
-			_ = parallel(t, ph-pl, es, func(_, lo, hi int) error {
-				pushPart(recvs, c.rank, a.Recv, pl+lo, pl+hi, es)
-				return nil
-			})
+			pushPart(t, recvs, c.rank, a.Recv, pl, ph, es)
 		}
 	}
 	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil || push {
