@@ -96,6 +96,7 @@ var InlineMax = envInt("CHORUS_HIER_INLINE_MAX", 4096)
 // InlineMax bytes, else ignored) travels along and is found at
 // c.inline(r) afterwards.
 func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byte) error {
+	c.pollFor(0)
 	b := c.desc.Bytes()
 	c.putDesc(b, d, local != nil)
 	if len(payload) <= c.block-descBytes {
@@ -135,6 +136,7 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 	if err := ccl.Compare(descs); err != nil {
 		return agreedErr{fmt.Errorf("ccl/hier: rank %d: %w", c.rank, err)}
 	}
+	c.pollFor(int(d.Count) * d.DType.Size())
 	return nil
 }
 
@@ -665,6 +667,7 @@ func (c *Comm) Send(ctx context.Context, t *tensor.Tensor, peer int) error {
 		return fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
 	}
 	return c.guard(ctx, ccl.KindSend, func() error {
+		c.pollFor(len(data))
 		p := c.peers[peer]
 		if err := c.send(p, ccl.KindSend, t.DType(), 0, u64(len(data))); err != nil {
 			return err
@@ -698,6 +701,7 @@ func (c *Comm) Recv(ctx context.Context, t *tensor.Tensor, peer int) error {
 		return fmt.Errorf("%w: %v", ccl.ErrBadArgs, err)
 	}
 	return c.guard(ctx, ccl.KindRecv, func() error {
+		c.pollFor(len(data))
 		p := c.peers[peer]
 		dt, _, _, err := c.recvHdr(p, ccl.KindSend, 8)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
+	"github.com/chorus-rt/chorus/internal/pollread"
 	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -83,6 +84,7 @@ type peer struct {
 	hdr     [hdrBytes]byte
 	small   []byte // header and data of a small message
 	r       *bufio.Reader
+	poll    *pollread.Reader // under r (poll.go); nil: the link cannot poll
 
 	// bare: a plaintext link straight on the socket (no link buffer). A
 	// header that sendHdr starts waits in held and leaves with the first
@@ -104,14 +106,21 @@ type peer struct {
 func newPeer(rank int, conn net.Conn, plain bool) (*peer, error) {
 	p := &peer{rank: rank, c: conn}
 	var rd io.Reader = conn
+	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		p.poll = link.Poller(tc) // TLS reads its records through it
+	}
 	if plain {
 		raw, left, err := link.Unbuffer(conn)
 		if err != nil {
 			return nil, err
 		}
 		p.c, p.bare, rd = raw, true, raw
+		p.poll = nil
+		if pr, err := pollread.New(raw); err == nil {
+			p.poll, rd = pr, pr
+		}
 		if len(left) > 0 {
-			rd = io.MultiReader(bytes.NewReader(left), raw)
+			rd = io.MultiReader(bytes.NewReader(left), rd)
 		}
 	}
 	p.r = bufio.NewReaderSize(rd, 64<<10)
@@ -153,6 +162,9 @@ type Comm struct {
 	stripeMin int       // StripeMin at Join
 	extra     [][]*peer // extra[s-1][r]: stripe s's link to rank r (neighbouring leaders only)
 	tmps      [][]byte  // scratch of stripes 1..
+
+	spin    time.Duration // reads' polling budget (poll.go); 0: none
+	spinNow time.Duration // the budget the links have now; -1: unset
 }
 
 var _ ccl.Comm = (*Comm)(nil)
@@ -197,6 +209,9 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.multiMin = MultiRingMin
 	if err := c.chooseStripes(); err != nil {
 		return nil, err
+	}
+	if err := c.chooseSpin(); err != nil {
+		return nil, fmt.Errorf("%w: ccl/hier: %w", ccl.ErrBadArgs, err)
 	}
 	if c.k > 1 && c.stripes > 1 && c.lrank == 0 {
 		c.extra = make([][]*peer, c.stripes-1)

@@ -24,6 +24,7 @@ var layers = map[string]int{
 	"internal/progress":       0, // progress line on a terminal's stderr
 	"internal/shmem":          0,
 	"internal/shmarena":       1, // shared tensor arena (memfd); tensor stays below it, worker installs it
+	"internal/pollread":       0, // reads that poll a socket before they park (ccl/hier data links)
 	"internal/tsc":            0, // a cheap clock: the time-stamp counter calibrated against an OS clock
 	"internal/trace":          1, // events, flight ring, Trace Event Format; imports only internal/tsc
 	"internal/dl":             0,

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"net"
 	"sync"
+
+	"github.com/chorus-rt/chorus/internal/pollread"
 )
 
 // bufConn buffers a connection under TLS (Config.Buffer): reads fill a
@@ -11,17 +13,37 @@ import (
 // after authentication, writes collect in a buffer until Flush, so a
 // message of many 16 KiB records costs one system call per buffer, not
 // one per record. (Before that, handshake writes go straight through:
-// the peer waits for them.)
+// the peer waits for them.) Reads go through a pollread.Reader when the
+// connection has a descriptor, with no polling until its owner asks for
+// it (Poller).
 type bufConn struct {
 	net.Conn
-	r  *bufio.Reader
-	mu sync.Mutex // TLS may write (KeyUpdate) while its owner flushes
-	w  *bufio.Writer
-	on bool
+	poll *pollread.Reader // nil: the connection has no descriptor
+	r    *bufio.Reader
+	mu   sync.Mutex // TLS may write (KeyUpdate) while its owner flushes
+	w    *bufio.Writer
+	on   bool
 }
 
 func newBufConn(c net.Conn, size int) *bufConn {
-	return &bufConn{Conn: c, r: bufio.NewReaderSize(c, size), w: bufio.NewWriterSize(c, size)}
+	b := &bufConn{Conn: c, w: bufio.NewWriterSize(c, size)}
+	var rd interface{ Read([]byte) (int, error) } = c
+	if p, err := pollread.New(c); err == nil {
+		b.poll, rd = p, p
+	}
+	b.r = bufio.NewReaderSize(rd, size)
+	return b
+}
+
+// Poller returns the pollread.Reader under a connection made with
+// Config.Buffer (a *tls.Conn from Dial or Accept), so that its owner can
+// set how long reads poll; nil for other connections and for connections
+// without a descriptor.
+func Poller(c interface{ NetConn() net.Conn }) *pollread.Reader {
+	if b, ok := c.NetConn().(*bufConn); ok {
+		return b.poll
+	}
+	return nil
 }
 
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
