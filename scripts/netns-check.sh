@@ -39,6 +39,9 @@
 # sets the host namespaces' TCP congestion control; BENCH_GLOO_TARGET
 # (seconds of timed calls per rep, default 0.1) and BENCH_GLOO_REPS (default
 # 1; the median is reported) lengthen the gloo anchor's window.
+# BENCH_ENVS ("LABEL:VAR=V,VAR=V ...") runs every new-binary sweep once
+# per variant with those variables on every agent (allreduce-*-vLABEL.jsonl),
+# e.g. tuning variables against the defaults.
 # Only addresses inside these namespaces are used (10.77.0.0/24), and every
 # namespace the script made is removed on exit, whatever happens.
 #
@@ -325,8 +328,17 @@ if [ -n "$BENCH_OUT" ]; then
       # the old binary (which may not know stripes) once.
       sts=("")
       [ -n "${BENCH_STRIPES:-}" ] && [ "$v" != old ] && [ "$v" != oldplain ] && read -r -a sts <<<"$BENCH_STRIPES"
+      # BENCH_ENVS: the new binary once per variant "LABEL:VAR=V,VAR=V"
+      # (-vLABEL files), e.g. tuning variables against the defaults.
+      vars=("")
+      [ -n "${BENCH_ENVS:-}" ] && [ "$v" = new ] && read -r -a vars <<<"$BENCH_ENVS"
+      for var in "${vars[@]}"; do
       for st in "${sts[@]}"; do
         suf=""; BIN=$NEW_BIN; AGENT_ENV=()
+        if [ -n "$var" ]; then
+          suf="-v${var%%:*}"
+          IFS=, read -r -a AGENT_ENV <<<"${var#*:}"
+        fi
         [ "$v" = old ] && { suf="-old"; BIN=$BENCH_OLD_BIN; }
         [ "$v" = plain ] && { suf="-plain"; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
         [ "$v" = oldplain ] && { suf="-old-plain"; BIN=$BENCH_OLD_BIN; AGENT_ENV=(CHORUS_HIER_PLAINTEXT=1); }
@@ -340,6 +352,7 @@ if [ -n "$BENCH_OUT" ]; then
         cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers$suf.jsonl"
         netstat_save "allreduce-${nh}hosts-${nw}workers$suf" "$nh"
         echo "ok   $name${AGENT_ENV[*]+ (${AGENT_ENV[*]})}"
+      done
       done
     done
   done

@@ -324,6 +324,11 @@ func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType,
 		}
 		return ccl.KindAllGather
 	}
+	if per*es <= RingInlineMax {
+		return c.ringInline(s, next, prev, steps, dst, src, dt, op, kindOf, sendSeg, recvSeg, func(b []byte, j int) []byte {
+			return b[min(elems, j*per)*es : min(elems, (j+1)*per)*es]
+		})
+	}
 	tmp := c.scratchOf(s, min(ce*es, reducePiece(es)))
 	ready := make(chan struct{}, steps*nch) // one token per received chunk, in order
 	stop := make(chan struct{})             // closed when the receiver fails
@@ -396,6 +401,57 @@ var testRingHook func(c *Comm, s, t, i int)
 // ringSend streams the ring's steps to p: step t's header, then its
 // chunks; chunk i of step t >= 1 waits for the receiver's token of chunk
 // i of step t-1 (tokens arrive in order, nch per step).
+// RingInlineMax: a ring whose segments are at most this many bytes
+// (CHORUS_HIER_RING_INLINE; 0: never) runs on one goroutine per ring,
+// which sends a step's segment in one write and then receives the
+// next: no hand-off between a receiving and a sending goroutine, whose
+// wake-up costs more than a small segment's transfer. It is safe
+// without a separate sender for the same reason as inlineMax: the
+// next rank's socket receive buffer holds one segment even while that
+// rank is writing its own.
+var RingInlineMax = envInt0("CHORUS_HIER_RING_INLINE", inlineMax)
+
+// ringInline is ringOn for segments of at most RingInlineMax bytes;
+// seg(b, j) is segment j of b.
+func (c *Comm) ringInline(s int, next, prev *peer, steps int, dst, src []byte, dt tensor.DType, op reduce.Op,
+	kindOf func(t int) ccl.Kind, sendSeg, recvSeg func(t int) int, seg func(b []byte, j int) []byte) error {
+	tmp := c.scratchOf(s, min(RingInlineMax, len(dst)))
+	err := func() error {
+		for t := range steps {
+			from := dst
+			if t == 0 {
+				from = src
+			}
+			if err := c.send(next, kindOf(t), 0, 0, seg(from, sendSeg(t))); err != nil {
+				return err
+			}
+			j := recvSeg(t)
+			out := seg(dst, j)
+			if t >= c.k-1 {
+				if err := c.recv(prev, kindOf(t), out, nil); err != nil {
+					return err
+				}
+			} else {
+				in := tmp[:len(out)]
+				if err := c.recv(prev, kindOf(t), in, nil); err != nil {
+					return err
+				}
+				if err := reduce.Reduce(op, dt, out, seg(src, j), in); err != nil {
+					return err
+				}
+			}
+			if testRingHook != nil {
+				testRingHook(c, s, t, 0)
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		c.fail(err)
+	}
+	return err
+}
+
 func (c *Comm) ringSend(p *peer, steps, nch int, ready, stop <-chan struct{}, head func(t int) (ccl.Kind, int), chunk func(t, i int) []byte) error {
 	got := 0
 	for t := range steps {
@@ -452,7 +508,11 @@ func (c *Comm) rhd(buf, src []byte, dt tensor.DType, op reduce.Op) error {
 		err := c.exchange([]*peer{partner}, func(p *peer) error {
 			return c.send(p, ccl.KindReduceScatter, dt, 0, give)
 		}, []*peer{partner}, func(p *peer) error {
-			return c.recv(p, ccl.KindReduceScatter, t, func(a, b int) error {
+			if _, _, _, err := c.recvHdr(p, ccl.KindReduceScatter, len(t)); err != nil {
+				return err
+			}
+			// In pieces, reduced while the next arrives.
+			return c.recvPieces(p, t, reducePiece(es), func(a, b int) error {
 				return reduce.Reduce(op, dt, keep[a:b], mine[a:b], t[a:b])
 			})
 		})

@@ -38,6 +38,10 @@ var (
 	RHDMax       = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
 	ChunkBytes   = envInt("CHORUS_HIER_CHUNK", 1<<20)
 	MultiRingMin = envInt("CHORUS_HIER_MULTIRING_MIN", 1<<20)
+	// FlushBytes: a message on a TLS link is flushed every FlushBytes
+	// (CHORUS_HIER_FLUSH), so that its first records are on the wire
+	// while the rest is encrypted.
+	FlushBytes = envInt("CHORUS_HIER_FLUSH", LinkBuffer)
 )
 
 // envErr holds the tuning variables that were set to something other
@@ -49,6 +53,15 @@ var envErr error
 // is recorded in envErr.
 func envInt(name string, def int) int {
 	v, err := ccl.EnvInt(name, def, 1)
+	if err != nil {
+		envErr = errors.Join(envErr, err)
+	}
+	return v
+}
+
+// envInt0 is envInt for variables that may be 0.
+func envInt0(name string, def int) int {
+	v, err := ccl.EnvInt(name, def, 0)
 	if err != nil {
 		envErr = errors.Join(envErr, err)
 	}
@@ -399,10 +412,19 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 		return c.flush(p)
 	}
 	p.hold(h)
-	for off := 0; off < len(data); off += ChunkBytes {
+	piece := ChunkBytes
+	if !p.bare {
+		piece = min(piece, FlushBytes)
+	}
+	for off := 0; off < len(data); off += piece {
 		_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
-		if err := p.write(data[off:min(len(data), off+ChunkBytes)]); err != nil {
+		if err := p.write(data[off:min(len(data), off+piece)]); err != nil {
 			return c.linkErr(p, err)
+		}
+		if !p.bare && off+piece < len(data) {
+			if err := c.flush(p); err != nil {
+				return err
+			}
 		}
 	}
 	return c.flush(p)
@@ -515,8 +537,13 @@ func (c *Comm) recvHdr(p *peer, kind ccl.Kind, size int) (dt tensor.DType, statu
 // piece of about ChunkBytes as it arrives so that work overlaps the
 // transfer.
 func (c *Comm) recvInto(p *peer, dst []byte, each func(lo, hi int) error) error {
+	return c.recvPieces(p, dst, ChunkBytes, each)
+}
+
+// recvPieces is recvInto with pieces of about piece bytes.
+func (c *Comm) recvPieces(p *peer, dst []byte, piece int, each func(lo, hi int) error) error {
 	// Pieces are a multiple of 16 bytes, so of every element size.
-	piece := max(16, ChunkBytes&^15)
+	piece = max(16, piece&^15)
 	for off := 0; off < len(dst); {
 		hi := min(len(dst), off+piece)
 		_ = p.c.SetReadDeadline(time.Now().Add(c.timeout))

@@ -242,9 +242,9 @@ func checkAllReduce(t *testing.T, name string, comms []*Comm, dt tensor.DType, o
 // hosts (1-2 ranks each), against the float64 reference.
 func TestAllReduceRingProperty(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch, in, rp int) {
-		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece = a, b, ch, in, rp
-	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece)
+	defer func(a, b, ch, in, rp, ri, fl int) {
+		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes = a, b, ch, in, rp, ri, fl
+	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes)
 	SmallMax, InlineMax = 64, 16
 	rng := rand.New(rand.NewPCG(16, 2))
 	dts := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.BFloat16, tensor.Float16}
@@ -260,8 +260,10 @@ func TestAllReduceRingProperty(t *testing.T) {
 			ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
 			RHDMax = []int{0, 1 << 30}[rng.IntN(2)]
 			ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
+			RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
+			FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
 			mask := rng.Uint64()
-			name := fmt.Sprintf("%v/%s/%s/%d/chunk %d/rhd %d/piece %d", lay, dt, op, count, ChunkBytes, RHDMax, ReducePiece)
+			name := fmt.Sprintf("%v/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d", lay, dt, op, count, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes)
 			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 	}

@@ -103,9 +103,9 @@ func TestPath(t *testing.T) {
 // reference into poisoned outputs, with every rank's bits identical.
 func TestAllReduceMultiRingProperty(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch, in, rp int) {
-		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece = a, b, ch, in, rp
-	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece)
+	defer func(a, b, ch, in, rp, ri, fl int) {
+		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes = a, b, ch, in, rp, ri, fl
+	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes)
 	defer func() { testNoSplit = false }()
 	InlineMax = 0 // nothing rides with the agreement: every size moves
 	multiRingFrom(t, 0)
@@ -136,9 +136,11 @@ func TestAllReduceMultiRingProperty(t *testing.T) {
 			ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
 			RHDMax = []int{0, 1 << 30}[rng.IntN(2)]
 			ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
+			RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
+			FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
 			testNoSplit = rng.IntN(3) == 0
 			mask := rng.Uint64()
-			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d/piece %d/staged %v", tc.lay, dt, op, count, SmallMax, ChunkBytes, RHDMax, ReducePiece, testNoSplit)
+			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/staged %v", tc.lay, dt, op, count, SmallMax, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes, testNoSplit)
 			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 		// reduce-scatter goes through the same allreduce.

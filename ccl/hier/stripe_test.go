@@ -61,9 +61,9 @@ func checkStripeLinks(t *testing.T, name string, comms []*Comm) {
 // outputs, with every rank's bits identical; every stripe's ring ran.
 func TestStripedAllReduceProperty(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch, in, rp int) {
-		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece = a, b, ch, in, rp
-	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece)
+	defer func(a, b, ch, in, rp, ri, fl int) {
+		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes = a, b, ch, in, rp, ri, fl
+	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes)
 	InlineMax, SmallMax = 0, 0 // every size takes the leader ring
 	stripesFrom(t, 0)
 	multiRingFrom(t, 1<<30)
@@ -97,8 +97,10 @@ func TestStripedAllReduceProperty(t *testing.T) {
 				ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
 				RHDMax = []int{0, 0, 1 << 30}[rng.IntN(3)]
 				ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
+				RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
+				FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
 				mask := rng.Uint64()
-				name := fmt.Sprintf("%s/%s/%s/%d/chunk %d/rhd %d/piece %d", name, dt, op, count, ChunkBytes, RHDMax, ReducePiece)
+				name := fmt.Sprintf("%s/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d", name, dt, op, count, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes)
 				checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 			}
 			// One more that certainly splits into every stripe (a ring,
