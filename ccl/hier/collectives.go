@@ -243,12 +243,12 @@ func (c *Comm) leaderAllReduce(dst, src []byte, dt tensor.DType, op reduce.Op) e
 
 // Ring pipelining: a segment (1/k of the message) travels in chunks of
 // at most ChunkBytes, and at least ringMinChunks of them (down to
-// ringMinChunk bytes), so that even a few-MiB message keeps every link
+// RingMinChunk bytes), so that even a few-MiB message keeps every link
 // busy while chunks are reduced and forwarded.
-const (
-	ringMinChunks = 4
-	ringMinChunk  = 64 << 10
-)
+const ringMinChunks = 4
+
+// RingMinChunk is the smallest ring chunk (CHORUS_HIER_MIN_CHUNK).
+var RingMinChunk = envInt("CHORUS_HIER_MIN_CHUNK", 32<<10)
 
 // ReducePiece: the ring's reduce-scatter receives and reduces a chunk in
 // pieces of this many bytes (CHORUS_HIER_REDUCE_PIECE overrides it for
@@ -264,7 +264,7 @@ func reducePiece(es int) int { return max(es, ReducePiece/es*es) }
 // ringChunk is the chunk of a ring over segments of seg bytes, in
 // elements of es bytes.
 func ringChunk(seg, es int) int {
-	b := min(ChunkBytes, max(seg/ringMinChunks, ringMinChunk))
+	b := min(ChunkBytes, max(seg/ringMinChunks, RingMinChunk))
 	return max(1, b/es)
 }
 

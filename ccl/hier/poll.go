@@ -33,7 +33,7 @@ const (
 
 // SpinMax: collectives of at most this many bytes (one rank's send
 // buffer) poll (CHORUS_HIER_SPIN_MAX).
-var SpinMax = envInt("CHORUS_HIER_SPIN_MAX", 1<<20)
+var SpinMax = envInt("CHORUS_HIER_SPIN_MAX", 16<<10)
 
 // spinFor is the polling budget for a rank with local ranks on its host
 // and cpus cores, given EnvSpin's value mode.
