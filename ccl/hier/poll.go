@@ -7,21 +7,24 @@ import (
 	"time"
 )
 
-// Polled reads. A small collective between hosts is a few short
-// exchanges; each read that parks in Go's network poller is woken by
-// epoll and the scheduler, tens of microseconds on an idle core of a VM:
-// more than the message's transfer (docs/multi-host.md, "Where the
-// small-message gap to Open MPI is"). So the links' reads poll the socket
-// (internal/pollread) for up to a budget before they park, in every
-// collective of at most SpinMax bytes and in every agreement round. A
-// polling read holds a core, so by default ("auto") links poll only on
-// hosts with at least spinCoresPerRank cores per local rank: the readers
-// of a rank (one per stripe of a ring, one in an exchange) and its
-// senders then have cores of their own. Larger collectives park at once:
-// they are limited by the link, and a ring's readers would hold cores its
-// senders' encryption needs.
+// Polled reads (opt-in). A small collective between hosts is a few
+// short exchanges, and each read that parks in Go's network poller is
+// woken by epoll and the scheduler. With EnvSpin set, the links' reads
+// poll the socket (internal/pollread) for up to a budget before they
+// park, in every collective of at most SpinMax bytes and in every
+// agreement round; larger collectives park at once (they are limited by
+// the link, and a ring's polling readers would hold cores its senders'
+// encryption needs). "auto" polls only on hosts with at least
+// spinCoresPerRank cores per local rank.
+//
+// Off by default: on the 16-core host's namespaces (2026-11-25, session
+// 9, docs/multi-host.md) polling changed the median of 1-16 KiB
+// allreduces by -10% to +10% between runs, within the host's noise, and
+// polling up to 1 MiB made 64 KiB-1 MiB up to 1.5x slower. The cost of a
+// small step there is the kernel's send path (veth, bridge, qdisc), not
+// the wake-up.
 const (
-	// EnvSpin sets the budget: "auto" (default), "off" or "0", or a
+	// EnvSpin sets the budget: "off" or "0" (default), "auto", or a
 	// duration ("50us"). A rank's own choice: ranks need not agree.
 	EnvSpin = "CHORUS_HIER_SPIN"
 	// DefaultSpin is auto's budget where it polls.
@@ -39,17 +42,17 @@ var SpinMax = envInt("CHORUS_HIER_SPIN_MAX", 16<<10)
 // and cpus cores, given EnvSpin's value mode.
 func spinFor(mode string, cpus, local int) (time.Duration, error) {
 	switch mode {
-	case "", "auto":
+	case "auto":
 		if cpus >= spinCoresPerRank*local {
 			return DefaultSpin, nil
 		}
 		return 0, nil
-	case "off", "0":
+	case "", "off", "0":
 		return 0, nil
 	}
 	d, err := time.ParseDuration(mode)
 	if err != nil || d < 0 || d > time.Second {
-		return 0, fmt.Errorf("%s=%q: want auto, off, or a duration from 0 to 1s", EnvSpin, mode)
+		return 0, fmt.Errorf("%s=%q: want off, auto, or a duration from 0 to 1s", EnvSpin, mode)
 	}
 	return d, nil
 }

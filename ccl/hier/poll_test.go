@@ -21,10 +21,11 @@ func TestSpinFor(t *testing.T) {
 		want       time.Duration
 		wantErrSub string
 	}{
-		{"", 16, 1, DefaultSpin, ""},
+		{"", 16, 1, 0, ""}, // off unless asked for
+		{"auto", 16, 1, DefaultSpin, ""},
 		{"auto", 16, 4, DefaultSpin, ""},
 		{"auto", 16, 5, 0, ""}, // fewer than 4 cores per local rank
-		{"", 2, 1, 0, ""},      // the 2-vCPU CI machine
+		{"auto", 2, 1, 0, ""},  // the 2-vCPU CI machine
 		{"off", 64, 1, 0, ""},
 		{"0", 64, 1, 0, ""},
 		{"20us", 2, 8, 20 * time.Microsecond, ""}, // asked for: polls anyway
