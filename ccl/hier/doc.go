@@ -50,10 +50,19 @@
 //     there are 4, 8, ... hosts and the ring's message (the share, or the
 //     whole message) is at most RHDMax (128 KiB: fewer steps), else a
 //     pipelined ring: reduce-scatter and allgather as one stream of
-//     chunks (ChunkBytes, at least 4 per segment), chunk c of step t
+//     chunks (ChunkBytes, at least 4 per segment down to RingMinChunk,
+//     32 KiB), chunk c of step t
 //     forwarded as soon as chunk c of step t-1 has arrived and been
 //     reduced, so every link carries data in both directions all the
-//     time and reductions overlap the transfers. With one rank per host
+//     time and reductions overlap the transfers. A ring whose segments
+//     are at most RingInlineMax (32 KiB) runs on one goroutine: it
+//     writes a step's segment and then reads the next, with no hand-off
+//     to a sending goroutine (a wake-up per step, more than a small
+//     segment's transfer). RHD reduces what it receives in ReducePiece
+//     pieces as they arrive. On TLS links a message is flushed every
+//     FlushBytes (the link buffer by default) and a ring chunk as soon
+//     as it is written. Reads may poll the socket before they park
+//     (poll.go, CHORUS_HIER_SPIN; off by default: no gain measured). With one rank per host
 //     the leader reads its contribution straight from the send buffer.
 //     Received reduce-scatter chunks are read and reduced ReducePiece
 //     bytes at a time (in cache); plaintext links write and read straight

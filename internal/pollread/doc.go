@@ -8,7 +8,7 @@
 // non-blocking read(2) in a loop for up to that budget first, as MPI's
 // TCP transport does, and parks only after it. Spinning costs a core for
 // the budget, so whoever owns the socket decides when it is worth it
-// (ccl/hier: small collectives, hosts with cores to spare) and can change
+// (ccl/hier: opt-in, for small collectives) and can change
 // the budget at any time (SetSpin). With a zero budget a Reader is the
 // connection's own Read.
 //
