@@ -16,6 +16,13 @@ func TestJoinRefusesBadTuning(t *testing.T) {
 	defer func(e error) { envErr = e }(envErr)
 	t.Setenv("CHORUS_HIER_SMALL_MAX", "64K")
 	_, envErr = ccl.EnvInt("CHORUS_HIER_SMALL_MAX", 1, 1)
+	wantJoinRefused(t, "CHORUS_HIER_SMALL_MAX")
+}
+
+// wantJoinRefused joins rank 0 of a two-host communicator, which must
+// fail before it connects with ccl.ErrBadArgs naming the variable name.
+func wantJoinRefused(t *testing.T, name string) {
+	t.Helper()
 	addr, err := Endpoint()
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +33,7 @@ func TestJoinRefusesBadTuning(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = (&Backend{}).Join(context.Background(), ccl.Config{ID: id, Rank: 0, Size: 2})
-	if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), "CHORUS_HIER_SMALL_MAX") {
-		t.Fatalf("Join with a bad CHORUS_HIER_SMALL_MAX: %v; want ErrBadArgs naming it", err)
+	if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("Join with a bad %s: %v; want ErrBadArgs naming it", name, err)
 	}
 }

@@ -1,14 +1,11 @@
 package hier
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/leaktest"
 	"github.com/chorus-rt/chorus/tensor"
@@ -52,19 +49,7 @@ func TestSpinFor(t *testing.T) {
 // ccl.ErrBadArgs naming it.
 func TestJoinRefusesBadSpin(t *testing.T) {
 	t.Setenv(EnvSpin, "sometimes")
-	addr, err := Endpoint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nonce, _ := (&Backend{}).NewID()
-	id, err := MakeID(nonce, []int{0, 1}, []string{addr, addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = (&Backend{}).Join(context.Background(), ccl.Config{ID: id, Rank: 0, Size: 2})
-	if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), EnvSpin) {
-		t.Fatalf("Join with %s=sometimes: %v; want ErrBadArgs naming it", EnvSpin, err)
-	}
+	wantJoinRefused(t, EnvSpin)
 }
 
 // TestPolledCollectives: with a polling budget, every link (TLS and
