@@ -19,7 +19,8 @@
 # $RATE); without netem the tbf bucket is 4 ms at the rate ($BURST bytes
 # overrides it). Environment for measurements: BENCH_ONLY=1 skips the suite and
 # the fault tests; BENCH_SHAPES ("2x1 2x2 4x1 4x2"), BENCH_MIN (1K),
-# BENCH_MAX (256M) narrow the sweeps, BENCH_MPI=0 leaves Open MPI out,
+# BENCH_MAX (256M) narrow the sweeps, BENCH_STEP (4) is chorus's size
+# multiplier between rows, BENCH_MPI=0 leaves Open MPI out,
 # BENCH_GLOO=0 gloo, BENCH_STREAMS=0 the stream anchors (profiling runs); CHORUS_CPUPROFILE=DIR makes every
 # worker write a CPU profile to DIR/<run>/worker-<id>.pprof; BENCH_OLD_BIN=PATH
 # (another chorus binary) adds an old/new A/B: before every shape of
@@ -346,7 +347,7 @@ if [ -n "$BENCH_OUT" ]; then
         [ -n "${BENCH_STRIPE_MIN:-}" ] && AGENT_ENV+=(CHORUS_HIER_STRIPE_MIN="$(size_bytes "$BENCH_STRIPE_MIN")")
         name="bench-${nh}x$nw$suf"
         netstat_mark
-        run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --json
+        run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --step "${BENCH_STEP:-4}" --json
         wait "$CTLPID" || fail "$name"
         for a in "${AGENTS[@]}"; do wait "$a" || true; done
         cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers$suf.jsonl"

@@ -99,10 +99,15 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 	c.pollFor(0)
 	b := c.desc.Bytes()
 	c.putDesc(b, d, local != nil)
+	c.carried = false
 	if len(payload) <= c.block-descBytes {
 		copy(b[descBytes:], payload)
 	}
-	if err := c.gatherHosts(ctx, kindAgree, c.desc, c.table, c.block); err != nil {
+	if c.n == c.k && c.k > 1 {
+		if err := c.agreeOnePerHost(payload, c.carries(len(payload), local)); err != nil {
+			return err
+		}
+	} else if err := c.gatherHosts(ctx, kindAgree, c.desc, c.table, c.block); err != nil {
 		return err
 	}
 	if local != nil {
@@ -162,11 +167,15 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 		if err := c.agree(ctx, a.Desc, local, a.Send); err != nil {
 			return err
 		}
-		if n := len(a.Send); n <= c.block-descBytes {
+		if n := len(a.Send); n <= c.block-descBytes || c.carried {
 			// Everyone already has every input: reduce in rank order.
 			ins := make([][]byte, c.n)
 			for r := range ins {
-				ins[r] = c.inline(r, n)
+				if c.carried {
+					ins[r] = c.gathered.Bytes()[r*n : (r+1)*n]
+				} else {
+					ins[r] = c.inline(r, n)
+				}
 			}
 			if n == 0 {
 				return nil

@@ -163,6 +163,9 @@ type Comm struct {
 	failErr atomic.Pointer[error]
 
 	desc, table *tensor.Tensor // scratch for agreement
+	carried     bool           // the last agreement carried every rank's input (carry.go)
+	carryMax    int            // CarryMax at Join
+	carryBuf    []byte         // a carried agreement message
 	block       int            // bytes per rank in the agreement table
 	tmp         []byte         // scratch of the rings and RHD
 	gathered    *tensor.Tensor // scratch of gathered allreduces (gatherScratch)
@@ -220,6 +223,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
 	c.choosePath()
 	c.multiMin = MultiRingMin
+	c.carryMax = CarryMax
 	if err := c.chooseStripes(); err != nil {
 		return nil, err
 	}
@@ -595,7 +599,11 @@ func (c *Comm) exchange(to []*peer, send func(p *peer) error, from []*peer, recv
 }
 
 // exchangeN is exchange for messages of at most size bytes: small ones
-// are sent inline first.
+// are sent inline first, then received in order; larger ones are sent
+// from one goroutine per peer while the caller receives in order.
+// Sending small messages from goroutines too, and receiving large ones
+// from every peer at once, were measured and not kept (session 10,
+// docs/multi-host.md).
 func (c *Comm) exchangeN(to []*peer, send func(p *peer) error, from []*peer, recvFn func(p *peer) error, size int) error {
 	if size <= inlineMax {
 		for _, p := range to {

@@ -28,7 +28,10 @@
 //
 //   - allreduce, up to SmallMax bytes: the ranks' inputs are gathered to
 //     every rank (host, then leaders, then host) and reduced in rank order
-//     with one ccl/reduce call: bit for bit the single-host result;
+//     with one ccl/reduce call: bit for bit the single-host result. Up to
+//     InlineMax they ride in the agreement round; with one rank per host
+//     up to CarryMax too (carry.go), so such an allreduce is one round
+//     between hosts, not two;
 //   - allreduce from MultiRingMin (1 MiB) up, when every host holds the
 //     same number L > 1 of ranks: multi-ring (as NCCL's channels). Local rank j owns part j
 //     of the message (cpu.Part: ceil(count/L) elements each; the same on

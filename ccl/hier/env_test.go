@@ -17,6 +17,9 @@ func TestJoinRefusesBadTuning(t *testing.T) {
 	t.Setenv("CHORUS_HIER_SMALL_MAX", "64K")
 	_, envErr = ccl.EnvInt("CHORUS_HIER_SMALL_MAX", 1, 1)
 	wantJoinRefused(t, "CHORUS_HIER_SMALL_MAX")
+	t.Setenv("CHORUS_HIER_CARRY_MAX", "-1") // may be 0, not negative
+	_, envErr = ccl.EnvInt("CHORUS_HIER_CARRY_MAX", 1, 0)
+	wantJoinRefused(t, "CHORUS_HIER_CARRY_MAX")
 }
 
 // wantJoinRefused joins rank 0 of a two-host communicator, which must

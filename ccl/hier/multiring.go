@@ -62,7 +62,9 @@ func (c *Comm) Path() string { return c.pathWhy }
 
 // PathFor says how a collective of kind over bytes bytes (of one rank's
 // send buffer) moves: for allreduces "inline" (with the agreement),
-// "gathered" (every rank reduces every input), or Path's "multi-ring"
+// "carried" (every rank reduces every input, which came with the
+// agreement: one rank per host, carry.go), "gathered" (every rank
+// reduces every input, gathered after the agreement), or Path's "multi-ring"
 // (from MultiRingMin up) or "leader" with the algorithm between hosts
 // ("ring", "ring, S stripes" from StripeMin up, or "rhd");
 // reduce-scatter as the allreduce of its whole buffer (never inline);
@@ -80,6 +82,8 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 	switch {
 	case kind == ccl.KindAllReduce && bytes <= c.block-descBytes:
 		return "inline"
+	case kind == ccl.KindAllReduce && c.n == c.k && c.carries(bytes, nil):
+		return "carried"
 	case bytes <= SmallMax:
 		return "gathered"
 	}

@@ -1,0 +1,101 @@
+package hier
+
+import (
+	"fmt"
+
+	"github.com/chorus-rt/chorus/ccl"
+)
+
+// Carried inputs. An allreduce of more than InlineMax bytes and at most
+// SmallMax is gathered: every rank's input reaches every rank, which
+// reduces them in rank order. That used to take two rounds between the
+// hosts, the agreement (descriptors) and then the inputs. When every host
+// runs one rank (c.n == c.k, known to every rank from the id), the
+// agreement message carries the input after the descriptor, so such an
+// allreduce is one round between hosts, as the inline ones are.
+//
+// Nothing is written to the output before every descriptor agrees: the
+// inputs land in the gathered scratch. Carrying is each rank's own choice
+// (CarryMax): a rank that receives an agreement message without an input
+// from some rank, or with one of another size, runs the usual gather
+// round, and so does every other rank, since every rank sees every
+// rank's message; so ranks need not agree on CarryMax.
+
+// CarryMax: allreduces of at most this many bytes carry their input in
+// the agreement round where they can (CHORUS_HIER_CARRY_MAX, 0: never);
+// never more than SmallMax. A communicator keeps the value it was joined
+// with. The default keeps a carried message inline (sent in one write
+// before the receives, as the agreement is): on the 16-core host's
+// namespaces 8-16 KiB allreduces got 1.5-1.9x faster on 2 and 4 hosts,
+// while carrying 64 KiB was 1.1-1.2x slower on 2 hosts (and faster on 4)
+// than agreeing first (session 10, docs/multi-host.md).
+var CarryMax = envInt0("CHORUS_HIER_CARRY_MAX", inlineMax-descBytes)
+
+// statusCarry marks an agreement message whose descriptor is followed by
+// the rank's input (header status byte).
+const statusCarry = 1
+
+// carries says whether an agreement with a payload of bytes bytes
+// carries it (local: this rank's own argument error).
+func (c *Comm) carries(bytes int, local error) bool {
+	return local == nil && bytes > c.block-descBytes && bytes <= min(c.carryMax, SmallMax)
+}
+
+// agreeOnePerHost is the agreement round between hosts that run one rank
+// each: every rank's descriptor block lands in c.table. With carry, this
+// rank's input (payload) follows its descriptor, and the inputs of every
+// rank that carried one of len(payload) bytes land in the gathered
+// scratch (rank order); c.carried says whether all did. A rank accepts
+// both kinds of message whether it carries or not.
+func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
+	n := len(payload)
+	var all []byte
+	tb := c.table.Bytes()
+	copy(tb[c.rank*c.block:(c.rank+1)*c.block], c.desc.Bytes())
+	msg, status := c.desc.Bytes(), byte(0)
+	if carry {
+		all = c.gatherScratch(c.n * n).Bytes()
+		copy(all[c.rank*n:], payload)
+		c.carryBuf = append(append(c.carryBuf[:0], c.desc.Bytes()[:descBytes]...), payload...)
+		msg, status = c.carryBuf, statusCarry
+	}
+	ls := c.leaders()
+	got := make([]bool, c.n) // by rank: its input arrived
+	err := c.exchangeN(ls, func(p *peer) error {
+		return c.send(p, kindAgree, 0, status, msg)
+	}, ls, func(p *peer) error {
+		_, st, m, err := c.recvHdr(p, kindAgree, -1)
+		if err != nil {
+			return err
+		}
+		row := tb[p.rank*c.block : (p.rank+1)*c.block]
+		switch {
+		case st == 0 && m == c.block:
+			return c.recvInto(p, row, nil)
+		case st == statusCarry && m > descBytes && m-descBytes <= SmallMax:
+		default:
+			return fmt.Errorf("%w: ccl/hier: rank %d: link protocol: rank %d sent an agreement of %d bytes (status %d)", ccl.ErrFailed, c.rank, p.rank, m, st)
+		}
+		if err := c.recvInto(p, row[:descBytes], nil); err != nil {
+			return err
+		}
+		var into []byte
+		if carry && m-descBytes == n {
+			into = all[p.rank*n : (p.rank+1)*n]
+			got[p.rank] = true
+		} else {
+			// Not wanted here: this rank did not carry, or the sizes differ
+			// (then the descriptors disagree and the round fails).
+			into = make([]byte, m-descBytes)
+		}
+		return c.recvInto(p, into, nil)
+	}, len(msg))
+	if err != nil {
+		return err
+	}
+	c.carried = carry
+	for _, p := range ls {
+		c.carried = c.carried && got[p.rank]
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package hier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// TestCarriedAllReduce: sizes around InlineMax, CarryMax and SmallMax on
+// layouts with one rank per host (which carry) and without; every rank
+// says the same about carrying, PathFor says it too, and the results
+// match the float64 reference with identical bits everywhere.
+func TestCarriedAllReduce(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, in, cm int) { SmallMax, InlineMax, CarryMax = a, in, cm }(SmallMax, InlineMax, CarryMax)
+	SmallMax, InlineMax, CarryMax = 4096, 64, 2048
+	for _, lay := range [][]int{{1, 1}, {1, 1, 1}, {1, 1, 1, 1}, {2, 1}, {1, 2}} {
+		comms := world(t, lay, 10*time.Second)
+		onePerHost := len(comms) == len(lay)
+		for _, tc := range []struct {
+			dt      tensor.DType
+			op      reduce.Op
+			count   int64
+			carried bool
+			path    string
+		}{
+			{tensor.Int32, reduce.Sum, 16, false, "inline"},        // 64 bytes
+			{tensor.Int32, reduce.Sum, 17, true, "carried"},        // 68
+			{tensor.Float32, reduce.Avg, 300, true, "carried"},     // 1200
+			{tensor.Float64, reduce.Max, 256, true, "carried"},     // 2048 = CarryMax
+			{tensor.BFloat16, reduce.Sum, 1025, false, "gathered"}, // 2050
+			{tensor.Float32, reduce.Min, 1025, false, ""},          // 4100 > SmallMax: ring or RHD
+		} {
+			name := fmt.Sprintf("%v/%s/%s/%d", lay, tc.dt, tc.op, tc.count)
+			checkAllReduce(t, name, comms, tc.dt, tc.op, tc.count, uint64(tc.count), func(r int) bool { return r == 0 })
+			want, path := tc.carried && onePerHost, tc.path
+			if tc.carried && !onePerHost {
+				path = "gathered"
+			}
+			for r, c := range comms {
+				if c.carried != want {
+					t.Fatalf("%s: rank %d carried = %v, want %v", name, r, c.carried, want)
+				}
+			}
+			if got := comms[0].PathFor(ccl.KindAllReduce, int(tc.count)*tc.dt.Size()); path != "" && got != path {
+				t.Errorf("%s: PathFor = %q, want %q", name, got, path)
+			}
+		}
+	}
+}
+
+// TestCarryIsEachRanksChoice: ranks with different CarryMax (one carries,
+// another does not) fall back to the gather round together and get the
+// right result; the communicator carries again once they agree.
+func TestCarryIsEachRanksChoice(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, in, cm int) { SmallMax, InlineMax, CarryMax = a, in, cm }(SmallMax, InlineMax, CarryMax)
+	SmallMax, InlineMax, CarryMax = 4096, 64, 2048
+	comms := world(t, []int{1, 1, 1}, 10*time.Second)
+	for _, tc := range []struct {
+		limits  []int // each rank's carry limit
+		carried bool
+	}{
+		{[]int{2048, 0, 2048}, false},
+		{[]int{0, 2048, 2048}, false},
+		{[]int{100, 2048, 2048}, false}, // 400 bytes: rank 0 does not carry
+		{[]int{400, 400, 2048}, true},
+		{[]int{2048, 2048, 2048}, true},
+	} {
+		for r, c := range comms {
+			c.carryMax = tc.limits[r]
+		}
+		name := fmt.Sprintf("limits %v", tc.limits)
+		checkAllReduce(t, name, comms, tensor.Float32, reduce.Sum, 100, 7, func(r int) bool { return r == 1 })
+		for r, c := range comms {
+			if c.carried != tc.carried {
+				t.Fatalf("%s: rank %d carried = %v, want %v", name, r, c.carried, tc.carried)
+			}
+		}
+	}
+}
+
+// TestCarriedMismatch: arguments that differ between ranks, where some
+// or all carry their input, fail every rank with ErrMismatch (the rank
+// with bad arguments with ErrBadArgs), write no output, and leave the
+// communicator usable.
+func TestCarriedMismatch(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, in, cm int) { SmallMax, InlineMax, CarryMax = a, in, cm }(SmallMax, InlineMax, CarryMax)
+	SmallMax, InlineMax, CarryMax = 4096, 64, 2048
+	comms := world(t, []int{1, 1, 1}, 10*time.Second)
+	type arg struct {
+		dt       tensor.DType
+		count    int64
+		recvSize int64 // 0: count
+	}
+	ok := arg{tensor.Float32, 100, 0}
+	for _, tc := range []struct {
+		name string
+		args []arg
+		bad  int // the rank with bad arguments, or -1
+	}{
+		{"counts differ, all carry", []arg{ok, ok, {tensor.Float32, 101, 0}}, -1},
+		{"one rank above the carry limit", []arg{{tensor.Float32, 1000, 0}, ok, ok}, -1},
+		{"one rank inline", []arg{ok, {tensor.Float32, 8, 0}, ok}, -1},
+		{"dtypes differ, same bytes", []arg{ok, ok, {tensor.Int32, 100, 0}}, -1},
+		{"bad arguments on one rank", []arg{ok, {tensor.Float32, 100, 99}, ok}, 1},
+	} {
+		recvs := make([]*tensor.Tensor, len(comms))
+		errs := each(comms, func(r int, c *Comm) error {
+			a := tc.args[r]
+			n := a.count
+			if a.recvSize != 0 {
+				n = a.recvSize
+			}
+			recvs[r] = tensor.MustNew(a.dt, tensor.Shape{n})
+			tensor.Poison(recvs[r])
+			send := tensor.MustNew(a.dt, tensor.Shape{a.count})
+			fill(send, r, 1)
+			return c.AllReduce(context.Background(), send, recvs[r], reduce.Sum)
+		})
+		for r, err := range errs {
+			want := ccl.ErrMismatch
+			if r == tc.bad {
+				want = ccl.ErrBadArgs
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("%s: rank %d: %v, want %v", tc.name, r, err, want)
+			}
+			p := tensor.MustNew(recvs[r].DType(), recvs[r].Shape())
+			tensor.Poison(p)
+			if string(p.Bytes()) != string(recvs[r].Bytes()) {
+				t.Fatalf("%s: rank %d: the failed allreduce wrote its output", tc.name, r)
+			}
+		}
+		checkAllReduce(t, tc.name+", then agreed", comms, tensor.Float32, reduce.Sum, 100, 3, func(int) bool { return false })
+		for r, c := range comms {
+			if !c.carried {
+				t.Fatalf("%s: rank %d did not carry the agreed allreduce", tc.name, r)
+			}
+		}
+	}
+}
