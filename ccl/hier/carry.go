@@ -23,7 +23,7 @@ import (
 
 // CarryMax: allreduces of at most this many bytes carry their input in
 // the agreement round where they can (CHORUS_HIER_CARRY_MAX, 0: never);
-// never more than SmallMax. A communicator keeps the value it was joined
+// never more than SmallMax (16 KiB by default, so that is the limit). A communicator keeps the value it was joined
 // with. The default keeps a carried message inline (sent in one write
 // before the receives, as the agreement is): on the 16-core host's
 // namespaces 8-16 KiB allreduces got 1.5-1.9x faster on 2 and 4 hosts,
@@ -42,7 +42,8 @@ func (c *Comm) carries(bytes int, local error) bool {
 }
 
 // agreeOnePerHost is the agreement round between hosts that run one rank
-// each: every rank's descriptor block lands in c.table. With carry, this
+// each: every rank's descriptor, and its payload where that is inline
+// (at most InlineMax bytes), lands in its row of c.table. With carry, this
 // rank's input (payload) follows its descriptor, and the inputs of every
 // rank that carried one of len(payload) bytes land in the gathered
 // scratch (rank order); c.carried says whether all did. A rank accepts
@@ -52,7 +53,12 @@ func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
 	var all []byte
 	tb := c.table.Bytes()
 	copy(tb[c.rank*c.block:(c.rank+1)*c.block], c.desc.Bytes())
-	msg, status := c.desc.Bytes(), byte(0)
+	// Without carrying, the message is the descriptor and the payload if
+	// it is inline (the rest of the block is not sent).
+	msg, status := c.desc.Bytes()[:descBytes], byte(0)
+	if len(payload) <= c.block-descBytes {
+		msg = c.desc.Bytes()[:descBytes+len(payload)]
+	}
 	if carry {
 		all = c.gatherScratch(c.n * n).Bytes()
 		copy(all[c.rank*n:], payload)
@@ -70,8 +76,10 @@ func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
 		}
 		row := tb[p.rank*c.block : (p.rank+1)*c.block]
 		switch {
-		case st == 0 && m == c.block:
-			return c.recvInto(p, row, nil)
+		case st == 0 && m >= descBytes && m <= c.block:
+			// An inline payload that the descriptors say is not this
+			// allreduce's size is never read.
+			return c.recvInto(p, row[:m], nil)
 		case st == statusCarry && m > descBytes && m-descBytes <= SmallMax:
 		default:
 			return fmt.Errorf("%w: ccl/hier: rank %d: link protocol: rank %d sent an agreement of %d bytes (status %d)", ccl.ErrFailed, c.rank, p.rank, m, st)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/chorus-rt/chorus/ccl"
@@ -16,7 +17,8 @@ const kindAgree ccl.Kind = 64
 
 // descBytes: a rank's descriptor in the agreement round: bad-arguments
 // flag, path, stripes, the collective's kind, dtype, op, root and count,
-// the multi-ring minimum and the stripe minimum.
+// the gathered maximum (SmallMax), the multi-ring minimum and the stripe
+// minimum.
 const descBytes = 40
 
 // putDesc fills a descriptor; c's settings that every rank must share
@@ -31,6 +33,11 @@ func (c *Comm) putDesc(b []byte, d ccl.Desc, bad bool) {
 	binary.LittleEndian.PutUint64(b[32:], uint64(c.stripeMin))
 	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
 	binary.LittleEndian.PutUint32(b[8:], uint32(d.Root))
+	small := SmallMax
+	if c.testSmallMax != 0 {
+		small = c.testSmallMax
+	}
+	binary.LittleEndian.PutUint32(b[12:], uint32(min(small, math.MaxUint32)))
 	binary.LittleEndian.PutUint64(b[16:], uint64(d.Count))
 }
 
@@ -124,6 +131,10 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 		if p := tb[r*c.block+1]; p != c.path {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d takes the %s path, rank %d the %s path (%s differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, pathName(p), c.rank, pathName(c.path), EnvMultiRing)}
+		}
+		if m, my := binary.LittleEndian.Uint32(tb[r*c.block+12:]), binary.LittleEndian.Uint32(b[12:]); m != my {
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d gathers allreduces up to %d bytes, rank %d up to %d (%s differs between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, my, EnvSmallMax)}
 		}
 		if m := binary.LittleEndian.Uint64(tb[r*c.block+24:]); m != uint64(c.multiMin) {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has a multi-ring minimum of %d bytes, rank %d of %d (CHORUS_HIER_MULTIRING_MIN differs between their processes)",
@@ -514,7 +525,9 @@ func (c *Comm) rhd(buf, src []byte, dt tensor.DType, op reduce.Op) error {
 			give, mine = src[giveLo*es:giveHi*es], src[keepLo*es:keepHi*es]
 		}
 		t := tmp[:len(keep)]
-		err := c.exchange([]*peer{partner}, func(p *peer) error {
+		// Steps of at most inlineMax run on this goroutine (send, then
+		// receive), larger ones send from another.
+		err := c.exchangeN([]*peer{partner}, func(p *peer) error {
 			return c.send(p, ccl.KindReduceScatter, dt, 0, give)
 		}, []*peer{partner}, func(p *peer) error {
 			if _, _, _, err := c.recvHdr(p, ccl.KindReduceScatter, len(t)); err != nil {
@@ -524,7 +537,7 @@ func (c *Comm) rhd(buf, src []byte, dt tensor.DType, op reduce.Op) error {
 			return c.recvPieces(p, t, reducePiece(es), func(a, b int) error {
 				return reduce.Reduce(op, dt, keep[a:b], mine[a:b], t[a:b])
 			})
-		})
+		}, max(len(give), len(t)))
 		if err != nil {
 			return err
 		}
@@ -535,11 +548,11 @@ func (c *Comm) rhd(buf, src []byte, dt tensor.DType, op reduce.Op) error {
 		st := steps[i]
 		partner := c.mate(c.me ^ (c.k >> (i + 1)))
 		mine, theirs := buf[st.lo*es:st.hi*es], buf[st.plo*es:st.phi*es]
-		err := c.exchange([]*peer{partner}, func(p *peer) error {
+		err := c.exchangeN([]*peer{partner}, func(p *peer) error {
 			return c.send(p, ccl.KindAllGather, dt, 0, mine)
 		}, []*peer{partner}, func(p *peer) error {
 			return c.recv(p, ccl.KindAllGather, theirs, nil)
-		})
+		}, max(len(mine), len(theirs)))
 		if err != nil {
 			return err
 		}

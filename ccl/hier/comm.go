@@ -25,16 +25,25 @@ import (
 // Name is the backend's name.
 const Name = "cpu-hier"
 
+// EnvSmallMax overrides SmallMax.
+const EnvSmallMax = "CHORUS_HIER_SMALL_MAX"
+
 // Tuning (bytes); CHORUS_HIER_SMALL_MAX, CHORUS_HIER_RHD_MAX,
 // CHORUS_HIER_CHUNK and CHORUS_HIER_MULTIRING_MIN override them for
-// measurements. MultiRingMin: allreduces from this size up take the
+// measurements. SmallMax: allreduces up to this size are gathered (every
+// input to every rank); larger ones take RHD or the ring. It was 64 KiB
+// until session 10: on the 16-core host's namespaces RHD and the ring
+// were 1.2-2.4x faster than gathering at 32-64 KiB with 1 and 2 ranks
+// per host on 4 hosts, and on 2 hosts with 2 (docs/benchmarks.md); every
+// rank must have the same (checked in every agreement round).
+// MultiRingMin: allreduces from this size up take the
 // multi-ring path where it applies, smaller ones the leader path (on the
 // 2-vCPU VM the multi-ring was 10-25% slower at 256 KiB and faster from
 // 1 MiB, docs/benchmarks.md); a communicator keeps the value it was
 // joined with, and every rank must have the same (checked in every
 // agreement round).
 var (
-	SmallMax     = envInt("CHORUS_HIER_SMALL_MAX", 64<<10)
+	SmallMax     = envInt(EnvSmallMax, 16<<10)
 	RHDMax       = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
 	ChunkBytes   = envInt("CHORUS_HIER_CHUNK", 1<<20)
 	MultiRingMin = envInt("CHORUS_HIER_MULTIRING_MIN", 1<<20)
@@ -166,9 +175,11 @@ type Comm struct {
 	carried     bool           // the last agreement carried every rank's input (carry.go)
 	carryMax    int            // CarryMax at Join
 	carryBuf    []byte         // a carried agreement message
-	block       int            // bytes per rank in the agreement table
-	tmp         []byte         // scratch of the rings and RHD
-	gathered    *tensor.Tensor // scratch of gathered allreduces (gatherScratch)
+
+	testSmallMax int            // tests: the SmallMax this rank's descriptors state, if not 0
+	block        int            // bytes per rank in the agreement table
+	tmp          []byte         // scratch of the rings and RHD
+	gathered     *tensor.Tensor // scratch of gathered allreduces (gatherScratch)
 
 	path     byte   // pathLeader or pathMulti (large allreduces)
 	pathWhy  string // Path's answer

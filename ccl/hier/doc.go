@@ -26,7 +26,7 @@
 // any rank fail every rank with ccl.ErrMismatch / ccl.ErrBadArgs before
 // any output is written. Then:
 //
-//   - allreduce, up to SmallMax bytes: the ranks' inputs are gathered to
+//   - allreduce, up to SmallMax bytes (16 KiB): the ranks' inputs are gathered to
 //     every rank (host, then leaders, then host) and reduced in rank order
 //     with one ccl/reduce call: bit for bit the single-host result. Up to
 //     InlineMax they ride in the agreement round; with one rank per host

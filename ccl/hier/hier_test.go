@@ -269,6 +269,24 @@ func TestAllReduceRingProperty(t *testing.T) {
 	}
 }
 
+// TestRHDSteps: recursive halving/doubling on 4 hosts with steps above
+// and below inlineMax (a step of at most inlineMax sends and then
+// receives on one goroutine, a larger one sends from another).
+func TestRHDSteps(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, b int) { SmallMax, RHDMax = a, b }(SmallMax, RHDMax)
+	SmallMax, RHDMax = 64, 1<<30
+	for _, lay := range [][]int{{1, 1, 1, 1}, {1, 2, 1, 1}} {
+		comms := world(t, lay, 10*time.Second)
+		for _, count := range []int64{9000, 40000, 40001} { // first steps of 18 KB, 80 KB, 80 KB + 4
+			if p := comms[0].PathFor(ccl.KindAllReduce, int(count)*4); p != "leader rhd" {
+				t.Fatalf("%v: PathFor(%d floats) = %q, want leader rhd", lay, count, p)
+			}
+			checkAllReduce(t, fmt.Sprintf("%v/%d", lay, count), comms, tensor.Float32, reduce.Sum, count, uint64(count), func(r int) bool { return r == 1 })
+		}
+	}
+}
+
 func abs(x float64) float64 {
 	if x < 0 {
 		return -x

@@ -211,6 +211,7 @@ func TestPathMismatch(t *testing.T) {
 	}{
 		{func() { comms[3].path = pathLeader }, func() { comms[3].path = pathMulti }, EnvMultiRing + " differs"},
 		{func() { comms[1].multiMin = 5 }, func() { comms[1].multiMin = 0 }, "CHORUS_HIER_MULTIRING_MIN differs"},
+		{func() { comms[2].testSmallMax = 5 }, func() { comms[2].testSmallMax = 0 }, EnvSmallMax + " differs"},
 	} {
 		tc.set()
 		errs := each(comms, func(r int, c *Comm) error {
