@@ -70,33 +70,13 @@ func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
 	err := c.exchangeN(ls, func(p *peer) error {
 		return c.send(p, kindAgree, 0, status, msg)
 	}, ls, func(p *peer) error {
-		_, st, m, err := c.recvHdr(p, kindAgree, -1)
-		if err != nil {
-			return err
-		}
-		row := tb[p.rank*c.block : (p.rank+1)*c.block]
-		switch {
-		case st == 0 && m >= descBytes && m <= c.block:
-			// An inline payload that the descriptors say is not this
-			// allreduce's size is never read.
-			return c.recvInto(p, row[:m], nil)
-		case st == statusCarry && m > descBytes && m-descBytes <= SmallMax:
-		default:
-			return fmt.Errorf("%w: ccl/hier: rank %d: link protocol: rank %d sent an agreement of %d bytes (status %d)", ccl.ErrFailed, c.rank, p.rank, m, st)
-		}
-		if err := c.recvInto(p, row[:descBytes], nil); err != nil {
-			return err
-		}
 		var into []byte
-		if carry && m-descBytes == n {
+		if carry {
 			into = all[p.rank*n : (p.rank+1)*n]
-			got[p.rank] = true
-		} else {
-			// Not wanted here: this rank did not carry, or the sizes differ
-			// (then the descriptors disagree and the round fails).
-			into = make([]byte, m-descBytes)
 		}
-		return c.recvInto(p, into, nil)
+		var err error
+		got[p.rank], err = c.recvAgreement(p, tb[p.rank*c.block:(p.rank+1)*c.block], into)
+		return err
 	}, len(msg))
 	if err != nil {
 		return err
@@ -106,4 +86,34 @@ func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
 		c.carried = c.carried && got[p.rank]
 	}
 	return nil
+}
+
+// recvAgreement reads rank p's agreement message: its descriptor, and an
+// inline payload, into row (c.block bytes), and a carried input of
+// len(into) bytes into into (nil: none wanted). It says whether into was
+// filled. A message that is neither kind, or longer than its kind allows,
+// breaks the link protocol: nothing past its header is read.
+func (c *Comm) recvAgreement(p *peer, row, into []byte) (bool, error) {
+	_, st, m, err := c.recvHdr(p, kindAgree, -1)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case st == 0 && m >= descBytes && m <= len(row):
+		// An inline payload that the descriptors say is not this
+		// allreduce's size is never read.
+		return false, c.recvInto(p, row[:m], nil)
+	case st == statusCarry && m > descBytes && m-descBytes <= SmallMax:
+	default:
+		return false, fmt.Errorf("%w: ccl/hier: rank %d: link protocol: rank %d sent an agreement of %d bytes (status %d)", ccl.ErrFailed, c.rank, p.rank, m, st)
+	}
+	if err := c.recvInto(p, row[:descBytes], nil); err != nil {
+		return false, err
+	}
+	if into != nil && m-descBytes == len(into) {
+		return true, c.recvInto(p, into, nil)
+	}
+	// Not wanted here: this rank did not carry, or the sizes differ (then
+	// the descriptors disagree and the round fails).
+	return false, c.recvInto(p, make([]byte, m-descBytes), nil)
 }

@@ -1,9 +1,12 @@
 package hier
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -147,4 +150,81 @@ func TestCarriedMismatch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// agreementMsg is a link message as send writes it on a plaintext link:
+// the header (message 1 of the link) and the body.
+func agreementMsg(kind ccl.Kind, status byte, announced int, body []byte) []byte {
+	h := make([]byte, hdrBytes)
+	copy(h, dataMagic)
+	h[4], h[6] = byte(kind), status
+	binary.LittleEndian.PutUint64(h[8:], 1)
+	binary.LittleEndian.PutUint64(h[16:], uint64(announced))
+	return append(h, body...)
+}
+
+// FuzzRecvAgreement: whatever a peer sends as its agreement message,
+// recvAgreement fails with ccl.ErrFailed or accepts exactly the two kinds
+// of message (a descriptor with up to the block's inline payload, or a
+// descriptor and a carried input of at most SmallMax bytes), and fills
+// the carried input only when its size is the one wanted.
+func FuzzRecvAgreement(f *testing.F) {
+	desc := make([]byte, descBytes)
+	f.Add(agreementMsg(kindAgree, 0, descBytes, desc), 16)
+	f.Add(agreementMsg(kindAgree, 0, descBytes+8, append(desc, 1, 2, 3, 4, 5, 6, 7, 8)), 0)
+	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+16, append(desc, make([]byte, 16)...)), 16)
+	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+16, append(desc, make([]byte, 16)...)), 8)
+	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+1<<20, desc), 16)
+	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+100, append(desc, make([]byte, 100)...)), 20) // above SmallMax
+	f.Add(agreementMsg(kindAgree, 0, descBytes+33, append(desc, make([]byte, 33)...)), 0)              // above the block
+	f.Add(agreementMsg(kindAgree, 0, descBytes+1000, desc), 0)
+	f.Add(agreementMsg(kindAgree, 7, descBytes, desc), 0)
+	f.Add(agreementMsg(ccl.KindAllReduce, 0, descBytes, desc), 0)
+	f.Add(agreementMsg(kindAgree, 0, descBytes, desc)[:30], 0)
+	f.Fuzz(func(t *testing.T, msg []byte, want int) {
+		defer func(a int) { SmallMax = a }(SmallMax)
+		SmallMax = 64
+		a, b := net.Pipe()
+		defer a.Close()
+		go func() {
+			b.Write(msg) // fails once a is closed
+			b.Close()
+		}()
+		c := &Comm{rank: 0, timeout: 5 * time.Second, block: descBytes + 32}
+		p := &peer{rank: 1, c: a, r: bufio.NewReader(a)}
+		row := make([]byte, c.block)
+		var into []byte
+		if want = want % 80; want > 0 {
+			into = make([]byte, want)
+		}
+		filled, err := c.recvAgreement(p, row, into)
+		if err != nil {
+			if !errors.Is(err, ccl.ErrFailed) {
+				t.Fatalf("error %v is not ccl.ErrFailed", err)
+			}
+			return
+		}
+		if len(msg) < hdrBytes {
+			t.Fatalf("accepted a message of %d bytes", len(msg))
+		}
+		n := int(binary.LittleEndian.Uint64(msg[16:]))
+		switch msg[6] {
+		case 0:
+			if n < descBytes || n > c.block || filled {
+				t.Fatalf("accepted a plain agreement of %d bytes (filled %v)", n, filled)
+			}
+			if string(row[:n]) != string(msg[hdrBytes:hdrBytes+n]) {
+				t.Fatalf("row holds %x, sent %x", row[:n], msg[hdrBytes:hdrBytes+n])
+			}
+		case statusCarry:
+			if n <= descBytes || n-descBytes > SmallMax || filled != (n-descBytes == want) {
+				t.Fatalf("accepted a carried agreement of %d bytes (filled %v, wanted %d)", n, filled, want)
+			}
+			if filled && string(into) != string(msg[hdrBytes+descBytes:hdrBytes+n]) {
+				t.Fatalf("carried input %x, sent %x", into, msg[hdrBytes+descBytes:hdrBytes+n])
+			}
+		default:
+			t.Fatalf("accepted status %d", msg[6])
+		}
+	})
 }
