@@ -66,7 +66,7 @@ func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
 		msg, status = c.carryBuf, statusCarry
 	}
 	ls := c.leaders()
-	got := make([]bool, c.n) // by rank: its input arrived
+	got := 0 // peers whose input arrived
 	err := c.exchangeN(ls, func(p *peer) error {
 		return c.send(p, kindAgree, 0, status, msg)
 	}, ls, func(p *peer) error {
@@ -74,17 +74,16 @@ func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
 		if carry {
 			into = all[p.rank*n : (p.rank+1)*n]
 		}
-		var err error
-		got[p.rank], err = c.recvAgreement(p, tb[p.rank*c.block:(p.rank+1)*c.block], into)
+		filled, err := c.recvAgreement(p, tb[p.rank*c.block:(p.rank+1)*c.block], into)
+		if filled {
+			got++ // receives run in order on this goroutine
+		}
 		return err
 	}, len(msg))
 	if err != nil {
 		return err
 	}
-	c.carried = carry
-	for _, p := range ls {
-		c.carried = c.carried && got[p.rank]
-	}
+	c.carried = carry && got == len(ls)
 	return nil
 }
 

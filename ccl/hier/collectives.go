@@ -178,15 +178,13 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 		if err := c.agree(ctx, a.Desc, local, a.Send); err != nil {
 			return err
 		}
-		if n := len(a.Send); n <= c.block-descBytes || c.carried {
-			// Everyone already has every input: reduce in rank order.
+		// Everyone may already have every input: reduce in rank order.
+		if n := len(a.Send); c.carried {
+			return reduceRows(op, a.DType, a.Recv, c.gathered.Bytes(), n, c.n)
+		} else if n <= c.block-descBytes {
 			ins := make([][]byte, c.n)
 			for r := range ins {
-				if c.carried {
-					ins[r] = c.gathered.Bytes()[r*n : (r+1)*n]
-				} else {
-					ins[r] = c.inline(r, n)
-				}
+				ins[r] = c.inline(r, n)
 			}
 			if n == 0 {
 				return nil
@@ -209,12 +207,7 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		if err := c.gatherHosts(ctx, ccl.KindAllReduce, view(send, 0, size), all, size); err != nil {
 			return err
 		}
-		ins := make([][]byte, c.n)
-		ab := all.Bytes()
-		for r := range ins {
-			ins[r] = ab[r*size : (r+1)*size]
-		}
-		return reduce.Reduce(op, a.DType, a.Recv, ins...)
+		return reduceRows(op, a.DType, a.Recv, all.Bytes(), size, c.n)
 	}
 	if c.path == pathMulti && size >= c.multiMin {
 		return c.multiRing(ctx, a, send, recv, op)
@@ -247,6 +240,16 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		return c.local.Broadcast(ctx, recv, recv, 0)
 	}
 	return nil
+}
+
+// reduceRows reduces the n ranks' inputs of size bytes each, in rank
+// order in all, into dst.
+func reduceRows(op reduce.Op, dt tensor.DType, dst, all []byte, size, n int) error {
+	ins := make([][]byte, n)
+	for r := range ins {
+		ins[r] = all[r*size : (r+1)*size]
+	}
+	return reduce.Reduce(op, dt, dst, ins...)
 }
 
 // leaderAllReduce reduces src across the host leaders into dst (src may
