@@ -424,6 +424,18 @@ func (c *Comm) disagreement(p int, kind ccl.Kind) error {
 		descs[r] = dr
 	}
 	if err := ccl.Compare(descs); err != nil {
+		// An allreduce's Root is AllReducePiped's group count, which
+		// Desc.String does not show.
+		for r := 1; r < c.n && kind == ccl.KindAllReduce; r++ {
+			d0, dr := descs[0], descs[r]
+			if d0.Root != dr.Root {
+				d0.Root = dr.Root
+				if d0 == dr {
+					return fmt.Errorf("%w: ccl/cpu: rank %d: %v: rank 0 cuts it into %d groups, rank %d into %d (their AllReducePiped groups differ)",
+						ccl.ErrMismatch, c.rank, dr, max(1, descs[0].Root), r, max(1, dr.Root))
+				}
+			}
+		}
 		return fmt.Errorf("ccl/cpu: rank %d: %w", c.rank, err)
 	}
 	// Unreachable: the words differ, so the decoded descriptors do.

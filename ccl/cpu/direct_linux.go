@@ -75,9 +75,9 @@ func (c *Comm) leaveLocal() {
 // directAllReduce: publish, barrier (in begin), reduce this rank's part of
 // every rank's input into its output and push it into every peer's output
 // (push.go), barrier (after which every output is complete and no rank
-// touches another's buffers). mid (if set) runs on this rank's reduced
-// part before the push (AllReduceSplit).
-func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, mid func([]byte) error) error {
+// touches another's buffers). With sp (AllReduceSplit, AllReducePiped)
+// mid runs on this rank's reduced part of each group before its push.
+func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, sp *split) error {
 	publish := func([]byte) {
 		c.pub.Store(&buffers{send: a.Send, recv: a.Recv})
 		c.hb.Add(1)
@@ -92,18 +92,25 @@ func (c *Comm) directAllReduce(ctx context.Context, a ccl.Args, local error, op 
 		sends[r], outs[r] = b.send, b.recv
 	}
 	es := max(1, a.DType.Size())
-	parts := partitionInto(c.parts, len(a.Send), c.n, es)
-	pl, ph := parts[c.rank], parts[c.rank+1]
-	// Each rank's share of the host's cores works on its part (threads).
-	t := c.threads(ph - pl)
-	err := parallel(t, ph-pl, es, func(_, lo, hi int) error {
-		return reducePush(op, a.DType, outs, c.rank, a.Recv, pl+lo, pl+hi, pushChunkFor(es), mid == nil,
-			func(r, off, end int) ([]byte, error) { return sends[r][off:end], nil })
-	})
-	if err == nil && mid != nil {
-		if err = c.runMid(mid, a.Recv[pl:ph]); err == nil {
-			pushPart(t, outs, c.rank, a.Recv, pl, ph, es)
-		}
+	size := len(a.Send)
+	reduceGroup := func(g int) (int, int, error) {
+		gl, gh := sp.bounds(g, size)
+		parts := partitionInto(c.parts, gh-gl, c.n, es)
+		pl, ph := gl+parts[c.rank], gl+parts[c.rank+1]
+		// Each rank's share of the host's cores works on its part (threads).
+		err := parallel(c.threads(ph-pl), ph-pl, es, func(_, lo, hi int) error {
+			return reducePush(op, a.DType, outs, c.rank, a.Recv, pl+lo, pl+hi, pushChunkFor(es), sp == nil,
+				func(r, off, end int) ([]byte, error) { return sends[r][off:end], nil })
+		})
+		return pl, ph, err
+	}
+	var err error
+	if sp == nil {
+		_, _, err = reduceGroup(0)
+	} else {
+		err = c.pipeline(sp.groups(size), a.Recv, reduceGroup, sp.mid, func(lo, hi int) {
+			pushPart(c.threads(hi-lo), outs, c.rank, a.Recv, lo, hi, es)
+		})
 	}
 	clear(sends)
 	clear(outs)

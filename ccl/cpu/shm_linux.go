@@ -175,9 +175,10 @@ var errStaged = fmt.Errorf("ccl/cpu: staged")
 // others read them). It returns errStaged, having done nothing after the
 // first barrier, when the allreduce must be staged.
 //
-// mid (if set) runs on this rank's reduced part before the push, or before
-// the barrier between the halves (AllReduceSplit).
-func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, mid func([]byte) error) error {
+// With sp (AllReduceSplit, AllReducePiped) mid runs on this rank's
+// reduced part of each group before its push, or before the barrier
+// between the halves.
+func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error, op reduce.Op, sp *split) error {
 	me := c.seg.ctrl(c.rank)
 	publish := func([]byte) {
 		atomic.StoreUint64(c.seg.u64(me+ctlSendAddr), uint64(uintptr(unsafe.Pointer(unsafe.SliceData(a.Send)))))
@@ -232,9 +233,7 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 	sendAt := func(r int) uintptr { return uintptr(atomic.LoadUint64(c.seg.u64(c.seg.ctrl(r) + ctlSendAddr))) }
 	recvAt := func(r int) uintptr { return uintptr(atomic.LoadUint64(c.seg.u64(c.seg.ctrl(r) + ctlRecvAddr))) }
 	es := max(1, a.DType.Size())
-	parts := partitionInto(c.parts, len(a.Send), c.n, es)
-	pl, ph := parts[c.rank], parts[c.rank+1]
-	t := c.threads(ph - pl)
+	size := len(a.Send)
 	sendCMA := false
 	for r := range c.n {
 		sendCMA = sendCMA || (r != c.rank && sends[r] == nil)
@@ -262,7 +261,7 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 		chunk = c.cmaChunk(es)
 		// The chunk depends on the element size: an earlier scratch may
 		// be a few bytes short.
-		for i := range t {
+		for i := range c.threads(size) {
 			if i == len(c.scratch) {
 				c.scratch = append(c.scratch, nil)
 			}
@@ -271,63 +270,79 @@ func (c *Comm) singleCopyAllReduce(ctx context.Context, a ccl.Args, local error,
 			}
 		}
 	}
-	err := parallel(t, ph-pl, es, func(i, lo, hi int) error {
-		return reducePush(op, a.DType, recvs, c.rank, a.Recv, pl+lo, pl+hi, chunk, push && mid == nil,
-			func(r, off, end int) ([]byte, error) {
-				switch {
-				case r == c.rank:
-					return a.Send[off:end], nil
-				case sends[r] != nil:
-					return sends[r][off:end], nil
-				}
-				b := c.scratch[i][r*chunk : r*chunk+end-off]
-				if err := shmem.ReadProcess(c.pids[r], b, sendAt(r)+uintptr(off)); err != nil {
-					return nil, c.cmaFailed(r, err)
-				}
-				return b, nil
-			})
-	})
-	if err != nil {
-		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
-		return err
+	reduceGroup := func(g int) (int, int, error) {
+		gl, gh := sp.bounds(g, size)
+		parts := partitionInto(c.parts, gh-gl, c.n, es)
+		pl, ph := gl+parts[c.rank], gl+parts[c.rank+1]
+		err := parallel(c.threads(ph-pl), ph-pl, es, func(i, lo, hi int) error {
+			return reducePush(op, a.DType, recvs, c.rank, a.Recv, pl+lo, pl+hi, chunk, push && sp == nil,
+				func(r, off, end int) ([]byte, error) {
+					switch {
+					case r == c.rank:
+						return a.Send[off:end], nil
+					case sends[r] != nil:
+						return sends[r][off:end], nil
+					}
+					b := c.scratch[i][r*chunk : r*chunk+end-off]
+					if err := shmem.ReadProcess(c.pids[r], b, sendAt(r)+uintptr(off)); err != nil {
+						return nil, c.cmaFailed(r, err)
+					}
+					return b, nil
+				})
+		})
+		if err != nil {
+			c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
+		}
+		return pl, ph, err
 	}
-	if mid != nil {
-		if err := c.runMid(mid, a.Recv[pl:ph]); err != nil {
-			return err
-		}
-		if push {
-			pushPart(t, recvs, c.rank, a.Recv, pl, ph, es)
-		}
+	var err error
+	switch {
+	case sp == nil:
+		_, _, err = reduceGroup(0)
+	case push:
+		err = c.pipeline(sp.groups(size), a.Recv, reduceGroup, sp.mid, func(lo, hi int) {
+			pushPart(c.threads(hi-lo), recvs, c.rank, a.Recv, lo, hi, es)
+		})
+	default:
+		err = c.pipeline(sp.groups(size), a.Recv, reduceGroup, sp.mid, nil)
+	}
+	if err != nil {
+		return err
 	}
 	if err := c.barrier(ctx, ccl.KindAllReduce); err != nil || push {
 		return err
 	}
-	// The other ranks' parts, each split over the threads.
-	total := len(a.Send) - (ph - pl)
-	err = parallel(c.threads(total), total, es, func(_, lo, hi int) error {
-		// [lo, hi) counts bytes of the other parts laid end to end.
-		pos := 0
-		for r := range c.n {
-			if r == c.rank {
-				continue
-			}
-			ql, qh := parts[r], parts[r+1]
-			s, e := max(lo, pos), min(hi, pos+qh-ql)
-			if s < e {
-				off := ql + s - pos
-				if recvs[r] != nil {
-					copy(a.Recv[off:off+e-s], recvs[r][off:off+e-s])
-				} else if err := shmem.ReadProcess(c.pids[r], a.Recv[off:off+e-s], recvAt(r)+uintptr(off)); err != nil {
-					return c.cmaFailed(r, err)
+	// The other ranks' parts of every group, each group's split over the
+	// threads.
+	for g := range sp.groups(size) {
+		gl, gh := sp.bounds(g, size)
+		parts := partitionInto(c.parts, gh-gl, c.n, es)
+		total := gh - gl - (parts[c.rank+1] - parts[c.rank])
+		err = parallel(c.threads(total), total, es, func(_, lo, hi int) error {
+			// [lo, hi) counts bytes of the other parts laid end to end.
+			pos := 0
+			for r := range c.n {
+				if r == c.rank {
+					continue
 				}
+				ql, qh := gl+parts[r], gl+parts[r+1]
+				s, e := max(lo, pos), min(hi, pos+qh-ql)
+				if s < e {
+					off := ql + s - pos
+					if recvs[r] != nil {
+						copy(a.Recv[off:off+e-s], recvs[r][off:off+e-s])
+					} else if err := shmem.ReadProcess(c.pids[r], a.Recv[off:off+e-s], recvAt(r)+uintptr(off)); err != nil {
+						return c.cmaFailed(r, err)
+					}
+				}
+				pos += qh - ql
 			}
-			pos += qh - ql
+			return nil
+		})
+		if err != nil {
+			c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeCopy, nil)
-		return err
 	}
 	return c.barrier(ctx, ccl.KindAllReduce)
 }

@@ -3,6 +3,7 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
@@ -34,11 +35,33 @@ func Part(bytes, es, n, rank int) (lo, hi int) {
 // returned. On a communicator without Split it fails with ccl.ErrBadArgs
 // before anything moves (every rank alike).
 func (c *Comm) AllReduceSplit(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op, mid func(part []byte) error) error {
+	return c.AllReducePiped(ctx, send, recv, op, 0, mid)
+}
+
+// AllReducePiped is AllReduceSplit in groups: the buffer is cut into
+// groups of group bytes (rounded down to whole elements; the last group
+// shorter), every rank owns Part of each group, and mid runs on this
+// rank's part of one group after another on a goroutine of this call,
+// while this rank reduces the next groups' parts and pushes the parts
+// mid has finished into the peers' outputs. ccl/hier's rings between
+// hosts then overlap the host's reductions and copies instead of
+// following them: with two ranks per host those were 7-16% of a 64-256
+// MiB allreduce across hosts (docs/multi-host.md). Where the outputs
+// cannot be pushed (the single-copy path with an output outside its
+// arena) the parts are copied after the last group, as AllReduceSplit
+// does. group 0, or at least the buffer: one group, which is
+// AllReduceSplit. Every rank must cut alike: ranks whose group counts
+// differ fail with ccl.ErrMismatch before anything moves. Errors as
+// AllReduceSplit's; the goroutine has ended when the call returns.
+func (c *Comm) AllReducePiped(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op, group int, mid func(part []byte) error) error {
 	if !c.Split() {
 		return fmt.Errorf("%w: ccl/cpu: rank %d: AllReduceSplit needs the direct or single-copy path (%s)", ccl.ErrBadArgs, c.rank, c.Path())
 	}
 	if mid == nil {
 		return fmt.Errorf("%w: ccl/cpu: rank %d: AllReduceSplit without mid", ccl.ErrBadArgs, c.rank)
+	}
+	if group < 0 {
+		return fmt.Errorf("%w: ccl/cpu: rank %d: AllReducePiped: group of %d bytes", ccl.ErrBadArgs, c.rank, group)
 	}
 	a, local := ccl.CheckAllReduce(ccl.KindAllReduce, send, recv, op, c.n)
 	if local != nil {
@@ -47,20 +70,132 @@ func (c *Comm) AllReduceSplit(ctx context.Context, send, recv *tensor.Tensor, op
 			a.Desc.DType, a.Desc.Count = send.DType(), send.NumElements()
 		}
 	}
+	sp := &split{mid: mid}
+	if es := max(1, a.DType.Size()); group > 0 && group < len(a.Send) {
+		sp.group = chunkSize(group, es)
+		// The group count travels in the descriptor (Root, unused by an
+		// allreduce), so ranks that would cut differently disagree.
+		if ng := sp.groups(len(a.Send)); ng > 1 {
+			a.Desc.Root = int32(min(ng, math.MaxInt32))
+		}
+	}
 	if c.peers != nil {
-		return c.directAllReduce(ctx, a, local, op, mid)
+		return c.directAllReduce(ctx, a, local, op, sp)
 	}
 	// With process_vm_readv every peer buffer outside an arena is read
 	// with it: the single-copy path never falls back to staging.
-	return c.singleCopyAllReduce(ctx, a, local, op, mid)
+	return c.singleCopyAllReduce(ctx, a, local, op, sp)
+}
+
+// split is what AllReduceSplit and AllReducePiped add to an allreduce:
+// mid between the halves, and the bytes per group (0: one group).
+type split struct {
+	mid   func(part []byte) error
+	group int
+}
+
+// groups is the number of groups a size-byte buffer is cut into.
+func (sp *split) groups(size int) int {
+	if sp == nil || sp.group <= 0 || sp.group >= size {
+		return 1
+	}
+	return (size + sp.group - 1) / sp.group
+}
+
+// bounds is group g's byte range of a size-byte buffer.
+func (sp *split) bounds(g, size int) (lo, hi int) {
+	if sp.groups(size) == 1 {
+		return 0, size
+	}
+	return g * sp.group, min(size, (g+1)*sp.group)
 }
 
 // runMid runs mid on part; its failure fails the communicator, so that
 // the ranks waiting at the barrier after it stop.
 func (c *Comm) runMid(mid func([]byte) error, part []byte) error {
 	if err := mid(part); err != nil {
-		c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeMid, nil)
-		return fmt.Errorf("ccl/cpu: rank %d: allreduce #%d: %w", c.rank, c.seq, err)
+		return c.midFailed(err)
 	}
 	return nil
+}
+
+func (c *Comm) midFailed(err error) error {
+	c.seg.failWith(c.rank, ccl.KindAllReduce, c.seq, causeMid, nil)
+	return fmt.Errorf("ccl/cpu: rank %d: allreduce #%d: %w", c.rank, c.seq, err)
+}
+
+// pipeline runs a split allreduce's halves over ng groups: reduce(g)
+// reduces this rank's part of group g into own (its output) and returns
+// the part's range; mid runs on the parts in group order; push(lo, hi)
+// (nil: none) hands a part to the peers once mid is done with it. With one group all
+// of it runs on this goroutine. With more, mid runs on a goroutine of
+// this call while this one reduces the next groups and pushes the
+// finished ones; that goroutine has ended when pipeline returns. A
+// failed mid fails the communicator (as runMid) and stops both; a failed
+// reduce is returned as it is (the caller fails the communicator) once
+// mid has finished the groups it was given.
+func (c *Comm) pipeline(ng int, own []byte, reduce func(g int) (lo, hi int, err error), mid func([]byte) error, push func(lo, hi int)) error {
+	if ng == 1 {
+		lo, hi, err := reduce(0)
+		if err == nil {
+			err = c.runMid(mid, own[lo:hi])
+		}
+		if err == nil && push != nil {
+			push(lo, hi)
+		}
+		return err
+	}
+	todo := make(chan []byte, ng)
+	done := make(chan error, ng)
+	go func() {
+		defer close(done)
+		failed := false
+		for part := range todo {
+			if failed {
+				continue // after a failure no group is run
+			}
+			err := mid(part)
+			failed = err != nil
+			done <- err
+		}
+	}()
+	parts := make([][2]int, 0, ng)
+	pushed := 0
+	var err, midErr error
+	settle := func(e error) {
+		switch {
+		case e != nil:
+			midErr = e
+		case err == nil && push != nil:
+			push(parts[pushed][0], parts[pushed][1])
+		}
+		pushed++
+	}
+	for g := 0; g < ng && err == nil && midErr == nil; g++ {
+		var lo, hi int
+		if lo, hi, err = reduce(g); err != nil {
+			break
+		}
+		parts = append(parts, [2]int{lo, hi})
+		todo <- own[lo:hi]
+		// Push whatever mid has finished, without waiting for it.
+		for more := true; more && midErr == nil; {
+			select {
+			case e := <-done:
+				settle(e)
+			default:
+				more = false
+			}
+		}
+	}
+	close(todo)
+	for e := range done {
+		if midErr == nil {
+			settle(e)
+		}
+	}
+	if midErr != nil {
+		return c.midFailed(midErr)
+	}
+	return err
 }

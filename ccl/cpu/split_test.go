@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/chorus-rt/chorus/ccl"
@@ -42,28 +43,48 @@ func TestAllReduceSplitProperty(t *testing.T) {
 		if i%2 == 1 {
 			opts, oname = smallCMA, "cma"
 		}
-		splitCase(t, rng, opts, oname, 0)
+		splitCase(t, rng, opts, oname, 0, i >= 2)
 	}
 	// Every tensor in the arena: the shm path, which pushes the part mid
 	// left into every peer's output.
 	t.Run("shm", func(t *testing.T) {
 		withArena(t, 1)
-		for range 4 {
-			splitCase(t, rng, smallShm, "shm", 40_000)
+		for i := range 4 {
+			splitCase(t, rng, smallShm, "shm", 40_000, i%2 == 1)
 		}
 	})
 }
 
-// splitCase runs one random AllReduceSplit (at least minCount elements)
-// and checks every rank's output.
-func splitCase(t *testing.T, rng *rand.Rand, opts cpu.Options, oname string, minCount int) {
+// splitCase runs one random AllReduceSplit (at least minCount elements),
+// or with piped an AllReducePiped of random groups (down to one element,
+// so that some parts are empty), and checks every rank's output and that
+// mid saw exactly the rank's Part of each group, in group order.
+func splitCase(t *testing.T, rng *rand.Rand, opts cpu.Options, oname string, minCount int, piped bool) {
 	t.Helper()
 	dts := []tensor.DType{tensor.Float32, tensor.Int64, tensor.BFloat16, tensor.Float64}
 	n := 1 + rng.IntN(4)
 	dt := dts[rng.IntN(len(dts))]
 	count := []int{1 + rng.IntN(n), 1 + rng.IntN(5000)}[rng.IntN(2)] + minCount
 	inPlace := rng.IntN(2) == 1
-	name := fmt.Sprintf("%s/%d ranks/%s/%d/in place %v", oname, n, dt, count, inPlace)
+	size, es := count*dt.Size(), dt.Size()
+	group := 0
+	if piped {
+		group = []int{1 + rng.IntN(size), size / (2 + rng.IntN(8)), es * (1 + rng.IntN(3))}[rng.IntN(3)]
+	}
+	// The parts mid must see on each rank: Part of each group.
+	gsize := max(es, group-group%es)
+	if group == 0 || gsize >= size {
+		gsize = size
+	}
+	wantParts := make([][][2]int, n)
+	for gl := 0; gl < size; gl += gsize {
+		gh := min(size, gl+gsize)
+		for r := range n {
+			lo, hi := cpu.Part(gh-gl, es, n, r)
+			wantParts[r] = append(wantParts[r], [2]int{gl + lo, gl + hi})
+		}
+	}
+	name := fmt.Sprintf("%s/%d ranks/%s/%d/in place %v/group %d", oname, n, dt, count, inPlace, group)
 	sends := make([]*tensor.Tensor, n)
 	outs := make([]*tensor.Tensor, n)
 	want := make([]float64, count)
@@ -91,13 +112,27 @@ func splitCase(t *testing.T, rng *rand.Rand, opts cpu.Options, oname string, min
 			copy(outs[r].Bytes(), sends[r].Bytes())
 			in = outs[r]
 		}
-		lo, hi := cpu.Part(count*dt.Size(), dt.Size(), n, r)
-		err := cc.AllReduceSplit(ctx, in, outs[r], reduce.Sum, func(part []byte) error {
+		calls := 0
+		mid := func(part []byte) error {
+			if calls >= len(wantParts[r]) {
+				return fmt.Errorf("mid called %d times, want %d", calls+1, len(wantParts[r]))
+			}
+			lo, hi := wantParts[r][calls][0], wantParts[r][calls][1]
+			calls++
 			if len(part) != hi-lo || len(part) > 0 && &part[0] != &outs[r].Bytes()[lo] {
-				return fmt.Errorf("mid got %d bytes, want recv[%d:%d]", len(part), lo, hi)
+				return fmt.Errorf("mid call %d got %d bytes, want recv[%d:%d]", calls, len(part), lo, hi)
 			}
 			return reduce.Reduce(reduce.Sum, dt, part, part, part)
-		})
+		}
+		var err error
+		if piped {
+			err = cc.AllReducePiped(ctx, in, outs[r], reduce.Sum, group, mid)
+		} else {
+			err = cc.AllReduceSplit(ctx, in, outs[r], reduce.Sum, mid)
+		}
+		if err == nil && calls != len(wantParts[r]) {
+			err = fmt.Errorf("mid called %d times, want %d", calls, len(wantParts[r]))
+		}
 		if p := cc.PathFor(ccl.KindAllReduce, 1<<30); err == nil && oname == "shm" && p != "shm" {
 			return fmt.Errorf("path %q, want shm", p)
 		}
@@ -155,6 +190,73 @@ func TestAllReduceSplitErrors(t *testing.T) {
 	for r, err := range errs {
 		if !errors.Is(err, ccl.ErrBadArgs) {
 			t.Fatalf("staged rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestAllReducePipedErrors: a mid that fails in a middle group fails
+// every rank and the communicator, and no later group reaches mid; ranks
+// that cut into different groups, or a negative group, fail with an
+// error naming it and leave every output as it was.
+func TestAllReducePipedErrors(t *testing.T) {
+	boom := errors.New("boom")
+	for _, opts := range []cpu.Options{smallOpts, smallCMA} {
+		calls := make([]int, 3)
+		errs := runRanks(t, opts, 3, 0, func(ctx context.Context, c ccl.Comm) error {
+			x := tensor.MustNew(tensor.Float32, shape(3000))
+			r := c.Rank()
+			err := c.(*cpu.Comm).AllReducePiped(ctx, x, x, reduce.Sum, 1000, func([]byte) error {
+				calls[r]++
+				if r == 1 && calls[r] == 2 {
+					return boom
+				}
+				return nil
+			})
+			if e := c.Barrier(ctx); !errors.Is(e, ccl.ErrFailed) {
+				return fmt.Errorf("barrier after: %v (call: %w)", e, err)
+			}
+			return err
+		})
+		for r, err := range errs {
+			if r == 1 && !errors.Is(err, boom) || r != 1 && !errors.Is(err, ccl.ErrFailed) {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+		if calls[1] != 2 {
+			t.Fatalf("rank 1's mid ran %d times after failing in group 2 of 12", calls[1])
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		groups []int
+		want   error
+		says   string
+	}{
+		{"groups differ", []int{4000, 3000}, ccl.ErrMismatch, "groups"},
+		{"piped and split", []int{4000, 0}, ccl.ErrMismatch, "groups"},
+		{"negative", []int{-4, -4}, ccl.ErrBadArgs, "group of -4 bytes"},
+	} {
+		errs := runRanks(t, smallCMA, 2, 0, func(ctx context.Context, c ccl.Comm) error {
+			send := tensor.MustNew(tensor.Float32, shape(3000))
+			recv := tensor.MustNew(tensor.Float32, shape(3000))
+			tensor.Poison(recv)
+			before := string(recv.Bytes())
+			err := c.(*cpu.Comm).AllReducePiped(ctx, send, recv, reduce.Sum, tc.groups[c.Rank()], func([]byte) error {
+				return errors.New("mid ran")
+			})
+			if string(recv.Bytes()) != before {
+				return fmt.Errorf("output changed (call: %w)", err)
+			}
+			// Still usable after an agreed failure.
+			if e := c.AllReduce(ctx, send, recv, reduce.Sum); e != nil {
+				return fmt.Errorf("allreduce after: %v (call: %w)", e, err)
+			}
+			return err
+		})
+		for r, err := range errs {
+			if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.says) {
+				t.Fatalf("%s: rank %d: %v, want %v saying %q", tc.name, r, err, tc.want, tc.says)
+			}
 		}
 	}
 }
