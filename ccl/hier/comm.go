@@ -47,6 +47,13 @@ var (
 	RHDMax       = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
 	ChunkBytes   = envInt("CHORUS_HIER_CHUNK", 1<<20)
 	MultiRingMin = envInt("CHORUS_HIER_MULTIRING_MIN", 1<<20)
+	// PipeBytes: a multi-ring allreduce larger than this runs in groups
+	// of PipeBytes (CHORUS_HIER_PIPE; 0: one group), the host's
+	// reduction and copies of one group overlapping the rings of
+	// another (multiring.go). A power of two; a communicator keeps the
+	// value it was joined with, and every rank must have the same
+	// (checked in every agreement round).
+	PipeBytes = envPow2("CHORUS_HIER_PIPE", 8<<20)
 	// FlushBytes: a message on a TLS link is flushed every FlushBytes
 	// (CHORUS_HIER_FLUSH), so that its first records are on the wire
 	// while the rest is encrypted.
@@ -64,6 +71,17 @@ func envInt(name string, def int) int {
 	v, err := ccl.EnvInt(name, def, 1)
 	if err != nil {
 		envErr = errors.Join(envErr, err)
+	}
+	return v
+}
+
+// envPow2 is envInt0 for variables that must be 0 or a power of two
+// (at most 1 TiB).
+func envPow2(name string, def int) int {
+	v := envInt0(name, def)
+	if v&(v-1) != 0 || v > 1<<40 {
+		envErr = errors.Join(envErr, fmt.Errorf("%s=%d: want 0 or a power of two up to 1 TiB", name, v))
+		return def
 	}
 	return v
 }
@@ -184,6 +202,7 @@ type Comm struct {
 	path     byte   // pathLeader or pathMulti (large allreduces)
 	pathWhy  string // Path's answer
 	multiMin int    // MultiRingMin at Join
+	pipe     int    // PipeBytes at Join
 
 	stripes   int       // the leader ring's stripes (stripe.go)
 	stripeMin int       // StripeMin at Join
@@ -233,7 +252,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.me = c.hostOf[c.rank]
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
 	c.choosePath()
-	c.multiMin = MultiRingMin
+	c.multiMin, c.pipe = MultiRingMin, PipeBytes
 	c.carryMax = CarryMax
 	if err := c.chooseStripes(); err != nil {
 		return nil, err

@@ -20,6 +20,19 @@ func TestJoinRefusesBadTuning(t *testing.T) {
 	t.Setenv("CHORUS_HIER_CARRY_MAX", "-1") // may be 0, not negative
 	_, envErr = ccl.EnvInt("CHORUS_HIER_CARRY_MAX", 1, 0)
 	wantJoinRefused(t, "CHORUS_HIER_CARRY_MAX")
+	for _, v := range []string{"3000", "-1"} { // a power of two or 0
+		t.Setenv("CHORUS_HIER_PIPE", v)
+		envErr = nil
+		if got := envPow2("CHORUS_HIER_PIPE", 8<<20); got != 8<<20 {
+			t.Fatalf("CHORUS_HIER_PIPE=%s: %d, want the default kept", v, got)
+		}
+		wantJoinRefused(t, "CHORUS_HIER_PIPE")
+	}
+	t.Setenv("CHORUS_HIER_PIPE", "0")
+	envErr = nil
+	if got := envPow2("CHORUS_HIER_PIPE", 8<<20); got != 0 || envErr != nil {
+		t.Fatalf("CHORUS_HIER_PIPE=0: %d, %v", got, envErr)
+	}
 }
 
 // wantJoinRefused joins rank 0 of a two-host communicator, which must

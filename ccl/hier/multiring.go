@@ -65,8 +65,9 @@ func (c *Comm) Path() string { return c.pathWhy }
 // "carried" (every rank reduces every input, which came with the
 // agreement: one rank per host, carry.go), "gathered" (every rank
 // reduces every input, gathered after the agreement), or Path's "multi-ring"
-// (from MultiRingMin up) or "leader" with the algorithm between hosts
-// ("ring", "ring, S stripes" from StripeMin up, or "rhd");
+// (from MultiRingMin up; ", G groups" where it runs in groups of
+// PipeBytes) or "leader" with the algorithm between hosts ("ring", "ring,
+// S stripes" from StripeMin up, or "rhd");
 // reduce-scatter as the allreduce of its whole buffer (never inline);
 // other collectives "leader" (host leaders exchange whole host blocks);
 // on one host, ccl/cpu's answer.
@@ -87,19 +88,24 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 	case bytes <= SmallMax:
 		return "gathered"
 	}
-	per, name := bytes, "leader"
-	if c.path == pathMulti && bytes >= c.multiMin {
-		// The largest part (the first local rank's).
-		lo, hi := cpu.Part(bytes, 1, c.l, 0)
-		per, name = hi-lo, "multi-ring"
+	if c.path != pathMulti || bytes < c.multiMin {
+		switch {
+		case c.useRHD(bytes):
+			return "leader rhd"
+		case c.striped(bytes):
+			return fmt.Sprintf("leader ring, %d stripes", c.stripes)
+		}
+		return "leader ring"
 	}
-	switch {
-	case c.useRHD(per):
-		return name + " rhd"
-	case name == "leader" && c.striped(per):
-		return fmt.Sprintf("leader ring, %d stripes", c.stripes)
+	group, groups := bytes, ""
+	if c.pipe > 0 && bytes > c.pipe && c.local.Split() && !testNoSplit {
+		group, groups = c.pipe, fmt.Sprintf(", %d groups", (bytes+c.pipe-1)/c.pipe)
 	}
-	return name + " ring"
+	// The largest part (the first local rank's) of the first group.
+	if lo, hi := cpu.Part(group, 1, c.l, 0); c.useRHD(hi - lo) {
+		return "multi-ring rhd" + groups
+	}
+	return "multi-ring ring" + groups
 }
 
 // useRHD: recursive halving/doubling between a power of two (> 2) of
@@ -154,7 +160,7 @@ func (c *Comm) multiRing(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		return err
 	}
 	if c.local.Split() && !testNoSplit {
-		return c.local.AllReduceSplit(ctx, send, recv, sum, between)
+		return c.local.AllReducePiped(ctx, send, recv, sum, c.pipe, between)
 	}
 	if err := c.local.AllReduce(ctx, send, recv, sum); err != nil {
 		return err

@@ -24,6 +24,13 @@ func multiRingFrom(t *testing.T, n int) {
 	t.Cleanup(func() { MultiRingMin = old })
 }
 
+// pipeFrom sets PipeBytes (read at Join) for the rest of the test.
+func pipeFrom(t *testing.T, n int) {
+	old := PipeBytes
+	PipeBytes = n
+	t.Cleanup(func() { PipeBytes = old })
+}
+
 // TestPath: which path a communicator takes for large allreduces, by
 // rank layout, and what PathFor says by size.
 func TestPath(t *testing.T) {
@@ -52,6 +59,11 @@ func TestPath(t *testing.T) {
 	c := world(t, []int{2, 2, 2, 2}, 10*time.Second)[0]
 	multiRingFrom(t, 0)
 	c0 := world(t, []int{2, 2, 2, 2}, 10*time.Second)[0]
+	// Groups of 256 KiB (parts of 128 KiB: RHD), and one group.
+	pipeFrom(t, 256<<10)
+	cp := world(t, []int{2, 2, 2, 2}, 10*time.Second)[0]
+	pipeFrom(t, 0)
+	c1 := world(t, []int{2, 2, 2, 2}, 10*time.Second)[0]
 	for _, tc := range []struct {
 		c     *Comm
 		kind  ccl.Kind
@@ -64,8 +76,13 @@ func TestPath(t *testing.T) {
 		{c, ccl.KindAllReduce, 128 << 10, "leader rhd"},
 		{c, ccl.KindAllReduce, 1<<20 - 4, "leader ring"},
 		{c, ccl.KindAllReduce, 1 << 20, "multi-ring ring"},
-		{c, ccl.KindAllReduce, 64 << 20, "multi-ring ring"},
-		{c, ccl.KindReduceScatter, 64 << 20, "multi-ring ring"},
+		{c, ccl.KindAllReduce, 8 << 20, "multi-ring ring"},
+		{c, ccl.KindAllReduce, 8<<20 + 4, "multi-ring ring, 2 groups"},
+		{c, ccl.KindAllReduce, 64 << 20, "multi-ring ring, 8 groups"},
+		{c, ccl.KindReduceScatter, 64 << 20, "multi-ring ring, 8 groups"},
+		{cp, ccl.KindAllReduce, 1 << 20, "multi-ring rhd, 4 groups"},
+		{cp, ccl.KindAllReduce, 64 << 20, "multi-ring rhd, 256 groups"},
+		{c1, ccl.KindAllReduce, 64 << 20, "multi-ring ring"},
 		{c, ccl.KindAllGather, 64 << 20, "leader"},
 		{c0, ccl.KindAllReduce, 256 << 10, "multi-ring rhd"},
 		{c0, ccl.KindAllReduce, 256<<10 + 4, "multi-ring ring"},
@@ -139,8 +156,12 @@ func TestAllReduceMultiRingProperty(t *testing.T) {
 			RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
 			FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
 			testNoSplit = rng.IntN(3) == 0
+			pipe := []int{0, 4, 256, 4096, 8 << 20}[rng.IntN(5)] // groups of a few elements to one group
+			for _, c := range comms {
+				c.pipe = pipe
+			}
 			mask := rng.Uint64()
-			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/staged %v", tc.lay, dt, op, count, SmallMax, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes, testNoSplit)
+			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/staged %v/pipe %d", tc.lay, dt, op, count, SmallMax, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes, testNoSplit, pipe)
 			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 		// reduce-scatter goes through the same allreduce.
@@ -212,6 +233,8 @@ func TestPathMismatch(t *testing.T) {
 		{func() { comms[3].path = pathLeader }, func() { comms[3].path = pathMulti }, EnvMultiRing + " differs"},
 		{func() { comms[1].multiMin = 5 }, func() { comms[1].multiMin = 0 }, "CHORUS_HIER_MULTIRING_MIN differs"},
 		{func() { comms[2].testSmallMax = 5 }, func() { comms[2].testSmallMax = 0 }, EnvSmallMax + " differs"},
+		{func() { comms[1].pipe = 1 << 10 }, func() { comms[1].pipe = PipeBytes }, "CHORUS_HIER_PIPE differs"},
+		{func() { comms[2].pipe = 0 }, func() { comms[2].pipe = PipeBytes }, "of the whole message (0)"},
 	} {
 		tc.set()
 		errs := each(comms, func(r int, c *Comm) error {
@@ -238,11 +261,16 @@ func TestLinkClosedMidRing(t *testing.T) {
 	SmallMax, ChunkBytes = 64, 1024
 	multiRingFrom(t, 0)
 	defer func() { testNoSplit = false }()
-	for i, lay := range [][]int{{2, 2}, {2, 2, 2}, {2, 1}, {2, 2}} {
+	for i, lay := range [][]int{{2, 2}, {2, 2, 2}, {2, 1}, {2, 2}, {2, 2, 2}} {
 		testNoSplit = i == 3
 		// A timeout far longer than the test: a rank that only stopped
 		// through it would fail the TimeoutError check below.
 		comms := world(t, lay, time.Minute)
+		if i == 4 {
+			for _, c := range comms {
+				c.pipe = 16 << 10 // the rings of 16 groups, the failure in the first
+			}
+		}
 		var once sync.Once
 		testRingHook = func(c *Comm, s, step, chunk int) {
 			if c == comms[0] {
