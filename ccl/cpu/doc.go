@@ -33,7 +33,9 @@
 //     splits its work over its share of the host's cores (threadsFor);
 //     AllReduceSplit runs this path with a caller's step on each rank's
 //     reduced part between the two halves (ccl/hier's rings between
-//     hosts);
+//     hosts), and AllReducePiped in groups, the caller's step on one
+//     group (on a goroutine of the call) while the rank reduces the
+//     next and pushes the previous;
 //   - reduce-scatter: each rank stages the n blocks, one barrier, rank r
 //     reduces block r of every slot into its output;
 //   - allgather, broadcast, scatter, gather: stage, barrier, copy out;

@@ -41,7 +41,10 @@
 //     rank j allreduces part j with local rank j of every other host (L
 //     rings at once, each on its own links, so every rank's core and
 //     connection works, not one leader doing all the crypto and copies);
-//     in the second half every local rank copies every part. Hosts whose
+//     in the second half every local rank copies every part. Above
+//     PipeBytes (8 MiB) the message runs in groups of PipeBytes
+//     (cpu.Comm.AllReducePiped): the rings of one group overlap the
+//     host's reduction of the next and its copies of the previous. Hosts whose
 //     ranks cannot read each other (staged ccl/cpu path) run a staged
 //     allreduce, the rings on the parts, then a broadcast of each part
 //     from its owner;

@@ -439,8 +439,9 @@ func median(xs []float64) float64 {
 }
 
 // Paths of the cpu and cpu-hier backends, as the worker reports them in
-// a float (cpu-hier: ccl/hier's PathFor).
-var paths = []string{"", "direct", "cma", "staged", "shm", "mixed", "inline", "gathered", "multi-ring ring", "multi-ring rhd", "leader ring", "leader rhd"}
+// a float (cpu-hier: ccl/hier's PathFor, its first words: stripes and
+// groups are not carried). New paths go at the end: codes stay stable.
+var paths = []string{"", "direct", "cma", "staged", "shm", "mixed", "inline", "gathered", "multi-ring ring", "multi-ring rhd", "leader ring", "leader rhd", "carried"}
 
 func pathCode(p string) int {
 	for i, q := range paths[1:] {

@@ -52,7 +52,7 @@ func TestMemBWRuns(t *testing.T) {
 func TestPathCode(t *testing.T) {
 	for in, want := range map[string]int{"direct": 1, "cma": 2, "staged: disabled": 3, "staged": 3, "": 0, "other": 0,
 		"shm": 4, "mixed: 1 of 3 peer buffers read with process_vm_readv": 5,
-		"inline": 6, "gathered": 7, "multi-ring ring": 8, "multi-ring rhd": 9, "leader ring": 10, "leader rhd": 11} {
+		"inline": 6, "gathered": 7, "multi-ring ring": 8, "multi-ring rhd": 9, "leader ring": 10, "leader rhd": 11, "carried": 12, "multi-ring ring, 8 groups": 8, "leader ring, 4 stripes": 10} {
 		if got := pathCode(in); got != want {
 			t.Errorf("pathCode(%q) = %d, want %d", in, got, want)
 		}
