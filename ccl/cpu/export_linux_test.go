@@ -9,3 +9,10 @@ func SetArenaFor(f func(rank int) *shmarena.Arena) (restore func()) {
 	arenaFor = f
 	return func() { arenaFor = prev }
 }
+
+// SetReduced sets the hook a pipelined allreduce calls after reducing
+// each group (nil: none); restore removes it.
+func SetReduced(f func(rank, g int)) (restore func()) {
+	testReduced = f
+	return func() { testReduced = nil }
+}

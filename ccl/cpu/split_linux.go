@@ -124,6 +124,10 @@ func (c *Comm) midFailed(err error) error {
 	return fmt.Errorf("ccl/cpu: rank %d: allreduce #%d: %w", c.rank, c.seq, err)
 }
 
+// testReduced, when set (tests only), is called on the reducing
+// goroutine after each group of a pipeline with several groups.
+var testReduced func(rank, g int)
+
 // pipeline runs a split allreduce's halves over ng groups: reduce(g)
 // reduces this rank's part of group g into own (its output) and returns
 // the part's range; mid runs on the parts in group order; push(lo, hi)
@@ -177,6 +181,9 @@ func (c *Comm) pipeline(ng int, own []byte, reduce func(g int) (lo, hi int, err 
 			break
 		}
 		parts = append(parts, [2]int{lo, hi})
+		if testReduced != nil {
+			testReduced(c.rank, g)
+		}
 		todo <- own[lo:hi]
 		// Push whatever mid has finished, without waiting for it.
 		for more := true; more && midErr == nil; {

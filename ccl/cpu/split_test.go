@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
@@ -256,6 +257,62 @@ func TestAllReducePipedErrors(t *testing.T) {
 		for r, err := range errs {
 			if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.says) {
 				t.Fatalf("%s: rank %d: %v, want %v saying %q", tc.name, r, err, tc.want, tc.says)
+			}
+		}
+	}
+}
+
+// TestAllReducePipedOverlaps: mid on group 0 finishes only once its rank
+// has reduced group 1, which a rank that ran mid before reducing further
+// would never do (mid then fails after a bounded wait; no time is
+// asserted). The result is still right on every rank.
+func TestAllReducePipedOverlaps(t *testing.T) {
+	for _, opts := range []cpu.Options{smallOpts, smallCMA} {
+		const n, count, group = 2, 4096, 4096 // 4 groups of 1024 floats
+		reduced := make([]chan struct{}, n)
+		for r := range reduced {
+			reduced[r] = make(chan struct{})
+		}
+		restore := cpu.SetReduced(func(rank, g int) {
+			if g == 1 {
+				close(reduced[rank])
+			}
+		})
+		outs := make([]*tensor.Tensor, n)
+		errs := runRanks(t, opts, n, 0, func(ctx context.Context, c ccl.Comm) error {
+			r := c.Rank()
+			x := tensor.MustNew(tensor.Float32, shape(count))
+			fill := make([]float64, count)
+			for i := range fill {
+				fill[i] = float64(r + i%7)
+			}
+			if err := tensor.SetFromFloat64(x, fill); err != nil {
+				return err
+			}
+			outs[r] = tensor.MustNew(tensor.Float32, shape(count))
+			g := 0
+			return c.(*cpu.Comm).AllReducePiped(ctx, x, outs[r], reduce.Sum, group, func([]byte) error {
+				if g++; g > 1 {
+					return nil
+				}
+				select {
+				case <-reduced[r]:
+					return nil
+				case <-time.After(5 * time.Second):
+					return errors.New("group 1 was not reduced while mid ran on group 0")
+				}
+			})
+		})
+		restore()
+		if !noErrors(t, errs) {
+			t.FailNow()
+		}
+		for r := range n {
+			got, _ := tensor.ToFloat64(outs[r])
+			for i, v := range got {
+				if want := float64(1 + 2*(i%7)); v != want {
+					t.Fatalf("rank %d element %d = %v, want %v", r, i, v, want)
+				}
 			}
 		}
 	}
