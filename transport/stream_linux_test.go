@@ -6,12 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/loopback"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/transporttest"
 )
@@ -41,29 +41,8 @@ func TestStreamConformance(t *testing.T) {
 // TCP on loopback: what multi-host sessions will use.
 func TestStreamOverTCP(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) (transport.Conn, transport.Conn) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		type res struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan res, 1)
-		go func() {
-			c, err := ln.Accept()
-			ch <- res{c, err}
-		}()
-		x, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := <-ch
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		a, b := transport.NewStream(x, 0), transport.NewStream(r.c, 0)
+		x, y := loopback.TCPPair(t)
+		a, b := transport.NewStream(x, 0), transport.NewStream(y, 0)
 		t.Cleanup(func() { a.Close(); b.Close() })
 		return a, b
 	})

@@ -20,6 +20,7 @@ const module = "github.com/chorus-rt/chorus"
 var layers = map[string]int{
 	"tensor":                  0,
 	"internal/leaktest":       0,
+	"internal/loopback":       0, // loopback TCP pairs for tests
 	"internal/plot":           0, // SVG pictures (gonum/plot): benchmark curves, timelines
 	"internal/progress":       0, // progress line on a terminal's stderr
 	"internal/shmem":          0,

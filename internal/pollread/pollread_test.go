@@ -12,36 +12,11 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/loopback"
 )
 
 // pair returns both ends of a loopback TCP connection.
-func pair(t *testing.T) (a, b *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		c, err := ln.Accept()
-		ch <- res{c, err}
-	}()
-	d, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	t.Cleanup(func() { d.Close(); r.c.Close() })
-	return d.(*net.TCPConn), r.c.(*net.TCPConn)
-}
+func pair(t *testing.T) (a, b *net.TCPConn) { return loopback.TCPPair(t) }
 
 const hour = time.Hour
 
