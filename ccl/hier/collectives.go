@@ -29,7 +29,7 @@ func (c *Comm) putDesc(b []byte, d ccl.Desc, bad bool) {
 	if bad {
 		b[0] = 1
 	}
-	b[1], b[2], b[3] = c.path, byte(c.stripes), byte(bits.Len(uint(c.pipe)))
+	b[1], b[2], b[3] = c.path, byte(c.stripes), c.pipeByte()
 	binary.LittleEndian.PutUint64(b[24:], uint64(c.multiMin))
 	binary.LittleEndian.PutUint64(b[32:], uint64(c.stripeMin))
 	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
@@ -141,9 +141,9 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has a multi-ring minimum of %d bytes, rank %d of %d (CHORUS_HIER_MULTIRING_MIN differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.multiMin)}
 		}
-		if p := tb[r*c.block+3]; p != byte(bits.Len(uint(c.pipe))) {
+		if p, my := tb[r*c.block+3], c.pipeByte(); p != my {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d pipelines multi-ring allreduces in groups of %s, rank %d of %s (CHORUS_HIER_PIPE differs between their processes)",
-				ccl.ErrMismatch, c.rank, d.Kind, r, pipeName(p), c.rank, pipeName(byte(bits.Len(uint(c.pipe)))))}
+				ccl.ErrMismatch, c.rank, d.Kind, r, pipeName(p), c.rank, pipeName(my))}
 		}
 		if s := int(tb[r*c.block+2]); s != c.stripes {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d runs the leader ring in %d stripes, rank %d in %d (%s differs between their processes)",
@@ -160,6 +160,10 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 	c.pollFor(int(d.Count) * d.DType.Size())
 	return nil
 }
+
+// pipeByte is the descriptor's pipe byte: the bit length of c.pipe (a
+// power of two or 0).
+func (c *Comm) pipeByte() byte { return byte(bits.Len(uint(c.pipe))) }
 
 // pipeName says what a descriptor's pipe byte (bits.Len of PipeBytes)
 // means.
