@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClusterBenchStream runs both ends of the stream benchmark on
@@ -41,11 +42,15 @@ func TestClusterBenchStream(t *testing.T) {
 		}()
 		var code int
 		var out, errOut string
-		for range 100 { // the server may not listen yet
+		// The server may not listen yet: retry a refused dial, pausing
+		// between tries (back-to-back tries once all failed before a busy
+		// 2-core CI machine ran the server's goroutine).
+		for range 500 {
 			code, out, errOut = runCLI(t, append([]string{"cluster", "bench", "stream", "--connect", addr, "--reps", "2", "--bytes", "3M", "--timeout", "20s"}, tc.args...)...)
 			if code == 0 || !strings.Contains(errOut, "refused") {
 				break
 			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		srv := <-done
 		if code != 0 || srv.code != 0 {
