@@ -328,49 +328,76 @@ func (c *Comm) ring(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	return c.ringOn(0, c.mate((c.me+1)%k), c.mate((c.me+k-1)%k), dst, src, dt, op)
 }
 
+// ringPlan is the layout of a ring over k leaders seen from leader h:
+// the message (elems elements of es bytes) is cut into k segments of per
+// elements, each travelling in nch chunks of ce elements; step t (of
+// 2(k-1): the reduce-scatter, then the allgather) sends segment
+// sendSeg(t) to the next leader and receives segment recvSeg(t) from the
+// previous one.
+type ringPlan struct{ k, h, es, elems, per, ce, nch int }
+
+// newRingPlan lays out a ring over n bytes whose chunks are chunk(seg)
+// elements for segments of seg bytes.
+func newRingPlan(k, h, n, es int, chunk func(seg, es int) int) ringPlan {
+	elems := n / es
+	per := (elems + k - 1) / k
+	ce := chunk(per*es, es)
+	return ringPlan{k: k, h: h, es: es, elems: elems, per: per, ce: ce, nch: max(1, (per+ce-1)/ce)}
+}
+
+func (pl ringPlan) steps() int { return 2 * (pl.k - 1) }
+
+// segment is segment j of b.
+func (pl ringPlan) segment(b []byte, j int) []byte {
+	return b[min(pl.elems, j*pl.per)*pl.es : min(pl.elems, (j+1)*pl.per)*pl.es]
+}
+
+// chunk is chunk i of segment j of b.
+func (pl ringPlan) chunk(b []byte, j, i int) []byte {
+	hi := min(pl.elems, (j+1)*pl.per)
+	lo := min(hi, j*pl.per+i*pl.ce)
+	return b[lo*pl.es : min(hi, lo+pl.ce)*pl.es]
+}
+
+func (pl ringPlan) segBytes(j int) int {
+	return (min(pl.elems, (j+1)*pl.per) - min(pl.elems, j*pl.per)) * pl.es
+}
+
+func (pl ringPlan) mod(x int) int { return ((x % pl.k) + pl.k) % pl.k }
+
+func (pl ringPlan) sendSeg(t int) int {
+	if t < pl.k-1 {
+		return pl.mod(pl.h - t)
+	}
+	return pl.mod(pl.h + 1 - (t - (pl.k - 1)))
+}
+
+func (pl ringPlan) recvSeg(t int) int {
+	if t < pl.k-1 {
+		return pl.mod(pl.h - t - 1)
+	}
+	return pl.mod(pl.h - (t - (pl.k - 1)))
+}
+
+// reduces reports whether step t is the reduce-scatter's.
+func (pl ringPlan) reduces(t int) bool { return t < pl.k-1 }
+
+func (pl ringPlan) kind(t int) ccl.Kind {
+	if pl.reduces(t) {
+		return ccl.KindAllReduce
+	}
+	return ccl.KindAllGather
+}
+
 // ringOn is ring over stripe s's links to the next and the previous
 // rank, with stripe s's scratch (stripe.go runs several at once).
 func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType, op reduce.Op) error {
-	k, h, es := c.k, c.me, dt.Size()
-	elems := len(dst) / es
-	per := (elems + k - 1) / k
-	ce := ringChunk(per*es, es)
-	nch := max(1, (per+ce-1)/ce)
-	// seg returns the bytes of chunk i of segment j in b.
-	seg := func(b []byte, j, i int) []byte {
-		hi := min(elems, (j+1)*per)
-		lo := min(hi, j*per+i*ce)
-		return b[lo*es : min(hi, lo+ce)*es]
+	pl := newRingPlan(c.k, c.me, len(dst), dt.Size(), ringChunk)
+	if pl.per*pl.es <= RingInlineMax {
+		return c.ringInline(s, next, prev, pl, dst, src, dt, op)
 	}
-	segBytes := func(j int) int {
-		return (min(elems, (j+1)*per) - min(elems, j*per)) * es
-	}
-	mod := func(x int) int { return ((x % k) + k) % k }
-	steps := 2 * (k - 1)
-	sendSeg := func(t int) int {
-		if t < k-1 {
-			return mod(h - t)
-		}
-		return mod(h + 1 - (t - (k - 1)))
-	}
-	recvSeg := func(t int) int {
-		if t < k-1 {
-			return mod(h - t - 1)
-		}
-		return mod(h - (t - (k - 1)))
-	}
-	kindOf := func(t int) ccl.Kind {
-		if t < k-1 {
-			return ccl.KindAllReduce
-		}
-		return ccl.KindAllGather
-	}
-	if per*es <= RingInlineMax {
-		return c.ringInline(s, next, prev, steps, dst, src, dt, op, kindOf, sendSeg, recvSeg, func(b []byte, j int) []byte {
-			return b[min(elems, j*per)*es : min(elems, (j+1)*per)*es]
-		})
-	}
-	tmp := c.scratchOf(s, min(ce*es, reducePiece(es)))
+	steps, nch := pl.steps(), pl.nch
+	tmp := c.scratchOf(s, min(pl.ce*pl.es, reducePiece(pl.es)))
 	ready := make(chan struct{}, steps*nch) // one token per received chunk, in order
 	stop := make(chan struct{})             // closed when the receiver fails
 	var serr error
@@ -379,12 +406,12 @@ func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType,
 	go func() {
 		defer wg.Done()
 		serr = c.ringSend(next, steps, nch, ready, stop, func(t int) (ccl.Kind, int) {
-			return kindOf(t), segBytes(sendSeg(t))
+			return pl.kind(t), pl.segBytes(pl.sendSeg(t))
 		}, func(t, i int) []byte {
 			if t == 0 {
-				return seg(src, sendSeg(0), i)
+				return pl.chunk(src, pl.sendSeg(0), i)
 			}
-			return seg(dst, sendSeg(t), i)
+			return pl.chunk(dst, pl.sendSeg(t), i)
 		})
 		if serr != nil {
 			c.fail(serr)
@@ -392,28 +419,13 @@ func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType,
 	}()
 	rerr := func() error {
 		for t := range steps {
-			j := recvSeg(t)
-			if _, _, _, err := c.recvHdr(prev, kindOf(t), segBytes(j)); err != nil {
+			j := pl.recvSeg(t)
+			if _, _, _, err := c.recvHdr(prev, pl.kind(t), pl.segBytes(j)); err != nil {
 				return err
 			}
 			for i := range nch {
-				out := seg(dst, j, i)
-				if len(out) > 0 {
-					if t < k-1 {
-						mine := seg(src, j, i)
-						for lo := 0; lo < len(out); lo += len(tmp) {
-							hi := min(len(out), lo+len(tmp))
-							in := tmp[:hi-lo]
-							if err := c.recvInto(prev, in, nil); err != nil {
-								return err
-							}
-							if err := reduce.Reduce(op, dt, out[lo:hi], mine[lo:hi], in); err != nil {
-								return err
-							}
-						}
-					} else if err := c.recvInto(prev, out, nil); err != nil {
-						return err
-					}
+				if err := c.recvChunk(prev, pl, t, i, dst, src, tmp, dt, op); err != nil {
+					return err
 				}
 				if testRingHook != nil {
 					testRingHook(c, s, t, i)
@@ -435,13 +447,36 @@ func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType,
 	return c.firstErr([]error{rerr, serr})
 }
 
+// recvChunk receives chunk i of step t's segment from p: in the
+// reduce-scatter into tmp, a piece at a time, each reduced with this
+// rank's contribution (src) into dst; in the allgather into dst.
+func (c *Comm) recvChunk(p *peer, pl ringPlan, t, i int, dst, src, tmp []byte, dt tensor.DType, op reduce.Op) error {
+	j := pl.recvSeg(t)
+	out := pl.chunk(dst, j, i)
+	if len(out) == 0 {
+		return nil
+	}
+	if !pl.reduces(t) {
+		return c.recvInto(p, out, nil)
+	}
+	mine := pl.chunk(src, j, i)
+	for lo := 0; lo < len(out); lo += len(tmp) {
+		hi := min(len(out), lo+len(tmp))
+		in := tmp[:hi-lo]
+		if err := c.recvInto(p, in, nil); err != nil {
+			return err
+		}
+		if err := reduce.Reduce(op, dt, out[lo:hi], mine[lo:hi], in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // testRingHook, when set (tests only), runs after every chunk a ring
 // receives: chunk i of step t on stripe s (stripes run concurrently).
 var testRingHook func(c *Comm, s, t, i int)
 
-// ringSend streams the ring's steps to p: step t's header, then its
-// chunks; chunk i of step t >= 1 waits for the receiver's token of chunk
-// i of step t-1 (tokens arrive in order, nch per step).
 // RingInlineMax: a ring whose segments are at most this many bytes
 // (CHORUS_HIER_RING_INLINE; 0: never) runs on one goroutine per ring,
 // which sends a step's segment in one write and then receives the
@@ -452,32 +487,30 @@ var testRingHook func(c *Comm, s, t, i int)
 // rank is writing its own.
 var RingInlineMax = envInt0("CHORUS_HIER_RING_INLINE", inlineMax)
 
-// ringInline is ringOn for segments of at most RingInlineMax bytes;
-// seg(b, j) is segment j of b.
-func (c *Comm) ringInline(s int, next, prev *peer, steps int, dst, src []byte, dt tensor.DType, op reduce.Op,
-	kindOf func(t int) ccl.Kind, sendSeg, recvSeg func(t int) int, seg func(b []byte, j int) []byte) error {
+// ringInline is ringOn for segments of at most RingInlineMax bytes.
+func (c *Comm) ringInline(s int, next, prev *peer, pl ringPlan, dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	tmp := c.scratchOf(s, min(RingInlineMax, len(dst)))
 	err := func() error {
-		for t := range steps {
+		for t := range pl.steps() {
 			from := dst
 			if t == 0 {
 				from = src
 			}
-			if err := c.send(next, kindOf(t), 0, 0, seg(from, sendSeg(t))); err != nil {
+			if err := c.send(next, pl.kind(t), 0, 0, pl.segment(from, pl.sendSeg(t))); err != nil {
 				return err
 			}
-			j := recvSeg(t)
-			out := seg(dst, j)
-			if t >= c.k-1 {
-				if err := c.recv(prev, kindOf(t), out, nil); err != nil {
+			j := pl.recvSeg(t)
+			out := pl.segment(dst, j)
+			if !pl.reduces(t) {
+				if err := c.recv(prev, pl.kind(t), out, nil); err != nil {
 					return err
 				}
 			} else {
 				in := tmp[:len(out)]
-				if err := c.recv(prev, kindOf(t), in, nil); err != nil {
+				if err := c.recv(prev, pl.kind(t), in, nil); err != nil {
 					return err
 				}
-				if err := reduce.Reduce(op, dt, out, seg(src, j), in); err != nil {
+				if err := reduce.Reduce(op, dt, out, pl.segment(src, j), in); err != nil {
 					return err
 				}
 			}
@@ -493,6 +526,9 @@ func (c *Comm) ringInline(s int, next, prev *peer, steps int, dst, src []byte, d
 	return err
 }
 
+// ringSend streams the ring's steps to p: step t's header, then its
+// chunks; chunk i of step t >= 1 waits for the receiver's token of chunk
+// i of step t-1 (tokens arrive in order, nch per step).
 func (c *Comm) ringSend(p *peer, steps, nch int, ready, stop <-chan struct{}, head func(t int) (ccl.Kind, int), chunk func(t, i int) []byte) error {
 	got := 0
 	for t := range steps {
