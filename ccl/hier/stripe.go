@@ -2,6 +2,7 @@ package hier
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -154,6 +156,12 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 			return err
 		}
 		p.stripe = s
+		if want > 1 && NotSentLowat > 0 {
+			if err := link.SetNotSentLowat(p.c, NotSentLowat); err != nil {
+				p.c.Close()
+				return err
+			}
+		}
 		if s == 0 {
 			c.peers[r] = p
 		} else {
@@ -208,36 +216,43 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 	return nil
 }
 
-// stripedRing is the leader ring over c.stripes stripes: stripe s
-// (cpu.Part of the message, the same split on every leader) runs its own
-// pipelined ring on the stripe-s links to the next and previous leader,
-// all at once. Every element belongs to one stripe and is reduced along
-// that stripe's ring in one order, so every rank gets the same bits
-// (striped and unstriped rings cut the message into segments
-// differently: float results may differ between stripe counts in the
-// last bits). A failure on any stripe fails the communicator (c.fail:
-// every link closed), so every stripe of every rank ends promptly; the
-// first cause is returned.
+// stripedRing is the leader ring over c.stripes links to each
+// neighbour. Where a stripe's segments would be at most RingInlineMax
+// bytes, stripe s (cpu.Part of the message, the same split on every
+// leader) runs its own one-goroutine ring on the stripe-s links, all at
+// once. Larger messages run one balanced ring (balancedRing) over all
+// the links. Every element is reduced along the ring in one order, so
+// every rank gets the same bits (striped and unstriped rings cut the
+// message into segments differently: float results may differ between
+// stripe counts in the last bits). A failure on any link fails the
+// communicator (c.fail: every link closed), so every goroutine of every
+// rank ends promptly; the first cause is returned.
 func (c *Comm) stripedRing(dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	k, es, S := c.k, dt.Size(), c.stripes
 	nextR, prevR := c.hostLo[(c.me+1)%k]+c.lrank, c.hostLo[(c.me+k-1)%k]+c.lrank
-	errs := make([]error, S)
-	for len(c.tmps) < S-1 {
-		c.tmps = append(c.tmps, nil) // before the stripes start: each then touches its own
+	nexts, prevs := make([]*peer, S), make([]*peer, S)
+	for s := range S {
+		nexts[s], prevs[s] = c.link(s, nextR), c.link(s, prevR)
+		if nexts[s] == nil || prevs[s] == nil {
+			err := fmt.Errorf("%w: ccl/hier: rank %d: no stripe-%d link to rank %d or %d", ccl.ErrFailed, c.rank, s, nextR, prevR)
+			c.fail(err)
+			return err
+		}
 	}
+	for len(c.tmps) < S-1 {
+		c.tmps = append(c.tmps, nil) // before the goroutines start: each then touches its own
+	}
+	if per := (len(dst)/es + k - 1) / k; per*es/S > RingInlineMax {
+		return c.balancedRing(nexts, prevs, dst, src, dt, op)
+	}
+	errs := make([]error, S)
 	var wg sync.WaitGroup
 	for s := S - 1; s >= 0; s-- {
 		lo, hi := cpu.Part(len(dst), es, S, s)
 		if lo == hi {
 			continue // empty on every leader alike
 		}
-		next, prev := c.link(s, nextR), c.link(s, prevR)
-		if next == nil || prev == nil {
-			errs[s] = fmt.Errorf("%w: ccl/hier: rank %d: no stripe-%d link to rank %d or %d", ccl.ErrFailed, c.rank, s, nextR, prevR)
-			c.fail(errs[s])
-			continue
-		}
-		run := func() { errs[s] = c.ringOn(s, next, prev, dst[lo:hi], src[lo:hi], dt, op) }
+		run := func() { errs[s] = c.ringOn(s, nexts[s], prevs[s], dst[lo:hi], src[lo:hi], dt, op) }
 		if s == 0 {
 			run() // on this goroutine, after starting the others
 			continue
@@ -250,6 +265,293 @@ func (c *Comm) stripedRing(dst, src []byte, dt tensor.DType, op reduce.Op) error
 	}
 	wg.Wait()
 	return c.firstErr(errs)
+}
+
+// Balanced rings. Stripes with a fixed share each leave a link idle
+// when its flow is slower than the others (TCP flows sharing a link
+// never get equal shares; one may stall for a loss or a congestion
+// control's probe) and end the ring only when the slowest share is
+// through. A balanced ring is one ring over the whole message whose
+// chunks go out on whichever link to the next leader is free: S sender
+// goroutines take the lowest-numbered chunk that is ready (chunk i of
+// step t once chunk i of step t-1 is in) and write it, with its number,
+// on their own link; S receiver goroutines read whatever their link
+// from the previous leader brings and reduce or copy it in place. A
+// link's socket holds at most NotSentLowat bytes unsent
+// (TCP_NOTSENT_LOWAT, set on every stripe link), so a sender whose flow
+// is slow stays in its write and the chunks go to the others. Every
+// sender ends with an end message; a receiver ends at its link's.
+//
+// Chunk messages: the link header (kind allreduce, status chunkMsg,
+// 8+n bytes), the chunk's number (uint64: step*nch + chunk), its n
+// bytes. The receiver checks the number (in range, not seen before) and
+// n against its own plan before it reads a byte of the chunk.
+const (
+	chunkMsg = 'c'
+	endMsg   = 'e'
+)
+
+// NotSentLowat is TCP_NOTSENT_LOWAT on stripe links
+// (CHORUS_HIER_LOWAT, bytes; 0: the kernel's default, unbounded): about
+// a millisecond of a 10 Gbit/s link's share per stripe, enough that no
+// flow runs dry while its sender takes the next chunk.
+var NotSentLowat = envInt0("CHORUS_HIER_LOWAT", 256<<10)
+
+// balancedChunk is a balanced ring's chunk (elements of es bytes) for
+// segments of seg bytes over S links: ringMinChunks per link and step,
+// between RingMinChunk and ChunkBytes.
+func balancedChunk(S int) func(seg, es int) int {
+	return func(seg, es int) int {
+		b := min(ChunkBytes, max(seg/(ringMinChunks*S), RingMinChunk))
+		return max(1, b/es)
+	}
+}
+
+// chunkQueue hands a balanced ring's chunks to its senders: chunk n
+// (step n/nch) is ready at step 0, else once chunk n-nch is received.
+type chunkQueue struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	nch    int
+	ready  []int   // ready chunks not yet taken, a min-heap
+	state  []uint8 // per chunk: 0, claimed (being received), received
+	taken  int     // chunks handed to senders
+	got    int     // chunks received
+	halted bool
+}
+
+const (
+	chunkClaimed = 1
+	chunkIn      = 2
+)
+
+func newChunkQueue(steps, nch int) *chunkQueue {
+	q := &chunkQueue{nch: nch, state: make([]uint8, steps*nch)}
+	q.cond.L = &q.mu
+	for i := range nch {
+		q.ready = append(q.ready, i) // ascending: a heap
+	}
+	return q
+}
+
+// take returns the lowest ready chunk, waiting for one; false when
+// every chunk is taken or the queue is halted.
+func (q *chunkQueue) take() (int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.ready) == 0 && !q.halted && q.taken < len(q.state) {
+		q.cond.Wait()
+	}
+	if q.halted || len(q.ready) == 0 {
+		return 0, false
+	}
+	q.taken++
+	return heapPop(&q.ready), true
+}
+
+// claim marks chunk n as being received; false if it is out of range or
+// was received or claimed before (a peer that breaks the protocol).
+func (q *chunkQueue) claim(n uint64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n >= uint64(len(q.state)) || q.state[n] != 0 {
+		return false
+	}
+	q.state[n] = chunkClaimed
+	return true
+}
+
+// done marks chunk n received: chunk n+nch (the next step's) is ready.
+func (q *chunkQueue) done(n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.state[n] = chunkIn
+	q.got++
+	if n+q.nch < len(q.state) {
+		heapPush(&q.ready, n+q.nch)
+	}
+	q.cond.Broadcast()
+}
+
+// complete reports whether every chunk was received.
+func (q *chunkQueue) complete() (got, all int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.got, len(q.state)
+}
+
+// halt wakes every waiting sender for good (a failure).
+func (q *chunkQueue) halt() {
+	q.mu.Lock()
+	q.halted = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+func heapPush(h *[]int, x int) {
+	a := append(*h, x)
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p] <= a[i] {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+	*h = a
+}
+
+func heapPop(h *[]int) int {
+	a := *h
+	x := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < len(a) && a[l] < a[m] {
+			m = l
+		}
+		if l+1 < len(a) && a[l+1] < a[m] {
+			m = l + 1
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return x
+}
+
+// balancedRing is the leader ring over every link in nexts and prevs
+// (one per stripe), its chunks balanced between them (see above).
+func (c *Comm) balancedRing(nexts, prevs []*peer, dst, src []byte, dt tensor.DType, op reduce.Op) error {
+	S := len(nexts)
+	pl := newRingPlan(c.k, c.me, len(dst), dt.Size(), balancedChunk(S))
+	q := newChunkQueue(pl.steps(), pl.nch)
+	errs := make([]error, 2*S)
+	var senders, receivers sync.WaitGroup
+	for s := range S {
+		senders.Add(1)
+		go func() {
+			defer senders.Done()
+			if errs[S+s] = c.balancedSend(nexts[s], q, pl, dst, src); errs[S+s] != nil {
+				c.fail(errs[S+s])
+				q.halt()
+			}
+		}()
+	}
+	for s := S - 1; s >= 0; s-- {
+		run := func() {
+			if errs[s] = c.balancedRecv(s, prevs[s], q, pl, dst, src, dt, op); errs[s] != nil {
+				c.fail(errs[s])
+				q.halt()
+			}
+		}
+		if s == 0 {
+			run() // on this goroutine, after starting the others
+			continue
+		}
+		receivers.Add(1)
+		go func() {
+			defer receivers.Done()
+			run()
+		}()
+	}
+	receivers.Wait()
+	if got, all := q.complete(); got != all && c.firstErr(errs[:S]) == nil {
+		// Every link from the previous leader ended early: its senders
+		// stopped (which fails it, and so its links) or it broke the
+		// protocol. Nothing more will arrive; the senders must not wait.
+		errs[0] = fmt.Errorf("%w: ccl/hier: rank %d: link protocol: the previous leader (rank %d) ended the ring after %d of %d chunks", ccl.ErrFailed, c.rank, prevs[0].rank, got, all)
+		c.fail(errs[0])
+		q.halt()
+	}
+	senders.Wait()
+	return c.firstErr(errs)
+}
+
+// balancedSend writes the chunks q hands it on p, then the end message.
+func (c *Comm) balancedSend(p *peer, q *chunkQueue, pl ringPlan, dst, src []byte) error {
+	var head [hdrBytes + 8]byte
+	for {
+		n, ok := q.take()
+		if !ok {
+			break
+		}
+		t, i := n/pl.nch, n%pl.nch
+		from := dst
+		if t == 0 {
+			from = src
+		}
+		b := pl.chunk(from, pl.sendSeg(t), i)
+		copy(head[:], c.header(p, ccl.KindAllReduce, 0, chunkMsg, 8+len(b)))
+		num := uint64(n)
+		if testChunkNumber != nil {
+			num = testChunkNumber(c, num)
+		}
+		binary.LittleEndian.PutUint64(head[hdrBytes:], num)
+		p.hold(head[:])
+		if err := c.sendChunk(p, b); err != nil {
+			return err
+		}
+	}
+	q.mu.Lock()
+	halted := q.halted
+	q.mu.Unlock()
+	if halted {
+		return nil // a failure elsewhere: its error is the one returned
+	}
+	p.hold(c.header(p, ccl.KindAllReduce, 0, endMsg, 0))
+	return c.flush(p)
+}
+
+// testChunkNumber, when set (tests only), rewrites the number of every
+// chunk a balanced ring sends (a peer that breaks the protocol).
+var testChunkNumber func(c *Comm, n uint64) uint64
+
+// balancedRecv receives chunks on p, stripe s's link from the previous
+// leader, until its end message.
+func (c *Comm) balancedRecv(s int, p *peer, q *chunkQueue, pl ringPlan, dst, src []byte, dt tensor.DType, op reduce.Op) error {
+	tmp := c.scratchOf(s, min(pl.ce*pl.es, reducePiece(pl.es)))
+	var num [8]byte
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: ccl/hier: rank %d: link protocol: rank %d (stripe %d): %s", ccl.ErrFailed, c.rank, p.rank, s, fmt.Sprintf(format, args...))
+	}
+	for {
+		_, status, size, err := c.recvHdr(p, ccl.KindAllReduce, -1)
+		if err != nil {
+			return err
+		}
+		switch {
+		case status == endMsg && size == 0:
+			return nil
+		case status != chunkMsg:
+			return bad("message status %q (%d bytes) in a balanced ring", status, size)
+		case size < 8:
+			return bad("a %d-byte chunk message", size)
+		}
+		if err := c.recvInto(p, num[:], nil); err != nil {
+			return err
+		}
+		n := binary.LittleEndian.Uint64(num[:])
+		if !q.claim(n) {
+			return bad("chunk %d: out of range (%d chunks) or sent twice", n, len(q.state))
+		}
+		t, i := int(n)/pl.nch, int(n)%pl.nch
+		if want := len(pl.chunk(dst, pl.recvSeg(t), i)); size-8 != want {
+			return bad("chunk %d has %d bytes, this rank's plan %d", n, size-8, want)
+		}
+		if err := c.recvChunk(p, pl, t, i, dst, src, tmp, dt, op); err != nil {
+			return err
+		}
+		if testRingHook != nil {
+			testRingHook(c, s, t, i)
+		}
+		q.done(int(n))
+	}
 }
 
 // firstErr picks, of several goroutines' errors after a failure, the one
