@@ -117,7 +117,7 @@ func TestBalancedMatchesRing(t *testing.T) {
 		for _, S := range []string{"1", "3"} {
 			stripesByRank(t, S)
 			comms := world(t, lay, 10*time.Second)
-			for _, count := range []int64{30011, 17} {
+			for _, count := range []int64{30011, 15007} {
 				for i := range got {
 					got[i].Store(0)
 				}

@@ -219,9 +219,13 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 // stripedRing is the leader ring over c.stripes links to each
 // neighbour. Where a stripe's segments would be at most RingInlineMax
 // bytes, stripe s (cpu.Part of the message, the same split on every
-// leader) runs its own one-goroutine ring on the stripe-s links, all at
-// once. Larger messages run one balanced ring (balancedRing) over all
-// the links. Every element is reduced along the ring in one order, so
+// leader) runs its own ring on the stripe-s links, all at once. Where
+// each link's share of a segment is at least ringMinChunks chunks of
+// RingMinChunk (128 KiB: a 2 MiB message on 4 hosts, 1 MiB on 2), one
+// balanced ring (balancedRing) runs over all the links instead: below,
+// its chunks are small and its hand-offs between goroutines as costly
+// as what balancing gains (4 hosts, 1 MiB: p50 0.5-1.3% slower than
+// fixed stripes in two runs, means 4-8%; docs/multi-host.md). Every element is reduced along the ring in one order, so
 // every rank gets the same bits (striped and unstriped rings cut the
 // message into segments differently: float results may differ between
 // stripe counts in the last bits). A failure on any link fails the
@@ -242,7 +246,7 @@ func (c *Comm) stripedRing(dst, src []byte, dt tensor.DType, op reduce.Op) error
 	for len(c.tmps) < S-1 {
 		c.tmps = append(c.tmps, nil) // before the goroutines start: each then touches its own
 	}
-	if per := (len(dst)/es + k - 1) / k; per*es/S > RingInlineMax {
+	if share := (len(dst)/es + k - 1) / k * es / S; share > RingInlineMax && share >= ringMinChunks*RingMinChunk {
 		return c.balancedRing(nexts, prevs, dst, src, dt, op)
 	}
 	errs := make([]error, S)

@@ -58,14 +58,18 @@ func checkStripeLinks(t *testing.T, name string, comms []*Comm) {
 // (including fewer elements than stripes, and counts that split
 // unevenly), dtypes (float16 and bfloat16 too), ops, chunk and piece
 // sizes, in-place choices, against the float64 reference into poisoned
-// outputs, with every rank's bits identical; every stripe's ring ran.
+// outputs, with every rank's bits identical; every stripe's ring ran;
+// balanced rings ran too.
 func TestStripedAllReduceProperty(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch, in, rp, ri, fl int) {
-		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes = a, b, ch, in, rp, ri, fl
-	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes)
+	defer func(a, b, ch, in, rp, ri, fl, mc int) {
+		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes, RingMinChunk = a, b, ch, in, rp, ri, fl, mc
+	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes, RingMinChunk)
 	InlineMax, SmallMax = 0, 0 // every size takes the leader ring
 	stripesFrom(t, 0)
+	var balancedRuns atomic.Int64
+	testChunkNumber = func(c *Comm, n uint64) uint64 { balancedRuns.Add(1); return n }
+	defer func() { testChunkNumber = nil }()
 	multiRingFrom(t, 1<<30)
 	var seen [MaxStripes]atomic.Int64 // chunks received per stripe
 	testRingHook = func(c *Comm, s, step, chunk int) { seen[s].Add(1) }
@@ -99,14 +103,15 @@ func TestStripedAllReduceProperty(t *testing.T) {
 				ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
 				RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
 				FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
+				RingMinChunk = []int{4, 100, 32 << 10}[rng.IntN(3)] // balanced or fixed stripes
 				mask := rng.Uint64()
-				name := fmt.Sprintf("%s/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d", name, dt, op, count, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes)
+				name := fmt.Sprintf("%s/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/min chunk %d", name, dt, op, count, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes, RingMinChunk)
 				checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 			}
 			// One more that certainly splits into every stripe (a ring,
 			// not RHD, of stripes with one-goroutine rings: a balanced
 			// ring may leave a link without a chunk).
-			RHDMax, RingInlineMax = 0, inlineMax
+			RHDMax, RingInlineMax, RingMinChunk = 0, inlineMax, 32<<10
 			for i := range seen {
 				seen[i].Store(0)
 			}
@@ -117,6 +122,9 @@ func TestStripedAllReduceProperty(t *testing.T) {
 				}
 			}
 		}
+	}
+	if balancedRuns.Load() == 0 {
+		t.Fatal("no balanced ring ran")
 	}
 }
 
