@@ -92,7 +92,14 @@
 //     hello names the stripe and its count (refused if the stripe is not
 //     below the count or the count is not 1 to MaxStripes; decoded only
 //     after authentication), the acceptor keeps the stripes below its
-//     own count. RHD and the multi-ring's rings use stripe 0 only;
+//     own count. RHD and the multi-ring's rings use stripe 0 only.
+//     Where each link's share of a segment is ringMinChunks chunks of
+//     RingMinChunk or more, the S links carry one balanced ring instead
+//     (balancedRing): its chunks, numbered, go out on whichever link is
+//     free, and every stripe link keeps at most NotSentLowat bytes
+//     unsent (TCP_NOTSENT_LOWAT, CHORUS_HIER_LOWAT), so a slow flow
+//     takes fewer chunks and the ring ends when the link is through, not
+//     its slowest flow; it reduces in the unstriped ring's order.
 //     Comm.PathFor says "leader ring, S stripes";
 //     Comm.Path says which path a communicator takes and why,
 //     Comm.PathFor which algorithm a size gets; CHORUS_HIER_MULTIRING=0
