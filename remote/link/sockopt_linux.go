@@ -2,6 +2,7 @@ package link
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"syscall"
 )
@@ -17,6 +18,9 @@ const tcpNotSentLowat = 25
 // from Dial or Accept (TLS over the link buffer), one Unbuffer returned,
 // or a *net.TCPConn.
 func SetNotSentLowat(c net.Conn, n int) error {
+	if n < 0 || n > math.MaxInt32 {
+		return fmt.Errorf("link: TCP_NOTSENT_LOWAT %d: want 0 to %d bytes", n, math.MaxInt32)
+	}
 	for {
 		switch x := c.(type) {
 		case interface{ NetConn() net.Conn }: // *tls.Conn

@@ -33,6 +33,9 @@ func TestSetNotSentLowat(t *testing.T) {
 	if err := SetNotSentLowat(newBufConn(a, 4096), 4096); err != nil {
 		t.Fatal(err)
 	}
+	if err := SetNotSentLowat(a, 1<<40); err == nil {
+		t.Fatal("TCP_NOTSENT_LOWAT of 1 TiB accepted (the socket option is 32 bits)")
+	}
 	p, q := net.Pipe()
 	defer p.Close()
 	defer q.Close()
