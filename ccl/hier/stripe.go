@@ -491,11 +491,13 @@ func (c *Comm) balancedSend(p *peer, q *chunkQueue, pl ringPlan, dst, src []byte
 			from = src
 		}
 		b := pl.chunk(from, pl.sendSeg(t), i)
-		copy(head[:], c.header(p, ccl.KindAllReduce, 0, chunkMsg, 8+len(b)))
 		num := uint64(n)
 		if testChunkNumber != nil {
-			num = testChunkNumber(c, num)
+			if num = testChunkNumber(c, num); num == dropChunk {
+				continue
+			}
 		}
+		copy(head[:], c.header(p, ccl.KindAllReduce, 0, chunkMsg, 8+len(b)))
 		binary.LittleEndian.PutUint64(head[hdrBytes:], num)
 		p.hold(head[:])
 		if err := c.sendChunk(p, b); err != nil {
@@ -513,8 +515,11 @@ func (c *Comm) balancedSend(p *peer, q *chunkQueue, pl ringPlan, dst, src []byte
 }
 
 // testChunkNumber, when set (tests only), rewrites the number of every
-// chunk a balanced ring sends (a peer that breaks the protocol).
+// chunk a balanced ring sends (a peer that breaks the protocol);
+// dropChunk: the chunk is not sent.
 var testChunkNumber func(c *Comm, n uint64) uint64
+
+const dropChunk = ^uint64(0)
 
 // balancedRecv receives chunks on p, stripe s's link from the previous
 // leader, until its end message.
