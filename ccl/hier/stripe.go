@@ -1,6 +1,7 @@
 package hier
 
 import (
+	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -250,25 +251,28 @@ func (c *Comm) stripedRing(dst, src []byte, dt tensor.DType, op reduce.Op) error
 		return c.balancedRing(nexts, prevs, dst, src, dt, op)
 	}
 	errs := make([]error, S)
+	eachStripe(S, func(s int) {
+		if lo, hi := cpu.Part(len(dst), es, S, s); lo < hi { // else empty on every leader alike
+			errs[s] = c.ringOn(s, nexts[s], prevs[s], dst[lo:hi], src[lo:hi], dt, op)
+		}
+	})
+	return c.firstErr(errs)
+}
+
+// eachStripe runs fn(s) for every stripe s < S at once: stripe 0 on
+// this goroutine after starting the others, and returns when all are
+// done.
+func eachStripe(S int, fn func(s int)) {
 	var wg sync.WaitGroup
-	for s := S - 1; s >= 0; s-- {
-		lo, hi := cpu.Part(len(dst), es, S, s)
-		if lo == hi {
-			continue // empty on every leader alike
-		}
-		run := func() { errs[s] = c.ringOn(s, nexts[s], prevs[s], dst[lo:hi], src[lo:hi], dt, op) }
-		if s == 0 {
-			run() // on this goroutine, after starting the others
-			continue
-		}
+	for s := S - 1; s > 0; s-- {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run()
+			fn(s)
 		}()
 	}
+	fn(0)
 	wg.Wait()
-	return c.firstErr(errs)
 }
 
 // Balanced rings. Stripes with a fixed share each leave a link idle
@@ -317,10 +321,10 @@ type chunkQueue struct {
 	mu     sync.Mutex
 	cond   sync.Cond
 	nch    int
-	ready  []int   // ready chunks not yet taken, a min-heap
-	state  []uint8 // per chunk: 0, claimed (being received), received
-	taken  int     // chunks handed to senders
-	got    int     // chunks received
+	ready  chunkHeap // ready chunks not yet taken
+	state  []uint8   // per chunk: 0, claimed (being received), received
+	taken  int       // chunks handed to senders
+	got    int       // chunks received
 	halted bool
 }
 
@@ -350,7 +354,7 @@ func (q *chunkQueue) take() (int, bool) {
 		return 0, false
 	}
 	q.taken++
-	return heapPop(&q.ready), true
+	return heap.Pop(&q.ready).(int), true
 }
 
 // claim marks chunk n as being received; false if it is out of range or
@@ -372,7 +376,7 @@ func (q *chunkQueue) done(n int) {
 	q.state[n] = chunkIn
 	q.got++
 	if n+q.nch < len(q.state) {
-		heapPush(&q.ready, n+q.nch)
+		heap.Push(&q.ready, n+q.nch)
 	}
 	q.cond.Broadcast()
 }
@@ -392,40 +396,17 @@ func (q *chunkQueue) halt() {
 	q.cond.Broadcast()
 }
 
-func heapPush(h *[]int, x int) {
-	a := append(*h, x)
-	for i := len(a) - 1; i > 0; {
-		p := (i - 1) / 2
-		if a[p] <= a[i] {
-			break
-		}
-		a[p], a[i] = a[i], a[p]
-		i = p
-	}
-	*h = a
-}
+// chunkHeap is a min-heap of chunk numbers (container/heap).
+type chunkHeap []int
 
-func heapPop(h *[]int) int {
-	a := *h
-	x := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < len(a) && a[l] < a[m] {
-			m = l
-		}
-		if l+1 < len(a) && a[l+1] < a[m] {
-			m = l + 1
-		}
-		if m == i {
-			break
-		}
-		a[i], a[m] = a[m], a[i]
-		i = m
-	}
-	*h = a
+func (h chunkHeap) Len() int           { return len(h) }
+func (h chunkHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h chunkHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *chunkHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *chunkHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
 	return x
 }
 
@@ -436,7 +417,7 @@ func (c *Comm) balancedRing(nexts, prevs []*peer, dst, src []byte, dt tensor.DTy
 	pl := newRingPlan(c.k, c.me, len(dst), dt.Size(), balancedChunk(S))
 	q := newChunkQueue(pl.steps(), pl.nch)
 	errs := make([]error, 2*S)
-	var senders, receivers sync.WaitGroup
+	var senders sync.WaitGroup
 	for s := range S {
 		senders.Add(1)
 		go func() {
@@ -447,24 +428,12 @@ func (c *Comm) balancedRing(nexts, prevs []*peer, dst, src []byte, dt tensor.DTy
 			}
 		}()
 	}
-	for s := S - 1; s >= 0; s-- {
-		run := func() {
-			if errs[s] = c.balancedRecv(s, prevs[s], q, pl, dst, src, dt, op); errs[s] != nil {
-				c.fail(errs[s])
-				q.halt()
-			}
+	eachStripe(S, func(s int) {
+		if errs[s] = c.balancedRecv(s, prevs[s], q, pl, dst, src, dt, op); errs[s] != nil {
+			c.fail(errs[s])
+			q.halt()
 		}
-		if s == 0 {
-			run() // on this goroutine, after starting the others
-			continue
-		}
-		receivers.Add(1)
-		go func() {
-			defer receivers.Done()
-			run()
-		}()
-	}
-	receivers.Wait()
+	})
 	if got, all := q.complete(); got != all && c.firstErr(errs[:S]) == nil {
 		// Every link from the previous leader ended early: its senders
 		// stopped (which fails it, and so its links) or it broke the
