@@ -379,6 +379,15 @@ func (pl ringPlan) recvSeg(t int) int {
 	return pl.mod(pl.h - (t - (pl.k - 1)))
 }
 
+// from is what step t sends from: the input at step 0, then what this
+// rank received and reduced.
+func (pl ringPlan) from(dst, src []byte, t int) []byte {
+	if t == 0 {
+		return src
+	}
+	return dst
+}
+
 // reduces reports whether step t is the reduce-scatter's.
 func (pl ringPlan) reduces(t int) bool { return t < pl.k-1 }
 
@@ -408,10 +417,7 @@ func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType,
 		serr = c.ringSend(next, steps, nch, ready, stop, func(t int) (ccl.Kind, int) {
 			return pl.kind(t), pl.segBytes(pl.sendSeg(t))
 		}, func(t, i int) []byte {
-			if t == 0 {
-				return pl.chunk(src, pl.sendSeg(0), i)
-			}
-			return pl.chunk(dst, pl.sendSeg(t), i)
+			return pl.chunk(pl.from(dst, src, t), pl.sendSeg(t), i)
 		})
 		if serr != nil {
 			c.fail(serr)
@@ -492,11 +498,7 @@ func (c *Comm) ringInline(s int, next, prev *peer, pl ringPlan, dst, src []byte,
 	tmp := c.scratchOf(s, min(RingInlineMax, len(dst)))
 	err := func() error {
 		for t := range pl.steps() {
-			from := dst
-			if t == 0 {
-				from = src
-			}
-			if err := c.send(next, pl.kind(t), 0, 0, pl.segment(from, pl.sendSeg(t))); err != nil {
+			if err := c.send(next, pl.kind(t), 0, 0, pl.segment(pl.from(dst, src, t), pl.sendSeg(t))); err != nil {
 				return err
 			}
 			j := pl.recvSeg(t)

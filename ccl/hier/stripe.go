@@ -455,11 +455,7 @@ func (c *Comm) balancedSend(p *peer, q *chunkQueue, pl ringPlan, dst, src []byte
 			break
 		}
 		t, i := n/pl.nch, n%pl.nch
-		from := dst
-		if t == 0 {
-			from = src
-		}
-		b := pl.chunk(from, pl.sendSeg(t), i)
+		b := pl.chunk(pl.from(dst, src, t), pl.sendSeg(t), i)
 		num := uint64(n)
 		if testChunkNumber != nil {
 			if num = testChunkNumber(c, num); num == dropChunk {
