@@ -40,6 +40,8 @@
 # sets the host namespaces' TCP congestion control; BENCH_GLOO_TARGET
 # (seconds of timed calls per rep, default 0.1) and BENCH_GLOO_REPS (default
 # 1; the median is reported) lengthen the gloo anchor's window.
+# BENCH_HOSTS (default 4) is how many host namespaces --bench makes (the
+# most hosts of any shape, e.g. 8 for "8x1").
 # BENCH_ENVS ("LABEL:VAR=V,VAR=V ...") runs every new-binary sweep once
 # per variant with those variables on every agent (allreduce-*-vLABEL.jsonl),
 # e.g. tuning variables against the defaults.
@@ -68,7 +70,7 @@ fi
 if [ "${1:-}" = "--bench" ]; then
   BENCH_OUT=${2:?usage: netns-check.sh [--bench OUTDIR]}
   mkdir -p "$BENCH_OUT"
-  HOSTS=4
+  HOSTS=${BENCH_HOSTS:-4}
 fi
 
 skip() { echo "netns-check: SKIPPED: $*"; exit 77; }

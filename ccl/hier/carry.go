@@ -38,7 +38,7 @@ const statusCarry = 1
 // carries says whether an agreement with a payload of bytes bytes
 // carries it (local: this rank's own argument error).
 func (c *Comm) carries(bytes int, local error) bool {
-	return local == nil && bytes > c.block-descBytes && bytes <= min(c.carryMax, SmallMax)
+	return local == nil && bytes > c.block-descBytes && bytes <= min(c.carryMax, c.gatherMax())
 }
 
 // agreeOnePerHost is the agreement round between hosts that run one rank
@@ -49,6 +49,9 @@ func (c *Comm) carries(bytes int, local error) bool {
 // scratch (rank order); c.carried says whether all did. A rank accepts
 // both kinds of message whether it carries or not.
 func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
+	if c.k >= bruckFrom {
+		return c.agreeBruck(payload) // carry is false there (gatherMax)
+	}
 	n := len(payload)
 	var all []byte
 	tb := c.table.Bytes()

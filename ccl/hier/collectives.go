@@ -76,14 +76,7 @@ func (c *Comm) gatherHosts(ctx context.Context, kind ccl.Kind, src, all *tensor.
 		copy(mine.Bytes(), src.Bytes())
 	}
 	if c.lrank == 0 && c.k > 1 {
-		ab := all.Bytes()
-		hostBytes := func(h int) []byte { return ab[c.hostLo[h]*blk : c.hostLo[h+1]*blk] }
-		ls := c.leaders()
-		if err := c.exchangeN(ls, func(p *peer) error {
-			return c.send(p, kind, 0, 0, hostBytes(c.me))
-		}, ls, func(p *peer) error {
-			return c.recv(p, kind, hostBytes(c.hostOf[p.rank]), nil)
-		}, c.l*blk); err != nil {
+		if err := c.gatherLeaders(kind, all.Bytes(), blk); err != nil {
 			return err
 		}
 	}
@@ -91,6 +84,22 @@ func (c *Comm) gatherHosts(ctx context.Context, kind ccl.Kind, src, all *tensor.
 		return c.local.Broadcast(ctx, all, all, 0)
 	}
 	return nil
+}
+
+// gatherLeaders makes every host's block of ab (blk bytes per rank, in
+// rank order) known to every leader: the agreement in Bruck rounds from
+// bruckFrom hosts (bruck.go), anything else at once.
+func (c *Comm) gatherLeaders(kind ccl.Kind, ab []byte, blk int) error {
+	if kind == kindAgree && c.k >= bruckFrom {
+		return c.gatherBruck(kind, ab, blk)
+	}
+	hostBytes := func(h int) []byte { return ab[c.hostLo[h]*blk : c.hostLo[h+1]*blk] }
+	ls := c.leaders()
+	return c.exchangeN(ls, func(p *peer) error {
+		return c.send(p, kind, 0, 0, hostBytes(c.me))
+	}, ls, func(p *peer) error {
+		return c.recv(p, kind, hostBytes(c.hostOf[p.rank]), nil)
+	}, c.l*blk)
 }
 
 // InlineMax is the payload that rides with every rank's descriptor in
@@ -219,7 +228,7 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 	if size == 0 {
 		return nil
 	}
-	if size <= SmallMax {
+	if size <= c.gatherMax() {
 		// Everyone gets every input and reduces them in rank order.
 		all := c.gatherScratch(c.n * size)
 		if err := c.gatherHosts(ctx, ccl.KindAllReduce, view(send, 0, size), all, size); err != nil {

@@ -193,6 +193,8 @@ type Comm struct {
 	carried     bool           // the last agreement carried every rank's input (carry.go)
 	carryMax    int            // CarryMax at Join
 	carryBuf    []byte         // a carried agreement message
+	bruckBuf    []byte         // a Bruck round's message (bruck.go)
+	recLen      []int          // agreeBruck: each rank's record length
 
 	testSmallMax int            // tests: the SmallMax this rank's descriptors state, if not 0
 	block        int            // bytes per rank in the agreement table

@@ -52,7 +52,7 @@ func (c *Comm) choosePath() {
 	}
 }
 
-// Path says how this communicator moves allreduces above SmallMax:
+// Path says how this communicator moves allreduces above gatherMax:
 // "multi-ring: L rings" (every local rank runs a ring over its share
 // with its counterparts on the other hosts), or "leader: " and why not
 // (one leader per host runs the only ring), or "local: one host";
@@ -85,7 +85,7 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 		return "inline"
 	case kind == ccl.KindAllReduce && c.n == c.k && c.carries(bytes, nil):
 		return "carried"
-	case bytes <= SmallMax:
+	case bytes <= c.gatherMax():
 		return "gathered"
 	}
 	if c.path != pathMulti || bytes < c.multiMin {
