@@ -248,3 +248,27 @@ func abs0(x int) int {
 	}
 	return x
 }
+
+// TestStripedByHosts: a leader ring is striped from StripeMin bytes on
+// up to stripeMinHosts hosts, and from StripeMin/stripeMinHosts bytes
+// per host beyond.
+func TestStripedByHosts(t *testing.T) {
+	for _, tc := range []struct {
+		k, stripes, bytes int
+		want              bool
+	}{
+		{2, 4, 256 << 10, true},
+		{2, 4, 256<<10 - 4, false},
+		{4, 4, 256 << 10, true},
+		{4, 1, 1 << 30, false},
+		{8, 4, 256 << 10, false},
+		{8, 4, 512 << 10, true},
+		{16, 4, 512 << 10, false},
+		{16, 4, 1 << 20, true},
+	} {
+		c := &Comm{k: tc.k, stripes: tc.stripes, stripeMin: 256 << 10}
+		if got := c.striped(tc.bytes); got != tc.want {
+			t.Errorf("%d hosts, %d stripes, %d bytes: striped %v, want %v", tc.k, tc.stripes, tc.bytes, got, tc.want)
+		}
+	}
+}

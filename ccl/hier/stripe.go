@@ -93,9 +93,18 @@ func byteSize(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// stripeMinHosts: StripeMin was measured on 2 and 4 hosts. With more,
+// a message of StripeMin bytes makes segments too small for stripes, so
+// a ring is striped only where its segment (bytes/k) is at least
+// StripeMin/stripeMinHosts too: on 8 hosts from 512 KiB. There a 256
+// KiB ring took 735-770 us in one stripe and 1171-1190 us in 4 over
+// TLS, 384 and 852 us over plaintext links (session 13,
+// docs/multi-host.md).
+const stripeMinHosts = 4
+
 // striped reports whether a leader ring over bytes bytes runs in stripes.
 func (c *Comm) striped(bytes int) bool {
-	return c.stripes > 1 && bytes >= c.stripeMin
+	return c.stripes > 1 && bytes >= c.stripeMin && bytes/c.k >= c.stripeMin/stripeMinHosts
 }
 
 // linkStripes is the number of links this rank keeps to rank r: the
