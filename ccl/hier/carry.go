@@ -12,7 +12,9 @@ import (
 // hosts, the agreement (descriptors) and then the inputs. When every host
 // runs one rank (c.n == c.k, known to every rank from the id), the
 // agreement message carries the input after the descriptor, so such an
-// allreduce is one round between hosts, as the inline ones are.
+// allreduce is one round between hosts, as the inline ones are. From
+// bruckFrom (8) hosts the agreement runs in rounds and nothing is carried
+// (bruck.go says why).
 //
 // Nothing is written to the output before every descriptor agrees: the
 // inputs land in the gathered scratch. Carrying is each rank's own choice

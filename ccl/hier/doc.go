@@ -21,17 +21,20 @@
 // cpu backend does: the 40-byte descriptors of a host's ranks (with the
 // settings every rank must share: path, multi-ring minimum, stripes and
 // stripe minimum) are gathered
-// through shared memory, the leaders exchange their hosts' descriptors,
-// and every rank gets the full table, so a mismatch or bad arguments on
-// any rank fail every rank with ccl.ErrMismatch / ccl.ErrBadArgs before
-// any output is written. Then:
+// through shared memory, the leaders exchange their hosts' descriptors
+// (each sends its host's to every other leader at once; from 8 hosts in
+// ceil(log2 k) Bruck rounds of one message each, bruck.go), and every
+// rank gets the full table, so a mismatch or bad arguments on any rank
+// fail every rank with ccl.ErrMismatch / ccl.ErrBadArgs before any
+// output is written. Then:
 //
-//   - allreduce, up to SmallMax bytes (16 KiB): the ranks' inputs are gathered to
+//   - allreduce, up to SmallMax bytes (16 KiB; from 8 hosts only up to
+//     InlineMax, gatherMax): the ranks' inputs are gathered to
 //     every rank (host, then leaders, then host) and reduced in rank order
 //     with one ccl/reduce call: bit for bit the single-host result. Up to
 //     InlineMax they ride in the agreement round; with one rank per host
-//     up to CarryMax too (carry.go), so such an allreduce is one round
-//     between hosts, not two;
+//     up to CarryMax too (carry.go; below 8 hosts), so such an allreduce
+//     is one round between hosts, not two;
 //   - allreduce from MultiRingMin (1 MiB) up, when every host holds the
 //     same number L > 1 of ranks: multi-ring (as NCCL's channels). Local rank j owns part j
 //     of the message (cpu.Part: ceil(count/L) elements each; the same on
@@ -77,7 +80,8 @@
 //     buffer.
 //     Striped leader rings (stripe.go; as NCCL's several sockets per
 //     peer): one TLS connection per direction is one core encrypting and
-//     one decrypting, so from StripeMin (256 KiB, CHORUS_HIER_STRIPE_MIN)
+//     one decrypting, so from StripeMin (256 KiB, CHORUS_HIER_STRIPE_MIN;
+//     on more than 4 hosts where each segment is at least StripeMin/4 too)
 //     up the leader ring splits the message into S stripes (cpu.Part:
 //     the same split on every leader) and runs S rings at once, each on
 //     its own links to the next and previous leader with its own
