@@ -18,9 +18,26 @@ const kindAgree ccl.Kind = 64
 
 // descBytes: a rank's descriptor in the agreement round: bad-arguments
 // flag, path, stripes, the collective's kind, dtype, op, root and count,
-// the gathered maximum (SmallMax), the multi-ring minimum and the stripe
-// minimum.
-const descBytes = 40
+// the gathered maximum (SmallMax), the multi-ring minimum, the stripe
+// minimum, and the tuning (RHDMax, ChunkBytes, RingMinChunk,
+// RingInlineMax).
+const descBytes = 72
+
+// tuneNames name the tuning's variables, in the descriptor's order.
+var tuneNames = [4]string{"CHORUS_HIER_RHD_MAX", "CHORUS_HIER_CHUNK", "CHORUS_HIER_MIN_CHUNK", "CHORUS_HIER_RING_INLINE"}
+
+// tuning is what the process's tuning says now: whether a size takes RHD
+// (RHDMax), whether striped rings are balanced (RingMinChunk,
+// RingInlineMax) and how the balanced ring numbers its chunks
+// (ChunkBytes, RingMinChunk). Ranks that differ would break the link
+// protocol in the middle of a collective, so every agreement compares
+// them.
+func (c *Comm) tuning() [4]int {
+	if c.testTuning != nil {
+		return *c.testTuning
+	}
+	return [4]int{RHDMax, ChunkBytes, RingMinChunk, RingInlineMax}
+}
 
 // putDesc fills a descriptor; c's settings that every rank must share
 // travel with it.
@@ -40,6 +57,9 @@ func (c *Comm) putDesc(b []byte, d ccl.Desc, bad bool) {
 	}
 	binary.LittleEndian.PutUint32(b[12:], uint32(min(small, math.MaxUint32)))
 	binary.LittleEndian.PutUint64(b[16:], uint64(d.Count))
+	for i, v := range c.tuning() {
+		binary.LittleEndian.PutUint64(b[40+8*i:], uint64(v))
+	}
 }
 
 func getDesc(b []byte) (ccl.Desc, bool) {
@@ -161,6 +181,12 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 		if m := binary.LittleEndian.Uint64(tb[r*c.block+32:]); m != uint64(c.stripeMin) {
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d stripes the leader ring from %d bytes, rank %d from %d (%s differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.stripeMin, EnvStripeMin)}
+		}
+		for i, my := range c.tuning() {
+			if m := binary.LittleEndian.Uint64(tb[r*c.block+40+8*i:]); m != uint64(my) {
+				return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has %s=%d, rank %d %d (it differs between their processes)",
+					ccl.ErrMismatch, c.rank, d.Kind, r, tuneNames[i], m, c.rank, my)}
+			}
 		}
 	}
 	if err := ccl.Compare(descs); err != nil {

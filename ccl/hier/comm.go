@@ -197,6 +197,7 @@ type Comm struct {
 	recLen      []int          // agreeBruck: each rank's record length
 
 	testSmallMax int            // tests: the SmallMax this rank's descriptors state, if not 0
+	testTuning   *[4]int        // tests: the tuning this rank's descriptors state, if set
 	block        int            // bytes per rank in the agreement table
 	tmp          []byte         // scratch of the rings and RHD
 	gathered     *tensor.Tensor // scratch of gathered allreduces (gatherScratch)

@@ -18,9 +18,10 @@
 // after authentication.
 //
 // Every collective first agrees on the arguments across all ranks, as the
-// cpu backend does: the 40-byte descriptors of a host's ranks (with the
-// settings every rank must share: path, multi-ring minimum, stripes and
-// stripe minimum) are gathered
+// cpu backend does: the 72-byte descriptors of a host's ranks (with the
+// settings every rank must share: path, gathered maximum, multi-ring
+// minimum and groups, stripes and stripe minimum, RHD maximum, ring
+// chunks and inline rings) are gathered
 // through shared memory, the leaders exchange their hosts' descriptors
 // (each sends its host's to every other leader at once; from 8 hosts in
 // ceil(log2 k) Bruck rounds of one message each, bruck.go), and every

@@ -220,7 +220,8 @@ func TestMultiRingMatchesLeader(t *testing.T) {
 }
 
 // TestPathMismatch: ranks that disagree on the path (EnvMultiRing set in
-// some processes only) fail every collective together with
+// some processes only) or on the tuning they must share fail every
+// collective together with
 // ccl.ErrMismatch before any data moves; the communicator stays usable.
 func TestPathMismatch(t *testing.T) {
 	leaktest.Check(t)
@@ -235,6 +236,10 @@ func TestPathMismatch(t *testing.T) {
 		{func() { comms[2].testSmallMax = 5 }, func() { comms[2].testSmallMax = 0 }, EnvSmallMax + " differs"},
 		{func() { comms[1].pipe = 1 << 10 }, func() { comms[1].pipe = PipeBytes }, "CHORUS_HIER_PIPE differs"},
 		{func() { comms[2].pipe = 0 }, func() { comms[2].pipe = PipeBytes }, "of the whole message (0)"},
+		{func() { comms[0].testTuning = &[4]int{RHDMax + 1, ChunkBytes, RingMinChunk, RingInlineMax} }, func() { comms[0].testTuning = nil }, "CHORUS_HIER_RHD_MAX="},
+		{func() { comms[3].testTuning = &[4]int{RHDMax, 4096, RingMinChunk, RingInlineMax} }, func() { comms[3].testTuning = nil }, "CHORUS_HIER_CHUNK="},
+		{func() { comms[1].testTuning = &[4]int{RHDMax, ChunkBytes, 0, RingInlineMax} }, func() { comms[1].testTuning = nil }, "CHORUS_HIER_MIN_CHUNK="},
+		{func() { comms[2].testTuning = &[4]int{RHDMax, ChunkBytes, RingMinChunk, 0} }, func() { comms[2].testTuning = nil }, "CHORUS_HIER_RING_INLINE="},
 	} {
 		tc.set()
 		errs := each(comms, func(r int, c *Comm) error {
