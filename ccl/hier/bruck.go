@@ -23,9 +23,9 @@ import (
 //
 // Measured (session 13, the 16-core host's namespaces, 10 Gbit/s tbf,
 // TLS, two calls, the all-to-all build right before; docs/multi-host.md):
-// on 8 hosts rounds made 1-4 KiB allreduces 1.24-1.52x faster and the
+// on 8 hosts rounds made 1-4 KiB allreduces 1.14-1.52x faster and the
 // agreement before a 64 KiB RHD 1.05-1.39x; on 4 hosts they were no
-// faster (1 KiB 0.83-0.93x, 4 KiB 0.93-1.08x): a message costs the
+// faster (1 KiB 0.83-0.93x, 4 KiB 0.93-1.22x): a message costs the
 // sender little next to a round's latency until there are many of them.
 // Inputs carried in the rounds were slower (16 KiB: 0.60-0.84x; each
 // round waits for the last one's bytes), and so were gathers of data
