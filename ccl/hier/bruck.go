@@ -11,7 +11,7 @@ import (
 // with the agreement round, which makes every host's descriptors (and
 // inline or carried payloads) known to every leader. Sent to every other
 // leader at once (an all-to-all), that is k-1 messages per leader per
-// call. From BruckFrom hosts on, the leaders
+// call. From bruckFrom (8) hosts on, the leaders
 // run Bruck et al.'s allgather instead: ceil(log2 k) rounds of one
 // message each. In the round of distance d (1, 2, 4, ... < k), leader me
 // sends the blocks of hosts me, me+1, ..., me+cnt-1 (mod k; cnt = min(d,
