@@ -39,6 +39,10 @@ import (
 // two or three hosts.
 var bruckFrom = 8
 
+// inRounds says whether this communicator's agreement runs in Bruck
+// rounds (and so carries nothing and gathers only inline allreduces).
+func (c *Comm) inRounds() bool { return c.k >= bruckFrom }
+
 // bruckRound is one round: send the blocks of cnt hosts from this host
 // on to to, receive cnt hosts' blocks from host me+d on from from.
 type bruckRound struct {
@@ -118,7 +122,7 @@ const recHdrBytes = 4
 // 239-258 us carried in an all-to-all agreement, but 386-396 us carried
 // through Bruck rounds (session 13, docs/multi-host.md).
 func (c *Comm) gatherMax() int {
-	if c.k >= bruckFrom {
+	if c.inRounds() {
 		return min(SmallMax, c.block-descBytes)
 	}
 	return SmallMax

@@ -51,7 +51,7 @@ func (c *Comm) carries(bytes int, local error) bool {
 // scratch (rank order); c.carried says whether all did. A rank accepts
 // both kinds of message whether it carries or not.
 func (c *Comm) agreeOnePerHost(payload []byte, carry bool) error {
-	if c.k >= bruckFrom {
+	if c.inRounds() {
 		return c.agreeBruck(payload) // carry is false there (gatherMax)
 	}
 	n := len(payload)

@@ -110,7 +110,7 @@ func (c *Comm) gatherHosts(ctx context.Context, kind ccl.Kind, src, all *tensor.
 // rank order) known to every leader: the agreement in Bruck rounds from
 // bruckFrom hosts (bruck.go), anything else at once.
 func (c *Comm) gatherLeaders(kind ccl.Kind, ab []byte, blk int) error {
-	if kind == kindAgree && c.k >= bruckFrom {
+	if kind == kindAgree && c.inRounds() {
 		return c.gatherBruck(kind, ab, blk)
 	}
 	hostBytes := func(h int) []byte { return ab[c.hostLo[h]*blk : c.hostLo[h+1]*blk] }
@@ -182,8 +182,9 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d stripes the leader ring from %d bytes, rank %d from %d (%s differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.stripeMin, EnvStripeMin)}
 		}
-		for i, my := range c.tuning() {
-			if m := binary.LittleEndian.Uint64(tb[r*c.block+40+8*i:]); m != uint64(my) {
+		for i := range tuneNames {
+			// Against this rank's own descriptor (b), as SmallMax above.
+			if m, my := binary.LittleEndian.Uint64(tb[r*c.block+40+8*i:]), binary.LittleEndian.Uint64(b[40+8*i:]); m != my {
 				return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has %s=%d, rank %d %d (it differs between their processes)",
 					ccl.ErrMismatch, c.rank, d.Kind, r, tuneNames[i], m, c.rank, my)}
 			}
