@@ -16,7 +16,7 @@
 #     Open MPI if installed; JSON lines in OUTDIR.
 #
 # Options (before --bench): --rate RATE (e.g. 1gbit; default 10gbit, or
-# $RATE); without netem the tbf bucket is 4 ms at the rate ($BURST bytes
+# $RATE); without netem the tbf bucket is 1 ms at the rate ($BURST bytes
 # overrides it). Environment for measurements: BENCH_ONLY=1 skips the suite and
 # the fault tests; BENCH_SHAPES ("2x1 2x2 4x1 4x2"), BENCH_MIN (1K),
 # BENCH_MAX (256M) narrow the sweeps, BENCH_STEP (4) is chorus's size
@@ -104,14 +104,20 @@ if [ -z "$BIN" ]; then
   CGO_ENABLED=0 go build -o "$BIN" ./cmd/chorus
 fi
 
-# tbf's bucket: 4 ms at the rate (5 MB at 10 Gbit/s, 500 KB at 1 Gbit/s).
-# A bucket much larger than that lets short benchmark runs (few calls)
-# beat the rate with the burst that builds up while they wait.
+# tbf's bucket: 1 ms at the rate (1.25 MB at 10 Gbit/s, 125 KB at 1
+# Gbit/s; at least 64 KiB, one GSO packet). A real link never sends above
+# its rate; a bucket lets a host do so for as long as it holds. Until
+# session 14 it held 4 ms: that gave a program timed in windows that start
+# idle (gloo's anchor: 1 s windows) up to 0.4% for free, and hid gaps of
+# up to 4 ms in a busy link (they were made up at veth speed after). 128
+# KB made tbf's own timer the limit (gloo 1.04-1.23x the wire bound);
+# 1 MB let a single flow reach the wire bound (gloo 1.000-1.004x).
+# docs/multi-host.md "A link model without a 4 ms burst".
 rate_bits() { # 10gbit, 500mbit, 100kbit -> bits per second
   local n=${1%%[a-zA-Z]*} u=${1##*[0-9]}
   case $u in gbit) echo $((n * 1000000000)) ;; mbit) echo $((n * 1000000)) ;; kbit) echo $((n * 1000)) ;; *) echo "$n" ;; esac
 }
-BURST=${BURST:-$(( $(rate_bits "$RATE") / 8 / 250 ))}
+BURST=${BURST:-$(( $(rate_bits "$RATE") / 8 / 1000 ))}
 [ "$BURST" -ge 65536 ] 2>/dev/null || BURST=65536
 
 # --- topology: bridge in the controller namespace, a shaped veth per host

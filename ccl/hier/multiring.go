@@ -93,7 +93,7 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 		case c.useRHD(bytes):
 			return "leader rhd"
 		case c.striped(bytes):
-			return fmt.Sprintf("leader ring, %d stripes", c.stripes)
+			return fmt.Sprintf("leader ring, %d stripes", c.ringStripes(bytes))
 		}
 		return "leader ring"
 	}

@@ -43,11 +43,11 @@ func TestPath(t *testing.T) {
 		want string
 	}{
 		{[]int{2}, "local: one host (ccl/cpu)"},
-		{[]int{1, 1}, "leader: one rank per host; leader ring in 4 stripes from 256 KiB"},
+		{[]int{1, 1}, "leader: one rank per host; leader ring in 4 stripes from 256 KiB, 8 from 8 MiB"},
 		{[]int{2, 2}, "multi-ring: 2 rings"},
 		{[]int{3, 3, 3}, "multi-ring: 3 rings"},
-		{[]int{2, 1}, "leader: hosts have unequal rank counts (2, 1); leader ring in 4 stripes from 256 KiB"},
-		{[]int{1, 2, 2, 2}, "leader: hosts have unequal rank counts (1, 2, 2, 2); leader ring in 4 stripes from 256 KiB"},
+		{[]int{2, 1}, "leader: hosts have unequal rank counts (2, 1); leader ring in 4 stripes from 256 KiB, 8 from 8 MiB"},
+		{[]int{1, 2, 2, 2}, "leader: hosts have unequal rank counts (1, 2, 2, 2); leader ring in 4 stripes from 256 KiB, 8 from 8 MiB"},
 	} {
 		for r, c := range world(t, tc.lay, 10*time.Second) {
 			if got := c.Path(); got != tc.want {
@@ -99,7 +99,9 @@ func TestPath(t *testing.T) {
 		{128 << 10, "leader rhd"},
 		{256<<10 - 4, "leader ring"},
 		{256 << 10, "leader ring, 4 stripes"},
-		{256 << 20, "leader ring, 4 stripes"},
+		{8<<20 - 4, "leader ring, 4 stripes"},
+		{8 << 20, "leader ring, 8 stripes"},
+		{256 << 20, "leader ring, 8 stripes"},
 	} {
 		if got := c.PathFor(ccl.KindAllReduce, tc.bytes); got != tc.want {
 			t.Errorf("4x1: PathFor(allreduce, %d) = %q, want %q", tc.bytes, got, tc.want)

@@ -38,10 +38,21 @@ const (
 	EnvStripeMin = "CHORUS_HIER_STRIPE_MIN"
 	// MaxStripes bounds the stripes (and a hello's stripe count).
 	MaxStripes = 16
-	// DefaultStripes: the leader path's stripes unless EnvStripes says
-	// otherwise. A constant, not the host's core count: hosts may differ,
-	// and every rank must stripe alike.
-	DefaultStripes = 4
+	// DefaultStripes: the leader path's stripes (links to each
+	// neighbouring leader) unless EnvStripes says otherwise. A constant,
+	// not the host's core count: hosts may differ, and every rank must
+	// stripe alike. Messages below wideMin use at most narrowStripes.
+	DefaultStripes = 8
+	// narrowStripes: a leader ring below wideMin bytes runs on at most
+	// this many of the links. Eight stripes made 256 KiB on 4x1 13%
+	// slower than four (465 against 412 us) and tied with them at 1-4
+	// MiB; from 16 MiB they were 1.00-1.05x faster (session 14,
+	// docs/multi-host.md "A link model without a 4 ms burst").
+	narrowStripes = 4
+	// wideFactor: wideMin is wideFactor x the communicator's StripeMin
+	// (8 MiB by default), so it needs no variable of its own: StripeMin
+	// is checked in every agreement round, so every rank agrees on it.
+	wideFactor = 32
 )
 
 // StripeMin: leader-ring allreduces from this many bytes up are striped
@@ -73,7 +84,10 @@ func (c *Comm) chooseStripes() error {
 		c.stripes = DefaultStripes
 	}
 	if c.k > 1 && c.stripes > 1 {
-		c.pathWhy += fmt.Sprintf("; leader ring in %d stripes from %s", c.stripes, byteSize(c.stripeMin))
+		c.pathWhy += fmt.Sprintf("; leader ring in %d stripes from %s", min(c.stripes, narrowStripes), byteSize(c.stripeMin))
+		if c.stripes > narrowStripes {
+			c.pathWhy += fmt.Sprintf(", %d from %s", c.stripes, byteSize(c.wideMin()))
+		}
 	}
 	return nil
 }
@@ -105,6 +119,23 @@ const stripeMinHosts = 4
 // striped reports whether a leader ring over bytes bytes runs in stripes.
 func (c *Comm) striped(bytes int) bool {
 	return c.stripes > 1 && bytes >= c.stripeMin && bytes/c.k >= c.stripeMin/stripeMinHosts
+}
+
+// wideMin: leader rings from this many bytes up run on all c.stripes
+// links, smaller striped ones on at most narrowStripes.
+func (c *Comm) wideMin() int { return wideFactor * c.stripeMin }
+
+// ringStripes is the number of links a striped leader ring over bytes
+// bytes runs on. With bbr, four flows sharing a 10 Gbit/s uplink left
+// it idle long enough to make a 16 MiB allreduce on 2 hosts 4-8% slower
+// than gloo's one flow, eight 0-1%; below 16 MiB the extra flows cost
+// more than they balance (session 14). A function of the message and of
+// checked settings only, so every leader picks the same.
+func (c *Comm) ringStripes(bytes int) int {
+	if bytes >= c.wideMin() {
+		return c.stripes
+	}
+	return min(c.stripes, narrowStripes)
 }
 
 // linkStripes is the number of links this rank keeps to rank r: the
@@ -226,8 +257,8 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 	return nil
 }
 
-// stripedRing is the leader ring over c.stripes links to each
-// neighbour. Where a stripe's segments would be at most RingInlineMax
+// stripedRing is the leader ring over ringStripes links to each
+// neighbour (the first ones). Where a stripe's segments would be at most RingInlineMax
 // bytes, stripe s (cpu.Part of the message, the same split on every
 // leader) runs its own ring on the stripe-s links, all at once. Where
 // each link's share of a segment is at least ringMinChunks chunks of
@@ -242,7 +273,7 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 // communicator (c.fail: every link closed), so every goroutine of every
 // rank ends promptly; the first cause is returned.
 func (c *Comm) stripedRing(dst, src []byte, dt tensor.DType, op reduce.Op) error {
-	k, es, S := c.k, dt.Size(), c.stripes
+	k, es, S := c.k, dt.Size(), c.ringStripes(len(dst))
 	nextR, prevR := c.hostLo[(c.me+1)%k]+c.lrank, c.hostLo[(c.me+k-1)%k]+c.lrank
 	nexts, prevs := make([]*peer, S), make([]*peer, S)
 	for s := range S {

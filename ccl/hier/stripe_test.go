@@ -128,6 +128,62 @@ func TestStripedAllReduceProperty(t *testing.T) {
 	}
 }
 
+// TestRingStripesBySize: a striped leader ring runs on at most
+// narrowStripes links below wideMin (wideFactor x StripeMin) and on all
+// of them from there, every leader alike, with results against the
+// reference; PathFor says the same.
+func TestRingStripesBySize(t *testing.T) {
+	for _, tc := range []struct{ stripes, min, bytes, want int }{
+		{8, 256 << 10, 256 << 10, 4},
+		{8, 256 << 10, 8<<20 - 1, 4},
+		{8, 256 << 10, 8 << 20, 8},
+		{16, 256 << 10, 1 << 30, 16},
+		{2, 256 << 10, 1 << 30, 2},
+		{2, 256 << 10, 1 << 10, 2},
+		{6, 100, 3199, 4},
+		{6, 100, 3200, 6},
+	} {
+		c := &Comm{stripes: tc.stripes, stripeMin: tc.min}
+		if got := c.ringStripes(tc.bytes); got != tc.want {
+			t.Errorf("%d stripes from %d: ringStripes(%d) = %d, want %d", tc.stripes, tc.min, tc.bytes, got, tc.want)
+		}
+	}
+	leaktest.Check(t)
+	defer func(a, b, in, ri, mc int) {
+		SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk = a, b, in, ri, mc
+	}(SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk)
+	// Every size takes the leader ring, in fixed stripes (each stripe
+	// then certainly gets a part).
+	InlineMax, SmallMax, RHDMax, RingInlineMax, RingMinChunk = 0, 0, 0, inlineMax, 32<<10
+	stripesFrom(t, 256) // wide from 8 KiB
+	multiRingFrom(t, 1<<30)
+	stripesByRank(t, "6")
+	var seen [MaxStripes]atomic.Int64 // chunks received per stripe
+	testRingHook = func(c *Comm, s, step, chunk int) { seen[s].Add(1) }
+	defer func() { testRingHook = nil }()
+	for _, lay := range [][]int{{1, 1}, {1, 1, 1}, {2, 1, 1}} {
+		comms := world(t, lay, 10*time.Second)
+		for _, tc := range []struct {
+			count int64 // float32 elements
+			want  int
+		}{{100, 4}, {2047, 4}, {2048, 6}, {5001, 6}} {
+			name := fmt.Sprintf("%v/%d elements", lay, tc.count)
+			for i := range seen {
+				seen[i].Store(0)
+			}
+			checkAllReduce(t, name, comms, tensor.Float32, reduce.Sum, tc.count, uint64(tc.count), func(r int) bool { return r == 1 })
+			for s := range MaxStripes {
+				if got := seen[s].Load(); (got > 0) != (s < tc.want) {
+					t.Fatalf("%s: stripe %d received %d chunks, want stripes 0-%d only", name, s, got, tc.want-1)
+				}
+			}
+			if got, want := comms[0].PathFor(ccl.KindAllReduce, int(tc.count)*4), fmt.Sprintf("leader ring, %d stripes", tc.want); got != want {
+				t.Errorf("%s: PathFor = %q, want %q", name, got, want)
+			}
+		}
+	}
+}
+
 // TestStripedMatchesUnstriped: integer results are the same with and
 // without stripes (and float ones agree with the reference on both).
 func TestStripedMatchesUnstriped(t *testing.T) {

@@ -22,6 +22,7 @@
 // Nothing a peer sends is decoded before it is authenticated: the
 // handshake reads only fixed-size messages, under a deadline
 // (Config.HandshakeTimeout, default 10 s), and a Listener runs at most
-// MaxPendingHandshakes at once. Refused connections are closed and logged
-// (Config.Log) with the peer address and the reason.
+// MaxPendingHandshakes at once (more wait in the kernel's accept queue).
+// Refused connections are closed and logged (Config.Log) with the peer
+// address and the reason.
 package link

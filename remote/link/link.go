@@ -36,6 +36,11 @@ var ErrNoCredentials = errors.New("link: no credentials (give a CA with a node c
 const DefaultHandshakeTimeout = 10 * time.Second
 
 // MaxPendingHandshakes bounds the handshakes a Listener runs at once.
+// Further connections wait in the kernel's accept queue until one ends
+// (each within its handshake deadline) instead of being refused: a job
+// joins many links at once (every rank dials every lower rank of the
+// other hosts, leaders several stripes each), and a refused dial failed
+// the whole join.
 const MaxPendingHandshakes = 32
 
 // MinTokenBytes is the shortest token accepted.
@@ -461,16 +466,17 @@ func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 func (l *Listener) loop() {
 	defer l.wg.Done()
 	for {
-		raw, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
+		// A slot first: at most MaxPendingHandshakes run; the rest wait
+		// in the kernel's accept queue.
 		select {
 		case l.sem <- struct{}{}:
-		default:
-			l.cfg.logf("chorus: refused %s connection from %s: too many handshakes in progress", l.purpose, raw.RemoteAddr())
-			raw.Close()
-			continue
+		case <-l.done:
+			return
+		}
+		raw, err := l.ln.Accept()
+		if err != nil {
+			<-l.sem
+			return
 		}
 		if tcp, ok := raw.(*net.TCPConn); ok {
 			_ = tcp.SetNoDelay(true)

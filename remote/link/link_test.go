@@ -223,6 +223,73 @@ func TestSilentClient(t *testing.T) {
 	waitLog(t, &lb, "timeout")
 }
 
+// TestHandshakesQueue: more connections than MaxPendingHandshakes wait
+// for a slot instead of being refused. Silent clients hold every slot
+// until their handshake deadline; a real client dialled meanwhile is
+// then authenticated, and so is every one of 3 x MaxPendingHandshakes
+// dialled at once.
+func TestHandshakesQueue(t *testing.T) {
+	leaktest.Check(t)
+	tok := []byte("0123456789abcdef-token")
+	var lb logbuf
+	l, err := Listen("127.0.0.1:0", &Config{Token: tok, Log: lb.log, HandshakeTimeout: 300 * time.Millisecond}, "control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var silent []net.Conn
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	for range MaxPendingHandshakes {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 1 + 3*MaxPendingHandshakes
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	dial := func() {
+		defer wg.Done()
+		c, err := (&Config{Token: tok, HandshakeTimeout: 20 * time.Second}).Dial(ctx, l.Addr().String(), "control")
+		if err == nil {
+			c.Close()
+		}
+		errs <- err
+	}
+	wg.Add(1)
+	go dial() // behind the silent ones
+	for i := range n {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Fatalf("accepted %d of %d: %v (log %q)", i, n, err, lb.text())
+		}
+		c.Close()
+		if i == 0 { // the one behind the silent clients; now the crowd
+			for range n - 1 {
+				wg.Add(1)
+				go dial()
+			}
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("dial: %v (log %q)", err, lb.text())
+		}
+	}
+	if strings.Contains(lb.text(), "too many") {
+		t.Fatalf("a connection was refused for want of a slot: %q", lb.text())
+	}
+}
+
 // TestReplayedProof: a token proof recorded from one connection, replayed
 // on another, is refused (it is bound to the first connection's keying
 // material and nonce).
