@@ -87,9 +87,12 @@
 //     the same split on every leader) and runs S rings at once, each on
 //     its own links to the next and previous leader with its own
 //     goroutines and scratch. S is CHORUS_HIER_STRIPES (1 to
-//     MaxStripes), by default DefaultStripes (4) on the leader path and
+//     MaxStripes), by default DefaultStripes (8) on the leader path and
 //     1 on the multi-ring path (whose rings already run on every local
-//     rank); a constant, not the host's core count, since every rank
+//     rank); rings below 32 x StripeMin (8 MiB) run on at most 4 of the
+//     links (ringStripes: eight bbr flows kept a 10 Gbit/s uplink busier
+//     than four from 16 MiB, and cost more than they gave below); a
+//     constant, not the host's core count, since every rank
 //     must stripe alike: the agreement round fails a collective whose
 //     ranks differ in S or the minimum with ccl.ErrMismatch naming the
 //     variable. The extra links exist only between leaders of
