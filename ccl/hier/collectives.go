@@ -125,8 +125,23 @@ func (c *Comm) gatherLeaders(kind ccl.Kind, ab []byte, blk int) error {
 // InlineMax is the payload that rides with every rank's descriptor in
 // the agreement round: allreduces up to this size finish in that one
 // round (descriptors and data gathered together, reduced in rank order).
-// A communicator keeps the value it was joined with.
-var InlineMax = envInt("CHORUS_HIER_INLINE_MAX", 4096)
+// A communicator keeps the value it was joined with (0 to MaxInline;
+// below 0 counts as 0). It sizes every agreement message, so ranks on
+// different hosts must have the same: a join whose ranks differ fails
+// with ccl.ErrMismatch naming EnvInlineMax (the acceptor of each link
+// compares the dialer's, from its hello).
+var InlineMax = envInt(EnvInlineMax, 4096)
+
+// EnvInlineMax overrides InlineMax (bytes).
+const EnvInlineMax = "CHORUS_HIER_INLINE_MAX"
+
+// MaxInline bounds InlineMax: every rank keeps a table of one block per
+// rank, each InlineMax bytes and a descriptor.
+const MaxInline = 1 << 20
+
+// testInlineMax, when set (tests only), stands in for InlineMax by rank
+// at Join: ranks of one test process that differ as processes could.
+var testInlineMax func(rank int) int
 
 // agree compares every rank's descriptor; all ranks reach the same
 // verdict. local is this rank's own argument error; payload (at most

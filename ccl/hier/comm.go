@@ -269,7 +269,14 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 			c.extra[s] = make([]*peer, c.n)
 		}
 	}
-	c.block = descBytes + max(0, InlineMax)
+	inline := InlineMax
+	if testInlineMax != nil {
+		inline = testInlineMax(c.rank)
+	}
+	if inline > MaxInline {
+		return nil, fmt.Errorf("%w: ccl/hier: %s=%d: at most %d", ccl.ErrBadArgs, EnvInlineMax, inline, MaxInline)
+	}
+	c.block = descBytes + max(0, inline)
 	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
 	c.table = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.n * c.block)})
 	jctx, cancel := context.WithTimeout(ctx, c.timeout)

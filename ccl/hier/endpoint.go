@@ -27,9 +27,11 @@ const LinkBuffer = 256 << 10
 // maxParked bounds connections waiting for a Join.
 const maxParked = 4096
 
-// helloBytes: magic, communicator key, from and to rank, stripe index
-// and the dialer's stripe count (stripe.go).
-const helloBytes = 4 + 32 + 4 + 4 + 2 + 2
+// helloBytes: magic, communicator key, from and to rank, stripe index,
+// the dialer's stripe count (stripe.go) and its InlineMax (which sizes
+// every agreement message, so the acceptor refuses a join whose ranks
+// differ in it).
+const helloBytes = 4 + 32 + 4 + 4 + 2 + 2 + 4
 
 // endpoint is this process's data listener: it accepts authenticated
 // connections, reads their hello and parks them until a Join claims them.
@@ -54,15 +56,17 @@ type connKey struct {
 }
 
 // parkedConn is an accepted link waiting for its Join, with the number
-// of stripes its dialer makes to this rank (its hello's count).
+// of stripes its dialer makes to this rank (its hello's count) and the
+// dialer's InlineMax.
 type parkedConn struct {
 	c       net.Conn
 	stripes int
+	inline  int
 }
 
-// encodeHello fills a hello (helloBytes) for link k with magic and the
-// dialer's stripe count.
-func encodeHello(magic string, k connKey, stripes int) []byte {
+// encodeHello fills a hello (helloBytes) for link k with magic, the
+// dialer's stripe count and its InlineMax.
+func encodeHello(magic string, k connKey, stripes, inline int) []byte {
 	h := make([]byte, helloBytes)
 	copy(h[:4], magic)
 	copy(h[4:36], k.comm[:])
@@ -70,27 +74,33 @@ func encodeHello(magic string, k connKey, stripes int) []byte {
 	binary.LittleEndian.PutUint32(h[40:], k.to)
 	binary.LittleEndian.PutUint16(h[44:], k.stripe)
 	binary.LittleEndian.PutUint16(h[46:], uint16(stripes))
+	binary.LittleEndian.PutUint32(h[48:], uint32(inline))
 	return h
 }
 
-// parseHello decodes an (authenticated) hello: its magic, the link's key
-// and the dialer's stripe count. It refuses a stripe count outside 1 to
-// MaxStripes and a stripe index not below the count.
-func parseHello(h []byte) (magic string, k connKey, stripes int, err error) {
+// parseHello decodes an (authenticated) hello: its magic, the link's key,
+// the dialer's stripe count and InlineMax. It refuses a stripe count
+// outside 1 to MaxStripes, a stripe index not below the count and an
+// InlineMax above MaxInline.
+func parseHello(h []byte) (magic string, k connKey, stripes, inline int, err error) {
 	if len(h) != helloBytes {
-		return "", k, 0, fmt.Errorf("a hello of %d bytes, want %d", len(h), helloBytes)
+		return "", k, 0, 0, fmt.Errorf("a hello of %d bytes, want %d", len(h), helloBytes)
 	}
 	magic = string(h[:4])
 	if magic != dataMagic && magic != plainMagic {
-		return "", k, 0, fmt.Errorf("bad hello magic %q", magic)
+		return "", k, 0, 0, fmt.Errorf("bad hello magic %q", magic)
 	}
 	copy(k.comm[:], h[4:36])
 	k.from, k.to = binary.LittleEndian.Uint32(h[36:]), binary.LittleEndian.Uint32(h[40:])
 	k.stripe, stripes = binary.LittleEndian.Uint16(h[44:]), int(binary.LittleEndian.Uint16(h[46:]))
 	if stripes < 1 || stripes > MaxStripes || int(k.stripe) >= stripes {
-		return "", connKey{}, 0, fmt.Errorf("stripe %d of %d (want 0 <= stripe < stripes <= %d)", k.stripe, stripes, MaxStripes)
+		return "", connKey{}, 0, 0, fmt.Errorf("stripe %d of %d (want 0 <= stripe < stripes <= %d)", k.stripe, stripes, MaxStripes)
 	}
-	return magic, k, stripes, nil
+	u := binary.LittleEndian.Uint32(h[48:])
+	if u > MaxInline {
+		return "", connKey{}, 0, 0, fmt.Errorf("an inline maximum of %d bytes (at most %d)", u, MaxInline)
+	}
+	return magic, k, stripes, int(u), nil
 }
 
 var (
@@ -175,7 +185,7 @@ func (e *endpoint) hello(tc *tls.Conn) {
 		c.Close()
 		return
 	}
-	m, k, stripes, err := parseHello(h[:])
+	m, k, stripes, inline, err := parseHello(h[:])
 	switch {
 	case err != nil:
 		e.refuse(c, err.Error())
@@ -205,14 +215,14 @@ func (e *endpoint) hello(tc *tls.Conn) {
 		c.Close()
 		return
 	}
-	e.parked[k] = parkedConn{c, stripes}
+	e.parked[k] = parkedConn{c, stripes, inline}
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
 
-// claim waits for the connection of k; stripes is its dialer's stripe
-// count (its hello's).
-func (e *endpoint) claim(ctx context.Context, k connKey) (c net.Conn, stripes int, err error) {
+// claim waits for the connection of k; stripes and inline are its
+// dialer's stripe count and InlineMax (its hello's).
+func (e *endpoint) claim(ctx context.Context, k connKey) (c net.Conn, stripes, inline int, err error) {
 	for {
 		e.mu.Lock()
 		pc, ok := e.parked[k]
@@ -222,12 +232,12 @@ func (e *endpoint) claim(ctx context.Context, k connKey) (c net.Conn, stripes in
 		ch := e.changed
 		e.mu.Unlock()
 		if ok {
-			return pc.c, pc.stripes, nil
+			return pc.c, pc.stripes, pc.inline, nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return nil, 0, 0, ctx.Err()
 		}
 	}
 }
@@ -235,9 +245,10 @@ func (e *endpoint) claim(ctx context.Context, k connKey) (c net.Conn, stripes in
 func commKey(id []byte) [32]byte { return sha256.Sum256(id) }
 
 // dialPeer connects to a peer's endpoint and sends the hello, which
-// tells the peer that this rank makes stripes links to it (stripe.go);
-// plain switches the link to plain TCP after it (plain.go).
-func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, stripes int, plain bool) (net.Conn, error) {
+// tells the peer that this rank makes stripes links to it (stripe.go)
+// and its InlineMax; plain switches the link to plain TCP after it
+// (plain.go).
+func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, stripes, inline int, plain bool) (net.Conn, error) {
 	var last error
 	for {
 		c, err := cfg.Dial(ctx, addr, "data")
@@ -246,7 +257,7 @@ func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, str
 			if plain {
 				magic = plainMagic
 			}
-			h := encodeHello(magic, k, stripes)
+			h := encodeHello(magic, k, stripes, inline)
 			_, err := c.Write(h)
 			if err == nil {
 				err = link.Flush(c)

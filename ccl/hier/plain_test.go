@@ -90,7 +90,7 @@ func TestPlaintextAllReduce(t *testing.T) {
 }
 
 // plainHello is a plaintext hello for comm key k.
-func plainHello(k connKey) []byte { return encodeHello(plainMagic, k, 1) }
+func plainHello(k connKey) []byte { return encodeHello(plainMagic, k, 1, 0) }
 
 // startSwitch dials pe over TLS (authenticated), asks for plain TCP and
 // reads the acceptance: the server's nonce.
@@ -177,14 +177,14 @@ func TestPlaintextRefused(t *testing.T) {
 	wantRefused(t, pe, logs, other.NetConn(), "plaintext-switch proof")
 
 	// A TLS-mode hello to the plaintext endpoint.
-	c, err := dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, false)
+	c, err := dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantRefused(t, pe, logs, c, "a TLS data link to a plaintext endpoint")
 
 	// A plaintext request to a TLS endpoint.
-	if _, err := dialPeer(context.Background(), pe.cfg, tlsAddr, k, 1, true); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
+	if _, err := dialPeer(context.Background(), pe.cfg, tlsAddr, k, 1, 0, true); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
 		t.Fatalf("plaintext request to a TLS endpoint: %v", err)
 	}
 
@@ -201,7 +201,7 @@ func TestPlaintextRefused(t *testing.T) {
 	nt.Close()
 
 	// The right proof: parked, and bytes flow both ways in the clear.
-	c, err = dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, true)
+	c, err = dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, 0, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestPlaintextRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, _, err := pe.claim(ctx, k)
+	s, _, _, err := pe.claim(ctx, k)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				conn, err := dialPeer(ctx, ep.cfg, addr, connKey{key, uint32(c.rank), uint32(r), uint16(s)}, want, ep.plain)
+				conn, err := dialPeer(ctx, ep.cfg, addr, connKey{key, uint32(c.rank), uint32(r), uint16(s)}, want, c.block-descBytes, ep.plain)
 				if err == nil {
 					err = keep(s, conn)
 				}
@@ -230,15 +230,22 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 		wg.Wait()
 		return errors.Join(errs...)
 	}
-	conn, theirs, err := ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank), 0})
+	conn, theirs, inline, err := ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank), 0})
 	if err != nil {
 		return err
+	}
+	if my := c.block - descBytes; inline != my {
+		// Every agreement message is sized by it: the first collective
+		// would break the link protocol. The dialer learns it from the
+		// closed link; the join fails here.
+		conn.Close()
+		return fmt.Errorf("%w: ccl/hier: rank %d: rank %d has %s=%d, rank %d %d (it differs between their processes)", ccl.ErrMismatch, c.rank, r, EnvInlineMax, inline, c.rank, my)
 	}
 	if err := keep(0, conn); err != nil {
 		return err
 	}
 	for s := 1; s < theirs; s++ {
-		conn, n, err := ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank), uint16(s)})
+		conn, n, _, err := ep.claim(ctx, connKey{key, uint32(r), uint32(c.rank), uint16(s)})
 		if err != nil {
 			return fmt.Errorf("stripe %d: %w", s, err)
 		}

@@ -370,9 +370,102 @@ func TestStripedAbort(t *testing.T) {
 	}
 }
 
+// TestInlineMaxMismatch: ranks on different hosts that differ in
+// InlineMax (which sizes every agreement message) fail the join with
+// ccl.ErrMismatch naming EnvInlineMax; ranks that share a non-default
+// one join and reduce.
+func TestInlineMaxMismatch(t *testing.T) {
+	leaktest.Check(t)
+	addr, err := Endpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := func(perHost []int) ([]*Comm, []error) {
+		var hosts []int
+		var addrs []string
+		for h, n := range perHost {
+			for range n {
+				hosts, addrs = append(hosts, h), append(addrs, addr)
+			}
+		}
+		nonce, _ := (&Backend{}).NewID()
+		id, err := MakeID(nonce, hosts, addrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(hosts)
+		comms, errs := make([]*Comm, n), make([]error, n)
+		var wg sync.WaitGroup
+		for r := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := (&Backend{}).Join(context.Background(), ccl.Config{ID: id, Rank: r, Size: n, Timeout: 10 * time.Second})
+				if err == nil {
+					comms[r] = c.(*Comm)
+				}
+				errs[r] = err
+			}()
+		}
+		wg.Wait()
+		return comms, errs
+	}
+	defer func() { testInlineMax = nil }()
+	for _, lay := range [][]int{{1, 1}, {2, 1}, {1, 1, 1}} {
+		// The last rank (alone on the last host) differs.
+		testInlineMax = func(r int) int {
+			if r == ranksOf(lay)-1 {
+				return 1024
+			}
+			return 4096
+		}
+		comms, errs := join(lay)
+		var mismatch int
+		for r, err := range errs {
+			switch {
+			case err == nil:
+			case errors.Is(err, ccl.ErrMismatch) && strings.Contains(err.Error(), EnvInlineMax):
+				mismatch++
+			default:
+				t.Errorf("%v rank %d: %v", lay, r, err)
+			}
+		}
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+		if mismatch == 0 {
+			t.Fatalf("%v: every rank joined although the last differs in %s: %v", lay, EnvInlineMax, errs)
+		}
+		// The same non-default value everywhere: joined, and an
+		// allreduce that rides inline with it (and not with the default)
+		// is right.
+		testInlineMax = func(int) int { return 8192 }
+		comms, errs = join(lay)
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%v rank %d: %v", lay, r, err)
+			}
+		}
+		checkAllReduce(t, fmt.Sprint(lay), comms, tensor.Float32, reduce.Sum, 1500, 3, func(int) bool { return false })
+		for _, c := range comms {
+			c.Close()
+		}
+	}
+}
+
+func ranksOf(perHost []int) (s int) {
+	for _, x := range perHost {
+		s += x
+	}
+	return s
+}
+
 // TestHelloStripeRefused: an authenticated peer whose hello names a
-// stripe outside its count (or a count of 0 or above MaxStripes) is
-// refused and logged, and nothing is parked.
+// stripe outside its count (or a count of 0 or above MaxStripes, or an
+// InlineMax above MaxInline) is refused and logged, and nothing is
+// parked.
 func TestHelloStripeRefused(t *testing.T) {
 	leaktest.Check(t)
 	te, logs := testEndpoint(t, false)
@@ -380,13 +473,15 @@ func TestHelloStripeRefused(t *testing.T) {
 	k := connKey{from: 1, to: 0}
 	copy(k.comm[:], "stripe test")
 	for _, tc := range []struct {
-		stripe, stripes int
-		why             string
+		stripe, stripes, inline int
+		why                     string
 	}{
-		{2, 2, "stripe 2 of 2"},
-		{0, 0, "stripe 0 of 0"},
-		{3, MaxStripes + 1, fmt.Sprintf("stripe 3 of %d", MaxStripes+1)},
-		{0xffff, 0xffff, "stripe 65535 of 65535"},
+		{2, 2, 0, "stripe 2 of 2"},
+		{0, 0, 0, "stripe 0 of 0"},
+		{3, MaxStripes + 1, 0, fmt.Sprintf("stripe 3 of %d", MaxStripes+1)},
+		{0xffff, 0xffff, 0, "stripe 65535 of 65535"},
+		{0, 1, MaxInline + 1, fmt.Sprintf("an inline maximum of %d bytes", MaxInline+1)},
+		{0, 1, -1, "an inline maximum of 4294967295 bytes"},
 	} {
 		tc0 := k
 		tc0.stripe = uint16(tc.stripe)
@@ -394,7 +489,7 @@ func TestHelloStripeRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Write(encodeHello(dataMagic, tc0, tc.stripes)); err == nil {
+		if _, err := c.Write(encodeHello(dataMagic, tc0, tc.stripes, tc.inline)); err == nil {
 			err = link.Flush(c)
 		}
 		if err != nil {
@@ -404,16 +499,16 @@ func TestHelloStripeRefused(t *testing.T) {
 	}
 	// A good one is parked and claimed with its count.
 	k.stripe = 1
-	c, err := dialPeer(context.Background(), te.cfg, te.addr, k, 3, false)
+	c, err := dialPeer(context.Background(), te.cfg, te.addr, k, 3, 4096, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, n, err := te.claim(ctx, k)
-	if err != nil || n != 3 {
-		t.Fatalf("claim: %d stripes, %v", n, err)
+	s, n, inline, err := te.claim(ctx, k)
+	if err != nil || n != 3 || inline != 4096 {
+		t.Fatalf("claim: %d stripes, inline %d, %v", n, inline, err)
 	}
 	s.Close()
 }
@@ -421,21 +516,22 @@ func TestHelloStripeRefused(t *testing.T) {
 func FuzzHello(f *testing.F) {
 	k := connKey{from: 7, to: 3, stripe: 2}
 	copy(k.comm[:], "fuzz")
-	f.Add(encodeHello(dataMagic, k, 4))
-	f.Add(encodeHello(plainMagic, k, 3))
-	f.Add(encodeHello(dataMagic, k, 2))
-	f.Add(encodeHello(dataMagic, connKey{}, 0))
-	f.Add(encodeHello("XXXX", k, 4))
-	f.Add(encodeHello(dataMagic, k, 4)[:20])
+	f.Add(encodeHello(dataMagic, k, 4, 4096))
+	f.Add(encodeHello(plainMagic, k, 3, 0))
+	f.Add(encodeHello(dataMagic, k, 2, MaxInline))
+	f.Add(encodeHello(dataMagic, k, 4, MaxInline+1))
+	f.Add(encodeHello(dataMagic, connKey{}, 0, 0))
+	f.Add(encodeHello("XXXX", k, 4, 0))
+	f.Add(encodeHello(dataMagic, k, 4, 0)[:20])
 	f.Fuzz(func(t *testing.T, h []byte) {
-		m, k, n, err := parseHello(h)
+		m, k, n, inline, err := parseHello(h)
 		if err != nil {
 			return
 		}
-		if n < 1 || n > MaxStripes || int(k.stripe) >= n || (m != dataMagic && m != plainMagic) {
-			t.Fatalf("accepted %q stripe %d of %d", m, k.stripe, n)
+		if n < 1 || n > MaxStripes || int(k.stripe) >= n || (m != dataMagic && m != plainMagic) || inline < 0 || inline > MaxInline {
+			t.Fatalf("accepted %q stripe %d of %d, inline %d", m, k.stripe, n, inline)
 		}
-		if string(encodeHello(m, k, n)) != string(h) {
+		if string(encodeHello(m, k, n, inline)) != string(h) {
 			t.Fatalf("hello %x does not round-trip", h)
 		}
 	})

@@ -224,25 +224,21 @@ func TestSilentClient(t *testing.T) {
 }
 
 // TestHandshakesQueue: more connections than MaxPendingHandshakes wait
-// for a slot instead of being refused. Silent clients hold every slot
-// until their handshake deadline; a real client dialled meanwhile is
-// then authenticated, and so is every one of 3 x MaxPendingHandshakes
-// dialled at once.
+// for a slot instead of being refused. With every slot held by a silent
+// client, a real client's connection queues; when the silent ones go,
+// it is authenticated. Then 2 x MaxPendingHandshakes dialled at once all
+// are.
 func TestHandshakesQueue(t *testing.T) {
 	leaktest.Check(t)
 	tok := []byte("0123456789abcdef-token")
 	var lb logbuf
-	l, err := Listen("127.0.0.1:0", &Config{Token: tok, Log: lb.log, HandshakeTimeout: 300 * time.Millisecond}, "control")
+	cfg := &Config{Token: tok, Log: lb.log, HandshakeTimeout: 30 * time.Second}
+	l, err := Listen("127.0.0.1:0", cfg, "control")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	var silent []net.Conn
-	defer func() {
-		for _, c := range silent {
-			c.Close()
-		}
-	}()
 	for range MaxPendingHandshakes {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
@@ -250,33 +246,54 @@ func TestHandshakesQueue(t *testing.T) {
 		}
 		silent = append(silent, c)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n := 1 + 3*MaxPendingHandshakes
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	dial := func() {
-		defer wg.Done()
-		c, err := (&Config{Token: tok, HandshakeTimeout: 20 * time.Second}).Dial(ctx, l.Addr().String(), "control")
+	cli := &Config{Token: tok, HandshakeTimeout: 30 * time.Second}
+	// Connected (in the accept queue, behind the silent ones) before its
+	// handshake starts.
+	raw, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan error, 1)
+	go func() {
+		c, err := cli.Client(ctx, raw, "control")
 		if err == nil {
 			c.Close()
 		}
-		errs <- err
+		queued <- err
+	}()
+	for _, c := range silent {
+		c.Close()
 	}
-	wg.Add(1)
-	go dial() // behind the silent ones
+	if err := <-queued; err != nil {
+		t.Fatalf("queued client: %v (log %q)", err, lb.text())
+	}
+	c, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatalf("the queued client was not accepted: %v (log %q)", err, lb.text())
+	}
+	c.Close()
+	n := 2 * MaxPendingHandshakes
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := cli.Dial(ctx, l.Addr().String(), "control")
+			if err == nil {
+				c.Close()
+			}
+			errs <- err
+		}()
+	}
 	for i := range n {
 		c, err := l.Accept(ctx)
 		if err != nil {
 			t.Fatalf("accepted %d of %d: %v (log %q)", i, n, err, lb.text())
 		}
 		c.Close()
-		if i == 0 { // the one behind the silent clients; now the crowd
-			for range n - 1 {
-				wg.Add(1)
-				go dial()
-			}
-		}
 	}
 	wg.Wait()
 	close(errs)
