@@ -263,7 +263,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	if err := c.chooseSpin(); err != nil {
 		return nil, fmt.Errorf("%w: ccl/hier: %w", ccl.ErrBadArgs, err)
 	}
-	if c.k > 1 && c.stripes > 1 && c.lrank == 0 {
+	if c.k > 1 && c.stripes > 1 && c.stripeLinks() {
 		c.extra = make([][]*peer, c.stripes-1)
 		for s := range c.extra {
 			c.extra[s] = make([]*peer, c.n)

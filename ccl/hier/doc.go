@@ -89,18 +89,20 @@
 //     goroutines and scratch. S is CHORUS_HIER_STRIPES (1 to
 //     MaxStripes), by default DefaultStripes (8) on the leader path and
 //     1 on the multi-ring path (whose rings already run on every local
-//     rank); rings below 32 x StripeMin (8 MiB) run on at most 4 of the
-//     links (ringStripes: eight bbr flows kept a 10 Gbit/s uplink busier
-//     than four from 16 MiB, and cost more than they gave below); a
-//     constant, not the host's core count, since every rank
-//     must stripe alike: the agreement round fails a collective whose
-//     ranks differ in S or the minimum with ccl.ErrMismatch naming the
-//     variable. The extra links exist only between leaders of
+//     rank; set, it stripes every local rank's multi-ring ring too, on
+//     links to its counterparts); rings below 32 x StripeMin (8 MiB) run
+//     on at most 4 of the links (ringStripes: eight bbr flows kept a 10
+//     Gbit/s uplink busier than four from 16 MiB, and cost more than
+//     they gave below); a constant, not the host's core count, since
+//     every rank must stripe alike: the agreement round fails a
+//     collective whose ranks differ in S or the minimum with
+//     ccl.ErrMismatch naming the variable. The extra links exist only
+//     between leaders (multi-ring path: counterparts) of
 //     neighbouring hosts in the ring and are made at Join: the dialer's
 //     hello names the stripe and its count (refused if the stripe is not
 //     below the count or the count is not 1 to MaxStripes; decoded only
 //     after authentication), the acceptor keeps the stripes below its
-//     own count. RHD and the multi-ring's rings use stripe 0 only.
+//     own count. RHD uses stripe 0 only.
 //     Where each link's share of a segment is ringMinChunks chunks of
 //     RingMinChunk or more, the S links carry one balanced ring instead
 //     (balancedRing): its chunks, numbered, go out on whichever link is

@@ -102,8 +102,12 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 		group, groups = c.pipe, fmt.Sprintf(", %d groups", (bytes+c.pipe-1)/c.pipe)
 	}
 	// The largest part (the first local rank's) of the first group.
-	if lo, hi := cpu.Part(group, 1, c.l, 0); c.useRHD(hi - lo) {
+	lo, hi := cpu.Part(group, 1, c.l, 0)
+	switch {
+	case c.useRHD(hi - lo):
 		return "multi-ring rhd" + groups
+	case c.striped(hi - lo):
+		return fmt.Sprintf("multi-ring ring, %d stripes%s", c.ringStripes(hi-lo), groups)
 	}
 	return "multi-ring ring" + groups
 }
@@ -148,12 +152,7 @@ func (c *Comm) multiRing(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		if len(part) == 0 {
 			return nil // empty on every host alike
 		}
-		var err error
-		if c.useRHD(len(part)) {
-			err = c.rhd(part, part, dt, sum)
-		} else {
-			err = c.ring(part, part, dt, sum)
-		}
+		err := c.hostsAllReduce(part, part, dt, sum)
 		if err == nil && op == reduce.Avg {
 			err = reduce.Divide(dt, part, c.n)
 		}

@@ -84,7 +84,11 @@ func (c *Comm) chooseStripes() error {
 		c.stripes = DefaultStripes
 	}
 	if c.k > 1 && c.stripes > 1 {
-		c.pathWhy += fmt.Sprintf("; leader ring in %d stripes from %s", min(c.stripes, narrowStripes), byteSize(c.stripeMin))
+		what := "leader ring"
+		if c.path == pathMulti {
+			what = "rings"
+		}
+		c.pathWhy += fmt.Sprintf("; %s in %d stripes from %s", what, min(c.stripes, narrowStripes), byteSize(c.stripeMin))
 		if c.stripes > narrowStripes {
 			c.pathWhy += fmt.Sprintf(", %d from %s", c.stripes, byteSize(c.wideMin()))
 		}
@@ -138,13 +142,18 @@ func (c *Comm) ringStripes(bytes int) int {
 	return min(c.stripes, narrowStripes)
 }
 
+// stripeLinks reports whether this rank keeps stripe links: leaders
+// (they run the leader ring) and, on the multi-ring path, every rank
+// (local rank j's ring runs between the hosts' ranks j).
+func (c *Comm) stripeLinks() bool { return c.lrank == 0 || c.path == pathMulti }
+
 // linkStripes is the number of links this rank keeps to rank r: the
-// communicator's stripes between leaders of neighbouring hosts in the
-// leader ring (the only ranks that run it), else 1. Both ends compute
-// the same from the id (and their stripes, which the dialer's hello
-// tells the acceptor).
+// communicator's stripes to its counterpart (the same local rank) on a
+// neighbouring host where stripeLinks, else 1. Both ends compute the
+// same from the id (and their stripes, which the dialer's hello tells
+// the acceptor).
 func (c *Comm) linkStripes(r int) int {
-	if c.stripes <= 1 || c.lrank != 0 || r != c.hostLo[c.hostOf[r]] {
+	if c.stripes <= 1 || !c.stripeLinks() || r-c.hostLo[c.hostOf[r]] != c.lrank {
 		return 1
 	}
 	if h := c.hostOf[r]; h == (c.me+1)%c.k || h == (c.me+c.k-1)%c.k {

@@ -34,15 +34,16 @@ func stripesByRank(t *testing.T, s ...string) {
 	t.Cleanup(func() { testStripesEnv = nil })
 }
 
-// checkStripeLinks: every leader holds links of every stripe to its
-// neighbouring leaders (one pair when there are two hosts) and none
-// else; other ranks hold only stripe 0.
+// checkStripeLinks: every leader (on the multi-ring path every rank)
+// holds links of every stripe to its counterparts on the neighbouring
+// hosts (one pair when there are two hosts) and none else; other ranks
+// hold only stripe 0.
 func checkStripeLinks(t *testing.T, name string, comms []*Comm) {
 	t.Helper()
 	for r, c := range comms {
 		for s := 1; s < max(c.stripes, 1+len(c.extra)); s++ {
 			for q := range c.n {
-				want := c.k > 1 && c.lrank == 0 && c.hostOf[q] != c.me && q == c.hostLo[c.hostOf[q]] &&
+				want := c.k > 1 && c.stripeLinks() && c.hostOf[q] != c.me && q-c.hostLo[c.hostOf[q]] == c.lrank &&
 					(c.hostOf[q] == (c.me+1)%c.k || c.hostOf[q] == (c.me+c.k-1)%c.k)
 				if got := c.link(s, q) != nil; got != want {
 					t.Fatalf("%s: rank %d: stripe %d link to rank %d: %v, want %v", name, r, s, q, got, want)
@@ -125,6 +126,77 @@ func TestStripedAllReduceProperty(t *testing.T) {
 	}
 	if balancedRuns.Load() == 0 {
 		t.Fatal("no balanced ring ran")
+	}
+}
+
+// TestStripedMultiRing: with EnvStripes set, every local rank's ring of
+// the multi-ring path runs in stripes on its own links to its
+// counterparts: results against the float64 reference with identical
+// bits on every rank, every stripe of every local rank's ring carried
+// chunks, and PathFor says so. Unset, the multi-ring keeps one link.
+func TestStripedMultiRing(t *testing.T) {
+	leaktest.Check(t)
+	defer func(a, b, in, ri, mc int) {
+		SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk = a, b, in, ri, mc
+	}(SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk)
+	// The multi-ring for every size, rings in fixed stripes (each stripe
+	// then certainly gets a part) from 64 bytes.
+	InlineMax, SmallMax, RHDMax, RingInlineMax, RingMinChunk = 0, 0, 0, inlineMax, 32<<10
+	stripesFrom(t, 64)
+	multiRingFrom(t, 0)
+	pipeFrom(t, 0)
+	var mu sync.Mutex
+	seen := map[[2]int]int{} // chunks received by (local rank, stripe)
+	testRingHook = func(c *Comm, s, step, chunk int) {
+		mu.Lock()
+		seen[[2]int{c.lrank, s}]++
+		mu.Unlock()
+	}
+	defer func() { testRingHook = nil }()
+	rng := rand.New(rand.NewPCG(14, 2))
+	for _, lay := range [][]int{{2, 2}, {2, 2, 2}, {3, 3}, {2, 2, 2, 2}} {
+		for _, S := range []int{2, 3} {
+			stripesByRank(t, strconv.Itoa(S))
+			comms := world(t, lay, 10*time.Second)
+			name := fmt.Sprintf("%v/%d stripes", lay, S)
+			if comms[0].path != pathMulti {
+				t.Fatalf("%s: path %q", name, comms[0].Path())
+			}
+			checkStripeLinks(t, name, comms)
+			for it := range 3 {
+				dt := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.BFloat16}[rng.IntN(4)]
+				op := []reduce.Op{reduce.Sum, reduce.Max, reduce.Avg}[rng.IntN(3)]
+				if op == reduce.Avg && !dt.IsFloat() {
+					op = reduce.Sum
+				}
+				count := int64(lay[0]*S*100 + rng.IntN(4000))
+				mu.Lock()
+				clear(seen)
+				mu.Unlock()
+				mask := rng.Uint64()
+				checkAllReduce(t, fmt.Sprintf("%s/%d/%s/%s/%d", name, it, dt, op, count), comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
+				mu.Lock()
+				for j := range lay[0] {
+					for s := range MaxStripes {
+						if got := seen[[2]int{j, s}]; (got > 0) != (s < S) {
+							t.Fatalf("%s: local rank %d's ring: stripe %d received %d chunks", name, j, s, got)
+						}
+					}
+				}
+				mu.Unlock()
+			}
+			want := fmt.Sprintf("multi-ring ring, %d stripes", S)
+			if got := comms[0].PathFor(ccl.KindAllReduce, 1<<20); got != want {
+				t.Errorf("%s: PathFor = %q, want %q", name, got, want)
+			}
+			for _, c := range comms {
+				c.Close()
+			}
+		}
+	}
+	testStripesEnv = nil
+	if c := world(t, []int{2, 2}, 10*time.Second)[1]; c.stripes != 1 || len(c.extra) != 0 || c.PathFor(ccl.KindAllReduce, 1<<20) != "multi-ring ring" {
+		t.Fatalf("unset: %d stripes, %d extra, %q", c.stripes, len(c.extra), c.PathFor(ccl.KindAllReduce, 1<<20))
 	}
 }
 
