@@ -44,6 +44,24 @@ func TestMain(m *testing.M) {
 // world joins a communicator whose hosts run perHost[h] ranks each.
 func world(t *testing.T, perHost []int, timeout time.Duration) []*Comm {
 	t.Helper()
+	comms, errs := joinWorld(t, perHost, timeout)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	return comms
+}
+
+// joinWorld is world's join: every rank's communicator (nil where its
+// Join failed) and error; the caller closes them.
+func joinWorld(t *testing.T, perHost []int, timeout time.Duration) ([]*Comm, []error) {
+	t.Helper()
 	addr, err := Endpoint()
 	if err != nil {
 		t.Fatal(err)
@@ -77,17 +95,7 @@ func world(t *testing.T, perHost []int, timeout time.Duration) []*Comm {
 		}()
 	}
 	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	})
-	return comms
+	return comms, errs
 }
 
 // intResults runs an in-place integer sum allreduce of count elements

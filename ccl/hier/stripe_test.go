@@ -448,40 +448,7 @@ func TestStripedAbort(t *testing.T) {
 // one join and reduce.
 func TestInlineMaxMismatch(t *testing.T) {
 	leaktest.Check(t)
-	addr, err := Endpoint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	join := func(perHost []int) ([]*Comm, []error) {
-		var hosts []int
-		var addrs []string
-		for h, n := range perHost {
-			for range n {
-				hosts, addrs = append(hosts, h), append(addrs, addr)
-			}
-		}
-		nonce, _ := (&Backend{}).NewID()
-		id, err := MakeID(nonce, hosts, addrs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := len(hosts)
-		comms, errs := make([]*Comm, n), make([]error, n)
-		var wg sync.WaitGroup
-		for r := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := (&Backend{}).Join(context.Background(), ccl.Config{ID: id, Rank: r, Size: n, Timeout: 10 * time.Second})
-				if err == nil {
-					comms[r] = c.(*Comm)
-				}
-				errs[r] = err
-			}()
-		}
-		wg.Wait()
-		return comms, errs
-	}
+	join := func(perHost []int) ([]*Comm, []error) { return joinWorld(t, perHost, 10*time.Second) }
 	defer func() { testInlineMax = nil }()
 	for _, lay := range [][]int{{1, 1}, {2, 1}, {1, 1, 1}} {
 		// The last rank (alone on the last host) differs.
