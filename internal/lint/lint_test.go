@@ -66,6 +66,7 @@ var layers = map[string]int{
 	"cmd/chorus":              9,
 	// Multi-host sessions.
 	"remote/cert":    0,
+	"remote/seal":    0, // record layer keyed from a TLS 1.3 exporter; standard library only
 	"remote/ctrl":    0,
 	"remote/link":    1,
 	"remote/cluster": 7, // the controller side: a session driver over node agents
