@@ -8,8 +8,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chorus-rt/chorus/internal/leaktest"
 )
@@ -539,16 +541,23 @@ func TestDuplex(t *testing.T) {
 			defer srv.Close()
 			var wg sync.WaitGroup
 			errs := make(chan error, 4)
+			report := func(err error) {
+				if err != nil {
+					cli.Close() // the other goroutines stop too
+					srv.Close()
+				}
+				errs <- err
+			}
 			for i, dir := range []struct{ w, r *Conn }{{cli, srv}, {srv, cli}} {
 				data := pattern(total, byte(seed*2+uint64(i)))
 				wg.Add(2)
 				go func() {
 					defer wg.Done()
-					errs <- duplexWrite(dir.w, data, rand.New(rand.NewPCG(seed, uint64(i))))
+					report(duplexWrite(dir.w, data, rand.New(rand.NewPCG(seed, uint64(i)))))
 				}()
 				go func() {
 					defer wg.Done()
-					errs <- duplexRead(dir.r, data, rand.New(rand.NewPCG(seed, uint64(i)+10)))
+					report(duplexRead(dir.r, data, rand.New(rand.NewPCG(seed, uint64(i)+10))))
 				}()
 			}
 			wg.Wait()
@@ -612,4 +621,38 @@ func duplexRead(c *Conn, want []byte, rng *rand.Rand) error {
 		}
 	}
 	return nil
+}
+
+// TestDeadline: an expired read deadline breaks reading with the
+// connection's timeout error, for good; the write side is untouched.
+func TestDeadline(t *testing.T) {
+	leaktest.Check(t)
+	cli, srv := sealPair(t, "d", "d", true, false)
+	defer cli.Close()
+	defer srv.Close()
+	if err := srv.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := srv.Read(make([]byte, 8))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read: %v, want a timeout", err)
+	}
+	srv.SetReadDeadline(time.Time{})
+	if _, err2 := srv.Read(make([]byte, 8)); err2 != err {
+		t.Fatalf("Read after the timeout: %v, want %v", err2, err)
+	}
+	if _, err := srv.Write([]byte("still writes")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len("still writes"))
+	if _, err := io.ReadFull(cli, got); err != nil || string(got) != "still writes" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if cli.LocalAddr().String() != srv.RemoteAddr().String() {
+		t.Fatalf("addresses %v, %v", cli.LocalAddr(), srv.RemoteAddr())
+	}
 }
