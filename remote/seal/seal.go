@@ -14,11 +14,11 @@ const RecordMax = 256 << 10
 
 // Overhead is what one record adds on the wire: its header and the
 // AES-GCM tag.
-const Overhead = hdrLen + tagLen
+const Overhead = 4 + 16
 
 const (
-	hdrLen = 4
-	tagLen = 16
+	hdrLen = 4  // big-endian length of the sealed body
+	tagLen = 16 // AES-GCM tag
 	// bodyMax is the largest valid header value (sealed body length).
 	bodyMax = RecordMax + tagLen
 	// recMax is the most bytes of one record on the wire.
@@ -303,3 +303,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.c.SetReadDeadline(t
 
 // SetWriteDeadline sets the underlying connection's write deadline.
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.c.SetWriteDeadline(t) }
+
+// The header and the tag are what Overhead counts.
+var _ [Overhead - hdrLen - tagLen]struct{}
+var _ [hdrLen + tagLen - Overhead]struct{}
