@@ -15,8 +15,11 @@
 // straight from the caller's buffer into the output buffer, and reads of
 // at least a record opened straight from the input buffer into the
 // caller's: encryption and decryption are the only passes over the bytes.
-// Sealed records collect in a 1 MiB buffer that one system call sends;
-// reads fetch up to 1 MiB per system call.
+// Sealed records collect in a buffer that one system call sends; reads
+// fetch what fits their buffer per system call. A link starts with one
+// record's worth out (256 KiB) and 64 KiB in, and grows both to 1 MiB
+// when it carries full records: a rank holds a link to every rank of the
+// other hosts, most of which only carry small messages.
 //
 // # Construction
 //

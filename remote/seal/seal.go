@@ -23,6 +23,10 @@ const (
 	bodyMax = RecordMax + tagLen
 	// recMax is the most bytes of one record on the wire.
 	recMax = hdrLen + bodyMax
+	// rbufMin is the input buffer a link starts with, and recMax the
+	// output buffer: a link of small messages keeps them; one that
+	// carries full records grows both to bufLen.
+	rbufMin = 64 << 10
 	// bufLen is the size of the output and the input buffer: four full
 	// records (1 MiB of plaintext) per system call.
 	bufLen = 4 * recMax
@@ -50,13 +54,13 @@ type Conn struct {
 
 	// Sending side (the writer's goroutine).
 	send    dir
-	wbuf    []byte // sealed records not sent yet; cap bufLen
+	wbuf    []byte // sealed records not sent yet; cap recMax, grown to bufLen
 	pending int    // plaintext bytes of the open record at wbuf[len+hdrLen:]
 	werr    error
 
 	// Receiving side (the reader's goroutine).
 	recv       dir
-	rbuf       []byte // len bufLen; rbuf[rpos:rend] read from r, not yet opened
+	rbuf       []byte // len rbufMin, grown to bufLen; rbuf[rpos:rend] read from r, not yet opened
 	rpos, rend int
 	dec        []byte // opened plaintext not yet returned (in rbuf)
 	rerr       error
@@ -65,7 +69,8 @@ type Conn struct {
 // New returns a Conn that writes sealed records to c and reads them from r
 // (r == nil: from c). r lets the caller put bytes in front (what a
 // buffered reader already held) or a polling reader. Close closes c.
-// Buffers (1 MiB each way) are allocated on first use.
+// Buffers are allocated on first use, small, and grow to 1 MiB each way
+// on a link that carries full records.
 func New(c net.Conn, r io.Reader, k Keys) *Conn {
 	if r == nil {
 		r = c
@@ -89,7 +94,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		return 0, c.werr
 	}
 	if c.wbuf == nil {
-		c.wbuf = make([]byte, 0, bufLen)
+		c.wbuf = make([]byte, 0, recMax)
 	}
 	n := 0
 	for len(p) > 0 {
@@ -159,7 +164,14 @@ func (c *Conn) seal(pt []byte) error {
 	binary.BigEndian.PutUint32(out[h:], uint32(len(pt)+tagLen))
 	c.wbuf = aead.Seal(out, nonce[:], pt, out[h:h+hdrLen])
 	if cap(c.wbuf)-len(c.wbuf) < recMax {
-		return c.sendBuf()
+		full := len(c.wbuf) >= RecordMax
+		if err := c.sendBuf(); err != nil {
+			return err
+		}
+		if full && cap(c.wbuf) < bufLen {
+			// A link of full records: fewer system calls per byte.
+			c.wbuf = make([]byte, 0, min(2*cap(c.wbuf), bufLen))
+		}
 	}
 	return nil
 }
@@ -194,7 +206,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	if c.rbuf == nil {
-		c.rbuf = make([]byte, bufLen)
+		c.rbuf = make([]byte, rbufMin)
 	}
 	n, err := c.readRecord(p)
 	if err != nil {
@@ -253,8 +265,12 @@ func (c *Conn) fill(need int, boundary bool) error {
 		return nil
 	}
 	if c.rpos+need > len(c.rbuf) {
-		c.rend = copy(c.rbuf, c.rbuf[c.rpos:c.rend])
-		c.rpos = 0
+		b := c.rbuf
+		if need > len(b) {
+			b = make([]byte, bufLen) // a record larger than the buffer
+		}
+		c.rend = copy(b, c.rbuf[c.rpos:c.rend])
+		c.rbuf, c.rpos = b, 0
 	}
 	empty := 0
 	for c.rend-c.rpos < need {

@@ -73,7 +73,8 @@ func TestZeroKeys(t *testing.T) {
 
 // TestWriteBatching: records collect in the output buffer and leave in
 // one Write of the connection per full buffer or Flush; an empty Flush
-// sends nothing; record sizes follow the writes.
+// sends nothing; record sizes follow the writes; the buffer grows from
+// one record to four as full records fill it.
 func TestWriteBatching(t *testing.T) {
 	kc, ks := keyPair(t, "s", "c")
 	for _, tc := range []struct {
@@ -86,14 +87,17 @@ func TestWriteBatching(t *testing.T) {
 		{"small unflushed", []int{10}, 0, nil},
 		{"small flushed", []int{10, -1, -1}, 1, []int{10}},
 		{"small pieces make one record", []int{10, 20, 30, -1}, 1, []int{60}},
-		{"one record", []int{RecordMax}, 0, nil},
+		// The output buffer starts at one record and doubles to bufLen
+		// (four records) each time full records fill it.
+		{"one record fills the first buffer", []int{RecordMax}, 1, []int{RecordMax}},
 		{"one record flushed", []int{RecordMax, -1}, 1, []int{RecordMax}},
-		{"full buffer leaves without flush", []int{4 * RecordMax}, 1, []int{RecordMax, RecordMax, RecordMax, RecordMax}},
-		{"full buffer then flush sends nothing more", []int{4 * RecordMax, -1}, 1, []int{RecordMax, RecordMax, RecordMax, RecordMax}},
-		{"header before payload closes a short record", []int{16, 2 * RecordMax, -1}, 1, []int{16, RecordMax, RecordMax}},
-		{"small pieces fill records", []int{RecordMax - 1, 2, -1}, 1, []int{RecordMax, 1}},
-		{"large write tail", []int{RecordMax + 5, -1}, 1, []int{RecordMax, 5}},
-		{"five records", []int{5 * RecordMax, -1}, 2, []int{RecordMax, RecordMax, RecordMax, RecordMax, RecordMax}},
+		{"full buffers leave without flush", []int{4 * RecordMax}, 2, []int{RecordMax, RecordMax, RecordMax}},
+		{"full buffers then flush", []int{4 * RecordMax, -1}, 3, []int{RecordMax, RecordMax, RecordMax, RecordMax}},
+		{"grown buffer sends four records at once", []int{8 * RecordMax, -1}, 4, []int{RecordMax, RecordMax, RecordMax, RecordMax, RecordMax, RecordMax, RecordMax, RecordMax}},
+		{"header before payload closes a short record", []int{16, 2 * RecordMax, -1}, 3, []int{16, RecordMax, RecordMax}},
+		{"small pieces fill records", []int{RecordMax - 1, 2, -1}, 2, []int{RecordMax, 1}},
+		{"large write tail", []int{RecordMax + 5, -1}, 2, []int{RecordMax, 5}},
+		{"five records", []int{5 * RecordMax, -1}, 3, []int{RecordMax, RecordMax, RecordMax, RecordMax, RecordMax}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &sink{}
@@ -654,5 +658,54 @@ func TestDeadline(t *testing.T) {
 	}
 	if cli.LocalAddr().String() != srv.RemoteAddr().String() {
 		t.Fatalf("addresses %v, %v", cli.LocalAddr(), srv.RemoteAddr())
+	}
+}
+
+// TestBuffersGrow: a link of small messages keeps its small buffers (one
+// record out, rbufMin in); full records grow both to bufLen, and the
+// bytes read across the growth are the bytes sent.
+func TestBuffersGrow(t *testing.T) {
+	kc, ks := keyPair(t, "s", "c")
+	s := &sink{}
+	w := New(s, nil, kc)
+	var want []byte
+	for i := range 50 {
+		p := pattern(100+i, byte(i))
+		want = append(want, p...)
+		if _, err := w.Write(p); err == nil {
+			err = w.Flush()
+		}
+	}
+	if cap(w.wbuf) != recMax {
+		t.Fatalf("after small messages the output buffer holds %d bytes, want %d", cap(w.wbuf), recMax)
+	}
+	big := pattern(3*RecordMax+7, 9)
+	want = append(want, big...)
+	if _, err := w.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(w.wbuf) != bufLen {
+		t.Fatalf("after full records the output buffer holds %d bytes, want %d", cap(w.wbuf), bufLen)
+	}
+	r := New(nil, bytes.NewReader(s.buf), ks)
+	got := make([]byte, len(want))
+	smallLen := len(want) - len(big)
+	if _, err := io.ReadFull(r, got[:smallLen]); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.rbuf) != rbufMin {
+		t.Fatalf("the input buffer grew to %d bytes on small records", len(r.rbuf))
+	}
+	if _, err := io.ReadFull(r, got[smallLen:]); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.rbuf) != bufLen {
+		t.Fatalf("after full records the input buffer holds %d bytes, want %d", len(r.rbuf), bufLen)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the bytes read are not the bytes sent")
 	}
 }
