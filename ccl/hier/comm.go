@@ -146,8 +146,11 @@ type peer struct {
 func newPeer(rank int, conn net.Conn, plain bool) (*peer, error) {
 	p := &peer{rank: rank, c: conn}
 	var rd io.Reader = conn
-	if tc, ok := conn.(interface{ NetConn() net.Conn }); ok {
-		p.poll = link.Poller(tc) // TLS reads its records through it
+	switch x := conn.(type) {
+	case *sealedConn:
+		p.poll = x.poll // its records are read through it
+	case interface{ NetConn() net.Conn }:
+		p.poll = link.Poller(x) // TLS reads its records through it
 	}
 	if plain {
 		raw, left, err := link.Unbuffer(conn)

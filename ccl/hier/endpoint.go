@@ -36,10 +36,10 @@ const helloBytes = 4 + 32 + 4 + 4 + 2 + 2 + 4
 // endpoint is this process's data listener: it accepts authenticated
 // connections, reads their hello and parks them until a Join claims them.
 type endpoint struct {
-	ln    *link.Listener
-	cfg   *link.Config
-	addr  string
-	plain bool // EnvPlaintext: links switch to plain TCP after authentication
+	ln   *link.Listener
+	cfg  *link.Config
+	addr string
+	mode linkMode // what links carry after authentication (seal.go)
 
 	mu      sync.Mutex
 	parked  map[connKey]parkedConn
@@ -87,7 +87,7 @@ func parseHello(h []byte) (magic string, k connKey, stripes, inline int, err err
 		return "", k, 0, 0, fmt.Errorf("a hello of %d bytes, want %d", len(h), helloBytes)
 	}
 	magic = string(h[:4])
-	if magic != dataMagic && magic != plainMagic {
+	if _, ok := modeOf(magic); !ok {
 		return "", k, 0, 0, fmt.Errorf("bad hello magic %q", magic)
 	}
 	copy(k.comm[:], h[4:36])
@@ -128,7 +128,7 @@ func startEndpoint() (*endpoint, error) {
 	// Bulk links: buffer under TLS (one system call per 256 KiB instead of
 	// one per 16 KiB record); send flushes at the end of every message.
 	cfg.Buffer = LinkBuffer
-	plain, err := plaintextFromEnv()
+	mode, err := modeFromEnv()
 	if err != nil {
 		return nil, err
 	}
@@ -136,17 +136,17 @@ func startEndpoint() (*endpoint, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	return newEndpoint(cfg, host, plain)
+	return newEndpoint(cfg, host, mode)
 }
 
 // newEndpoint listens on host and starts the accept loop, which lives as
 // long as the listener (the worker process, for the process's endpoint).
-func newEndpoint(cfg *link.Config, host string, plain bool) (*endpoint, error) {
+func newEndpoint(cfg *link.Config, host string, mode linkMode) (*endpoint, error) {
 	ln, err := link.Listen(net.JoinHostPort(host, "0"), cfg, "data")
 	if err != nil {
 		return nil, fmt.Errorf("ccl/hier: %w", err)
 	}
-	e := &endpoint{ln: ln, cfg: cfg, addr: ln.Addr().String(), plain: plain, parked: map[connKey]parkedConn{}, changed: make(chan struct{})}
+	e := &endpoint{ln: ln, cfg: cfg, addr: ln.Addr().String(), mode: mode, parked: map[connKey]parkedConn{}, changed: make(chan struct{})}
 	go e.loop()
 	return e, nil
 }
@@ -174,9 +174,10 @@ func (e *endpoint) loop() {
 }
 
 // hello reads an authenticated connection's fixed-size hello, switches
-// it to plain TCP if this endpoint is plaintext (plain.go), and parks it.
-// Nothing of the hello is decoded before the TLS layer has authenticated
-// the peer; a hello that does not parse is refused (logged).
+// it to sealed records or plain TCP as this endpoint's mode says
+// (seal.go, plain.go), and parks it. Nothing of the hello is decoded
+// before the TLS layer has authenticated the peer; a hello that does not
+// parse, or asks for another mode, is refused (logged).
 func (e *endpoint) hello(tc *tls.Conn) {
 	var c net.Conn = tc
 	var h [helloBytes]byte
@@ -186,23 +187,29 @@ func (e *endpoint) hello(tc *tls.Conn) {
 		return
 	}
 	m, k, stripes, inline, err := parseHello(h[:])
-	switch {
-	case err != nil:
+	if err != nil {
 		e.refuse(c, err.Error())
 		return
-	case m == dataMagic && e.plain:
-		e.refuse(c, fmt.Sprintf("a TLS data link to a plaintext endpoint (%s=1 here: set it on every host or none)", EnvPlaintext))
+	}
+	if mode, _ := modeOf(m); mode != e.mode {
+		e.refuse(c, fmt.Sprintf("a %s data link to a %s endpoint (set %s and %s alike on every host)", mode, e.mode, EnvPlaintext, EnvSeal))
 		return
-	case m == plainMagic && !e.plain:
-		e.refuse(c, fmt.Sprintf("a plaintext data link to a TLS endpoint (%s is not 1 here: set it on every host or none)", EnvPlaintext))
-		return
-	case m == plainMagic:
+	}
+	switch e.mode {
+	case modePlain:
 		pc, err := plainServer(tc, h[:])
 		if err != nil {
 			e.refuse(c, err.Error())
 			return
 		}
 		c = pc
+	case modeSealed:
+		sc, err := sealServer(tc, h[:])
+		if err != nil {
+			e.refuse(c, err.Error())
+			return
+		}
+		c = sc
 	}
 	_ = c.SetDeadline(time.Time{})
 	e.mu.Lock()
@@ -246,18 +253,14 @@ func commKey(id []byte) [32]byte { return sha256.Sum256(id) }
 
 // dialPeer connects to a peer's endpoint and sends the hello, which
 // tells the peer that this rank makes stripes links to it (stripe.go)
-// and its InlineMax; plain switches the link to plain TCP after it
-// (plain.go).
-func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, stripes, inline int, plain bool) (net.Conn, error) {
+// and its InlineMax; mode says what the link carries after it (sealed
+// records, plain TCP or TLS records: seal.go, plain.go).
+func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, stripes, inline int, mode linkMode) (net.Conn, error) {
 	var last error
 	for {
 		c, err := cfg.Dial(ctx, addr, "data")
 		if err == nil {
-			magic := dataMagic
-			if plain {
-				magic = plainMagic
-			}
-			h := encodeHello(magic, k, stripes, inline)
+			h := encodeHello(mode.magic(), k, stripes, inline)
 			_, err := c.Write(h)
 			if err == nil {
 				err = link.Flush(c)
@@ -266,15 +269,21 @@ func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, str
 				c.Close()
 				return nil, err
 			}
-			if plain {
-				pc, err := plainClient(c, h)
-				if err != nil {
-					c.Close()
-					return nil, fmt.Errorf("%w: %v", link.ErrAuth, err)
-				}
-				return pc, nil
+			var sw func(*tls.Conn, []byte) (net.Conn, error)
+			switch mode {
+			case modePlain:
+				sw = plainClient
+			case modeSealed:
+				sw = sealClient
+			default:
+				return c, nil
 			}
-			return c, nil
+			sc, err := sw(c, h)
+			if err != nil {
+				c.Close()
+				return nil, fmt.Errorf("%w: %v", link.ErrAuth, err)
+			}
+			return sc, nil
 		}
 		if errors.Is(err, link.ErrAuth) {
 			return nil, err

@@ -17,9 +17,9 @@ import (
 )
 
 // testEndpoint is a data endpoint on loopback with the process's
-// credentials (plain: a plaintext one); its refusals arrive on the
-// returned channel. The caller closes it.
-func testEndpoint(t *testing.T, plain bool) (*endpoint, <-chan string) {
+// credentials whose links carry what mode says; its refusals arrive on
+// the returned channel. The caller closes it.
+func testEndpoint(t *testing.T, mode linkMode) (*endpoint, <-chan string) {
 	t.Helper()
 	cfg, err := link.FilesFromEnv().Load()
 	if err != nil {
@@ -33,7 +33,7 @@ func testEndpoint(t *testing.T, plain bool) (*endpoint, <-chan string) {
 		default:
 		}
 	}
-	e, err := newEndpoint(cfg, "127.0.0.1", plain)
+	e, err := newEndpoint(cfg, "127.0.0.1", mode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,14 @@ func testEndpoint(t *testing.T, plain bool) (*endpoint, <-chan string) {
 // until the test ends; its refusals arrive on the returned channel.
 func usePlainEndpoint(t *testing.T) (*endpoint, <-chan string) {
 	t.Helper()
-	pe, logs := testEndpoint(t, true)
+	return useEndpoint(t, modePlain)
+}
+
+// useEndpoint stands an endpoint of mode in for the process's one until
+// the test ends; its refusals arrive on the returned channel.
+func useEndpoint(t *testing.T, mode linkMode) (*endpoint, <-chan string) {
+	t.Helper()
+	pe, logs := testEndpoint(t, mode)
 	old := ep
 	ep = pe
 	t.Cleanup(func() {
@@ -139,12 +146,12 @@ func wantRefused(t *testing.T, pe *endpoint, logs <-chan string, c net.Conn, why
 
 // TestPlaintextRefused: a plaintext endpoint refuses, and logs, a link
 // whose switch proof is wrong, one whose proof is keyed by another TLS
-// session (replayed from another link), and a TLS-mode link; a TLS
+// session (replayed from another link), and a TLS-record link; a sealed
 // endpoint refuses a plaintext request; a client without TLS never gets
 // that far. A correct switch parks the link and data flows both ways.
 func TestPlaintextRefused(t *testing.T) {
 	leaktest.Check(t)
-	tlsAddr, err := Endpoint() // the process's TLS endpoint, before the swap
+	sealedAddr, err := Endpoint() // the process's (sealed) endpoint, before the swap
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,14 +184,14 @@ func TestPlaintextRefused(t *testing.T) {
 	wantRefused(t, pe, logs, other.NetConn(), "plaintext-switch proof")
 
 	// A TLS-mode hello to the plaintext endpoint.
-	c, err := dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, 0, false)
+	c, err := dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, 0, modeTLS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRefused(t, pe, logs, c, "a TLS data link to a plaintext endpoint")
+	wantRefused(t, pe, logs, c, "a TLS-record (CHORUS_HIER_SEAL=0) data link to a plaintext (CHORUS_HIER_PLAINTEXT=1) endpoint")
 
-	// A plaintext request to a TLS endpoint.
-	if _, err := dialPeer(context.Background(), pe.cfg, tlsAddr, k, 1, 0, true); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
+	// A plaintext request to a sealed endpoint.
+	if _, err := dialPeer(context.Background(), pe.cfg, sealedAddr, k, 1, 0, modePlain); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
 		t.Fatalf("plaintext request to a TLS endpoint: %v", err)
 	}
 
@@ -201,7 +208,7 @@ func TestPlaintextRefused(t *testing.T) {
 	nt.Close()
 
 	// The right proof: parked, and bytes flow both ways in the clear.
-	c, err = dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, 0, true)
+	c, err = dialPeer(context.Background(), pe.cfg, pe.addr, k, 1, 0, modePlain)
 	if err != nil {
 		t.Fatal(err)
 	}

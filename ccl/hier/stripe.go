@@ -200,7 +200,7 @@ func (c *Comm) eachLink(fn func(p *peer)) {
 func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) error {
 	want := c.linkStripes(r)
 	keep := func(s int, conn net.Conn) error {
-		p, err := newPeer(r, conn, ep.plain)
+		p, err := newPeer(r, conn, ep.mode == modePlain)
 		if err != nil {
 			conn.Close()
 			return err
@@ -226,7 +226,7 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				conn, err := dialPeer(ctx, ep.cfg, addr, connKey{key, uint32(c.rank), uint32(r), uint16(s)}, want, c.block-descBytes, ep.plain)
+				conn, err := dialPeer(ctx, ep.cfg, addr, connKey{key, uint32(c.rank), uint32(r), uint16(s)}, want, c.block-descBytes, ep.mode)
 				if err == nil {
 					err = keep(s, conn)
 				}

@@ -507,7 +507,7 @@ func ranksOf(perHost []int) (s int) {
 // parked.
 func TestHelloStripeRefused(t *testing.T) {
 	leaktest.Check(t)
-	te, logs := testEndpoint(t, false)
+	te, logs := testEndpoint(t, modeTLS)
 	defer te.ln.Close()
 	k := connKey{from: 1, to: 0}
 	copy(k.comm[:], "stripe test")
@@ -538,7 +538,7 @@ func TestHelloStripeRefused(t *testing.T) {
 	}
 	// A good one is parked and claimed with its count.
 	k.stripe = 1
-	c, err := dialPeer(context.Background(), te.cfg, te.addr, k, 3, 4096, false)
+	c, err := dialPeer(context.Background(), te.cfg, te.addr, k, 3, 4096, modeTLS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,6 +557,7 @@ func FuzzHello(f *testing.F) {
 	copy(k.comm[:], "fuzz")
 	f.Add(encodeHello(dataMagic, k, 4, 4096))
 	f.Add(encodeHello(plainMagic, k, 3, 0))
+	f.Add(encodeHello(sealMagic, k, 8, 1024))
 	f.Add(encodeHello(dataMagic, k, 2, MaxInline))
 	f.Add(encodeHello(dataMagic, k, 4, MaxInline+1))
 	f.Add(encodeHello(dataMagic, connKey{}, 0, 0))
@@ -567,7 +568,7 @@ func FuzzHello(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if n < 1 || n > MaxStripes || int(k.stripe) >= n || (m != dataMagic && m != plainMagic) || inline < 0 || inline > MaxInline {
+		if n < 1 || n > MaxStripes || int(k.stripe) >= n || (m != dataMagic && m != plainMagic && m != sealMagic) || inline < 0 || inline > MaxInline {
 			t.Fatalf("accepted %q stripe %d of %d, inline %d", m, k.stripe, n, inline)
 		}
 		if string(encodeHello(m, k, n, inline)) != string(h) {
