@@ -267,7 +267,7 @@ func TestStripedByHosts(t *testing.T) {
 		{16, 4, 1 << 20, true},
 	} {
 		c := &Comm{k: tc.k, stripes: tc.stripes, stripeMin: 256 << 10}
-		if got := c.striped(tc.bytes); got != tc.want {
+		if got := c.striped(tc.bytes, tc.bytes); got != tc.want {
 			t.Errorf("%d hosts, %d stripes, %d bytes: striped %v, want %v", tc.k, tc.stripes, tc.bytes, got, tc.want)
 		}
 	}

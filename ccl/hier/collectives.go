@@ -296,7 +296,7 @@ func (c *Comm) allReduce(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		src = a.Recv
 	}
 	if c.lrank == 0 {
-		if err := c.hostsAllReduce(a.Recv, src, a.DType, sum); err != nil {
+		if err := c.hostsAllReduce(a.Recv, src, a.DType, sum, len(a.Recv)); err != nil {
 			return err
 		}
 		if op == reduce.Avg {
@@ -323,13 +323,13 @@ func reduceRows(op reduce.Op, dt tensor.DType, dst, all []byte, size, n int) err
 
 // hostsAllReduce reduces src across this rank's counterparts (the same
 // local rank) on every host into dst (src may be dst; both len(dst)
-// bytes): the leaders on the leader path, local rank j's ring on the
-// multi-ring path.
-func (c *Comm) hostsAllReduce(dst, src []byte, dt tensor.DType, op reduce.Op) error {
+// bytes, part of a message of total bytes): the leaders on the leader
+// path, local rank j's ring on the multi-ring path.
+func (c *Comm) hostsAllReduce(dst, src []byte, dt tensor.DType, op reduce.Op, total int) error {
 	switch {
 	case c.useRHD(len(dst)):
 		return c.rhd(dst, src, dt, op)
-	case c.striped(len(dst)):
+	case c.striped(len(dst), total):
 		return c.stripedRing(dst, src, dt, op)
 	}
 	return c.ring(dst, src, dt, op)

@@ -91,9 +91,11 @@
 //     its own links to the next and previous leader with its own
 //     goroutines and scratch. S is CHORUS_HIER_STRIPES (1 to
 //     MaxStripes), by default DefaultStripes (8) on the leader path and
-//     1 on the multi-ring path (whose rings already run on every local
-//     rank; set, it stripes every local rank's multi-ring ring too, on
-//     links to its counterparts); rings below 32 x StripeMin (8 MiB) run
+//     DefaultMultiStripes (2) on the multi-ring path, where every local
+//     rank's ring runs on links to its counterparts, striped only for
+//     messages from 256 x StripeMin (64 MiB; below, the rings already
+//     keep every local rank's core and link busy); leader rings below
+//     32 x StripeMin (8 MiB) run
 //     on at most 4 of the links (ringStripes: eight bbr flows kept a 10
 //     Gbit/s uplink busier than four from 16 MiB, and cost more than
 //     they gave below); a constant, not the host's core count, since

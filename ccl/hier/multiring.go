@@ -92,7 +92,7 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 		switch {
 		case c.useRHD(bytes):
 			return "leader rhd"
-		case c.striped(bytes):
+		case c.striped(bytes, bytes):
 			return fmt.Sprintf("leader ring, %d stripes", c.ringStripes(bytes))
 		}
 		return "leader ring"
@@ -106,7 +106,7 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 	switch {
 	case c.useRHD(hi - lo):
 		return "multi-ring rhd" + groups
-	case c.striped(hi - lo):
+	case c.striped(hi-lo, bytes):
 		return fmt.Sprintf("multi-ring ring, %d stripes%s", c.ringStripes(hi-lo), groups)
 	}
 	return "multi-ring ring" + groups
@@ -152,7 +152,7 @@ func (c *Comm) multiRing(ctx context.Context, a ccl.Args, send, recv *tensor.Ten
 		if len(part) == 0 {
 			return nil // empty on every host alike
 		}
-		err := c.hostsAllReduce(part, part, dt, sum)
+		err := c.hostsAllReduce(part, part, dt, sum, len(a.Recv))
 		if err == nil && op == reduce.Avg {
 			err = reduce.Divide(dt, part, c.n)
 		}

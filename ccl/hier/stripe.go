@@ -27,9 +27,10 @@ import (
 // each on its own connection to the next and the previous leader, with
 // its own sender and receiver goroutines and scratch.
 const (
-	// EnvStripes sets the leader ring's stripes (1 to MaxStripes; unset:
-	// DefaultStripes on the leader path, 1 on the multi-ring path, whose
-	// rings already run on every local rank's core). Every process must
+	// EnvStripes sets the rings' stripes (1 to MaxStripes; unset:
+	// DefaultStripes on the leader path, DefaultMultiStripes on the
+	// multi-ring path, whose rings run in them from multiStripeMin).
+	// Every process must
 	// have the same: the agreement round fails a collective whose ranks
 	// differ with ccl.ErrMismatch naming it.
 	EnvStripes = "CHORUS_HIER_STRIPES"
@@ -49,6 +50,17 @@ const (
 	// MiB; from 16 MiB they were 1.00-1.05x faster (session 14,
 	// docs/multi-host.md "A link model without a 4 ms burst").
 	narrowStripes = 4
+	// DefaultMultiStripes: the multi-ring path's stripes (links from each
+	// local rank to its counterparts on the neighbouring hosts) unless
+	// EnvStripes says otherwise; its rings run in them from
+	// multiStripeMin. Two stripes made 2x2 at 64-256 MiB 1.2-3.4% faster
+	// (1.006-1.015x the wire bound instead of 1.035-1.046x) and 4x2 0-2%;
+	// below, they were 1-6% slower on 4x2 at 1 and 16 MiB and mixed on
+	// 2x2 at 16 MiB (session 15, two calls, docs/benchmarks.md).
+	DefaultMultiStripes = 2
+	// multiFactor: on the multi-ring path rings are striped only for
+	// messages from multiFactor x StripeMin bytes (64 MiB by default).
+	multiFactor = 256
 	// wideFactor: wideMin is wideFactor x the communicator's StripeMin
 	// (8 MiB by default), so it needs no variable of its own: StripeMin
 	// is checked in every agreement round, so every rank agrees on it.
@@ -66,8 +78,8 @@ const (
 var StripeMin = envInt(EnvStripeMin, 256<<10)
 
 // chooseStripes decides, at Join, after choosePath, the leader ring's
-// stripes: EnvStripes, else DefaultStripes on the leader path and 1 on
-// the multi-ring path (or one host).
+// stripes: EnvStripes, else DefaultStripes on the leader path and
+// DefaultMultiStripes on the multi-ring path (1 on one host).
 func (c *Comm) chooseStripes() error {
 	c.stripes, c.stripeMin = 1, StripeMin
 	v := os.Getenv(EnvStripes)
@@ -80,15 +92,18 @@ func (c *Comm) chooseStripes() error {
 			return fmt.Errorf("%w: ccl/hier: %s=%q: want 1 to %d (unset: %d on the leader path)", ccl.ErrBadArgs, EnvStripes, v, MaxStripes, DefaultStripes)
 		}
 		c.stripes = s
-	} else if c.path == pathLeader && c.k > 1 {
+	} else if c.k > 1 {
 		c.stripes = DefaultStripes
+		if c.path == pathMulti {
+			c.stripes = DefaultMultiStripes
+		}
 	}
 	if c.k > 1 && c.stripes > 1 {
-		what := "leader ring"
 		if c.path == pathMulti {
-			what = "rings"
+			c.pathWhy += fmt.Sprintf("; rings in %d stripes from %s", c.stripes, byteSize(c.multiStripeMin()))
+			return nil
 		}
-		c.pathWhy += fmt.Sprintf("; %s in %d stripes from %s", what, min(c.stripes, narrowStripes), byteSize(c.stripeMin))
+		c.pathWhy += fmt.Sprintf("; leader ring in %d stripes from %s", min(c.stripes, narrowStripes), byteSize(c.stripeMin))
 		if c.stripes > narrowStripes {
 			c.pathWhy += fmt.Sprintf(", %d from %s", c.stripes, byteSize(c.wideMin()))
 		}
@@ -120,10 +135,22 @@ func byteSize(n int) string {
 // docs/multi-host.md).
 const stripeMinHosts = 4
 
-// striped reports whether a leader ring over bytes bytes runs in stripes.
-func (c *Comm) striped(bytes int) bool {
+// striped reports whether a ring over bytes bytes of a message of total
+// bytes runs in stripes. On the multi-ring path (its rings, and the
+// leader ring below MultiRingMin) only for messages from multiStripeMin:
+// what decides there is the message (how many groups it pipelines), not
+// the ring's part, which is at most PipeBytes / L.
+func (c *Comm) striped(bytes, total int) bool {
+	if c.path == pathMulti && total < c.multiStripeMin() {
+		return false
+	}
 	return c.stripes > 1 && bytes >= c.stripeMin && bytes/c.k >= c.stripeMin/stripeMinHosts
 }
+
+// multiStripeMin: on the multi-ring path rings of messages from this
+// many bytes up run in stripes. Derived from StripeMin, which every agreement round
+// checks, so that every rank stripes alike.
+func (c *Comm) multiStripeMin() int { return multiFactor * c.stripeMin }
 
 // wideMin: leader rings from this many bytes up run on all c.stripes
 // links, smaller striped ones on at most narrowStripes.

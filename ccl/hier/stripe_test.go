@@ -129,11 +129,12 @@ func TestStripedAllReduceProperty(t *testing.T) {
 	}
 }
 
-// TestStripedMultiRing: with EnvStripes set, every local rank's ring of
-// the multi-ring path runs in stripes on its own links to its
-// counterparts: results against the float64 reference with identical
-// bits on every rank, every stripe of every local rank's ring carried
-// chunks, and PathFor says so. Unset, the multi-ring keeps one link.
+// TestStripedMultiRing: every local rank's ring of the multi-ring path
+// from multiStripeMin runs in stripes (EnvStripes) on its own links to
+// its counterparts: results against the float64 reference with
+// identical bits on every rank, every stripe of every local rank's ring
+// carried chunks, and PathFor says so. Unset, the multi-ring has
+// DefaultMultiStripes, used from multiStripeMin only.
 func TestStripedMultiRing(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b, in, ri, mc int) {
@@ -169,7 +170,8 @@ func TestStripedMultiRing(t *testing.T) {
 				if op == reduce.Avg && !dt.IsFloat() {
 					op = reduce.Sum
 				}
-				count := int64(lay[0]*S*100 + rng.IntN(4000))
+				// Messages from multiStripeMin (16 KiB here).
+				count := int64(multiFactor*64/2 + rng.IntN(4000))
 				mu.Lock()
 				clear(seen)
 				mu.Unlock()
@@ -195,8 +197,33 @@ func TestStripedMultiRing(t *testing.T) {
 		}
 	}
 	testStripesEnv = nil
-	if c := world(t, []int{2, 2}, 10*time.Second)[1]; c.stripes != 1 || len(c.extra) != 0 || c.PathFor(ccl.KindAllReduce, 1<<20) != "multi-ring ring" {
-		t.Fatalf("unset: %d stripes, %d extra, %q", c.stripes, len(c.extra), c.PathFor(ccl.KindAllReduce, 1<<20))
+	comms := world(t, []int{2, 2}, 10*time.Second)
+	c := comms[1]
+	if c.stripes != DefaultMultiStripes || len(c.extra) != DefaultMultiStripes-1 {
+		t.Fatalf("unset: %d stripes, %d extra", c.stripes, len(c.extra))
+	}
+	// Messages of multiStripeMin - 4 and multiStripeMin bytes.
+	for _, tc := range []struct {
+		bytes int
+		want  string
+	}{
+		{multiFactor*64 - 4, "multi-ring ring"},
+		{multiFactor * 64, fmt.Sprintf("multi-ring ring, %d stripes", DefaultMultiStripes)},
+	} {
+		if got := c.PathFor(ccl.KindAllReduce, tc.bytes); got != tc.want {
+			t.Fatalf("unset: PathFor(%d) = %q, want %q", tc.bytes, got, tc.want)
+		}
+		mu.Lock()
+		clear(seen)
+		mu.Unlock()
+		checkAllReduce(t, fmt.Sprintf("unset %d bytes", tc.bytes), comms, tensor.Float32, reduce.Sum, int64(tc.bytes/4), 5, func(r int) bool { return r == 2 })
+		mu.Lock()
+		for j := range 2 {
+			if got := seen[[2]int{j, 1}]; (got > 0) != strings.Contains(tc.want, "stripes") {
+				t.Fatalf("unset, %d bytes: local rank %d's ring: stripe 1 received %d chunks", tc.bytes, j, got)
+			}
+		}
+		mu.Unlock()
 	}
 }
 
