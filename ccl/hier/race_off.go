@@ -12,6 +12,10 @@ package hier
 // through the other hosts, looked like a race (it is not: the system
 // call copied the bytes before any peer could answer them). The copies
 // make the tensor's accesses ordinary memory operations of the goroutines,
-// ordered by the socket's annotations. Production builds send and
-// receive straight from and into the tensor.
+// ordered by the socket's annotations. A held header leaves in a write of
+// its own there, not in one writev with the data: writev carries no race
+// annotation (package syscall annotates read and write only), so a chunk
+// sent in a writev was not ordered before the later overwrite either
+// (TestBalancedRingWorkConserving failed so, once, under -race in CI).
+// Production builds send and receive straight from and into the tensor.
 const raceBuild = false
