@@ -153,21 +153,32 @@ func newPeer(rank int, conn net.Conn, plain bool) (*peer, error) {
 		p.poll = link.Poller(x) // TLS reads its records through it
 	}
 	if plain {
-		raw, left, err := link.Unbuffer(conn)
+		raw, r, poll, err := unbuffered(conn)
 		if err != nil {
 			return nil, err
 		}
-		p.c, p.bare, rd = raw, true, raw
-		p.poll = nil
-		if pr, err := pollread.New(raw); err == nil {
-			p.poll, rd = pr, pr
-		}
-		if len(left) > 0 {
-			rd = io.MultiReader(bytes.NewReader(left), rd)
-		}
+		p.c, p.bare, rd, p.poll = raw, true, r, poll
 	}
 	p.r = bufio.NewReaderSize(rd, 64<<10)
 	return p, nil
+}
+
+// unbuffered takes c out of its link buffer (link.Unbuffer): the socket,
+// a reader of it that first returns what the buffer had read ahead, and
+// the poller under that reader (nil: the socket cannot poll).
+func unbuffered(c net.Conn) (raw net.Conn, r io.Reader, poll *pollread.Reader, err error) {
+	raw, left, err := link.Unbuffer(c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r = raw
+	if pr, err := pollread.New(raw); err == nil {
+		poll, r = pr, pr
+	}
+	if len(left) > 0 {
+		r = io.MultiReader(bytes.NewReader(left), r)
+	}
+	return raw, r, poll, nil
 }
 
 // inlineMax: messages up to this size are written in one piece, and an

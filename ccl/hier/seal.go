@@ -1,7 +1,6 @@
 package hier
 
 import (
-	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -121,20 +120,11 @@ func newSealed(tc *tls.Conn, hello []byte, client bool) (*sealedConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, left, err := link.Unbuffer(tc.NetConn())
+	raw, rd, poll, err := unbuffered(tc.NetConn())
 	if err != nil {
 		return nil, err
 	}
-	s := &sealedConn{raw: raw}
-	var rd io.Reader = raw
-	if pr, err := pollread.New(raw); err == nil {
-		s.poll, rd = pr, pr
-	}
-	if len(left) > 0 {
-		rd = io.MultiReader(bytes.NewReader(left), rd)
-	}
-	s.Conn = seal.New(raw, rd, keys)
-	return s, nil
+	return &sealedConn{Conn: seal.New(raw, rd, keys), raw: raw, poll: poll}, nil
 }
 
 // sealServer switches an authenticated link whose sealed hello it has

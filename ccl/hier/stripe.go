@@ -30,9 +30,8 @@ const (
 	// EnvStripes sets the rings' stripes (1 to MaxStripes; unset:
 	// DefaultStripes on the leader path, DefaultMultiStripes on the
 	// multi-ring path, whose rings run in them from multiStripeMin).
-	// Every process must
-	// have the same: the agreement round fails a collective whose ranks
-	// differ with ccl.ErrMismatch naming it.
+	// Every process must have the same: the agreement round fails a
+	// collective whose ranks differ with ccl.ErrMismatch naming it.
 	EnvStripes = "CHORUS_HIER_STRIPES"
 	// EnvStripeMin overrides StripeMin (bytes; every process alike, as
 	// EnvStripes).
