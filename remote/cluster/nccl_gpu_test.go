@@ -94,12 +94,7 @@ func ncclAcrossHosts(t *testing.T, layout []int, ngpu int) {
 			}
 			visible = strings.Join(ids, ",")
 		}
-		startAgent(t, l.Addr(), w, i, c.files,
-			"CUDA_VISIBLE_DEVICES="+visible,
-			fmt.Sprintf("NCCL_HOSTID=chorus-test-%d-host%d", os.Getpid(), i),
-			"NCCL_SOCKET_IFNAME=lo", "NCCL_IB_DISABLE=1", "NCCL_NVLS_ENABLE=0",
-			"NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET,P2P,SHM",
-			"NCCL_DEBUG_FILE="+filepath.Join(logs, "nccl.%h.%p"))
+		startAgent(t, l.Addr(), w, i, c.files, ncclAgentEnv(i, visible, logs)...)
 	}
 	s, err := l.Accept(context.Background())
 	if err != nil {
@@ -114,9 +109,14 @@ func ncclAcrossHosts(t *testing.T, layout []int, ngpu int) {
 	if err := s.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	// NCCL's log: every worker connected its channels, and only through
-	// the network transport.
-	files, _ := filepath.Glob(filepath.Join(logs, "nccl.*"))
+	checkNCCLNet(t, logs, total)
+}
+
+// checkNCCLNet reads the NCCL logs in dir: every one of total workers
+// connected its channels, and only through the network transport.
+func checkNCCLNet(t *testing.T, dir string, total int) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "nccl.*"))
 	var viaNet int
 	for _, f := range files {
 		b, err := os.ReadFile(f)
