@@ -96,10 +96,13 @@ type CollectiveResult struct {
 	// TimeUs is the mean time per call; P50Us, P99Us and MaxUs the
 	// percentiles of the calls (or graph replays, divided by the calls
 	// they hold), each the median over Rounds rounds of the worst worker.
-	TimeUs  float64 `json:"time_us"`
-	P50Us   float64 `json:"p50_us"`
-	P99Us   float64 `json:"p99_us"`
-	MaxUs   float64 `json:"max_us"`
+	TimeUs float64 `json:"time_us"`
+	P50Us  float64 `json:"p50_us"`
+	P99Us  float64 `json:"p99_us"`
+	MaxUs  float64 `json:"max_us"`
+	// FirstUs is the first timed call (worst worker, median over the
+	// rounds): near P50Us when the warm-up was enough.
+	FirstUs float64 `json:"first_us,omitempty"`
 	AlgBW   float64 `json:"algbw_gbs"`
 	BusBW   float64 `json:"busbw_gbs"`
 	Wrong   int64   `json:"wrong"`
@@ -275,11 +278,14 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		return nil, err
 	}
 	defer sw.Close()
-	if err := c.Barrier(ctx); err != nil {
-		return nil, err
-	}
+	// Poison before the barrier: after it, each rank's poisoning (some
+	// milliseconds for a large host tensor) would skew the ranks' starts,
+	// and the first timed call would wait out the skew.
 	if recv.IsHost() {
 		tensor.Poison(recv)
+	}
+	if err := c.Barrier(ctx); err != nil {
+		return nil, err
 	}
 	if err := worker.SyncDevice(env); err != nil {
 		return nil, err
@@ -343,7 +349,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		}
 	}
 	out := make([]float64, resultLen)
-	out[ResultMean], out[ResultP50], out[ResultP99], out[ResultMax] = st.mean, st.p50, st.p99, st.max
+	out[ResultMean], out[ResultP50], out[ResultP99], out[ResultMax], out[ResultFirst] = st.mean, st.p50, st.p99, st.max, st.first
 	out[ResultWrong], out[ResultSamples] = float64(wrong), float64(len(laps))
 	if p, ok := c.(interface {
 		PathFor(ccl.Kind, int) string
@@ -362,7 +368,8 @@ const (
 	ResultMax
 	ResultWrong
 	ResultSamples
-	ResultPath // the cpu backend's path (paths), 0 when none
+	ResultPath  // the cpu backend's path (paths), 0 when none
+	ResultFirst // the first timed call
 	resultLen
 )
 
@@ -403,7 +410,7 @@ func allAgree(env registry.Env, c ccl.Comm, strategy string, ok bool) (bool, err
 }
 
 // stats of one worker's samples, in microseconds per call.
-type stats struct{ mean, p50, p99, max float64 }
+type stats struct{ mean, p50, p99, max, first float64 }
 
 // summarize turns laps (each covering per calls) into per-call
 // statistics; percentiles are nearest-rank.
@@ -417,12 +424,13 @@ func summarize(laps []time.Duration, per int) stats {
 		us[i] = float64(l.Nanoseconds()) / 1e3 / float64(per)
 		sum += us[i]
 	}
+	first := us[0]
 	slices.Sort(us)
 	rank := func(p float64) float64 {
 		i := int(math.Ceil(p*float64(len(us)))) - 1
 		return us[min(max(i, 0), len(us)-1)]
 	}
-	return stats{mean: sum / float64(len(us)), p50: rank(0.50), p99: rank(0.99), max: us[len(us)-1]}
+	return stats{mean: sum / float64(len(us)), p50: rank(0.50), p99: rank(0.99), max: us[len(us)-1], first: first}
 }
 
 // median of xs (xs is reordered).
@@ -600,6 +608,7 @@ func collectiveOnce(ctx context.Context, s *session.Session, f *session.DRef, cf
 		row.P50Us = max(row.P50Us, d[ResultP50])
 		row.P99Us = max(row.P99Us, d[ResultP99])
 		row.MaxUs = max(row.MaxUs, d[ResultMax])
+		row.FirstUs = max(row.FirstUs, d[ResultFirst])
 		row.Wrong += int64(d[ResultWrong])
 		row.Samples = int(d[ResultSamples])
 		if p := int(d[ResultPath]); p > 0 && p < len(paths) {
@@ -639,6 +648,7 @@ func medianRow(rows []CollectiveResult, cfg CollectiveConfig, factor float64) Co
 	out.P50Us = pick(func(r CollectiveResult) float64 { return r.P50Us })
 	out.P99Us = pick(func(r CollectiveResult) float64 { return r.P99Us })
 	out.MaxUs = pick(func(r CollectiveResult) float64 { return r.MaxUs })
+	out.FirstUs = pick(func(r CollectiveResult) float64 { return r.FirstUs })
 	out.Wrong = 0
 	for _, r := range rows {
 		out.Wrong += r.Wrong

@@ -24,13 +24,14 @@ func TestSummarize(t *testing.T) {
 		want stats
 	}{
 		{"empty", nil, 1, stats{}},
-		{"one", us(7), 1, stats{mean: 7, p50: 7, p99: 7, max: 7}},
+		{"one", us(7), 1, stats{mean: 7, p50: 7, p99: 7, max: 7, first: 7}},
 		// A single stall moves the mean and the max, not the median.
-		{"stall", us(5, 5, 5, 505), 1, stats{mean: 130, p50: 5, p99: 505, max: 505}},
-		// nearest rank: p50 of 1..100 is 50, p99 is 99
-		{"hundred", us(hundred...), 1, stats{mean: 50.5, p50: 50, p99: 99, max: 100}},
+		{"stall", us(5, 5, 5, 505), 1, stats{mean: 130, p50: 5, p99: 505, max: 505, first: 5}},
+		// nearest rank: p50 of 1..100 is 50, p99 is 99; the first lap
+		// (100) is kept before the sort
+		{"hundred", us(hundred...), 1, stats{mean: 50.5, p50: 50, p99: 99, max: 100, first: 100}},
 		// graph replays of 10 calls: per-call values
-		{"per", us(100, 200), 10, stats{mean: 15, p50: 10, p99: 20, max: 20}},
+		{"per", us(100, 200), 10, stats{mean: 15, p50: 10, p99: 20, max: 20, first: 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := summarize(tc.laps, tc.per); got != tc.want {
@@ -42,12 +43,12 @@ func TestSummarize(t *testing.T) {
 
 func TestMedianRow(t *testing.T) {
 	rows := []CollectiveResult{
-		{Bytes: 1000, TimeUs: 10, P50Us: 9, P99Us: 30, MaxUs: 900, Wrong: 1},
-		{Bytes: 1000, TimeUs: 50, P50Us: 8, P99Us: 12, MaxUs: 20},
-		{Bytes: 1000, TimeUs: 11, P50Us: 10, P99Us: 13, MaxUs: 25, Wrong: 2},
+		{Bytes: 1000, TimeUs: 10, P50Us: 9, P99Us: 30, MaxUs: 900, FirstUs: 7, Wrong: 1},
+		{Bytes: 1000, TimeUs: 50, P50Us: 8, P99Us: 12, MaxUs: 20, FirstUs: 40},
+		{Bytes: 1000, TimeUs: 11, P50Us: 10, P99Us: 13, MaxUs: 25, FirstUs: 9, Wrong: 2},
 	}
 	got := medianRow(rows, CollectiveConfig{}, 1)
-	want := CollectiveResult{Bytes: 1000, TimeUs: 11, P50Us: 9, P99Us: 13, MaxUs: 25, Wrong: 3, Rounds: 3, AlgBW: 1000 / 11.0 / 1e3, BusBW: 1000 / 11.0 / 1e3}
+	want := CollectiveResult{Bytes: 1000, TimeUs: 11, P50Us: 9, P99Us: 13, MaxUs: 25, FirstUs: 9, Wrong: 3, Rounds: 3, AlgBW: 1000 / 11.0 / 1e3, BusBW: 1000 / 11.0 / 1e3}
 	if got != want {
 		t.Fatalf("medianRow = %+v\nwant %+v", got, want)
 	}
