@@ -51,7 +51,7 @@ func TestGPUBuiltinsAcrossHosts(t *testing.T) {
 		}
 		logs := t.TempDir()
 		gpuBuiltins(t, []int{1, 1, 1, 1}, 2, true, func(i int) []string { return ncclAgentEnv(i, "0", logs) })
-		checkNCCLNet(t, logs, 4)
+		checkNCCLNet(t, logs, 4, true)
 	})
 }
 

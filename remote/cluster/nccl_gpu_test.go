@@ -109,12 +109,20 @@ func ncclAcrossHosts(t *testing.T, layout []int, ngpu int) {
 	if err := s.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	checkNCCLNet(t, logs, total)
+	// With one worker per host every channel crosses hosts; with more,
+	// the workers of a host may connect through P2P or SHM, and at least
+	// one worker per host shows the network transport.
+	if perHost == 1 {
+		checkNCCLNet(t, logs, total, true)
+	} else {
+		checkNCCLNet(t, logs, len(layout), false)
+	}
 }
 
-// checkNCCLNet reads the NCCL logs in dir: every one of total workers
-// connected its channels, and only through the network transport.
-func checkNCCLNet(t *testing.T, dir string, total int) {
+// checkNCCLNet reads the NCCL logs in dir: at least want workers
+// connected channels through the network transport, and with onlyNet no
+// channel went another way.
+func checkNCCLNet(t *testing.T, dir string, want int, onlyNet bool) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "nccl.*"))
 	var viaNet int
@@ -124,7 +132,7 @@ func checkNCCLNet(t *testing.T, dir string, total int) {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, " via ") && !strings.Contains(line, "via NET/") {
+			if onlyNet && strings.Contains(line, " via ") && !strings.Contains(line, "via NET/") {
 				t.Errorf("%s: a channel not through the network transport: %s", filepath.Base(f), line)
 			}
 		}
@@ -134,13 +142,13 @@ func checkNCCLNet(t *testing.T, dir string, total int) {
 			t.Logf("%s: %s", filepath.Base(f), line[:strings.IndexByte(line+"\n", '\n')])
 		}
 	}
-	if viaNet < total {
+	if viaNet < want {
 		var head string
 		for _, f := range files {
 			b, _ := os.ReadFile(f)
 			head += fmt.Sprintf("== %s\n%s\n", filepath.Base(f), b[:min(len(b), 3000)])
 		}
-		t.Fatalf("%d of %d workers' NCCL logs show channels via NET/Socket:\n%s", viaNet, total, head)
+		t.Fatalf("%d workers' NCCL logs show channels via NET/Socket, want %d:\n%s", viaNet, want, head)
 	}
 }
 
