@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,6 +313,9 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		return nil, err
 	}
 	st := summarize(laps, perSample)
+	if err := writeLaps(env.WorkerID(), name, bytes, laps); err != nil {
+		return nil, err
+	}
 	hostRecv, err := worker.ToHost(env, recv)
 	if err != nil {
 		return nil, err
@@ -407,6 +412,29 @@ func allAgree(env registry.Env, c ccl.Comm, strategy string, ok bool) (bool, err
 		return false, err
 	}
 	return d[0] == 1, nil
+}
+
+// EnvLaps (CHORUS_BENCH_LAPS) names a folder where every worker writes
+// each size's laps, one per line in microseconds after a line with the
+// wall-clock time of the first: to see where in a round slow calls fall.
+const EnvLaps = "CHORUS_BENCH_LAPS"
+
+// writeLaps writes one round's laps into $CHORUS_BENCH_LAPS, if set.
+func writeLaps(w int, name string, bytes int64, laps []time.Duration) error {
+	dir := os.Getenv(EnvLaps)
+	if dir == "" {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# worker %d %s %d bytes, written %s\n", w, name, bytes, time.Now().UTC().Format(time.RFC3339Nano))
+	for _, l := range laps {
+		fmt.Fprintf(&b, "%.1f\n", float64(l.Nanoseconds())/1e3)
+	}
+	f := filepath.Join(dir, fmt.Sprintf("%s-%d-w%d-%d.txt", name, bytes, w, time.Now().UnixNano()))
+	if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("bench: %s: %w", EnvLaps, err)
+	}
+	return nil
 }
 
 // stats of one worker's samples, in microseconds per call.

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,5 +57,30 @@ func TestMedianRow(t *testing.T) {
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Fatalf("median of 1..4 = %v", m)
+	}
+}
+
+func TestWriteLaps(t *testing.T) {
+	t.Setenv(EnvLaps, "")
+	if err := writeLaps(0, "allreduce", 8, []time.Duration{time.Microsecond}); err != nil {
+		t.Fatalf("unset: %v", err)
+	}
+	dir := t.TempDir()
+	t.Setenv(EnvLaps, dir)
+	if err := writeLaps(3, "allreduce", 1024, []time.Duration{1500 * time.Nanosecond, 2 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "allreduce-1024-w3-*.txt"))
+	if len(files) != 1 {
+		t.Fatalf("files %v", files)
+	}
+	b, _ := os.ReadFile(files[0])
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "# worker 3 allreduce 1024 bytes") || lines[1] != "1.5" || lines[2] != "2000.0" {
+		t.Fatalf("laps file:\n%s", b)
+	}
+	t.Setenv(EnvLaps, filepath.Join(dir, "missing"))
+	if err := writeLaps(0, "allreduce", 8, []time.Duration{time.Microsecond}); err == nil || !strings.Contains(err.Error(), EnvLaps) {
+		t.Fatalf("missing folder: %v", err)
 	}
 }
