@@ -25,48 +25,37 @@ def nstat(f):
     acks = tot["TcpOutSegs"] - data - tot["TcpRetransSegs"]
     return acks * 66 / (data * 1514), tot["TcpRetransSegs"] / data
 
-for d in sys.argv[1:]:
-    for k in (2, 4):
-        sh = f"{k}hosts-1workers"
-        gf = f"{d}/gloo-{sh}.jsonl"
-        if not os.path.exists(gf):
-            continue
-        g = load(gf)
-        for f in sorted(glob.glob(f"{d}/allreduce-{sh}*.jsonl")):
-            lab = f.split(sh)[1].strip("-").replace(".jsonl", "") or "def"
-            if lab not in ("def", "vdef"):
+def sweeps(dirs):
+    """Each default sweep (def, vdef) with its folder's gloo: (d, k, f,
+    gloo file, chorus rows, gloo rows), one worker per host."""
+    for d in dirs:
+        for k in (2, 4):
+            sh = f"{k}hosts-1workers"
+            gf = f"{d}/gloo-{sh}.jsonl"
+            if not os.path.exists(gf):
                 continue
-            c = load(f)
-            for b in sorted(c):
-                if b < 4 << 20 or b not in g:
-                    continue
-                w = wire_us(k, b)
-                print(f"{d:3} {k}x1 {b >> 20:4}M  chorus p50 {c[b]['p50_us'] / w:.4f} mean {c[b]['time_us'] / w:.4f}"
-                      f"  gloo {g[b]['time_us'] / w:.4f}  gloo/chorus p50 {g[b]['time_us'] / c[b]['p50_us']:.3f} mean {g[b]['time_us'] / c[b]['time_us']:.3f}")
-            ns = f.replace(".jsonl", ".netstat")
-            if os.path.exists(ns):
-                ca, cr = nstat(ns)
-                ga, gr = nstat(gf.replace(".jsonl", ".netstat"))
-                print(f"{d:3} {k}x1 wire beyond the data segments: chorus acks {ca:.3%} retransmits {cr:.3%}; gloo acks {ga:.3%} retransmits {gr:.3%}")
+            g = load(gf)
+            for f in sorted(glob.glob(f"{d}/allreduce-{sh}*.jsonl")):
+                lab = f.split(sh)[1].strip("-").replace(".jsonl", "") or "def"
+                if lab in ("def", "vdef"):
+                    yield d, k, f, gf, load(f), g
 
-# Summary over every folder given: per shape and size, the default sweeps
-# (def, vdef) against the same folder's gloo.
-rows = {}
-for d in sys.argv[1:]:
-    for k in (2, 4):
-        sh = f"{k}hosts-1workers"
-        gf = f"{d}/gloo-{sh}.jsonl"
-        if not os.path.exists(gf):
+rows = {}  # (k, bytes) -> ratios of every sweep, for the summary
+for d, k, f, gf, c, g in sweeps(sys.argv[1:]):
+    for b in sorted(c):
+        if b < 4 << 20 or b not in g:
             continue
-        g = load(gf)
-        for f in glob.glob(f"{d}/allreduce-{sh}*.jsonl"):
-            lab = f.split(sh)[1].strip("-").replace(".jsonl", "") or "def"
-            if lab not in ("def", "vdef"):
-                continue
-            for b, r in load(f).items():
-                if b >= 4 << 20 and b in g:
-                    w = wire_us(k, b)
-                    rows.setdefault((k, b), []).append((g[b]["time_us"] / r["p50_us"], g[b]["time_us"] / r["time_us"], r["p50_us"] / w, r["time_us"] / w, g[b]["time_us"] / w))
+        w = wire_us(k, b)
+        rows.setdefault((k, b), []).append((g[b]["time_us"] / c[b]["p50_us"], g[b]["time_us"] / c[b]["time_us"], c[b]["p50_us"] / w, c[b]["time_us"] / w, g[b]["time_us"] / w))
+        print(f"{d:3} {k}x1 {b >> 20:4}M  chorus p50 {c[b]['p50_us'] / w:.4f} mean {c[b]['time_us'] / w:.4f}"
+              f"  gloo {g[b]['time_us'] / w:.4f}  gloo/chorus p50 {g[b]['time_us'] / c[b]['p50_us']:.3f} mean {g[b]['time_us'] / c[b]['time_us']:.3f}")
+    ns = f.replace(".jsonl", ".netstat")
+    if os.path.exists(ns):
+        ca, cr = nstat(ns)
+        ga, gr = nstat(gf.replace(".jsonl", ".netstat"))
+        print(f"{d:3} {k}x1 wire beyond the data segments: chorus acks {ca:.3%} retransmits {cr:.3%}; gloo acks {ga:.3%} retransmits {gr:.3%}")
+
+# Summary over every folder given: per shape and size.
 print("\nshape size sweeps | gloo/chorus p50: min med max | by mean: min med max | /wire median: chorus p50, chorus mean, gloo")
 med = lambda xs: sorted(xs)[len(xs) // 2]
 for (k, b), rs in sorted(rows.items()):
