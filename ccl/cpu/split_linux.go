@@ -39,20 +39,20 @@ func (c *Comm) AllReduceSplit(ctx context.Context, send, recv *tensor.Tensor, op
 }
 
 // AllReducePiped is AllReduceSplit in groups: the buffer is cut into
-// groups of group bytes (rounded down to whole elements; the last group
-// shorter), every rank owns Part of each group, and mid runs on this
-// rank's part of one group after another on a goroutine of this call,
-// while this rank reduces the next groups' parts and pushes the parts
-// mid has finished into the peers' outputs. ccl/hier's rings between
-// hosts then overlap the host's reductions and copies instead of
+// groups of at most group bytes (PipeCuts: a short first and last group,
+// the others alike), every rank owns Part of each group, and mid runs on
+// this rank's part of one group after another on a goroutine of this
+// call, while this rank reduces the next groups' parts and pushes the
+// parts mid has finished into the peers' outputs. ccl/hier's rings
+// between hosts then overlap the host's reductions and copies instead of
 // following them: with two ranks per host those were 7-16% of a 64-256
 // MiB allreduce across hosts (docs/multi-host.md). Where the outputs
 // cannot be pushed (the single-copy path with an output outside its
 // arena) the parts are copied after the last group, as AllReduceSplit
-// does. group 0, or at least the buffer: one group, which is
-// AllReduceSplit. Every rank must cut alike: ranks whose group counts
-// differ fail with ccl.ErrMismatch before anything moves. Errors as
-// AllReduceSplit's; the goroutine has ended when the call returns.
+// does. group 0, or a buffer of at most two short groups: one group,
+// which is AllReduceSplit. Every rank must cut alike: ranks whose group
+// counts differ fail with ccl.ErrMismatch before anything moves. Errors
+// as AllReduceSplit's; the goroutine has ended when the call returns.
 func (c *Comm) AllReducePiped(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op, group int, mid func(part []byte) error) error {
 	if !c.Split() {
 		return fmt.Errorf("%w: ccl/cpu: rank %d: AllReduceSplit needs the direct or single-copy path (%s)", ccl.ErrBadArgs, c.rank, c.Path())
@@ -71,13 +71,11 @@ func (c *Comm) AllReducePiped(ctx context.Context, send, recv *tensor.Tensor, op
 		}
 	}
 	sp := &split{mid: mid}
-	if es := max(1, a.DType.Size()); group > 0 && group < len(a.Send) {
-		sp.group = chunkSize(group, es)
+	if cuts := PipeCuts(len(a.Send), group, a.DType.Size()); len(cuts) > 2 {
+		sp.cuts = cuts
 		// The group count travels in the descriptor (Root, unused by an
 		// allreduce), so ranks that would cut differently disagree.
-		if ng := sp.groups(len(a.Send)); ng > 1 {
-			a.Desc.Root = int32(min(ng, math.MaxInt32))
-		}
+		a.Desc.Root = int32(min(len(cuts)-1, math.MaxInt32))
 	}
 	if c.peers != nil {
 		return c.directAllReduce(ctx, a, local, op, sp)
@@ -88,18 +86,18 @@ func (c *Comm) AllReducePiped(ctx context.Context, send, recv *tensor.Tensor, op
 }
 
 // split is what AllReduceSplit and AllReducePiped add to an allreduce:
-// mid between the halves, and the bytes per group (0: one group).
+// mid between the halves, and the groups' bounds (nil: one group).
 type split struct {
-	mid   func(part []byte) error
-	group int
+	mid  func(part []byte) error
+	cuts []int // group g is [cuts[g], cuts[g+1]) (PipeCuts)
 }
 
 // groups is the number of groups a size-byte buffer is cut into.
 func (sp *split) groups(size int) int {
-	if sp == nil || sp.group <= 0 || sp.group >= size {
+	if sp == nil || len(sp.cuts) < 3 {
 		return 1
 	}
-	return (size + sp.group - 1) / sp.group
+	return len(sp.cuts) - 1
 }
 
 // bounds is group g's byte range of a size-byte buffer.
@@ -107,7 +105,46 @@ func (sp *split) bounds(g, size int) (lo, hi int) {
 	if sp.groups(size) == 1 {
 		return 0, size
 	}
-	return g * sp.group, min(size, (g+1)*sp.group)
+	return sp.cuts[g], sp.cuts[g+1]
+}
+
+// pipeEdgeDiv: AllReducePiped's first and last groups are 1/pipeEdgeDiv
+// of the largest (PipeCuts).
+const pipeEdgeDiv = 4
+
+// PipeCuts is where AllReducePiped cuts a buffer of size bytes of
+// es-byte elements for groups of at most group bytes (whole elements):
+// group g is [cuts[g], cuts[g+1]), cuts[0] = 0 and the last is size.
+// The first and the last group are short (edge: a quarter of group),
+// the groups between them alike and at most group bytes; a buffer of at
+// most two edges, or group 0, is one group. Why short edges: nothing
+// overlaps the reduction of the first group (the links between hosts
+// wait for it) or the copies of the last (the rings are done), so each
+// call paid a whole group's host-local work with its links idle: 4-5 ms
+// per call on 4 hosts x 2 ranks at 64 MiB with 8 MiB groups, 6% of the
+// call (session 17, docs/multi-host.md). A function of its arguments
+// only, so every rank with the same group cuts alike.
+func PipeCuts(size, group, es int) []int {
+	es = max(1, es)
+	if group <= 0 {
+		return []int{0, size}
+	}
+	group = chunkSize(group, es)
+	edge := chunkSize(group/pipeEdgeDiv, es)
+	if size <= 2*edge {
+		return []int{0, size}
+	}
+	// m groups of per bytes (the last may be shorter) between the edges:
+	// per <= group, so (m-1)*per < mid and every group is non-empty.
+	mid := size - 2*edge
+	m := (mid + group - 1) / group
+	per := (mid/es + m - 1) / m * es
+	cuts := make([]int, 0, m+3)
+	cuts = append(cuts, 0, edge)
+	for i := 1; i < m; i++ {
+		cuts = append(cuts, edge+i*per)
+	}
+	return append(cuts, size-edge, size)
 }
 
 // runMid runs mid on part; its failure fails the communicator, so that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,14 +73,12 @@ func splitCase(t *testing.T, rng *rand.Rand, opts cpu.Options, oname string, min
 	if piped {
 		group = []int{1 + rng.IntN(size), size / (2 + rng.IntN(8)), es * (1 + rng.IntN(3))}[rng.IntN(3)]
 	}
-	// The parts mid must see on each rank: Part of each group.
-	gsize := max(es, group-group%es)
-	if group == 0 || gsize >= size {
-		gsize = size
-	}
+	// The parts mid must see on each rank: Part of each group (PipeCuts,
+	// checked on its own by TestPipeCuts).
+	cuts := cpu.PipeCuts(size, group, es)
 	wantParts := make([][][2]int, n)
-	for gl := 0; gl < size; gl += gsize {
-		gh := min(size, gl+gsize)
+	for g := range len(cuts) - 1 {
+		gl, gh := cuts[g], cuts[g+1]
 		for r := range n {
 			lo, hi := cpu.Part(gh-gl, es, n, r)
 			wantParts[r] = append(wantParts[r], [2]int{gl + lo, gl + hi})
@@ -224,7 +223,7 @@ func TestAllReducePipedErrors(t *testing.T) {
 			}
 		}
 		if calls[1] != 2 {
-			t.Fatalf("rank 1's mid ran %d times after failing in group 2 of 12", calls[1])
+			t.Fatalf("rank 1's mid ran %d times after failing in group 2 of 14", calls[1])
 		}
 	}
 	for _, tc := range []struct {
@@ -268,7 +267,7 @@ func TestAllReducePipedErrors(t *testing.T) {
 // asserted). The result is still right on every rank.
 func TestAllReducePipedOverlaps(t *testing.T) {
 	for _, opts := range []cpu.Options{smallOpts, smallCMA} {
-		const n, count, group = 2, 4096, 4096 // 4 groups of 1024 floats
+		const n, count, group = 2, 4096, 4096 // groups of 256, 4 x 896 and 256 floats
 		reduced := make([]chan struct{}, n)
 		for r := range reduced {
 			reduced[r] = make(chan struct{})
@@ -313,6 +312,59 @@ func TestAllReducePipedOverlaps(t *testing.T) {
 				if want := float64(1 + 2*(i%7)); v != want {
 					t.Fatalf("rank %d element %d = %v, want %v", r, i, v, want)
 				}
+			}
+		}
+	}
+}
+
+// TestPipeCuts: AllReducePiped's groups, by hand for the sizes that
+// matter (PipeBytes 8 MiB), then as properties over random arguments:
+// ascending non-empty groups of whole elements from 0 to size, at most
+// group bytes each, the first and the last a quarter of group.
+func TestPipeCuts(t *testing.T) {
+	const M = 1 << 20
+	for _, tc := range []struct {
+		size, group, es int
+		want            []int
+	}{
+		{64 * M, 0, 4, []int{0, 64 * M}},
+		{4 * M, 8 * M, 4, []int{0, 4 * M}}, // two edges or less: one group
+		{4*M + 4, 8 * M, 4, []int{0, 2 * M, 2*M + 4, 4*M + 4}},
+		{8 * M, 8 * M, 4, []int{0, 2 * M, 6 * M, 8 * M}},
+		{16 * M, 8 * M, 4, []int{0, 2 * M, 8 * M, 14 * M, 16 * M}},
+		{12000, 1000, 4, []int{0, 248, 1208, 2168, 3128, 4088, 5048, 6008, 6968, 7928, 8888, 9848, 10808, 11752, 12000}},
+		{10, 4, 2, []int{0, 2, 6, 8, 10}}, // edge: one element
+		{0, 8 * M, 4, []int{0, 0}},
+	} {
+		if got := cpu.PipeCuts(tc.size, tc.group, tc.es); !slices.Equal(got, tc.want) {
+			t.Errorf("PipeCuts(%d, %d, %d) = %v, want %v", tc.size, tc.group, tc.es, got, tc.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(17, 1))
+	for range 2000 {
+		es := []int{1, 2, 4, 8}[rng.IntN(4)]
+		size := es * rng.IntN(1+[]int{100, 10000, 1 << 22}[rng.IntN(3)])
+		group := es * (1 + rng.IntN(1+size/es))
+		cuts := cpu.PipeCuts(size, group, es)
+		bad := func(why string) {
+			t.Fatalf("PipeCuts(%d, %d, %d) = %v: %s", size, group, es, cuts, why)
+		}
+		if len(cuts) < 2 || cuts[0] != 0 || cuts[len(cuts)-1] != size {
+			bad("not from 0 to size")
+		}
+		if len(cuts) == 2 {
+			if size > 2*max(es, group/4/es*es) {
+				bad("one group for more than two edges")
+			}
+			continue
+		}
+		edge := max(es, group/4/es*es)
+		if cuts[1] != edge || size-cuts[len(cuts)-2] != edge {
+			bad(fmt.Sprintf("edges are not %d bytes", edge))
+		}
+		for g := range len(cuts) - 1 {
+			if l := cuts[g+1] - cuts[g]; l <= 0 || l > group || cuts[g]%es != 0 {
+				bad(fmt.Sprintf("group %d has %d bytes from %d", g, l, cuts[g]))
 			}
 		}
 	}

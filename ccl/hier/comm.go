@@ -47,8 +47,9 @@ var (
 	RHDMax       = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
 	ChunkBytes   = envInt("CHORUS_HIER_CHUNK", 1<<20)
 	MultiRingMin = envInt("CHORUS_HIER_MULTIRING_MIN", 1<<20)
-	// PipeBytes: a multi-ring allreduce larger than this runs in groups
-	// of PipeBytes (CHORUS_HIER_PIPE; 0: one group), the host's
+	// PipeBytes: a multi-ring allreduce larger than half of this runs in
+	// groups of at most PipeBytes (CHORUS_HIER_PIPE; 0: one group), the
+	// first and the last a quarter of it (cpu.PipeCuts), the host's
 	// reduction and copies of one group overlapping the rings of
 	// another (multiring.go). A power of two; a communicator keeps the
 	// value it was joined with, and every rank must have the same

@@ -48,10 +48,13 @@
 //     rank j allreduces part j with local rank j of every other host (L
 //     rings at once, each on its own links, so every rank's core and
 //     connection works, not one leader doing all the crypto and copies);
-//     in the second half every local rank copies every part. Above
-//     PipeBytes (8 MiB) the message runs in groups of PipeBytes
-//     (cpu.Comm.AllReducePiped): the rings of one group overlap the
-//     host's reduction of the next and its copies of the previous. Hosts whose
+//     in the second half every local rank copies every part. Above two
+//     quarters of PipeBytes (4 MiB) the message runs in groups of at most
+//     PipeBytes, the first and the last a quarter of it
+//     (cpu.Comm.AllReducePiped, cpu.PipeCuts): the rings of one group
+//     overlap the host's reduction of the next and its copies of the
+//     previous, and the short edges keep the links' idle time at the
+//     start and the end of a call short. Hosts whose
 //     ranks cannot read each other (staged ccl/cpu path) run a staged
 //     allreduce, the rings on the parts, then a broadcast of each part
 //     from its owner;

@@ -65,8 +65,8 @@ func (c *Comm) Path() string { return c.pathWhy }
 // "carried" (every rank reduces every input, which came with the
 // agreement: one rank per host, carry.go), "gathered" (every rank
 // reduces every input, gathered after the agreement), or Path's "multi-ring"
-// (from MultiRingMin up; ", G groups" where it runs in groups of
-// PipeBytes) or "leader" with the algorithm between hosts ("ring", "ring,
+// (from MultiRingMin up; ", G groups" where it runs in groups:
+// cpu.PipeCuts of PipeBytes) or "leader" with the algorithm between hosts ("ring", "ring,
 // S stripes" from StripeMin up, or "rhd");
 // reduce-scatter as the allreduce of its whole buffer (never inline);
 // other collectives "leader" (host leaders exchange whole host blocks);
@@ -98,10 +98,17 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 		return "leader ring"
 	}
 	group, groups := bytes, ""
-	if c.pipe > 0 && bytes > c.pipe && c.local.Split() && !testNoSplit {
-		group, groups = c.pipe, fmt.Sprintf(", %d groups", (bytes+c.pipe-1)/c.pipe)
+	if c.local.Split() && !testNoSplit {
+		// cpu.PipeCuts in bytes: PipeBytes is a power of two, so whole
+		// elements of any dtype cut into as many groups.
+		if cuts := cpu.PipeCuts(bytes, c.pipe, 1); len(cuts) > 2 {
+			group, groups = 0, fmt.Sprintf(", %d groups", len(cuts)-1)
+			for g := range len(cuts) - 1 {
+				group = max(group, cuts[g+1]-cuts[g])
+			}
+		}
 	}
-	// The largest part (the first local rank's) of the first group.
+	// The largest part (the first local rank's) of the largest group.
 	lo, hi := cpu.Part(group, 1, c.l, 0)
 	switch {
 	case c.useRHD(hi - lo):
