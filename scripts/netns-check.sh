@@ -40,6 +40,12 @@
 # sets the host namespaces' TCP congestion control; BENCH_GLOO_TARGET
 # (seconds of timed calls per rep, default 0.1) and BENCH_GLOO_REPS (default
 # 1; the median is reported) lengthen the gloo anchor's window.
+# BENCH_UPLINK=1 samples every host uplink about every millisecond during
+# each chorus sweep (bench/uplink.py: tx bytes of eth0) and writes
+# OUTDIR/<sweep>.uplink.txt: the stretches the link ran at 90% or more,
+# their exact use, and the idle spells between them (BENCH_UPLINK=keep
+# also keeps the samples, OUTDIR/<sweep>.h<i>.tx, about 2 MB per host and
+# minute).
 # BENCH_HOSTS (default 4) is how many host namespaces --bench makes (the
 # most hosts of any shape, e.g. 8 for "8x1").
 # BENCH_ENVS ("LABEL:VAR=V,VAR=V ...") runs every new-binary sweep once
@@ -299,6 +305,28 @@ if [ -n "$BENCH_OUT" ]; then
         echo "== host $i: qdisc after"; ip netns exec "${NS[$i]}" tc -s qdisc show dev eth0; } >>"$BENCH_OUT/$1.netstat"
     done
   }
+  # BENCH_UPLINK: bench/uplink.py samples each host's eth0 during a sweep.
+  UPLINK_PIDS=()
+  uplink_start() { # sweep-name nhosts
+    [ -n "${BENCH_UPLINK:-}" ] && [ "${BENCH_UPLINK}" != 0 ] || return 0
+    local i
+    UPLINK_PIDS=()
+    for i in $(seq 0 $(($2 - 1))); do
+      ip netns exec "${NS[$i]}" "$PY" bench/uplink.py sample "$TMP/$1.h$i.tx" &
+      UPLINK_PIDS+=($!); PIDS+=($!)
+    done
+  }
+  uplink_stop() { # sweep-name nhosts
+    [ ${#UPLINK_PIDS[@]} -gt 0 ] || return 0
+    local i files=()
+    kill "${UPLINK_PIDS[@]}" 2>/dev/null || true
+    wait "${UPLINK_PIDS[@]}" 2>/dev/null || true
+    UPLINK_PIDS=()
+    for i in $(seq 0 $(($2 - 1))); do files+=("$TMP/$1.h$i.tx"); done
+    "$PY" bench/uplink.py summary "$(rate_bits "$RATE")" "${files[@]}" >"$BENCH_OUT/$1.uplink.txt" 2>&1 || true
+    [ "${BENCH_UPLINK}" = keep ] && cp "${files[@]}" "$BENCH_OUT/" 2>/dev/null
+    rm -f "${files[@]}"
+  }
   BMAX=${BENCH_MAX:-256M}
   echo "{\"bench\":\"netns\",\"rate\":\"$RATE\",\"shape\":\"${SHAPE:-$RATE netem $DELAY}\",\"date\":\"$(date -u +%FT%TZ)\"}" >"$BENCH_OUT/setup.jsonl"
   # What the link carries at all: plain TCP and TLS 1.3 (the data links'
@@ -355,9 +383,11 @@ if [ -n "$BENCH_OUT" ]; then
         [ -n "${BENCH_STRIPE_MIN:-}" ] && AGENT_ENV+=(CHORUS_HIER_STRIPE_MIN="$(size_bytes "$BENCH_STRIPE_MIN")")
         name="bench-${nh}x$nw$suf"
         netstat_mark
+        uplink_start "allreduce-${nh}hosts-${nw}workers$suf" "$nh"
         run_session "$name" "$nh" "$nw" token cluster bench allreduce --min "$BMIN" --max "$BMAX" --step "${BENCH_STEP:-4}" --json
         wait "$CTLPID" || fail "$name"
         for a in "${AGENTS[@]}"; do wait "$a" || true; done
+        uplink_stop "allreduce-${nh}hosts-${nw}workers$suf" "$nh"
         cp "$TMP/$name.out" "$BENCH_OUT/allreduce-${nh}hosts-${nw}workers$suf.jsonl"
         netstat_save "allreduce-${nh}hosts-${nw}workers$suf" "$nh"
         echo "ok   $name${AGENT_ENV[*]+ (${AGENT_ENV[*]})}"
@@ -383,6 +413,7 @@ if [ -n "$BENCH_OUT" ]; then
         nh=${shape%x*}; nw=${shape#*x}
         PORT=$((PORT + 1)); gp=()
         netstat_mark
+        uplink_start "gloo-${nh}hosts-${nw}workers" "$nh"
         for r in $(seq 0 $((nh * nw - 1))); do
           h=$((r / nw))
           ip netns exec "${NS[$h]}" env GLOO_SOCKET_IFNAME=eth0 "$PY" bench/anchors/gloo_tcp.py \
@@ -392,6 +423,7 @@ if [ -n "$BENCH_OUT" ]; then
           gp+=($!); PIDS+=($!)
         done
         for p in "${gp[@]}"; do wait "$p" || fail "gloo ${nh}x$nw"; done
+        uplink_stop "gloo-${nh}hosts-${nw}workers" "$nh"
         netstat_save "gloo-${nh}hosts-${nw}workers" "$nh"
         grep '^{' "$TMP/gloo-$nh-$nw.0" >"$BENCH_OUT/gloo-${nh}hosts-${nw}workers.jsonl"
         grep -v '^{' "$TMP/gloo-$nh-$nw.0" >"$BENCH_OUT/gloo-${nh}hosts-${nw}workers.log" || true
