@@ -120,10 +120,11 @@ const pipeEdgeDiv = 4
 // most two edges, or group 0, is one group. Why short edges: nothing
 // overlaps the reduction of the first group (the links between hosts
 // wait for it) or the copies of the last (the rings are done), so each
-// call paid a whole group's host-local work with its links idle: 4-5 ms
-// per call on 4 hosts x 2 ranks at 64 MiB with 8 MiB groups, 6% of the
-// call (session 17, docs/multi-host.md). A function of its arguments
-// only, so every rank with the same group cuts alike.
+// call paid a whole group's host-local work with its links idle; on 2
+// hosts x 2 ranks the uplink idled at every call boundary, and short
+// edges made 8-32 MiB 1.02-1.057x faster (session 17,
+// docs/multi-host.md). A function of its arguments only, so every rank
+// with the same group cuts alike.
 func PipeCuts(size, group, es int) []int {
 	es = max(1, es)
 	if group <= 0 {

@@ -99,8 +99,8 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 	}
 	group, groups := bytes, ""
 	if c.local.Split() && !testNoSplit {
-		// cpu.PipeCuts in bytes: PipeBytes is a power of two, so whole
-		// elements of any dtype cut into as many groups.
+		// cpu.PipeCuts in bytes: PipeBytes is a power of two, so from 32
+		// bytes up whole elements of any dtype cut into as many groups.
 		if cuts := cpu.PipeCuts(bytes, c.pipe, 1); len(cuts) > 2 {
 			group, groups = 0, fmt.Sprintf(", %d groups", len(cuts)-1)
 			for g := range len(cuts) - 1 {
