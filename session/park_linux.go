@@ -5,7 +5,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
 // haveFutex: busy-policy waiters park in the kernel (mlog.parkFutex).

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/shm"

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
 // cacheLine separates words written by different goroutines (two lines:

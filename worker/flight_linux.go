@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 	"github.com/chorus-rt/chorus/internal/trace"
 )
 

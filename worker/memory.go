@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chorus-rt/chorus/internal/shmarena"
+	"github.com/chorus-rt/chorus/internal/sys/shmarena"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )

@@ -5,12 +5,12 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/chorus-rt/chorus/internal/shmarena"
+	"github.com/chorus-rt/chorus/internal/sys/shmarena"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
 // Shared tensors: a process worker on the host allocates its large host
-// tensors from a shared memory arena (internal/shmarena) that the other
+// tensors from a shared memory arena (internal/sys/shmarena) that the other
 // workers map, so the cpu collectives read them directly instead of with
 // process_vm_readv (docs/performance.md, "Shared tensors").
 const (

@@ -15,7 +15,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

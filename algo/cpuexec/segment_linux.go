@@ -14,7 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
 // Control segment layout. Every field that different ranks write sits on

@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
 // Ranks in different processes read each other's buffers for large

@@ -13,8 +13,8 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/shmarena"
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmarena"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

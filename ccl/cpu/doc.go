@@ -21,7 +21,7 @@
 //     there are more than two ranks);
 //   - allreduce above OneShotMax without staging: ranks of one process read
 //     each other's buffers directly; ranks in different processes read
-//     buffers that lie in the peer's shared tensor arena (internal/shmarena,
+//     buffers that lie in the peer's shared tensor arena (internal/sys/shmarena,
 //     installed by worker processes; mapped read-write at Join) through that
 //     mapping with plain loads ("shm"), and other buffers with
 //     process_vm_readv (single copy; probed at Join, all ranks or none),

@@ -1,6 +1,6 @@
 package cpu
 
-import "github.com/chorus-rt/chorus/internal/shmarena"
+import "github.com/chorus-rt/chorus/internal/sys/shmarena"
 
 // SetArenaFor makes f say which arena each rank that joins from now on
 // publishes (nil: none); restore puts the process's back.

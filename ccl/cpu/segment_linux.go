@@ -14,7 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
 // Segment layout. All offsets are multiples of 128 so that words written by
@@ -56,7 +56,7 @@ const (
 	ctlPid   = 128 // u64
 	ctlProbe = 136 // u64
 	ctlCMA   = 144 // u32: 1 this rank read every peer's probe, 2 it could not
-	// Shared tensor arena (internal/shmarena), written once at Join: its
+	// Shared tensor arena (internal/sys/shmarena), written once at Join: its
 	// descriptor number, size (0: this rank has none) and token, then
 	// whether this rank mapped every peer's arena (1) or not (2).
 	ctlArenaFD    = 152 // u64

@@ -9,12 +9,12 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/shmarena"
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmarena"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
 // Ranks in different processes whose large tensors live in their
-// process's shared tensor arena (internal/shmarena, installed by worker
+// process's shared tensor arena (internal/sys/shmarena, installed by worker
 // processes) read (and, to push, write) each other's buffers through
 // mappings of the peers' arenas: plain loads and stores, as ranks of one
 // process do ("shm"). Buffers

@@ -11,7 +11,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/shmarena"
+	"github.com/chorus-rt/chorus/internal/sys/shmarena"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
-	"github.com/chorus-rt/chorus/internal/pollread"
+	"github.com/chorus-rt/chorus/internal/sys/pollread"
 	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/tensor"
 )

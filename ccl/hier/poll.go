@@ -10,7 +10,7 @@ import (
 // Polled reads (opt-in). A small collective between hosts is a few
 // short exchanges, and each read that parks in Go's network poller is
 // woken by epoll and the scheduler. With EnvSpin set, the links' reads
-// poll the socket (internal/pollread) for up to a budget before they
+// poll the socket (internal/sys/pollread) for up to a budget before they
 // park, in every collective of at most SpinMax bytes and in every
 // agreement round; larger collectives park at once (they are limited by
 // the link, and a ring's polling readers would hold cores its senders'

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/pollread"
+	"github.com/chorus-rt/chorus/internal/sys/pollread"
 	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/remote/seal"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/dl"
+	"github.com/chorus-rt/chorus/internal/sys/dl"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/ebitengine/purego"
 )

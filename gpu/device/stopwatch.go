@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/internal/tsc"
+	"github.com/chorus-rt/chorus/internal/sys/tsc"
 )
 
 // ErrStopwatch: more marks than the stopwatch was made for, or a closed
@@ -140,7 +140,7 @@ func (f *Fake) NewStopwatch(marks int) (Stopwatch, error) {
 
 // HostStopwatch times host work with the host clock (the Stopwatch of
 // host-only workers and of the fake device). A mark reads the
-// monotonic clock through internal/tsc: the time-stamp counter,
+// monotonic clock through internal/sys/tsc: the time-stamp counter,
 // calibrated against time.Since of the stopwatch's start, where the
 // kernel trusts it (a few ns; time.Since costs about 25 ns on a 2-vCPU
 // VM, time.Now 70), because benchmarks mark every call of a

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/dl"
+	"github.com/chorus-rt/chorus/internal/sys/dl"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/ebitengine/purego"
 )

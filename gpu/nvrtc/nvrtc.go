@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/dl"
+	"github.com/chorus-rt/chorus/internal/sys/dl"
 	"github.com/ebitengine/purego"
 )
 

@@ -3,7 +3,7 @@ package gpuprobe
 import (
 	"fmt"
 
-	"github.com/chorus-rt/chorus/internal/dl"
+	"github.com/chorus-rt/chorus/internal/sys/dl"
 	"github.com/ebitengine/purego"
 )
 

@@ -23,12 +23,12 @@ var layers = map[string]int{
 	"internal/loopback":       0, // loopback TCP pairs for tests
 	"internal/plot":           0, // SVG pictures (gonum/plot): benchmark curves, timelines
 	"internal/progress":       0, // progress line on a terminal's stderr
-	"internal/shmem":          0,
-	"internal/shmarena":       1, // shared tensor arena (memfd); tensor stays below it, worker installs it
-	"internal/pollread":       0, // reads that poll a socket before they park (ccl/hier data links)
-	"internal/tsc":            0, // a cheap clock: the time-stamp counter calibrated against an OS clock
+	"internal/sys/shmem":      0,
+	"internal/sys/shmarena":   1, // shared tensor arena (memfd); tensor stays below it, worker installs it
+	"internal/sys/pollread":   0, // reads that poll a socket before they park (ccl/hier data links)
+	"internal/sys/tsc":        0, // a cheap clock: the time-stamp counter calibrated against an OS clock
 	"internal/trace":          1, // events, flight ring, Trace Event Format; imports only internal/tsc
-	"internal/dl":             0,
+	"internal/sys/dl":         0,
 	"gpu/cudasrc":             0,
 	"gpu/cuda":                1,
 	"gpu/nccl":                1,
@@ -85,7 +85,7 @@ var layers = map[string]int{
 }
 
 // Only these packages may load GPU libraries.
-var mayImportPurego = map[string]bool{"internal/dl": true, "internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true, "gpu/cublas": true}
+var mayImportPurego = map[string]bool{"internal/sys/dl": true, "internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true, "gpu/cublas": true}
 
 func repoRoot(t *testing.T) string {
 	dir, err := filepath.Abs("../..")

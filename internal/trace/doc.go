@@ -13,9 +13,9 @@
 // a process Now advances with the monotonic clock from an anchor taken at
 // start, so a clock step cannot reorder a process's own events. A flight
 // recorder that is not also tracing reads that clock through the
-// time-stamp counter (internal/tsc: a few ns instead of a vDSO call),
+// time-stamp counter (internal/sys/tsc: a few ns instead of a vDSO call),
 // calibrated against Now, so its readers see the same clock.
 //
-// The package imports only internal/tsc; sessions and workers map the
+// The package imports only internal/sys/tsc; sessions and workers map the
 // shared memory and decide what to record (docs/observability.md).
 package trace

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/tsc"
+	"github.com/chorus-rt/chorus/internal/sys/tsc"
 )
 
 // The flight recorder's memory layout: a header, one state slot per
@@ -60,7 +60,7 @@ type Ring struct {
 	// reused for other bytes.
 	last []textKey
 	// clock is the writer's clock (Now's, read through the TSC:
-	// internal/tsc), written on every event. The pads keep it off the
+	// internal/sys/tsc), written on every event. The pads keep it off the
 	// cache lines of neighbouring heap objects: small objects share
 	// lines, and the Rings of workers on other cores are allocated
 	// together (a shared line cost 8 threaded workers 0.3 us a round
@@ -140,7 +140,7 @@ func words(mem []byte) []uint64 {
 }
 
 // Now is the time for an event of this ring's writer: Now's clock, read
-// through the TSC where tsc.Enabled (internal/tsc). Only the ring's
+// through the TSC where tsc.Enabled (internal/sys/tsc). Only the ring's
 // writer may call it.
 func (r *Ring) Now() int64 { return r.clock.Now() }
 

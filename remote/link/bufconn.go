@@ -5,7 +5,7 @@ import (
 	"net"
 	"sync"
 
-	"github.com/chorus-rt/chorus/internal/pollread"
+	"github.com/chorus-rt/chorus/internal/sys/pollread"
 )
 
 // bufConn buffers a connection under TLS (Config.Buffer): reads fill a

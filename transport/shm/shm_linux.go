@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 	"github.com/chorus-rt/chorus/transport"
 )
 

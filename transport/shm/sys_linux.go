@@ -4,7 +4,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/shmem"
+	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
 const (
