@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/session"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/wire"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/loopback"
+	"github.com/chorus-rt/chorus/internal/testutil/loopback"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/transporttest"
 )

@@ -11,7 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 )
 
 // fakeEngine is the proxy's engine on device.Fake: device addresses are

@@ -11,7 +11,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/mscclpptests"
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/algo/verify"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 )

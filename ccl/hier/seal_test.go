@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/remote/seal"
 	"github.com/chorus-rt/chorus/tensor"

@@ -12,7 +12,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 )
 
 // fakeDevices is host "device memory" shared by the ranks of one test:

@@ -12,7 +12,7 @@ import (
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/compiler/vm"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 )
 
 // devices returns the fake and, when a GPU is present, CUDA device 0.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 )
 
 // TestStagerContract: data staged through two pinned buffers, alternating

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/model/decoder"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"

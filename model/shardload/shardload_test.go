@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/model/safetensors"
 	"github.com/chorus-rt/chorus/model/shard"
 	"github.com/chorus-rt/chorus/model/shardload"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/remote/ctrl"
 	"github.com/chorus-rt/chorus/remote/link"

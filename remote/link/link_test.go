@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/remote/cert"
 )
 

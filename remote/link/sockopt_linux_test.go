@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/chorus-rt/chorus/internal/loopback"
+	"github.com/chorus-rt/chorus/internal/testutil/loopback"
 )
 
 // TestSetNotSentLowat: the option lands on the socket under a TCP

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/loopback"
+	"github.com/chorus-rt/chorus/internal/testutil/loopback"
 )
 
 var _ net.Conn = (*Conn)(nil)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 )
 
 // TestDerive: both ends of a session derive mirrored keys; bad exporters

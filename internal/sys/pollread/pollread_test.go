@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/leaktest"
-	"github.com/chorus-rt/chorus/internal/loopback"
+	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
+	"github.com/chorus-rt/chorus/internal/testutil/loopback"
 )
 
 // pair returns both ends of a loopback TCP connection.
