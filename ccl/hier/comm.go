@@ -18,7 +18,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/internal/sys/pollread"
-	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -139,7 +139,7 @@ type peer struct {
 }
 
 // newPeer wraps the link to rank. A plaintext link leaves the link
-// buffer that its TLS set-up used (remote/link Config.Buffer): every
+// buffer that its TLS set-up used (net/link Config.Buffer): every
 // write then goes straight from the tensor to the socket, and large reads
 // straight from the socket into the tensor, instead of through a second
 // buffer (one copy more per byte received, and per byte of a message's

@@ -1,11 +1,11 @@
 // Package hier is the "cpu-hier" collective backend: the "cpu" backend
 // across hosts. Ranks on one host work through shared memory (a ccl/cpu
 // communicator per host); between hosts, data moves over TCP links
-// authenticated by remote/link (TLS 1.3, cluster certificates or a
+// authenticated by net/link (TLS 1.3, cluster certificates or a
 // token), between every rank and its counterparts on the other hosts
 // (multi-ring) or between one leader per host. After that authentication
 // a link leaves crypto/tls's 16 KiB records for sealed records of up to
-// 256 KiB keyed by the TLS session (seal.go, remote/seal: 0.008% of the
+// 256 KiB keyed by the TLS session (seal.go, net/seal: 0.008% of the
 // wire instead of 0.13%, fewer copies); EnvSeal=0 on every host keeps
 // crypto/tls's records. With EnvPlaintext=1 on every host the links turn
 // plain TCP instead, after a challenge-response keyed by the TLS session

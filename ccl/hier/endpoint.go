@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/net/link"
 )
 
 // EnvAddr is the address this host's data listeners bind to (set by the
@@ -152,7 +152,7 @@ func newEndpoint(cfg *link.Config, host string, mode linkMode) (*endpoint, error
 }
 
 // refuse closes a connection after authentication failed a data-link
-// check, and logs why (as remote/link logs its refusals).
+// check, and logs why (as net/link logs its refusals).
 func (e *endpoint) refuse(c net.Conn, why string) {
 	msg := fmt.Sprintf("chorus: refused data link from %s: %s", c.RemoteAddr(), why)
 	if e.cfg.Log != nil {

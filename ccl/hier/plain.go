@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/net/link"
 )
 
 // EnvPlaintext set to "1" on every host (the node agents pass it to their

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/internal/sys/pollread"
-	"github.com/chorus-rt/chorus/remote/link"
-	"github.com/chorus-rt/chorus/remote/seal"
+	"github.com/chorus-rt/chorus/net/link"
+	"github.com/chorus-rt/chorus/net/seal"
 )
 
 // EnvSeal chooses the record layer of encrypted data links: "" or "1"
-// (the default) sealed records (remote/seal: AES-256-GCM records of up
+// (the default) sealed records (net/seal: AES-256-GCM records of up
 // to 256 KiB, keyed from the link's TLS 1.3 session after its
 // authentication), "0" crypto/tls's own records (16 KiB each). Sealed
 // records put 20 bytes per 256 KiB on the wire instead of 22 per 16 KiB
@@ -41,7 +41,7 @@ type linkMode byte
 
 const (
 	modeTLS    linkMode = iota // crypto/tls records (EnvSeal=0)
-	modeSealed                 // remote/seal records (the default)
+	modeSealed                 // net/seal records (the default)
 	modePlain                  // plain TCP (EnvPlaintext=1)
 )
 

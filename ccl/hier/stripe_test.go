@@ -16,7 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

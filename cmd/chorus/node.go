@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/chorus-rt/chorus/remote/cert"
-	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/net/cert"
+	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/remote/node"
 )
 

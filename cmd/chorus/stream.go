@@ -14,13 +14,13 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/internal/bench"
-	"github.com/chorus-rt/chorus/remote/link"
+	"github.com/chorus-rt/chorus/net/link"
 )
 
 // `chorus cluster bench stream`: what a link between two hosts carries at
 // all, as the anchor for the cross-host collectives: a plain TCP stream
 // and a TLS 1.3 stream made exactly like the cpu-hier data links
-// (remote/link, the same buffering and record sizes), one direction or
+// (net/link, the same buffering and record sizes), one direction or
 // both at once (as in a ring step), with the CPU time both ends spent.
 // One end serves (--serve, bounded by --conns and --timeout), the other
 // connects and prints one JSON line per repetition; the server prints

@@ -65,10 +65,10 @@ var layers = map[string]int{
 	"internal/lint":              7,
 	"cmd/chorus":                 9,
 	// Multi-host sessions.
-	"remote/cert":    0,
-	"remote/seal":    0, // record layer keyed from a TLS 1.3 exporter; standard library only
+	"net/cert":       0,
+	"net/seal":       0, // record layer keyed from a TLS 1.3 exporter; standard library only
 	"remote/ctrl":    0,
-	"remote/link":    1,
+	"net/link":       1,
 	"remote/cluster": 7, // the controller side: a session driver over node agents
 	"remote/node":    7, // the node agent: session.StartLocal behind a control connection
 	// The compiler imports only tensor and itself, never the runtime.

@@ -1,7 +1,7 @@
 // Package cluster is the controller side of a multi-host session: it
 // listens on an address (loopback unless told otherwise), waits for one
 // node agent per host (remote/node) to connect and authenticate
-// (remote/link), gives each its node rank and global worker ids
+// (net/link), gives each its node rank and global worker ids
 // (host-major: node 0's workers first), and returns an ordinary
 // *session.Session whose driver relays commands over one connection per
 // host. Every command, built-in and collective of a process session works

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
+	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/remote/ctrl"
-	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/session"
 )
 

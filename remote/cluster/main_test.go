@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/net/cert"
+	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/remote/cert"
 	"github.com/chorus-rt/chorus/remote/cluster"
-	"github.com/chorus-rt/chorus/remote/link"
 	"github.com/chorus-rt/chorus/remote/node"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/worker"

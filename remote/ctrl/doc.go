@@ -1,6 +1,6 @@
 // Package ctrl is the control protocol between a multi-host session's
 // controller and its node agents, spoken over an authenticated link
-// (remote/link): frames of a 4-byte little-endian length, a type byte and
+// (net/link): frames of a 4-byte little-endian length, a type byte and
 // a payload. Wire frames (package wire) travel as they are; the few other
 // messages are small JSON objects decoded strictly (unknown fields are an
 // error). Limits are checked on the header, before a payload is read: a

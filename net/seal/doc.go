@@ -1,5 +1,5 @@
 // Package seal is a record layer for authenticated data links: after a
-// TLS 1.3 handshake (remote/link), both ends derive keys from the TLS
+// TLS 1.3 handshake (net/link), both ends derive keys from the TLS
 // session's exporter and exchange AES-256-GCM records of up to 256 KiB on
 // the bare TCP connection. ccl/hier's cross-host data links use it in
 // place of crypto/tls for the collective's bytes.

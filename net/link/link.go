@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chorus-rt/chorus/remote/cert"
+	"github.com/chorus-rt/chorus/net/cert"
 )
 
 // ErrAuth: the peer did not authenticate (wrong token, a certificate the

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/remote/cert"
+	"github.com/chorus-rt/chorus/net/cert"
 )
 
 type logbuf struct {

@@ -6,7 +6,7 @@
 // accepted). Peers authenticate in one or both of two ways:
 //
 //   - mutual TLS: both sides present a certificate signed by the cluster
-//     CA (package remote/cert) that names cert.ServerName; expired,
+//     CA (package net/cert) that names cert.ServerName; expired,
 //     foreign (another CA) or missing certificates fail the handshake;
 //   - a pre-shared token, proved by challenge-response inside TLS: the
 //     server sends a fresh 32-byte nonce, the client answers with its own
