@@ -11,7 +11,7 @@ import (
 )
 
 // Driver moves commands and replies for a session whose workers this
-// package does not start itself: a multi-host session (remote/cluster)
+// package does not start itself: a multi-host session (cluster)
 // relays them to node agents. Calls are serialized by the Session, except
 // Stop (see driver).
 type Driver interface {
@@ -60,7 +60,7 @@ func (e external) stop(grace time.Duration) error { return e.d.Stop(grace) }
 func (e external) close()                         { e.d.Close() }
 
 // TraceSource is implemented by Drivers whose workers' trace events
-// reach the controller through the driver (remote/cluster: each node
+// reach the controller through the driver (cluster: each node
 // agent collects its workers' events and sends them before it confirms
 // Stop). When the session traces, it calls TraceEvents once, after Stop,
 // and merges the result into the trace file.

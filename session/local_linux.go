@@ -14,7 +14,7 @@ import (
 )
 
 // Local is a set of worker processes on this host that belong to a larger
-// session: a node agent (remote/node) starts them with the process-session
+// session: a node agent (cluster/node) starts them with the process-session
 // machinery (shared-memory rings, lifeline, watchers) and relays their
 // commands and replies. Worker ids are global: Base, Base+1, ...
 type Local struct {

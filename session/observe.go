@@ -75,7 +75,7 @@ func envDuration(name string) (time.Duration, bool, error) {
 
 // ResolveTrace is the trace file a session with Options.Trace == path
 // writes: path, or else CHORUS_TRACE ("" for none). A driver that must
-// tell its workers to record before the session exists (remote/cluster)
+// tell its workers to record before the session exists (cluster)
 // asks here.
 func ResolveTrace(path string) string {
 	if path != "" {

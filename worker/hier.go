@@ -15,7 +15,7 @@ func init() {
 	// chorus.hier.endpoint() starts this worker process's data listener
 	// for cross-host collectives (once) and returns its host:port;
 	// multi-host sessions collect the addresses before InitCCL
-	// (remote/cluster).
+	// (cluster).
 	must("chorus.hier.endpoint", func(env registry.Env) (string, error) {
 		return hier.Endpoint()
 	})
@@ -35,7 +35,7 @@ func init() {
 }
 
 // splitID separates a GPU backend's own id from the cpu-hier id that
-// carries it across hosts (see remote/cluster's PrepareCCL): the backend
+// carries it across hosts (see cluster's PrepareCCL): the backend
 // joins with the first, host control communicators with the second.
 func splitID(backend string, id []byte) (own, control []byte) {
 	if backend != hier.Name && backend != "cpu" && hier.IsID(id) {

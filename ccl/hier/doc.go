@@ -9,7 +9,7 @@
 // wire instead of 0.13%, fewer copies); EnvSeal=0 on every host keeps
 // crypto/tls's records. With EnvPlaintext=1 on every host the links turn
 // plain TCP instead, after a challenge-response keyed by the TLS session
-// (plain.go; for trusted networks only). Multi-host sessions (remote/cluster) turn
+// (plain.go; for trusted networks only). Multi-host sessions (cluster) turn
 // InitCCL("cpu") into this backend; nothing else needs to change.
 //
 // Rendezvous: every worker process listens on its host's address

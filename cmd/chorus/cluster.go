@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 )

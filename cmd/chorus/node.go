@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster/node"
 	"github.com/chorus-rt/chorus/net/cert"
 	"github.com/chorus-rt/chorus/net/link"
-	"github.com/chorus-rt/chorus/remote/node"
 )
 
 // launchEnv is what a node agent takes from its launcher's environment

@@ -65,12 +65,12 @@ var layers = map[string]int{
 	"internal/lint":              7,
 	"cmd/chorus":                 9,
 	// Multi-host sessions.
-	"net/cert":       0,
-	"net/seal":       0, // record layer keyed from a TLS 1.3 exporter; standard library only
-	"remote/ctrl":    0,
-	"net/link":       1,
-	"remote/cluster": 7, // the controller side: a session driver over node agents
-	"remote/node":    7, // the node agent: session.StartLocal behind a control connection
+	"net/cert":     0,
+	"net/seal":     0, // record layer keyed from a TLS 1.3 exporter; standard library only
+	"cluster/ctrl": 0,
+	"net/link":     1,
+	"cluster":      7, // the controller side: a session driver over node agents
+	"cluster/node": 7, // the node agent: session.StartLocal behind a control connection
 	// The compiler imports only tensor and itself, never the runtime.
 	"compiler/vdevice": 1,
 	"compiler/ir":      2,

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/internal/trace"
-	"github.com/chorus-rt/chorus/remote/ctrl"
 	"github.com/chorus-rt/chorus/wire"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/wire"

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster"
+	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/net/link"
-	"github.com/chorus-rt/chorus/remote/cluster"
-	"github.com/chorus-rt/chorus/remote/ctrl"
 	"github.com/chorus-rt/chorus/session"
 )
 

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 )

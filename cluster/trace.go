@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/internal/trace"
-	"github.com/chorus-rt/chorus/remote/ctrl"
 	"github.com/chorus-rt/chorus/session"
 )
 

@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster"
+	"github.com/chorus-rt/chorus/cluster/node"
 	"github.com/chorus-rt/chorus/net/cert"
 	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/remote/cluster"
-	"github.com/chorus-rt/chorus/remote/node"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/worker"
 )

@@ -1,6 +1,6 @@
 // Package cluster is the controller side of a multi-host session: it
 // listens on an address (loopback unless told otherwise), waits for one
-// node agent per host (remote/node) to connect and authenticate
+// node agent per host (cluster/node) to connect and authenticate
 // (net/link), gives each its node rank and global worker ids
 // (host-major: node 0's workers first), and returns an ordinary
 // *session.Session whose driver relays commands over one connection per

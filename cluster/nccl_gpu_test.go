@@ -13,10 +13,10 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/worker"

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/net/link"
-	"github.com/chorus-rt/chorus/remote/ctrl"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/wire"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/remote/cluster"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 )

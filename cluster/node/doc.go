@@ -1,5 +1,5 @@
 // Package node is the node agent of a multi-host session (`chorus node
-// --connect HOST:PORT`): it connects to the controller (remote/cluster),
+// --connect HOST:PORT`): it connects to the controller (cluster),
 // authenticates (net/link), receives its node rank and global worker
 // ids, starts this host's worker processes with the process-session
 // machinery (session.StartLocal: shared-memory rings, lifeline), and
