@@ -16,10 +16,10 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/ipc"
-	"github.com/chorus-rt/chorus/internal/bench"
-	"github.com/chorus-rt/chorus/internal/demo"
-	"github.com/chorus-rt/chorus/internal/gpuprobe"
-	"github.com/chorus-rt/chorus/internal/progress"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/demo"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/gpuprobe"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
 	_ "github.com/chorus-rt/chorus/model/shardload" // chorus.shard.* on the CLI's workers
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"

@@ -17,8 +17,8 @@ import (
 	planrun "github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/algo/verify"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/bench"
-	"github.com/chorus-rt/chorus/internal/progress"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -471,7 +471,7 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 }
 
 // benchHandWritten times the cpu backend's collective through the bench
-// function of internal/bench.
+// function of cmd/chorus/internal/bench.
 func benchHandWritten(ctx context.Context, s *session.Session, f *session.DRef, coll string, dt tensor.DType, bytes int64, iters, warm int) (planrun.BenchResult, error) {
 	var res planrun.BenchResult
 	v, err := s.CallPacked(f, coll, dt, bytes, iters, warm, false)

@@ -10,7 +10,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/handplan"
 	planrun "github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/internal/bench"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 )

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/plot"
-	"github.com/chorus-rt/chorus/internal/progress"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/plot"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
 )
 
 // fileList is a repeatable flag.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl/hier"
-	"github.com/chorus-rt/chorus/internal/bench"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/net/link"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/plot"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/plot"
 	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/session"
 )

@@ -18,52 +18,52 @@ const module = "github.com/chorus-rt/chorus"
 // of a strictly lower layer (tests excepted). Keep in step with
 // docs/architecture.md.
 var layers = map[string]int{
-	"tensor":                     0,
-	"internal/testutil/leaktest": 0,
-	"internal/testutil/loopback": 0, // loopback TCP pairs for tests
-	"internal/plot":              0, // SVG pictures (gonum/plot): benchmark curves, timelines
-	"internal/progress":          0, // progress line on a terminal's stderr
-	"internal/sys/shmem":         0,
-	"internal/sys/shmarena":      1, // shared tensor arena (memfd); tensor stays below it, worker installs it
-	"internal/sys/pollread":      0, // reads that poll a socket before they park (ccl/hier data links)
-	"internal/sys/tsc":           0, // a cheap clock: the time-stamp counter calibrated against an OS clock
-	"internal/trace":             1, // events, flight ring, Trace Event Format; imports only internal/tsc
-	"internal/sys/dl":            0,
-	"gpu/cudasrc":                0,
-	"gpu/cuda":                   1,
-	"gpu/nccl":                   1,
-	"gpu/device":                 2,
-	"gpu/nvrtc":                  1,
-	"gpu/cublas":                 1,
-	"internal/gpuprobe":          1,
-	"value":                      1,
-	"registry":                   2,
-	"wire":                       3,
-	"ccl/reduce":                 1,
-	"algo/plan":                  1,
-	"algo/verify":                2,
-	"algo/handplan":              2,
-	"algo/cpuexec":               4,
-	"algo/gpuexec":               5,
-	"algo/gpuworker":             6,
-	"algo/run":                   7,
-	"algo/dsl":                   2,
-	"algo/library":               3,
-	"algo/mscclpptests":          3,
-	"ccl":                        2,
-	"ccl/cpu":                    3, // imports only ccl, ccl/reduce, internal/shmem, internal/shmarena, tensor; ccl/hier builds on it
-	"ccl/hier":                   4,
-	"ccl/nccl":                   4,
-	"ccl/ipc":                    4,
-	"transport":                  3,
-	"transport/shm":              4,
-	"transport/transporttest":    4,
-	"worker":                     5,
-	"session":                    6,
-	"internal/demo":              7,
-	"internal/bench":             7,
-	"internal/lint":              7,
-	"cmd/chorus":                 9,
+	"tensor":                       0,
+	"internal/testutil/leaktest":   0,
+	"internal/testutil/loopback":   0, // loopback TCP pairs for tests
+	"cmd/chorus/internal/plot":     0, // SVG pictures (gonum/plot): benchmark curves, timelines
+	"cmd/chorus/internal/progress": 0, // progress line on a terminal's stderr
+	"internal/sys/shmem":           0,
+	"internal/sys/shmarena":        1, // shared tensor arena (memfd); tensor stays below it, worker installs it
+	"internal/sys/pollread":        0, // reads that poll a socket before they park (ccl/hier data links)
+	"internal/sys/tsc":             0, // a cheap clock: the time-stamp counter calibrated against an OS clock
+	"internal/trace":               1, // events, flight ring, Trace Event Format; imports only internal/tsc
+	"internal/sys/dl":              0,
+	"gpu/cudasrc":                  0,
+	"gpu/cuda":                     1,
+	"gpu/nccl":                     1,
+	"gpu/device":                   2,
+	"gpu/nvrtc":                    1,
+	"gpu/cublas":                   1,
+	"cmd/chorus/internal/gpuprobe": 1,
+	"value":                        1,
+	"registry":                     2,
+	"wire":                         3,
+	"ccl/reduce":                   1,
+	"algo/plan":                    1,
+	"algo/verify":                  2,
+	"algo/handplan":                2,
+	"algo/cpuexec":                 4,
+	"algo/gpuexec":                 5,
+	"algo/gpuworker":               6,
+	"algo/run":                     7,
+	"algo/dsl":                     2,
+	"algo/library":                 3,
+	"algo/mscclpptests":            3,
+	"ccl":                          2,
+	"ccl/cpu":                      3, // imports only ccl, ccl/reduce, internal/shmem, internal/shmarena, tensor; ccl/hier builds on it
+	"ccl/hier":                     4,
+	"ccl/nccl":                     4,
+	"ccl/ipc":                      4,
+	"transport":                    3,
+	"transport/shm":                4,
+	"transport/transporttest":      4,
+	"worker":                       5,
+	"session":                      6,
+	"cmd/chorus/internal/demo":     7,
+	"cmd/chorus/internal/bench":    7,
+	"internal/lint":                7,
+	"cmd/chorus":                   9,
 	// Multi-host sessions.
 	"net/cert":     0,
 	"net/seal":     0, // record layer keyed from a TLS 1.3 exporter; standard library only
@@ -72,12 +72,12 @@ var layers = map[string]int{
 	"cluster":      7, // the controller side: a session driver over node agents
 	"cluster/node": 7, // the node agent: session.StartLocal behind a control connection
 	// The compiler imports only tensor and itself, never the runtime.
-	"compiler/vdevice": 1,
-	"compiler/ir":      2,
-	"compiler/passes":  3,
-	"compiler/vm":      7, // runs compiled IR on workers: registry, worker, session
-	"internal/mlp":     8, // the tensor-parallel MLP on the VM (demo, bench)
-	"model/decoder":    8, // the tensor-parallel transformer decoder on the VM
+	"compiler/vdevice":        1,
+	"compiler/ir":             2,
+	"compiler/passes":         3,
+	"compiler/vm":             7, // runs compiled IR on workers: registry, worker, session
+	"cmd/chorus/internal/mlp": 8, // the tensor-parallel MLP on the VM (demo, bench)
+	"model/decoder":           8, // the tensor-parallel transformer decoder on the VM
 	// Model weights: safetensors files, sharding, loading on workers.
 	"model/safetensors": 1,
 	"model/shard":       3,
@@ -85,7 +85,7 @@ var layers = map[string]int{
 }
 
 // Only these packages may load GPU libraries.
-var mayImportPurego = map[string]bool{"internal/sys/dl": true, "internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true, "gpu/cublas": true}
+var mayImportPurego = map[string]bool{"internal/sys/dl": true, "cmd/chorus/internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true, "gpu/cublas": true}
 
 func repoRoot(t *testing.T) string {
 	dir, err := filepath.Abs("../..")

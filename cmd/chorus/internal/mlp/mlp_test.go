@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/mlp"
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/internal/mlp"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/registry"
 	"github.com/chorus-rt/chorus/session"

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/chorus-rt/chorus/internal/progress"
+	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

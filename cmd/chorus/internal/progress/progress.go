@@ -306,7 +306,7 @@ func FormatDuration(d time.Duration) string {
 
 // SizeWeight is the weight of a benchmark step at size bytes for loops
 // that choose their iteration counts so that every size takes about the
-// same time until the count reaches its floor (internal/bench's itersFor,
+// same time until the count reaches its floor (cmd/chorus/internal/bench's itersFor,
 // chorus plan run's planItersFor), past which the time grows with the
 // size: 1 below knee bytes, growing linearly above it.
 func SizeWeight(bytes, knee int64) float64 {
