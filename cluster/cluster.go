@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/cluster/ctrl"
-	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/net/link"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/wire"
 )

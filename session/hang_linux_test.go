@@ -14,7 +14,7 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/wire"
 )

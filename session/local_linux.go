@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 
 	"github.com/chorus-rt/chorus/wire"
 	"github.com/chorus-rt/chorus/worker"

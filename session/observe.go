@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/wire"
 )
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 )
 
 // mergeParts reads the workers' trace part files (parts[i] is worker

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 )
 
 func TestReadTail(t *testing.T) {

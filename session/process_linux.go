@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/internal/sys/shmem"
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/shm"
 	"github.com/chorus-rt/chorus/wire"

@@ -10,8 +10,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/wire"
 	"github.com/chorus-rt/chorus/worker"

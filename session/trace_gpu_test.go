@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/session"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/worker"

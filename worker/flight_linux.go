@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/chorus-rt/chorus/internal/sys/shmem"
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 )
 
 // attachFlight maps the flight recorder the controller made (a memfd

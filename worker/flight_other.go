@@ -5,7 +5,7 @@ package worker
 import (
 	"errors"
 
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 )
 
 func attachFlight() (*trace.Ring, error) {

@@ -2,8 +2,8 @@ package worker
 
 import (
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/trace"
 )
 
 // GPU work in the trace: when the timeline is on and the worker's device

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/transport"
 	"github.com/chorus-rt/chorus/transport/shm"

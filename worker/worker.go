@@ -12,8 +12,8 @@ import (
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/internal/trace"
 	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/tensor"
 	"github.com/chorus-rt/chorus/value"
 	"github.com/chorus-rt/chorus/wire"

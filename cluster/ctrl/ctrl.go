@@ -32,7 +32,7 @@ const (
 	// Tracing (only when Assign.Trace; see docs/observability.md).
 	TPing     Type = 10 // controller -> agent: the controller's clock (8 bytes, Clock)
 	TPong     Type = 11 // agent -> controller: the ping's clock and the agent's (16 bytes, Clock)
-	TTrace    Type = 12 // agent -> controller: trace events as part lines (internal/trace)
+	TTrace    Type = 12 // agent -> controller: trace events as part lines (runtime/trace)
 	TTraceEnd Type = 13 // agent -> controller: TraceEnd (its events are complete)
 )
 

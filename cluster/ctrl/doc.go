@@ -5,7 +5,7 @@
 // messages are small JSON objects decoded strictly (unknown fields are an
 // error). Limits are checked on the header, before a payload is read: a
 // wire frame at most transport.MaxFrame bytes, a trace frame (part lines
-// of internal/trace) at most MaxTrace, pings and pongs exactly 8 and 16
+// of runtime/trace) at most MaxTrace, pings and pongs exactly 8 and 16
 // bytes, any other message at most MaxMessage.
 //
 // A Conn also keeps the connection alive: Read fails when nothing at all

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/cluster/ctrl"
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/wire"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/plot"
-	"github.com/chorus-rt/chorus/internal/trace"
+	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/session"
 )
 

@@ -27,7 +27,7 @@ var layers = map[string]int{
 	"internal/sys/shmarena":        1, // shared tensor arena (memfd); tensor stays below it, worker installs it
 	"internal/sys/pollread":        0, // reads that poll a socket before they park (ccl/hier data links)
 	"internal/sys/tsc":             0, // a cheap clock: the time-stamp counter calibrated against an OS clock
-	"internal/trace":               1, // events, flight ring, Trace Event Format; imports only internal/tsc
+	"runtime/trace":                1, // events, flight ring, Trace Event Format; imports only internal/tsc
 	"internal/sys/dl":              0,
 	"gpu/cudasrc":                  0,
 	"gpu/cuda":                     1,
