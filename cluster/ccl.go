@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/chorus-rt/chorus/ccl/hier"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 )
 
 // PrepareCCL readies InitCCL across hosts (single-host sessions are left

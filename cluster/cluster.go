@@ -13,9 +13,9 @@ import (
 
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/net/link"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/session"
-	"github.com/chorus-rt/chorus/wire"
+	"github.com/chorus-rt/chorus/runtime/wire"
 )
 
 // ErrHostLost: a host of the session died, stalled or was cut off.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/wire"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/wire"
 )
 
 // TestCommands runs every command across two hosts of two workers each.

@@ -13,7 +13,7 @@ import (
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/net/link"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 )
 
 // pendingSync starts a long call on every worker and a Sync waiting for

@@ -11,10 +11,10 @@ import (
 	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // realGPU says whether this machine has a GPU and a loadable NCCL.

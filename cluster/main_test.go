@@ -19,9 +19,9 @@ import (
 	"github.com/chorus-rt/chorus/cluster/node"
 	"github.com/chorus-rt/chorus/net/cert"
 	"github.com/chorus-rt/chorus/net/link"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
-	"github.com/chorus-rt/chorus/worker"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 // Environment of an agent started by a test (this binary re-executed).

@@ -16,10 +16,10 @@ import (
 	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // gpuCount returns the GPUs this machine has, or skips.

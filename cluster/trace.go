@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/cluster/ctrl"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/session"
 )
 
 // Tracing a multi-host session (docs/observability.md): every agent's

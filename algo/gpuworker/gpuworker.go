@@ -8,8 +8,8 @@ import (
 	"github.com/chorus-rt/chorus/algo/gpuexec"
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/worker"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 // Options tune Load.

@@ -16,7 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/algo/verify"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/net/link"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/session"
-	"github.com/chorus-rt/chorus/wire"
+	"github.com/chorus-rt/chorus/runtime/wire"
 )
 
 // EnvAddr tells workers the address their host is reached at (the data

@@ -7,7 +7,7 @@ import (
 
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/wire"
+	"github.com/chorus-rt/chorus/runtime/wire"
 )
 
 // agentTrace is an agent's part of a traced session: its own events

@@ -9,7 +9,7 @@ import (
 
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/wire"
+	"github.com/chorus-rt/chorus/runtime/wire"
 )
 
 // TestFrameWriter: part lines are cut into TTrace frames of whole lines

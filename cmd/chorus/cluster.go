@@ -12,8 +12,8 @@ import (
 	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/net/link"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

@@ -21,10 +21,10 @@ import (
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/gpuprobe"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
 	_ "github.com/chorus-rt/chorus/model/shardload" // chorus.shard.* on the CLI's workers
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // version is set by the linker (-X main.version=...) for releases.

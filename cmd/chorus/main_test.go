@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorus-rt/chorus/worker"
+	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 func TestMain(m *testing.M) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/chorus-rt/chorus/model/decoder"
 	"github.com/chorus-rt/chorus/model/shardload"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--ffn 1408] [--vocab 4096] [--dtype auto] [--layout chorus|hf] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR]"

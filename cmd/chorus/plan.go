@@ -19,7 +19,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

@@ -11,7 +11,7 @@ import (
 	planrun "github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

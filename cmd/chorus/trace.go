@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/plot"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/session"
 )
 
 // sessionCommands are the commands that make sessions: they take

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 )
 
 // TestTraceFlag: --trace on a benchmark writes a valid trace that

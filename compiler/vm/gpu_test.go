@@ -16,11 +16,11 @@ import (
 	"github.com/chorus-rt/chorus/compiler/vdevice"
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 func init() {

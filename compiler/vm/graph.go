@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/worker"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 // Graph is one function of a module captured as a CUDA graph on one

@@ -11,7 +11,7 @@ import (
 	"github.com/chorus-rt/chorus/gpu/cudasrc"
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
-	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/compiler/ir"
-	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

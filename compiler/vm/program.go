@@ -8,7 +8,7 @@ import (
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 

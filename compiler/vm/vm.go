@@ -11,9 +11,9 @@ import (
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
-	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // Sentinel errors that callers test with errors.Is.

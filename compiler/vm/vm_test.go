@@ -13,10 +13,10 @@ import (
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // TestMain turns this test binary into a worker when a process session

@@ -5,9 +5,9 @@ import (
 
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // What the VM needs from package worker beyond registry.Env, in one place

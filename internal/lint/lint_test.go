@@ -18,52 +18,52 @@ const module = "github.com/chorus-rt/chorus"
 // of a strictly lower layer (tests excepted). Keep in step with
 // docs/architecture.md.
 var layers = map[string]int{
-	"tensor":                       0,
-	"internal/testutil/leaktest":   0,
-	"internal/testutil/loopback":   0, // loopback TCP pairs for tests
-	"cmd/chorus/internal/plot":     0, // SVG pictures (gonum/plot): benchmark curves, timelines
-	"cmd/chorus/internal/progress": 0, // progress line on a terminal's stderr
-	"internal/sys/shmem":           0,
-	"internal/sys/shmarena":        1, // shared tensor arena (memfd); tensor stays below it, worker installs it
-	"internal/sys/pollread":        0, // reads that poll a socket before they park (ccl/hier data links)
-	"internal/sys/tsc":             0, // a cheap clock: the time-stamp counter calibrated against an OS clock
-	"runtime/trace":                1, // events, flight ring, Trace Event Format; imports only internal/tsc
-	"internal/sys/dl":              0,
-	"gpu/cudasrc":                  0,
-	"gpu/cuda":                     1,
-	"gpu/nccl":                     1,
-	"gpu/device":                   2,
-	"gpu/nvrtc":                    1,
-	"gpu/cublas":                   1,
-	"cmd/chorus/internal/gpuprobe": 1,
-	"value":                        1,
-	"registry":                     2,
-	"wire":                         3,
-	"ccl/reduce":                   1,
-	"algo/plan":                    1,
-	"algo/verify":                  2,
-	"algo/handplan":                2,
-	"algo/cpuexec":                 4,
-	"algo/gpuexec":                 5,
-	"algo/gpuworker":               6,
-	"algo/run":                     7,
-	"algo/dsl":                     2,
-	"algo/library":                 3,
-	"algo/mscclpptests":            3,
-	"ccl":                          2,
-	"ccl/cpu":                      3, // imports only ccl, ccl/reduce, internal/shmem, internal/shmarena, tensor; ccl/hier builds on it
-	"ccl/hier":                     4,
-	"ccl/nccl":                     4,
-	"ccl/ipc":                      4,
-	"transport":                    3,
-	"transport/shm":                4,
-	"transport/transporttest":      4,
-	"worker":                       5,
-	"session":                      6,
-	"cmd/chorus/internal/demo":     7,
-	"cmd/chorus/internal/bench":    7,
-	"internal/lint":                7,
-	"cmd/chorus":                   9,
+	"tensor":                          0,
+	"internal/testutil/leaktest":      0,
+	"internal/testutil/loopback":      0, // loopback TCP pairs for tests
+	"cmd/chorus/internal/plot":        0, // SVG pictures (gonum/plot): benchmark curves, timelines
+	"cmd/chorus/internal/progress":    0, // progress line on a terminal's stderr
+	"internal/sys/shmem":              0,
+	"internal/sys/shmarena":           1, // shared tensor arena (memfd); tensor stays below it, worker installs it
+	"internal/sys/pollread":           0, // reads that poll a socket before they park (ccl/hier data links)
+	"internal/sys/tsc":                0, // a cheap clock: the time-stamp counter calibrated against an OS clock
+	"runtime/trace":                   1, // events, flight ring, Trace Event Format; imports only internal/tsc
+	"internal/sys/dl":                 0,
+	"gpu/cudasrc":                     0,
+	"gpu/cuda":                        1,
+	"gpu/nccl":                        1,
+	"gpu/device":                      2,
+	"gpu/nvrtc":                       1,
+	"gpu/cublas":                      1,
+	"cmd/chorus/internal/gpuprobe":    1,
+	"runtime/value":                   1,
+	"runtime/registry":                2,
+	"runtime/wire":                    3,
+	"ccl/reduce":                      1,
+	"algo/plan":                       1,
+	"algo/verify":                     2,
+	"algo/handplan":                   2,
+	"algo/cpuexec":                    4,
+	"algo/gpuexec":                    5,
+	"algo/gpuworker":                  6,
+	"algo/run":                        7,
+	"algo/dsl":                        2,
+	"algo/library":                    3,
+	"algo/mscclpptests":               3,
+	"ccl":                             2,
+	"ccl/cpu":                         3, // imports only ccl, ccl/reduce, internal/shmem, internal/shmarena, tensor; ccl/hier builds on it
+	"ccl/hier":                        4,
+	"ccl/nccl":                        4,
+	"ccl/ipc":                         4,
+	"runtime/transport":               3,
+	"runtime/transport/shm":           4,
+	"runtime/transport/transporttest": 4,
+	"runtime/worker":                  5,
+	"runtime/session":                 6,
+	"cmd/chorus/internal/demo":        7,
+	"cmd/chorus/internal/bench":       7,
+	"internal/lint":                   7,
+	"cmd/chorus":                      9,
 	// Multi-host sessions.
 	"net/cert":     0,
 	"net/seal":     0, // record layer keyed from a TLS 1.3 exporter; standard library only

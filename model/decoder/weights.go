@@ -7,10 +7,10 @@ import (
 	"math"
 	"strings"
 
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // RandomParamFunc is the worker function that makes a worker's shard of

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/chorus-rt/chorus/model/shard"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 )
 
 // ErrMismatch: workers see different checkpoints (or specs) at the path.

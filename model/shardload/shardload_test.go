@@ -16,10 +16,10 @@ import (
 	"github.com/chorus-rt/chorus/model/safetensors"
 	"github.com/chorus-rt/chorus/model/shard"
 	"github.com/chorus-rt/chorus/model/shardload"
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 func TestMain(m *testing.M) {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/model/shard"
-	"github.com/chorus-rt/chorus/registry"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/chorus-rt/chorus/worker"
 )
 
 // Names of the worker functions.

@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/session"
 )
 
 // SessionConfig selects one session-latency measurement.

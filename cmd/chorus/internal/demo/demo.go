@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/chorus-rt/chorus/registry"
-	"github.com/chorus-rt/chorus/session"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
