@@ -14,74 +14,104 @@ import (
 
 const module = "github.com/chorus-rt/chorus"
 
+// folders orders the top-level folders, bottom first: a package may import
+// packages of its own folder or of a folder listed before it, never one
+// after it, so the tree itself shows the layers. A package belongs to the
+// longest folder of this list that holds it. Keep in step with
+// docs/architecture.md.
+var folders = []string{
+	"internal", // OS plumbing (internal/sys), test helpers (internal/testutil), these rules
+	"tensor",   // dtypes, shapes, devices, host storage
+	"gpu",      // purego bindings: CUDA driver, NVRTC, NCCL, cuBLAS; the Device interface
+	"net",      // TLS links, certificates, sealed records
+	"ccl",      // collectives: the Comm interface and the cpu, cpu-hier, nccl and ipc backends
+	"runtime",  // values, registry, wire, transports, worker, session, trace
+	"algo",     // the algorithm language: plans, DSL, verifier, library, executors
+	"compiler", // VirtualDevice, IR, passes, VM
+	"model",    // safetensors, sharding, loading, tokenizer, chat templates, decoder
+	"cluster",  // multi-host controller and node agent
+	"cmd",      // the chorus binary and its application-only packages
+	"examples", // example programs
+}
+
 // layers orders the module's packages; a package may import only packages
 // of a strictly lower layer (tests excepted). Keep in step with
 // docs/architecture.md.
 var layers = map[string]int{
-	"tensor":                          0,
-	"internal/testutil/leaktest":      0,
-	"internal/testutil/loopback":      0, // loopback TCP pairs for tests
-	"cmd/chorus/internal/plot":        0, // SVG pictures (gonum/plot): benchmark curves, timelines
-	"cmd/chorus/internal/progress":    0, // progress line on a terminal's stderr
-	"internal/sys/shmem":              0,
-	"internal/sys/shmarena":           1, // shared tensor arena (memfd); tensor stays below it, worker installs it
-	"internal/sys/pollread":           0, // reads that poll a socket before they park (ccl/hier data links)
-	"internal/sys/tsc":                0, // a cheap clock: the time-stamp counter calibrated against an OS clock
-	"runtime/trace":                   1, // events, flight ring, Trace Event Format; imports only internal/tsc
-	"internal/sys/dl":                 0,
-	"gpu/cudasrc":                     0,
-	"gpu/cuda":                        1,
-	"gpu/nccl":                        1,
-	"gpu/device":                      2,
-	"gpu/nvrtc":                       1,
-	"gpu/cublas":                      1,
-	"cmd/chorus/internal/gpuprobe":    1,
+	"internal/sys/dl":            0,
+	"internal/sys/pollread":      0, // reads that poll a socket before they park (ccl/hier data links)
+	"internal/sys/shmem":         0,
+	"internal/sys/shmarena":      1, // shared tensor arena (memfd); tensor stays below it, worker installs it
+	"internal/sys/tsc":           0, // a cheap clock: the time-stamp counter calibrated against an OS clock
+	"internal/testutil/leaktest": 0,
+	"internal/testutil/loopback": 0, // loopback TCP pairs for tests
+	"internal/lint":              7,
+
+	"tensor": 0,
+
+	"gpu/cudasrc": 0,
+	"gpu/cuda":    1,
+	"gpu/nccl":    1,
+	"gpu/nvrtc":   1,
+	"gpu/cublas":  1,
+	"gpu/device":  2,
+
+	"net/cert": 0,
+	"net/seal": 0, // record layer keyed from a TLS 1.3 exporter; standard library only
+	"net/link": 1,
+
+	"ccl/reduce": 1,
+	"ccl":        2,
+	"ccl/cpu":    3, // imports only ccl, ccl/reduce, internal/sys/shmem, internal/sys/shmarena, tensor; ccl/hier builds on it
+	"ccl/hier":   4,
+	"ccl/nccl":   4,
+	"ccl/ipc":    4,
+
+	"runtime/trace":                   1, // events, flight ring, Trace Event Format; imports only internal/sys/tsc
 	"runtime/value":                   1,
 	"runtime/registry":                2,
 	"runtime/wire":                    3,
-	"ccl/reduce":                      1,
-	"algo/plan":                       1,
-	"algo/verify":                     2,
-	"algo/handplan":                   2,
-	"algo/cpuexec":                    4,
-	"algo/gpuexec":                    5,
-	"algo/gpuworker":                  6,
-	"algo/run":                        7,
-	"algo/dsl":                        2,
-	"algo/library":                    3,
-	"algo/mscclpptests":               3,
-	"ccl":                             2,
-	"ccl/cpu":                         3, // imports only ccl, ccl/reduce, internal/shmem, internal/shmarena, tensor; ccl/hier builds on it
-	"ccl/hier":                        4,
-	"ccl/nccl":                        4,
-	"ccl/ipc":                         4,
 	"runtime/transport":               3,
 	"runtime/transport/shm":           4,
 	"runtime/transport/transporttest": 4,
 	"runtime/worker":                  5,
 	"runtime/session":                 6,
-	"cmd/chorus/internal/demo":        7,
-	"cmd/chorus/internal/bench":       7,
-	"internal/lint":                   7,
-	"cmd/chorus":                      9,
-	// Multi-host sessions.
-	"net/cert":     0,
-	"net/seal":     0, // record layer keyed from a TLS 1.3 exporter; standard library only
-	"cluster/ctrl": 0,
-	"net/link":     1,
-	"cluster":      7, // the controller side: a session driver over node agents
-	"cluster/node": 7, // the node agent: session.StartLocal behind a control connection
-	// The compiler imports only tensor and itself, never the runtime.
-	"compiler/vdevice":        1,
-	"compiler/ir":             2,
-	"compiler/passes":         3,
-	"compiler/vm":             7, // runs compiled IR on workers: registry, worker, session
-	"cmd/chorus/internal/mlp": 8, // the tensor-parallel MLP on the VM (demo, bench)
-	"model/decoder":           8, // the tensor-parallel transformer decoder on the VM
-	// Model weights: safetensors files, sharding, loading on workers.
+
+	"algo/plan":         1,
+	"algo/verify":       2,
+	"algo/handplan":     2,
+	"algo/dsl":          2,
+	"algo/library":      3,
+	"algo/mscclpptests": 3,
+	"algo/cpuexec":      4,
+	"algo/gpuexec":      5,
+	"algo/gpuworker":    6,
+	"algo/run":          7,
+
+	// The compiler's front half imports only tensor and itself, never the runtime.
+	"compiler/vdevice": 1,
+	"compiler/ir":      2,
+	"compiler/passes":  3,
+	"compiler/vm":      7, // runs compiled IR on workers: registry, worker, session
+
 	"model/safetensors": 1,
+	"model/tokenizer":   0, // tokenizer.json, standard library only
+	"model/chat":        0, // chat templates (a Jinja subset), standard library only
 	"model/shard":       3,
 	"model/shardload":   7,
+	"model/decoder":     8, // the tensor-parallel transformer decoder on the VM
+
+	"cluster/ctrl": 0,
+	"cluster":      7, // the controller side: a session driver over node agents
+	"cluster/node": 7, // the node agent: session.StartLocal behind a control connection
+
+	"cmd/chorus/internal/plot":     0, // SVG pictures (gonum/plot): benchmark curves, timelines
+	"cmd/chorus/internal/progress": 0, // progress line on a terminal's stderr
+	"cmd/chorus/internal/gpuprobe": 1,
+	"cmd/chorus/internal/demo":     7,
+	"cmd/chorus/internal/bench":    7,
+	"cmd/chorus/internal/mlp":      8, // the tensor-parallel MLP on the VM (demo, bench)
+	"cmd/chorus":                   9,
 }
 
 // Only these packages may load GPU libraries.
@@ -107,7 +137,9 @@ func packages(t *testing.T, root string) map[string][]string {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if p != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bench" || name == "docs") {
+			rel, _ := filepath.Rel(root, p)
+			top := p != root && filepath.Dir(rel) == "."
+			if p != root && (strings.HasPrefix(name, ".") || name == "testdata" || (top && (name == "bench" || name == "docs" || name == "scripts"))) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -177,6 +209,74 @@ func TestImportLayers(t *testing.T) {
 					t.Errorf("%s (layer %d) imports %s (layer %d): imports must go down the layers", dir, layer, rel, il)
 				}
 			}
+		}
+	}
+}
+
+// folderOf returns the index in folders of the folder that holds dir.
+func folderOf(dir string) (int, bool) {
+	best, bestLen := -1, -1
+	for i, f := range folders {
+		if (dir == f || strings.HasPrefix(dir, f+"/")) && len(f) > bestLen {
+			best, bestLen = i, len(f)
+		}
+	}
+	return best, best >= 0
+}
+
+func TestFolderOrder(t *testing.T) {
+	root := repoRoot(t)
+	pkgs := packages(t, root)
+	var dirs []string
+	for d := range pkgs {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, dir := range dirs {
+		fi, ok := folderOf(dir)
+		if !ok {
+			t.Errorf("package %s is in no folder of internal/lint's folders; add the folder (and to docs/architecture.md)", dir)
+			continue
+		}
+		for _, f := range pkgs[dir] {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				rel, ok := strings.CutPrefix(path, module+"/")
+				if !ok {
+					continue
+				}
+				if ii, ok := folderOf(rel); ok && ii > fi {
+					t.Errorf("%s (folder %s) imports %s (folder %s, above it): folders import only their own or lower folders", dir, folders[fi], rel, folders[ii])
+				}
+			}
+		}
+	}
+}
+
+// TestFolderOfTable checks the folder lookup on hand cases, so that the
+// folder rule cannot pass by matching nothing.
+func TestFolderOfTable(t *testing.T) {
+	for _, c := range []struct {
+		dir  string
+		want string
+	}{
+		{"runtime/session", "runtime"},
+		{"cmd/chorus/internal/bench", "cmd"},
+		{"internal/sys/dl", "internal"},
+		{"ccl", "ccl"},
+		{"cclx", ""},
+	} {
+		i, ok := folderOf(c.dir)
+		got := ""
+		if ok {
+			got = folders[i]
+		}
+		if got != c.want {
+			t.Errorf("folderOf(%q) = %q, want %q", c.dir, got, c.want)
 		}
 	}
 }
