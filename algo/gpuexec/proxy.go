@@ -59,9 +59,6 @@ func NewFIFO(mem unsafe.Pointer, size int) *FIFO {
 // Size is the number of entries.
 func (f *FIFO) Size() int { return len(f.entries) / entryWords }
 
-// entryAddr and the word offsets are what the kernel's arguments point at.
-func (f *FIFO) entryBase() unsafe.Pointer { return unsafe.Pointer(&f.entries[0]) }
-
 // Entry is one decoded FIFO entry.
 type Entry struct {
 	Seq      uint64

@@ -76,12 +76,6 @@ func view(t *tensor.Tensor, off, n int) *tensor.Tensor {
 	return v
 }
 
-func u8(b []byte) *tensor.Tensor {
-	t := tensor.MustNew(tensor.Uint8, tensor.Shape{int64(len(b))})
-	copy(t.Bytes(), b)
-	return t
-}
-
 // gatherHosts makes every rank's block of blk bytes (src, a uint8
 // tensor) known to every rank in all (n*blk bytes, rank order): through
 // shared memory inside the host, between the leaders over the links,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -332,4 +333,5 @@ func TestScratchAligned(t *testing.T) {
 		}
 		keep = append(keep, b)
 	}
+	runtime.KeepAlive(keep)
 }

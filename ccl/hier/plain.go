@@ -67,6 +67,16 @@ func plainProof(key []byte, role string, a, b []byte) []byte {
 	return m.Sum(nil)
 }
 
+// writeFlush writes p to c and flushes it, and returns the first error
+// of the two: a failed write is reported even when the flush after it
+// would succeed.
+func writeFlush(c net.Conn, p []byte) error {
+	if _, err := c.Write(p); err != nil {
+		return err
+	}
+	return flushConn(c)
+}
+
 // flushConn sends what a buffered connection (link.Config.Buffer) holds.
 func flushConn(c net.Conn) error {
 	switch x := c.(type) {

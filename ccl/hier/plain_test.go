@@ -162,8 +162,8 @@ func TestPlaintextRefused(t *testing.T) {
 	// A wrong proof.
 	tc, _ := startSwitch(t, pe, k)
 	raw := tc.NetConn()
-	if _, err := raw.Write(make([]byte, 64)); err == nil {
-		err = flushConn(raw)
+	if err := writeFlush(raw, make([]byte, 64)); err != nil {
+		t.Fatal(err)
 	}
 	wantRefused(t, pe, logs, raw, "wrong plaintext-switch proof")
 
@@ -176,8 +176,8 @@ func TestPlaintextRefused(t *testing.T) {
 	tc, ns := startSwitch(t, pe, k)
 	nc := make([]byte, 32)
 	raw = tc.NetConn()
-	if _, err := raw.Write(append(nc, plainProof(otherKey, "client", ns, nc)...)); err == nil {
-		err = flushConn(raw)
+	if err := writeFlush(raw, append(nc, plainProof(otherKey, "client", ns, nc)...)); err != nil {
+		t.Fatal(err)
 	}
 	wantRefused(t, pe, logs, raw, "wrong plaintext-switch proof")
 	other.Close()
@@ -223,17 +223,62 @@ func TestPlaintextRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := c.Write([]byte("ping")); err == nil {
-		err = flushConn(c)
+	if err := writeFlush(c, []byte("ping")); err != nil {
+		t.Fatal(err)
 	}
 	got := make([]byte, 4)
 	if _, err := io.ReadFull(s, got); err != nil || string(got) != "ping" {
 		t.Fatalf("server read %q: %v", got, err)
 	}
-	if _, err := s.Write([]byte("pong")); err == nil {
-		err = flushConn(s)
+	if err := writeFlush(s, []byte("pong")); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := io.ReadFull(c, got); err != nil || string(got) != "pong" {
 		t.Fatalf("client read %q: %v", got, err)
+	}
+}
+
+// flakyConn is a buffered net.Conn whose Write or Flush fails on demand,
+// and which counts the flushes it was asked for.
+type flakyConn struct {
+	net.Conn
+	writeErr, flushErr error
+	flushes            int
+}
+
+func (c *flakyConn) Write(p []byte) (int, error) {
+	if c.writeErr != nil {
+		return 0, c.writeErr
+	}
+	return len(p), nil
+}
+
+func (c *flakyConn) Flush() error { c.flushes++; return c.flushErr }
+
+// TestWriteFlushReportsEither: a failed write is reported (and nothing
+// is flushed after it), and so is a failed flush after a good write;
+// sealClient's first sealed record and the handshakes rely on it.
+func TestWriteFlushReportsEither(t *testing.T) {
+	errWrite, errFlush := errors.New("write broke"), errors.New("flush broke")
+	cases := []struct {
+		name             string
+		writeErr, flushE error
+		want             error
+		flushes          int
+	}{
+		{"both succeed", nil, nil, nil, 1},
+		{"write fails", errWrite, nil, errWrite, 0},
+		{"flush fails", nil, errFlush, errFlush, 1},
+		{"both fail", errWrite, errFlush, errWrite, 0},
+	}
+	for _, tc := range cases {
+		c := &flakyConn{writeErr: tc.writeErr, flushErr: tc.flushE}
+		err := writeFlush(c, []byte(sealReady))
+		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: writeFlush = %v, want %v", tc.name, err, tc.want)
+		}
+		if c.flushes != tc.flushes {
+			t.Errorf("%s: %d flushes, want %d", tc.name, c.flushes, tc.flushes)
+		}
 	}
 }

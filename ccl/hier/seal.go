@@ -165,10 +165,7 @@ func sealClient(tc *tls.Conn, hello []byte) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.Write([]byte(sealReady)); err == nil {
-		err = s.Flush()
-	}
-	if err != nil {
+	if err := writeFlush(s, []byte(sealReady)); err != nil {
 		return nil, fmt.Errorf("send the first sealed record: %v", err)
 	}
 	_ = s.SetDeadline(time.Time{})

@@ -99,10 +99,7 @@ func sealedHello(t *testing.T, e *endpoint, k connKey) (*tls.Conn, []byte) {
 		t.Fatal(err)
 	}
 	h := encodeHello(sealMagic, k, 1, 0)
-	if _, err := tc.Write(h); err == nil {
-		err = link.Flush(tc)
-	}
-	if err != nil {
+	if err := writeFlush(tc, h); err != nil {
 		t.Fatal(err)
 	}
 	acc := make([]byte, 1)
@@ -220,8 +217,8 @@ func TestSealRefused(t *testing.T) {
 	}
 	defer s.Close()
 	for _, x := range []net2{{c, s, "ping"}, {s, c, "pong"}} {
-		if _, err := x.from.Write([]byte(x.msg)); err == nil {
-			err = flushConn(x.from)
+		if err := writeFlush(x.from, []byte(x.msg)); err != nil {
+			t.Fatal(err)
 		}
 		got := make([]byte, len(x.msg))
 		if _, err := io.ReadFull(x.to, got); err != nil || string(got) != x.msg {

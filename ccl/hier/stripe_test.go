@@ -16,7 +16,6 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
-	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -555,10 +554,7 @@ func TestHelloStripeRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Write(encodeHello(dataMagic, tc0, tc.stripes, tc.inline)); err == nil {
-			err = link.Flush(c)
-		}
-		if err != nil {
+		if err := writeFlush(c, encodeHello(dataMagic, tc0, tc.stripes, tc.inline)); err != nil {
 			t.Fatal(err)
 		}
 		wantRefused(t, te, logs, c, tc.why)

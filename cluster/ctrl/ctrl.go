@@ -178,13 +178,12 @@ func Decode(t Type, payload []byte, v any) error {
 // Conn is one control connection. One goroutine reads; any goroutine
 // writes (writes are serialized).
 type Conn struct {
-	c        net.Conn
-	idle     time.Duration
-	r        *bufio.Reader
-	buf      []byte
-	wmu      sync.Mutex
-	w        *bufio.Writer
-	closeErr sync.Once
+	c    net.Conn
+	idle time.Duration
+	r    *bufio.Reader
+	buf  []byte
+	wmu  sync.Mutex
+	w    *bufio.Writer
 }
 
 // idleReader extends the read deadline before every read, so a frame of

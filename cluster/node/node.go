@@ -170,7 +170,6 @@ type agent struct {
 	l        *session.Local
 	logf     func(string, ...any)
 	grace    time.Duration
-	stopping sync.Once
 	stopped  bool
 	mu       sync.Mutex
 	quit     chan struct{}

@@ -672,8 +672,11 @@ func TestBuffersGrow(t *testing.T) {
 	for i := range 50 {
 		p := pattern(100+i, byte(i))
 		want = append(want, p...)
-		if _, err := w.Write(p); err == nil {
-			err = w.Flush()
+		if _, err := w.Write(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if cap(w.wbuf) != recMax {
