@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything issue 17 asks of a host, in one run on the host it starts on:
+# Everything measured about a host's use, in one run on the host it starts on:
 #   1. the host's memory bandwidth (chorus bench membw: STREAM-like copy, triad);
 #   2. session latency (chorus bench session), threaded and process/shm,
 #      1, 2, 4, 8, 16 workers (bounded by the CPUs);
@@ -185,7 +185,7 @@ if [ "${HOST_CCL_EXPERIMENTS:-1}" = 1 ]; then
     { echo "## $1, $n workers, $2-$3"; env "$1" "$chorus" bench allreduce --backend cpu --session process --workers "$n" --dtype float32 --min "$2" --max "$3" --rounds 1 --membw "${bw:-0}"; } >>"$x" 2>&1 ||
       note "allreduce experiment $1 failed"
   done
-  # Shared tensors off (the cma path, as before 2026-11-25 session 4) at
+  # Shared tensors off (the cma path, as before shared tensors) at
   # every worker count: the A/B against the process rows above (shm).
   for m in "${cws[@]}"; do
     log "chorus allreduce, process session, $m workers, CHORUS_SHM_TENSORS=0, 1M-64M"

@@ -6,7 +6,7 @@ divided by the calls it holds (chorus bench --graph, nccl-tests -G).
 
 The graph mode once captured up to 1000 calls and timed all replays on the
 host: it reported 55-60 us per NCCL call at 1-256 KB on 2 x H200, while
-100 calls captured and replayed took 10.8-13.7 us (issue 13)."""
+100 calls captured and replayed took 10.8-13.7 us."""
 import math
 import os
 

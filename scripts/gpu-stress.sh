@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stall hunt for the custom all-reduce (issue 13), on a GPU machine, from
+# Stall hunt for the custom all-reduce, on a GPU machine, from
 # the binaries of scripts/gpu-build.sh. It alternates sizes, strategies,
 # eager and graph-replayed runs, each a separate single-size command (the
 # situation in which 0.5 ms stalls were seen), PASSES times in shuffled

@@ -112,13 +112,13 @@ fi
 
 # tbf's bucket: 1 ms at the rate (1.25 MB at 10 Gbit/s, 125 KB at 1
 # Gbit/s; at least 64 KiB, one GSO packet). A real link never sends above
-# its rate; a bucket lets a host do so for as long as it holds. Until
-# session 14 it held 4 ms: that gave a program timed in windows that start
+# its rate; a bucket lets a host do so for as long as it holds. It once
+# held 4 ms: that gave a program timed in windows that start
 # idle (gloo's anchor: 1 s windows) up to 0.4% for free, and hid gaps of
 # up to 4 ms in a busy link (they were made up at veth speed after). 128
 # KB made tbf's own timer the limit (gloo 1.04-1.23x the wire bound);
 # 1 MB let a single flow reach the wire bound (gloo 1.000-1.004x).
-# docs/multi-host.md "A link model without a 4 ms burst".
+# docs/multi-host.md, "The link model".
 rate_bits() { # 10gbit, 500mbit, 100kbit -> bits per second
   local n=${1%%[a-zA-Z]*} u=${1##*[0-9]}
   case $u in gbit) echo $((n * 1000000000)) ;; mbit) echo $((n * 1000000)) ;; kbit) echo $((n * 1000)) ;; *) echo "$n" ;; esac

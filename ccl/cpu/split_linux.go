@@ -122,8 +122,7 @@ const pipeEdgeDiv = 4
 // wait for it) or the copies of the last (the rings are done), so each
 // call paid a whole group's host-local work with its links idle; on 2
 // hosts x 2 ranks the uplink idled at every call boundary, and short
-// edges made 8-32 MiB 1.02-1.057x faster (session 17,
-// docs/multi-host.md). A function of its arguments only, so every rank
+// edges made 8-32 MiB 1.02-1.057x faster (docs/multi-host.md). A function of its arguments only, so every rank
 // with the same group cuts alike.
 func PipeCuts(size, group, es int) []int {
 	es = max(1, es)

@@ -21,7 +21,7 @@ import (
 // out) in fewer messages (3 instead of 7 on 8 hosts), one round after
 // another.
 //
-// Measured (session 13, the 16-core host's namespaces, 10 Gbit/s tbf,
+// Measured (the 16-core host's namespaces, 10 Gbit/s tbf,
 // TLS, two calls, the all-to-all build right before; docs/multi-host.md):
 // on 8 hosts rounds made 1-4 KiB allreduces 1.14-1.52x faster and the
 // agreement before a 64 KiB RHD 1.05-1.39x; on 4 hosts they were no
@@ -120,7 +120,7 @@ const recHdrBytes = 4
 // is only those that ride in the agreement (InlineMax); larger ones take
 // RHD or the ring. On 8 hosts a 16 KiB allreduce took 225 us by RHD and
 // 239-258 us carried in an all-to-all agreement, but 386-396 us carried
-// through Bruck rounds (session 13, docs/multi-host.md).
+// through Bruck rounds (docs/multi-host.md).
 func (c *Comm) gatherMax() int {
 	if c.inRounds() {
 		return min(SmallMax, c.block-descBytes)

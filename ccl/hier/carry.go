@@ -30,7 +30,7 @@ import (
 // before the receives, as the agreement is): on the 16-core host's
 // namespaces 8-16 KiB allreduces got 1.5-1.9x faster on 2 and 4 hosts,
 // while carrying 64 KiB was 1.1-1.2x slower on 2 hosts (and faster on 4)
-// than agreeing first (session 10, docs/multi-host.md).
+// than agreeing first (docs/multi-host.md).
 var CarryMax = envInt0("CHORUS_HIER_CARRY_MAX", inlineMax-descBytes)
 
 // statusCarry marks an agreement message whose descriptor is followed by

@@ -32,7 +32,7 @@ const EnvSmallMax = "CHORUS_HIER_SMALL_MAX"
 // CHORUS_HIER_CHUNK and CHORUS_HIER_MULTIRING_MIN override them for
 // measurements. SmallMax: allreduces up to this size are gathered (every
 // input to every rank); larger ones take RHD or the ring. It was 64 KiB
-// until session 10: on the 16-core host's namespaces RHD and the ring
+// before: on the 16-core host's namespaces RHD and the ring
 // were 1.2-2.4x faster than gathering at 32-64 KiB with 1 and 2 ranks
 // per host on 4 hosts, and on 2 hosts with 2 (docs/benchmarks.md); every
 // rank must have the same (checked in every agreement round).
@@ -660,7 +660,7 @@ func (c *Comm) exchange(to []*peer, send func(p *peer) error, from []*peer, recv
 // Sending small messages from goroutines too, and receiving large ones
 // from every peer at once, were measured and not kept: 1-16 KiB
 // allreduces on 4 hosts took 40-90% longer with the former, the latter
-// was within noise (session 10, docs/benchmarks.md).
+// was within noise (docs/multi-host.md).
 func (c *Comm) exchangeN(to []*peer, send func(p *peer) error, from []*peer, recvFn func(p *peer) error, size int) error {
 	if size <= inlineMax {
 		for _, p := range to {

@@ -46,8 +46,8 @@ const (
 	// narrowStripes: a leader ring below wideMin bytes runs on at most
 	// this many of the links. Eight stripes made 256 KiB on 4x1 13%
 	// slower than four (465 against 412 us) and tied with them at 1-4
-	// MiB; from 16 MiB they were 1.00-1.05x faster (session 14,
-	// docs/multi-host.md "A link model without a 4 ms burst").
+	// MiB; from 16 MiB they were 1.00-1.05x faster (docs/multi-host.md,
+	// "The link model").
 	narrowStripes = 4
 	// DefaultMultiStripes: the multi-ring path's stripes (links from each
 	// local rank to its counterparts on the neighbouring hosts) unless
@@ -55,7 +55,7 @@ const (
 	// multiStripeMin. Two stripes made 2x2 at 64-256 MiB 1.2-3.4% faster
 	// (1.006-1.015x the wire bound instead of 1.035-1.046x) and 4x2 0-2%;
 	// below, they were 1-6% slower on 4x2 at 1 and 16 MiB and mixed on
-	// 2x2 at 16 MiB (session 15, two calls, docs/benchmarks.md).
+	// 2x2 at 16 MiB (two calls, docs/multi-host.md).
 	DefaultMultiStripes = 2
 	// multiFactor: on the multi-ring path rings are striped only for
 	// messages from multiFactor x StripeMin bytes (64 MiB by default).
@@ -130,8 +130,8 @@ func byteSize(n int) string {
 // a ring is striped only where its segment (bytes/k) is at least
 // StripeMin/stripeMinHosts too: on 8 hosts from 512 KiB. There a 256
 // KiB ring took 735-770 us in one stripe and 1171-1190 us in 4 over
-// TLS, 384 and 852 us over plaintext links (session 13,
-// docs/multi-host.md).
+// TLS, 384 and 852 us over plaintext links
+// (docs/multi-host.md).
 const stripeMinHosts = 4
 
 // striped reports whether a ring over bytes bytes of a message of total
@@ -159,7 +159,7 @@ func (c *Comm) wideMin() int { return wideFactor * c.stripeMin }
 // bytes runs on. With bbr, four flows sharing a 10 Gbit/s uplink left
 // it idle long enough to make a 16 MiB allreduce on 2 hosts 4-8% slower
 // than gloo's one flow, eight 0-1%; below 16 MiB the extra flows cost
-// more than they balance (session 14). A function of the message and of
+// more than they balance. A function of the message and of
 // checked settings only, so every leader picks the same.
 func (c *Comm) ringStripes(bytes int) int {
 	if bytes >= c.wideMin() {

@@ -9,6 +9,7 @@
 // names and signatures are those of cuda.h from CUDA 13.0 (driver 580),
 // using the versioned entry points (_v2) where the header maps to them.
 //
-// Status: the driver binding only. NVRTC, NCCL, the device allocator and
-// the CPU fake behind a device interface are the rest of issue 4.
+// This package is the driver binding only: NVRTC, NCCL and cuBLAS have
+// their own packages, and the device allocator and the CPU fake are in
+// gpu/device.
 package cuda

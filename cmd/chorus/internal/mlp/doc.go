@@ -1,4 +1,4 @@
-// Package mlp is the tensor-parallel MLP of issue 8, end to end: built
+// Package mlp is a tensor-parallel MLP, end to end: built
 // with the compiler/ir builder, compiled through a pipeline of
 // compiler/passes, run by compiler/vm on every worker of a session, and
 // checked against a float64 reference computed here.
