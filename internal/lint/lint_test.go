@@ -70,7 +70,7 @@ var layers = map[string]int{
 	"runtime/trace":                   1, // events, flight ring, Trace Event Format; imports only internal/sys/tsc
 	"runtime/value":                   1,
 	"runtime/registry":                2,
-	"runtime/wire":                    3,
+	"runtime/wire":                    2, // codes only: runtime/worker registers the registry's and ccl's sentinels (MatchCode)
 	"runtime/transport":               3,
 	"runtime/transport/shm":           4,
 	"runtime/transport/transporttest": 4,

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/value"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -329,10 +328,22 @@ func TestReplyRoundTrip(t *testing.T) {
 	}
 }
 
+// Sentinels of a layer above wire, registered with MatchCode as
+// runtime/worker registers the registry's and the collectives'.
+var (
+	errTestUnknown = errors.New("test: unknown function")
+	errTestBadArgs = errors.New("test: bad arguments")
+)
+
+func init() {
+	MatchCode(CodeUnknown, errTestUnknown)
+	MatchCode(CodeBadArgs, errTestBadArgs, errTestBadArgs) // twice: once is kept
+}
+
 func TestReplyErrorsIs(t *testing.T) {
 	sentinels := map[Code]error{
-		CodeFailed: ErrFuncFailed, CodePanic: ErrPanic, CodeUnknown: registry.ErrUnknownFunction,
-		CodeBadArgs: registry.ErrBadArgs, CodeBadReg: ErrBadReg, CodeDepFailed: ErrDepFailed, CodeInternal: ErrInternal,
+		CodeFailed: ErrFuncFailed, CodePanic: ErrPanic, CodeUnknown: errTestUnknown,
+		CodeBadArgs: errTestBadArgs, CodeBadReg: ErrBadReg, CodeDepFailed: ErrDepFailed, CodeInternal: ErrInternal,
 	}
 	r := replyCases(t)[3].r
 	got, err := DecodeReply(mustReply(t, r))

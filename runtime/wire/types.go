@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/chorus-rt/chorus/ccl"
-	"github.com/chorus-rt/chorus/runtime/registry"
+	"sync"
 )
 
 // Version is the frame format version written into every header. A decoder
@@ -103,7 +101,9 @@ const (
 	CodeDepFailed Code = 5 // an argument holds the result of a failed call
 	CodeInternal  Code = 6 // the worker could not carry out the command
 	// Collective failures (package ccl), so that errors.Is with the ccl
-	// sentinels works on the controller.
+	// sentinels works on the controller (runtime/worker registers them
+	// with MatchCode, as it does the registry's for CodeUnknown and
+	// CodeBadArgs).
 	CodeCCLBadArgs  Code = 7  // ccl.ErrBadArgs: this rank's collective arguments
 	CodeCCLMismatch Code = 8  // ccl.ErrMismatch: ranks disagree
 	CodeCCLTimeout  Code = 9  // ccl.ErrTimeout: some ranks never arrived (also ccl.ErrFailed)
@@ -142,33 +142,54 @@ func (e *WorkerError) Error() string {
 	return b.String()
 }
 
-// Is lets errors.Is match the sentinel of the error's code.
+// Is lets errors.Is match the sentinel of the error's code: wire's own
+// (ErrFuncFailed, ErrPanic, ...) and those registered with MatchCode.
 func (e *WorkerError) Is(target error) bool {
-	switch e.Code {
-	case CodeFailed:
-		return target == ErrFuncFailed
-	case CodePanic:
-		return target == ErrPanic
-	case CodeUnknown:
-		return target == registry.ErrUnknownFunction
-	case CodeBadArgs:
-		return target == registry.ErrBadArgs
-	case CodeBadReg:
-		return target == ErrBadReg
-	case CodeDepFailed:
-		return target == ErrDepFailed
-	case CodeInternal:
-		return target == ErrInternal
-	case CodeCCLBadArgs:
-		return target == ccl.ErrBadArgs || target == registry.ErrBadArgs
-	case CodeCCLMismatch:
-		return target == ccl.ErrMismatch
-	case CodeCCLTimeout:
-		return target == ccl.ErrTimeout || target == ccl.ErrFailed
-	case CodeCCLFailed:
-		return target == ccl.ErrFailed
+	if own, ok := ownSentinels[e.Code]; ok && target == own {
+		return true
+	}
+	codeMu.RLock()
+	defer codeMu.RUnlock()
+	for _, s := range matches[e.Code] {
+		if target == s {
+			return true
+		}
 	}
 	return false
+}
+
+// ownSentinels are the sentinels of the codes that wire defines errors for.
+var ownSentinels = map[Code]error{
+	CodeFailed:    ErrFuncFailed,
+	CodePanic:     ErrPanic,
+	CodeBadReg:    ErrBadReg,
+	CodeDepFailed: ErrDepFailed,
+	CodeInternal:  ErrInternal,
+}
+
+var (
+	codeMu  sync.RWMutex
+	matches = map[Code][]error{}
+)
+
+// MatchCode makes errors.Is(e, target) true, for every target, for each
+// WorkerError e of code c. The sentinels of the layers above wire (an
+// unknown function, bad arguments, a collective's mismatch, timeout or
+// failure) are registered by the layer that maps errors to codes
+// (runtime/worker), so wire itself depends on neither the registry nor
+// the collectives. Registering a target twice has no further effect.
+func MatchCode(c Code, targets ...error) {
+	codeMu.Lock()
+	defer codeMu.Unlock()
+	for _, t := range targets {
+		dup := false
+		for _, s := range matches[c] {
+			dup = dup || s == t
+		}
+		if !dup {
+			matches[c] = append(matches[c], t)
+		}
+	}
 }
 
 // MaxErrorsPerReply bounds Reply.Errors; more are counted in Dropped.
