@@ -232,6 +232,16 @@ func (b *FuncBuilder) Rope(x, pos Ref, theta float64, out Ref) {
 	b.Emit("", OpRope, nil, x, pos, Float(theta), out)
 }
 
+// RopeTable emits rope(%x, %pos, [inv_freq...], %out): the table form,
+// angle float32(pos)·invFreq[i] (len(invFreq) = head_dim/2).
+func (b *FuncBuilder) RopeTable(x, pos Ref, invFreq []float32, out Ref) {
+	fs := make(Floats, len(invFreq))
+	for i, f := range invFreq {
+		fs[i] = float64(f)
+	}
+	b.Emit("", OpRope, nil, x, pos, fs, out)
+}
+
 // Attention emits attention(%q, %k, %v, %kCache, %vCache, %pos, %out).
 func (b *FuncBuilder) Attention(q, k, v, kCache, vCache, pos, out Ref) {
 	b.Emit("", OpAttention, nil, q, k, v, kCache, vCache, pos, out)

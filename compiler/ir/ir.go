@@ -192,8 +192,11 @@ func (b *Binding) Clone() *Binding {
 	c.Type = CloneType(b.Type)
 	c.Args = make([]Arg, len(b.Args))
 	for i, a := range b.Args {
-		if s, ok := a.(ShapeLit); ok {
-			a = ShapeLit(tensor.Shape(s).Clone())
+		switch x := a.(type) {
+		case ShapeLit:
+			a = ShapeLit(tensor.Shape(x).Clone())
+		case Floats:
+			a = append(Floats(nil), x...)
 		}
 		c.Args[i] = a
 	}
@@ -253,6 +256,11 @@ type Bool bool
 // ShapeLit is a shape immediate, printed [4, 8].
 type ShapeLit tensor.Shape
 
+// Floats is a list of floating-point immediates (rope's table of inverse
+// frequencies), printed [1.0, 0.5]: every element in Float's form, so
+// the list reads back as Floats, never as a shape.
+type Floats []float64
+
 // DTypeLit is a dtype immediate, printed by its canonical name.
 type DTypeLit tensor.DType
 
@@ -266,6 +274,7 @@ func (Sym) isArg()      {}
 func (Bool) isArg()     {}
 func (Float) isArg()    {}
 func (ShapeLit) isArg() {}
+func (Floats) isArg()   {}
 func (DTypeLit) isArg() {}
 func (VDLit) isArg()    {}
 
@@ -287,6 +296,17 @@ func (f Float) String() string {
 func (d DTypeLit) String() string { return tensor.DType(d).String() }
 func (v VDLit) String() string    { return vdevice.VirtualDevice(v).String() }
 func (s ShapeLit) String() string { return shapeString(tensor.Shape(s)) }
+
+func (fs Floats) String() string {
+	b := []byte{'['}
+	for i, f := range fs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, Float(f).String()...)
+	}
+	return string(append(b, ']'))
+}
 
 func shapeString(s tensor.Shape) string {
 	b := []byte{'['}
@@ -316,6 +336,8 @@ func argKindName(a Arg) string {
 		return "float"
 	case ShapeLit:
 		return "shape"
+	case Floats:
+		return "float list"
 	case DTypeLit:
 		return "dtype"
 	case VDLit:

@@ -190,6 +190,10 @@ func TestVerifyErrors(t *testing.T) {
 		{"rms_norm eps", out + "    %w8 = alloc_tensor([8], float32, {}, \"global\") : tensor<[8], float32, {scope=\"global\"}>\n    rms_norm(%o, %w8, -1.5, %o)", ErrBadArg, "eps -1.5"},
 		{"rms_norm eps kind", out + "    rms_norm(%o, %o, \"1e-5\", %o)", ErrBadArg, "argument 3 must be a number"},
 		{"rope rank", out + "    rope(%o, %o, 10000.0, %o)", ErrShape, "[tokens, heads, head_dim]"},
+		{"rope table length", ropeSrc("[1.0, 0.5, 0.25]"), ErrBadArg, "rope table has 3 inverse frequencies, head_dim 4 needs 2"},
+		{"rope table negative", ropeSrc("[1.0, -0.5]"), ErrBadArg, "rope inverse frequency 1 is -0.5"},
+		{"rope table huge", ropeSrc("[1.0, 1e+300]"), ErrBadArg, "rope inverse frequency 1 is 1e+300"},
+		{"rope arg kind", ropeSrc(`"x"`), ErrBadArg, "argument 3 must be a number or float list"},
 		{"embedding ids", out + "    embedding(%o, %w, %o)", ErrTypeMismatch, "ids must be int32"},
 		{"argmax out", out + "    argmax(%o, %o)", ErrTypeMismatch, "out must be int32"},
 		{"mul ints", "    %i = alloc_tensor([8], int32, {}, \"global\") : tensor<[8], int32, {scope=\"global\"}>\n    mul(%i, %i, %i)", ErrTypeMismatch, "mul of int32"},
@@ -400,6 +404,76 @@ func TestParseVirtualDevice(t *testing.T) {
 
 // TestFloatArgs: floats print so that they read back as floats (never as
 // ints) with the same value, and malformed numbers are syntax errors.
+// ropeSrc is a rope over [1, 2, 4] with freq as its third argument.
+func ropeSrc(freq string) string {
+	return "    %q = alloc_tensor([1, 2, 4], float32, {}, \"global\") : tensor<[1, 2, 4], float32, {scope=\"global\"}>\n" +
+		"    %p = alloc_tensor([1], int32, {}, \"global\") : tensor<[1], int32, {scope=\"global\"}>\n" +
+		"    rope(%q, %p, " + freq + ", %q)"
+}
+
+// TestRopeTable: the table form parses, verifies, prints in Float's form
+// (so it reads back as a list, not a shape) and round-trips; the builder
+// emits it from float32 values exactly.
+func TestRopeTable(t *testing.T) {
+	for _, tc := range []struct{ in, printed string }{
+		{"[1.0, 0.01]", "[1.0, 0.01]"},
+		{"[1, 0.5]", "[1.0, 0.5]"}, // an int element with a float one is a list
+		{"[0.0001, 3e-06]", "[0.0001, 3e-06]"},
+	} {
+		m, err := Parse(verifySrc(ropeSrc(tc.in)))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if err := Verify(m); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		text := m.String()
+		if !strings.Contains(text, "rope(%q, %p, "+tc.printed+", %q)") {
+			t.Errorf("%s prints as\n%s", tc.in, text)
+		}
+		back, err := Parse(text)
+		if err != nil || back.String() != text {
+			t.Fatalf("round trip of %s: %v", tc.in, err)
+		}
+		if _, ok := back.Funcs[0].Blocks[0].Bindings[2].Args[2].(Floats); !ok {
+			t.Errorf("%s reads back as %T", tc.in, back.Funcs[0].Blocks[0].Bindings[2].Args[2])
+		}
+		c := back.Funcs[0].Blocks[0].Bindings[2].Clone()
+		c.Args[2].(Floats)[0] = 7
+		if back.String() != text {
+			t.Errorf("Clone shares the table")
+		}
+	}
+	// All-integer lists stay shapes.
+	m, err := Parse(`module @m func @f() { block { call_packed("x", [1, 2]) } return }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Funcs[0].Blocks[0].Bindings[0].Args[1].(ShapeLit); !ok {
+		t.Errorf("[1, 2] parses to %T", m.Funcs[0].Blocks[0].Bindings[0].Args[1])
+	}
+	b := NewFunc("f")
+	x := b.Param("x", Tensor(tensor.Shape{1, 2, 4}, tensor.Float32, vdevice.Unconstrained))
+	p := b.Param("p", Tensor(tensor.Shape{1}, tensor.Int32, vdevice.Unconstrained))
+	o := b.AllocTensor("o", []int64{1, 2, 4}, tensor.Float32, vdevice.Unconstrained, "")
+	third := float32(1) / 3
+	b.RopeTable(x, p, []float32{1, third}, o)
+	b.Return(o)
+	f, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bd := range f.Blocks[0].Bindings {
+		if fs, ok := bd.Args[len(bd.Args)-2].(Floats); ok && bd.Op == OpRope {
+			if float32(fs[1]) != third || fs[1] != float64(third) {
+				t.Errorf("table element %v, want the float32 %v exactly", fs[1], third)
+			}
+			return
+		}
+	}
+	t.Fatalf("no rope table in\n%v", f)
+}
+
 func TestFloatArgs(t *testing.T) {
 	for _, tc := range []struct {
 		f    float64

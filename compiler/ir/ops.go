@@ -62,6 +62,10 @@ const (
 	// rope(%x, %pos, theta, %out): rotary position embedding, the
 	// rotate-half form (GPT-NeoX, Llama): x [T, heads, D] (D even), pos
 	// int32 [T]; pair (i, i + D/2) turns by pos·theta^(-2i/D).
+	// rope(%x, %pos, [f0, ..., f(D/2-1)], %out), the table form: pair i
+	// turns by float32(pos)·f_i in float32 (Hugging Face's rotary
+	// embedding; the table holds the inverse frequencies, scaled or not,
+	// so the kernels know nothing of scaling schemes).
 	OpRope
 	// attention(%q, %k, %v, %k_cache, %v_cache, %pos, %out): writes this
 	// step's k and v into the caches at rows pos, then causal attention
@@ -97,10 +101,11 @@ const (
 	kVD
 	kStrategy // a symbol or a string (custom_allreduce's strategy)
 	kFloat    // a float or an int immediate (an attribute such as eps)
+	kRopeFreq // rope's theta (a float or an int) or its table (Floats)
 )
 
 var kindNames = [...]string{kRef: "value", kInt: "int", kStr: "string", kSym: "symbol", kShape: "shape", kDType: "dtype", kVD: "virtual device",
-	kStrategy: "strategy symbol or plan string", kFloat: "number"}
+	kStrategy: "strategy symbol or plan string", kFloat: "number", kRopeFreq: "number or float list"}
 
 type resultKind uint8
 
@@ -136,7 +141,7 @@ var opTable = [numOps]opInfo{
 	OpEmbedding:       {"embedding", []argKind{kRef, kRef, kRef}, false, resNone},
 	OpRMSNorm:         {"rms_norm", []argKind{kRef, kRef, kFloat, kRef}, false, resNone},
 	OpLayerNorm:       {"layer_norm", []argKind{kRef, kRef, kRef, kFloat, kRef}, false, resNone},
-	OpRope:            {"rope", []argKind{kRef, kRef, kFloat, kRef}, false, resNone},
+	OpRope:            {"rope", []argKind{kRef, kRef, kRopeFreq, kRef}, false, resNone},
 	OpAttention:       {"attention", []argKind{kRef, kRef, kRef, kRef, kRef, kRef, kRef}, false, resNone},
 	OpSilu:            {"silu", []argKind{kRef, kRef}, false, resNone},
 	OpMul:             {"mul", []argKind{kRef, kRef, kRef}, false, resNone},
@@ -334,6 +339,9 @@ func argIs(a Arg, k argKind) bool {
 	case kFloat:
 		_, isF := a.(Float)
 		return isF || argIs(a, kInt)
+	case kRopeFreq:
+		_, isL := a.(Floats)
+		return isL || argIs(a, kFloat)
 	}
 	return false
 }
@@ -705,6 +713,17 @@ func inferModelOp(b *Binding, ts []TensorType) error {
 		}
 		if err := positions(pos, x.Shape[0]); err != nil {
 			return err
+		}
+		if fs, ok := b.Args[2].(Floats); ok {
+			if int64(len(fs)) != x.Shape[2]/2 {
+				return fmt.Errorf("%w: rope table has %d inverse frequencies, head_dim %d needs %d", ErrBadArg, len(fs), x.Shape[2], x.Shape[2]/2)
+			}
+			for i, f := range fs {
+				if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f > math.MaxFloat32 {
+					return fmt.Errorf("%w: rope inverse frequency %d is %v (finite, >= 0, a float32)", ErrBadArg, i, f)
+				}
+			}
+			return nil
 		}
 		return attr(2, "theta", true)
 	case OpAttention:

@@ -417,8 +417,7 @@ func (p *parser) arg() (Arg, error) {
 		}
 		return a, p.advance()
 	case p.isPunct("["):
-		s, err := p.shape()
-		return ShapeLit(s), err
+		return p.list()
 	case p.isPunct("{"):
 		v, err := p.vd()
 		return VDLit(v), err
@@ -435,6 +434,41 @@ func dtypeByName(s string) tensor.DType {
 		}
 	}
 	return tensor.Invalid
+}
+
+// list reads [ ... ]: a shape when every element is an integer, Floats
+// when any is written as a float (Floats print every element that way).
+func (p *parser) list() (Arg, error) {
+	save := *p
+	s, err := p.shape()
+	if err == nil {
+		return ShapeLit(s), nil
+	}
+	*p = save
+	if err := p.punct("["); err != nil {
+		return nil, err
+	}
+	fs := Floats{}
+	for !p.isPunct("]") {
+		if len(fs) > 0 {
+			if err := p.punct(","); err != nil {
+				return nil, err
+			}
+		}
+		t := p.tok
+		if t.kind != tFloat && t.kind != tInt {
+			return nil, p.errorf("expected a number in a list, found %v", t)
+		}
+		f, perr := strconv.ParseFloat(t.text, 64)
+		if perr != nil {
+			return nil, p.lex.errorf(t.pos, "number %s out of range", t.text)
+		}
+		fs = append(fs, f)
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
+	return fs, p.advance()
 }
 
 func (p *parser) shape() (tensor.Shape, error) {

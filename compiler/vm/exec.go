@@ -378,7 +378,11 @@ func (m *Module) modelKernel(env registry.Env, in *instr, t []*tensor.Tensor) er
 			return err
 		}
 		span := worker.BeginGPU(env)
-		err = g.model(in.op, in.f, t)
+		if in.op == ir.OpRope && in.freqs != nil {
+			err = g.ropeTable(t, in.freqs)
+		} else {
+			err = g.model(in.op, in.f, t)
+		}
 		span.End(in.op.String(), t[len(t)-1].NumBytes())
 		return err
 	}
@@ -390,6 +394,9 @@ func (m *Module) modelKernel(env registry.Env, in *instr, t []*tensor.Tensor) er
 	case ir.OpLayerNorm:
 		return cpuLayerNorm(t[0], t[1], t[2], in.f, t[3])
 	case ir.OpRope:
+		if in.freqs != nil {
+			return cpuRopeTable(t[0], t[1], in.freqs, t[2])
+		}
 		return cpuRope(t[0], t[1], in.f, t[2])
 	case ir.OpAttention:
 		return cpuAttention(t[0], t[1], t[2], t[3], t[4], t[5], t[6])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
@@ -120,6 +121,15 @@ func modelCases() []modelCase {
 		{"rope", []modelInput{floatIn(4, 3, 64), intIn(0, 4000, 4)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 			o := out(b, dt, 4, 3, 64)
 			b.Rope(in[0], in[1], 10000, o)
+			return []ir.Ref{o}
+		}, nil},
+		{"rope_table", []modelInput{floatIn(4, 3, 64), intIn(0, 130000, 4)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			o := out(b, dt, 4, 3, 64)
+			fs := make([]float32, 32)
+			for i := range fs {
+				fs[i] = float32(1 / math.Pow(500000, float64(2*i)/64) / float64(1+i%3))
+			}
+			b.RopeTable(in[0], in[1], fs, o)
 			return []ir.Ref{o}
 		}, nil},
 		attention("attention/prefill", 3, 8, 2, 128, 64, 30, 45),

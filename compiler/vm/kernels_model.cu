@@ -117,6 +117,39 @@ __device__ void rope_impl(const typename E::T* x, const int* pos, typename E::T*
   }
 }
 
+// rope_table: the table form. Pair i of head (t, h) turns by
+// (float)pos[t] * f.v[i], a float32 product as Hugging Face's rotary
+// embedding computes it; sine and cosine of that float angle in double,
+// rounded to float. The table travels by value in the kernel's
+// parameters (ROPE_MAX_HALF floats), so a captured graph keeps it.
+#define ROPE_MAX_HALF 256
+struct RopeFreqs {
+  float v[ROPE_MAX_HALF];
+};
+
+template <class E>
+__device__ void rope_table_impl(const typename E::T* x, const int* pos, typename E::T* out, long long t, long long heads, long long d, const RopeFreqs& f) {
+  long long half = d / 2, n = t * heads * half;
+  long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    long long i = idx % half, th = idx / half;
+    long long base = th * d;
+    int p = pos[th / heads];
+    if (p < 0) {
+      out[base + i] = E::store(qnan());
+      out[base + i + half] = E::store(qnan());
+      continue;
+    }
+    float ang = __fmul_rn((float)p, f.v[i]);
+    double s, c;
+    sincos((double)ang, &s, &c);
+    float fs = (float)s, fc = (float)c;
+    float x1 = E::load(x[base + i]), x2 = E::load(x[base + i + half]);
+    out[base + i] = E::store(x1 * fc - x2 * fs);
+    out[base + i + half] = E::store(x2 * fc + x1 * fs);
+  }
+}
+
 // kv_append: cache rows pos[t] (row = kv_heads * head_dim elements) get
 // k[t] and v[t]; positions outside the cache are skipped (attention then
 // writes NaN for that token).
@@ -259,6 +292,10 @@ __device__ void argmax_impl(const typename E::T* x, int* out, long long n) {
   extern "C" __global__ void rope_##name(const E::T* x, const int* pos, E::T* out, long long t, long long heads,     \
                                          long long d, double theta) {                                               \
     rope_impl<E>(x, pos, out, t, heads, d, theta);                                                                  \
+  }                                                                                                                 \
+  extern "C" __global__ void rope_table_##name(const E::T* x, const int* pos, E::T* out, long long t, long long heads, \
+                                               long long d, RopeFreqs f) {                                           \
+    rope_table_impl<E>(x, pos, out, t, heads, d, f);                                                                \
   }                                                                                                                 \
   extern "C" __global__ void kv_append_##name(const E::T* k, const E::T* v, E::T* kc, E::T* vc, const int* pos,      \
                                               long long t, long long row, long long seq) {                          \

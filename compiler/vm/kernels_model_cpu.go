@@ -245,6 +245,60 @@ func cpuRope(x, pos *tensor.Tensor, theta float64, out *tensor.Tensor) error {
 	return floatKernel(out, func(o []float32) { rope(xd, o, p, t, heads, d, theta) })
 }
 
+// RopeTableAngle is the angle the table form of rope turns pair i at
+// position p: float32(p)·invFreq[i], rounded to float32, as Hugging Face's
+// rotary embedding computes it (the GPU kernel does the same float32
+// product).
+func RopeTableAngle(p int32, invFreq float32) float32 { return float32(p) * invFreq }
+
+func ropeTable[T float32 | float64](x, out []T, pos []int32, t, heads, d int, freqs []float32) {
+	half := d / 2
+	for ti := range t {
+		for i := range half {
+			sin, cos := math.Sincos(float64(RopeTableAngle(pos[ti], freqs[i])))
+			// Of the float32 angle; in float32 (the half types' compute
+			// type) the sine and cosine round as PyTorch's float32
+			// sin/cos give them.
+			s, c := T(sin), T(cos)
+			for h := range heads {
+				base := (ti*heads + h) * d
+				x1, x2 := x[base+i], x[base+i+half]
+				out[base+i] = x1*c - x2*s
+				out[base+i+half] = x2*c + x1*s
+			}
+		}
+	}
+}
+
+// cpuRopeTable is rope's table form: pair i turns by float32(pos)·freqs[i].
+func cpuRopeTable(x, pos *tensor.Tensor, freqs []float32, out *tensor.Tensor) error {
+	t, heads, d, err := checkRope(x, pos, out)
+	if err != nil {
+		return err
+	}
+	if len(freqs) != d/2 {
+		return fmt.Errorf("%w: rope table of %d inverse frequencies for head_dim %d", ErrShape, len(freqs), d)
+	}
+	p, err := int32s("rope positions", pos)
+	if err != nil {
+		return err
+	}
+	for i, v := range p {
+		if v < 0 {
+			return fmt.Errorf("%w: rope position %d (token %d) is negative", ErrShape, v, i)
+		}
+	}
+	if x.DType() == tensor.Float64 {
+		ropeTable(f64s(x), f64s(out), p, t, heads, d, freqs)
+		return nil
+	}
+	xd, err := hostFloats(x)
+	if err != nil {
+		return err
+	}
+	return floatKernel(out, func(o []float32) { ropeTable(xd, o, p, t, heads, d, freqs) })
+}
+
 // attnDims are the sizes of an attention call.
 type attnDims struct {
 	t, hq, hkv, d, maxSeq int

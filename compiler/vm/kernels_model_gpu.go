@@ -19,7 +19,7 @@ var modelKernelSource string
 
 // modelKernelNames are the kernels of kernels_model.cu, each in _f32,
 // _f16 and _bf16.
-var modelKernelNames = []string{"mul", "silu", "embedding", "rms_norm", "layer_norm", "rope", "kv_append", "attention", "argmax"}
+var modelKernelNames = []string{"mul", "silu", "embedding", "rms_norm", "layer_norm", "rope", "rope_table", "kv_append", "attention", "argmax"}
 
 // Launch shapes of the decoder kernels (kernels_model.cu).
 const (
@@ -208,6 +208,47 @@ func (g *gpuState) rope(t []*tensor.Tensor, p []uint64, theta float64) error {
 	}{p[0], p[1], p[2], int64(tok), int64(heads), int64(d), theta}
 	err = g.launchGrid("rope_"+suf, [3]uint32{blocks(n), 1, 1}, kernelThreads,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.t), unsafe.Pointer(&a.heads), unsafe.Pointer(&a.d), unsafe.Pointer(&a.theta))
+	runtime.KeepAlive(a)
+	return err
+}
+
+// ropeMaxHalf is ROPE_MAX_HALF of kernels_model.cu: the most inverse
+// frequencies (head_dim / 2) the table form takes on the GPU.
+const ropeMaxHalf = 256
+
+// ropeTable is rope's table form on the GPU: the table is a kernel
+// parameter (by value), so a captured CUDA graph replays with it.
+func (g *gpuState) ropeTable(t []*tensor.Tensor, freqs []float32) error {
+	if err := g.modelKernels(); err != nil {
+		return err
+	}
+	tok, heads, d, err := checkRope(t[0], t[1], t[2])
+	if err != nil {
+		return err
+	}
+	if len(freqs) != d/2 || len(freqs) > ropeMaxHalf {
+		return fmt.Errorf("%w: rope table of %d inverse frequencies for head_dim %d on the GPU (at most %d)", ErrUnsupported, len(freqs), d, ropeMaxHalf)
+	}
+	suf, err := kernelSuffix(t[0].DType())
+	if err != nil {
+		return err
+	}
+	p, err := g.ptrs([]string{"x", "pos", "out"}, t...)
+	if err != nil {
+		return err
+	}
+	n := int64(tok * heads * d / 2)
+	if n == 0 {
+		return nil
+	}
+	a := &struct {
+		x, pos, out uint64
+		t, heads, d int64
+		f           [ropeMaxHalf]float32
+	}{x: p[0], pos: p[1], out: p[2], t: int64(tok), heads: int64(heads), d: int64(d)}
+	copy(a.f[:], freqs)
+	err = g.launchGrid("rope_table_"+suf, [3]uint32{blocks(n), 1, 1}, kernelThreads,
+		unsafe.Pointer(&a.x), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.t), unsafe.Pointer(&a.heads), unsafe.Pointer(&a.d), unsafe.Pointer(&a.f))
 	runtime.KeepAlive(a)
 	return err
 }

@@ -160,6 +160,68 @@ func TestCPURope(t *testing.T) {
 	}
 }
 
+// TestCPURopeTable: the table form against a float64 rotation by
+// float32(pos)·f_i (the angle rounded to float32, as Hugging Face computes
+// it); a table of theta^(-2i/d) gives the theta form's result within the
+// float32 angle's rounding; a wrong table length is an error.
+func TestCPURopeTable(t *testing.T) {
+	const tok, heads, d = 3, 2, 16
+	positions := []int32{0, 7, 70000}
+	freqs := make([]float32, d/2)
+	for i := range freqs {
+		freqs[i] = float32(1 / math.Pow(10000, float64(2*i)/d) / float64(1+i%2))
+	}
+	for _, dt := range modelDTypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			x := randTensor(t, dt, tensor.Shape{tok, heads, d}, 4)
+			pos := int32Tensor(t, tensor.Shape{tok}, positions...)
+			out := tensor.MustNew(dt, x.Shape())
+			if err := cpuRopeTable(x, pos, freqs, out); err != nil {
+				t.Fatal(err)
+			}
+			xs := floats(t, x)
+			want := make([]float64, len(xs))
+			for ti, p := range positions {
+				for h := range heads {
+					base := (ti*heads + h) * d
+					for i := range d / 2 {
+						ang := float64(float32(p) * freqs[i])
+						x1, x2 := xs[base+i], xs[base+i+d/2]
+						want[base+i] = x1*math.Cos(ang) - x2*math.Sin(ang)
+						want[base+i+d/2] = x2*math.Cos(ang) + x1*math.Sin(ang)
+					}
+				}
+			}
+			rtol, atol := tol(dt, 2)
+			checkClose(t, "rope table", out, want, rtol, atol)
+		})
+	}
+	t.Run("theta table", func(t *testing.T) {
+		x := randTensor(t, tensor.Float64, tensor.Shape{tok, heads, d}, 5)
+		pos := int32Tensor(t, tensor.Shape{tok}, 0, 7, 100)
+		tab := make([]float32, d/2)
+		for i := range tab {
+			tab[i] = float32(math.Pow(10000, -2*float64(i)/d))
+		}
+		a, b := tensor.MustNew(tensor.Float64, x.Shape()), tensor.MustNew(tensor.Float64, x.Shape())
+		if err := cpuRopeTable(x, pos, tab, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := cpuRope(x, pos, 10000, b); err != nil {
+			t.Fatal(err)
+		}
+		// float32 angles of up to 100 rad: about 1e-5 apart at most.
+		checkClose(t, "rope table vs theta", a, floats(t, b), 0, 2e-5)
+	})
+	x := randTensor(t, tensor.Float32, tensor.Shape{1, 1, d}, 6)
+	if err := cpuRopeTable(x, int32Tensor(t, tensor.Shape{1}, 1), freqs[:3], tensor.MustNew(tensor.Float32, x.Shape())); !errors.Is(err, ErrShape) {
+		t.Errorf("short table: %v, want ErrShape", err)
+	}
+	if err := cpuRopeTable(x, int32Tensor(t, tensor.Shape{1}, -1), freqs, tensor.MustNew(tensor.Float32, x.Shape())); !errors.Is(err, ErrShape) {
+		t.Errorf("negative position: %v, want ErrShape", err)
+	}
+}
+
 // TestCPUAttention: a prefill of 3 tokens then a decode step, grouped
 // heads (4 query heads over 2 kv heads), against the reference; the
 // caches hold exactly the appended rows.

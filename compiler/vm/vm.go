@@ -100,7 +100,8 @@ type instr struct {
 	scope   string
 	n       int64 // alloc_storage bytes, view offset
 	align   int64
-	f       float64 // rms_norm/layer_norm eps, rope theta
+	f       float64   // rms_norm/layer_norm eps, rope theta
+	freqs   []float32 // rope's table of inverse frequencies (the table form; nil: theta)
 	redOp   reduce.Op
 	strat   string // custom_allreduce strategy, as worker.CustomAllReduce spells it
 	plan    string // custom_allreduce naming a plan: the plan (Module.plans)
@@ -366,6 +367,12 @@ func decode(env registry.Env, b *ir.Binding, slots map[string]int, types map[str
 		switch b.Op {
 		case ir.OpRMSNorm, ir.OpRope:
 			in.f, _ = b.FloatArg(2)
+			if fs, ok := b.Args[2].(ir.Floats); ok {
+				in.freqs = make([]float32, len(fs))
+				for i, f := range fs {
+					in.freqs[i] = float32(f)
+				}
+			}
 		case ir.OpLayerNorm:
 			in.f, _ = b.FloatArg(3)
 		}
