@@ -7,7 +7,6 @@ import (
 
 	"github.com/chorus-rt/chorus/internal/sys/dl"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/ebitengine/purego"
 )
 
 // ErrNotLoaded: libcublas could not be loaded.
@@ -82,7 +81,7 @@ func (e *Error) Error() string {
 // Lib is a loaded libcublas.
 type Lib struct {
 	Name string // the soname that opened
-	fn   map[string]uintptr
+	c    dl.Caller
 	gemm uintptr
 }
 
@@ -103,54 +102,39 @@ func Load() (*Lib, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotLoaded, err)
 	}
-	l := &Lib{Name: lib.Name, fn: make(map[string]uintptr, len(symbols))}
-	for _, s := range symbols {
-		l.fn[s] = lib.Sym(s)
-	}
-	l.gemm = l.fn["cublasGemmEx"]
+	l := &Lib{Name: lib.Name, c: dl.NewCaller(lib, func(fn string, status int32) error {
+		return &Error{Func: fn, Code: int(status)}
+	})}
+	l.gemm = l.c.Sym("cublasGemmEx")
 	return l, nil
-}
-
-// call: see cuda.Driver.call for why go:uintptrescapes matters.
-//
-//go:uintptrescapes
-func (l *Lib) call(name string, args ...uintptr) error { return l.check(name, l.fn[name], args...) }
-
-//go:uintptrescapes
-func (l *Lib) check(name string, fn uintptr, args ...uintptr) error {
-	r, _, _ := purego.SyscallN(fn, args...)
-	if int32(r) == 0 {
-		return nil
-	}
-	return &Error{Func: name, Code: int(int32(r))}
 }
 
 // Version is cublasGetVersion's number (e.g. 120903 for 12.9.3); it needs
 // a handle.
 func (l *Lib) Version(h Handle) (int, error) {
 	var v int32
-	err := l.call("cublasGetVersion_v2", uintptr(h), uintptr(unsafe.Pointer(&v)))
+	err := l.c.Call("cublasGetVersion_v2", uintptr(h), uintptr(unsafe.Pointer(&v)))
 	return int(v), err
 }
 
 // Create makes a handle on the current context's device.
 func (l *Lib) Create() (Handle, error) {
 	var h Handle
-	err := l.call("cublasCreate_v2", uintptr(unsafe.Pointer(&h)))
+	err := l.c.Call("cublasCreate_v2", uintptr(unsafe.Pointer(&h)))
 	return h, err
 }
 
 // Destroy releases a handle.
-func (l *Lib) Destroy(h Handle) error { return l.call("cublasDestroy_v2", uintptr(h)) }
+func (l *Lib) Destroy(h Handle) error { return l.c.Call("cublasDestroy_v2", uintptr(h)) }
 
 // SetStream makes the handle enqueue on stream s (a CUstream).
 func (l *Lib) SetStream(h Handle, s uintptr) error {
-	return l.call("cublasSetStream_v2", uintptr(h), s)
+	return l.c.Call("cublasSetStream_v2", uintptr(h), s)
 }
 
 // SetMathMode sets the handle's math mode.
 func (l *Lib) SetMathMode(h Handle, m MathMode) error {
-	return l.call("cublasSetMathMode", uintptr(h), uintptr(uint32(m)))
+	return l.c.Call("cublasSetMathMode", uintptr(h), uintptr(uint32(m)))
 }
 
 // GemmEx is cublasGemmEx, column-major: C = alpha·op(A)·op(B) + beta·C
@@ -160,7 +144,7 @@ func (l *Lib) SetMathMode(h Handle, m MathMode) error {
 func (l *Lib) GemmEx(h Handle, ta, tb Operation, m, n, k int, alpha unsafe.Pointer,
 	a uintptr, at DataType, lda int, b uintptr, bt DataType, ldb int,
 	beta unsafe.Pointer, c uintptr, ct DataType, ldc int, compute ComputeType, algo GemmAlgo) error {
-	return l.check("cublasGemmEx", l.gemm, uintptr(h), uintptr(ta), uintptr(tb),
+	return l.c.Check("cublasGemmEx", l.gemm, uintptr(h), uintptr(ta), uintptr(tb),
 		uintptr(m), uintptr(n), uintptr(k), uintptr(alpha),
 		a, uintptr(at), uintptr(lda), b, uintptr(bt), uintptr(ldb),
 		uintptr(beta), c, uintptr(ct), uintptr(ldc), uintptr(compute), uintptr(int64(algo)))

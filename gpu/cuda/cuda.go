@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/internal/sys/dl"
-	"github.com/ebitengine/purego"
 )
 
 // Handles, as the driver defines them.
@@ -75,7 +74,7 @@ func (e *Error) Error() string {
 
 // Driver holds the resolved entry points.
 type Driver struct {
-	fn map[string]uintptr
+	c dl.Caller
 	// hot paths, cached
 	launch, memcpyHtoDAsync, memcpyDtoHAsync, streamSync, eventRecord uintptr
 }
@@ -113,74 +112,52 @@ func Load() (*Driver, error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrNotLoaded, err)
 	}
-	d := &Driver{fn: make(map[string]uintptr, len(symbols))}
-	for _, name := range symbols {
-		d.fn[name] = lib.Sym(name)
-	}
-	d.launch, d.memcpyHtoDAsync, d.memcpyDtoHAsync = d.fn["cuLaunchKernel"], d.fn["cuMemcpyHtoDAsync_v2"], d.fn["cuMemcpyDtoHAsync_v2"]
-	d.streamSync, d.eventRecord = d.fn["cuStreamSynchronize"], d.fn["cuEventRecord"]
+	d := &Driver{}
+	d.c = dl.NewCaller(lib, d.errorOf)
+	d.launch, d.memcpyHtoDAsync, d.memcpyDtoHAsync = d.c.Sym("cuLaunchKernel"), d.c.Sym("cuMemcpyHtoDAsync_v2"), d.c.Sym("cuMemcpyDtoHAsync_v2")
+	d.streamSync, d.eventRecord = d.c.Sym("cuStreamSynchronize"), d.c.Sym("cuEventRecord")
 	return d, nil
 }
 
-// call invokes a resolved entry point and turns a non-zero CUresult into
-// an *Error.
-//
-// The uintptrescapes directive makes every pointer converted to uintptr in a call
-// expression of call (or check) live on the heap and stay alive until the
-// call returns, so the driver never writes to a stack that moved. Every
-// caller converts pointers in the call expression itself; a pointer
-// converted earlier needs runtime.KeepAlive and heap memory.
-//
-//go:uintptrescapes
-func (d *Driver) call(name string, args ...uintptr) error {
-	return d.check(name, d.fn[name], args...)
-}
-
-//go:uintptrescapes
-func (d *Driver) check(name string, fn uintptr, args ...uintptr) error {
-	r, _, _ := purego.SyscallN(fn, args...)
-	if int32(r) == 0 {
-		return nil
-	}
-	return d.errorOf(name, int(int32(r)))
-}
-
-func (d *Driver) errorOf(fn string, code int) error {
+// errorOf describes a failed call with the driver's name and message
+// for the status (cuGetErrorName, cuGetErrorString).
+func (d *Driver) errorOf(fn string, status int32) error {
+	code := int(status)
 	e := &Error{Func: fn, Code: code, Name: "CUDA_ERROR_UNKNOWN", Msg: "unknown error"}
 	var p uintptr
-	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorName"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != 0 {
+	if d.c.Raw("cuGetErrorName", uintptr(code), uintptr(unsafe.Pointer(&p))) == 0 && p != 0 {
 		e.Name = dl.CString(p)
 	}
 	p = 0
-	if r, _, _ := purego.SyscallN(d.fn["cuGetErrorString"], uintptr(code), uintptr(unsafe.Pointer(&p))); r == 0 && p != 0 {
+	if d.c.Raw("cuGetErrorString", uintptr(code), uintptr(unsafe.Pointer(&p))) == 0 && p != 0 {
 		e.Msg = dl.CString(p)
 	}
 	return e
 }
 
-func (d *Driver) Init() error { return d.call("cuInit", 0) }
+func (d *Driver) Init() error { return d.c.Call("cuInit", 0) }
 
 func (d *Driver) DriverVersion() (int, error) {
 	var v int32
-	err := d.call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v)))
+	err := d.c.Call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v)))
 	return int(v), err
 }
 
 func (d *Driver) DeviceCount() (int, error) {
 	var n int32
-	err := d.call("cuDeviceGetCount", uintptr(unsafe.Pointer(&n)))
+	err := d.c.Call("cuDeviceGetCount", uintptr(unsafe.Pointer(&n)))
 	return int(n), err
 }
 
 func (d *Driver) DeviceGet(ordinal int) (Device, error) {
 	var dev int32
-	err := d.call("cuDeviceGet", uintptr(unsafe.Pointer(&dev)), uintptr(ordinal))
+	err := d.c.Call("cuDeviceGet", uintptr(unsafe.Pointer(&dev)), uintptr(ordinal))
 	return Device(dev), err
 }
 
 func (d *Driver) DeviceName(dev Device) (string, error) {
 	buf := make([]byte, 256)
-	if err := d.call("cuDeviceGetName", uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev)); err != nil {
+	if err := d.c.Call("cuDeviceGetName", uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev)); err != nil {
 		return "", err
 	}
 	name, _, _ := strings.Cut(string(buf), "\x00")
@@ -189,129 +166,129 @@ func (d *Driver) DeviceName(dev Device) (string, error) {
 
 func (d *Driver) DeviceAttribute(dev Device, attr int) (int, error) {
 	var v int32
-	err := d.call("cuDeviceGetAttribute", uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(dev))
+	err := d.c.Call("cuDeviceGetAttribute", uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(dev))
 	return int(v), err
 }
 
 func (d *Driver) DeviceTotalMem(dev Device) (int64, error) {
 	var n uint64
-	err := d.call("cuDeviceTotalMem_v2", uintptr(unsafe.Pointer(&n)), uintptr(dev))
+	err := d.c.Call("cuDeviceTotalMem_v2", uintptr(unsafe.Pointer(&n)), uintptr(dev))
 	return int64(n), err
 }
 
 func (d *Driver) CanAccessPeer(dev, peer Device) (bool, error) {
 	var v int32
-	err := d.call("cuDeviceCanAccessPeer", uintptr(unsafe.Pointer(&v)), uintptr(dev), uintptr(peer))
+	err := d.c.Call("cuDeviceCanAccessPeer", uintptr(unsafe.Pointer(&v)), uintptr(dev), uintptr(peer))
 	return v != 0, err
 }
 
 func (d *Driver) PrimaryCtxRetain(dev Device) (Context, error) {
 	var c Context
-	err := d.call("cuDevicePrimaryCtxRetain", uintptr(unsafe.Pointer(&c)), uintptr(dev))
+	err := d.c.Call("cuDevicePrimaryCtxRetain", uintptr(unsafe.Pointer(&c)), uintptr(dev))
 	return c, err
 }
 
 func (d *Driver) PrimaryCtxRelease(dev Device) error {
-	return d.call("cuDevicePrimaryCtxRelease_v2", uintptr(dev))
+	return d.c.Call("cuDevicePrimaryCtxRelease_v2", uintptr(dev))
 }
 
 // SetCurrent binds ctx to the calling OS thread (lock the goroutine first).
-func (d *Driver) SetCurrent(c Context) error { return d.call("cuCtxSetCurrent", uintptr(c)) }
+func (d *Driver) SetCurrent(c Context) error { return d.c.Call("cuCtxSetCurrent", uintptr(c)) }
 
-func (d *Driver) CtxSynchronize() error { return d.call("cuCtxSynchronize") }
+func (d *Driver) CtxSynchronize() error { return d.c.Call("cuCtxSynchronize") }
 
 func (d *Driver) EnablePeerAccess(peer Context) error {
-	return d.call("cuCtxEnablePeerAccess", uintptr(peer), 0)
+	return d.c.Call("cuCtxEnablePeerAccess", uintptr(peer), 0)
 }
 
 func (d *Driver) StreamCreate(flags uint) (Stream, error) {
 	var s Stream
-	err := d.call("cuStreamCreate", uintptr(unsafe.Pointer(&s)), uintptr(flags))
+	err := d.c.Call("cuStreamCreate", uintptr(unsafe.Pointer(&s)), uintptr(flags))
 	return s, err
 }
 
-func (d *Driver) StreamDestroy(s Stream) error { return d.call("cuStreamDestroy_v2", uintptr(s)) }
+func (d *Driver) StreamDestroy(s Stream) error { return d.c.Call("cuStreamDestroy_v2", uintptr(s)) }
 
 func (d *Driver) StreamSynchronize(s Stream) error {
-	return d.check("cuStreamSynchronize", d.streamSync, uintptr(s))
+	return d.c.Check("cuStreamSynchronize", d.streamSync, uintptr(s))
 }
 
 func (d *Driver) EventCreate(flags uint) (Event, error) {
 	var e Event
-	err := d.call("cuEventCreate", uintptr(unsafe.Pointer(&e)), uintptr(flags))
+	err := d.c.Call("cuEventCreate", uintptr(unsafe.Pointer(&e)), uintptr(flags))
 	return e, err
 }
 
 func (d *Driver) EventRecord(e Event, s Stream) error {
-	return d.check("cuEventRecord", d.eventRecord, uintptr(e), uintptr(s))
+	return d.c.Check("cuEventRecord", d.eventRecord, uintptr(e), uintptr(s))
 }
 
-func (d *Driver) EventSynchronize(e Event) error { return d.call("cuEventSynchronize", uintptr(e)) }
+func (d *Driver) EventSynchronize(e Event) error { return d.c.Call("cuEventSynchronize", uintptr(e)) }
 
 // EventElapsed returns the milliseconds between two recorded events.
 func (d *Driver) EventElapsed(start, end Event) (float32, error) {
 	var ms float32
-	err := d.call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), uintptr(start), uintptr(end))
+	err := d.c.Call("cuEventElapsedTime", uintptr(unsafe.Pointer(&ms)), uintptr(start), uintptr(end))
 	return ms, err
 }
 
-func (d *Driver) EventDestroy(e Event) error { return d.call("cuEventDestroy_v2", uintptr(e)) }
+func (d *Driver) EventDestroy(e Event) error { return d.c.Call("cuEventDestroy_v2", uintptr(e)) }
 
 func (d *Driver) MemAlloc(bytes int64) (DevicePtr, error) {
 	var p DevicePtr
-	err := d.call("cuMemAlloc_v2", uintptr(unsafe.Pointer(&p)), uintptr(bytes))
+	err := d.c.Call("cuMemAlloc_v2", uintptr(unsafe.Pointer(&p)), uintptr(bytes))
 	return p, err
 }
 
-func (d *Driver) MemFree(p DevicePtr) error { return d.call("cuMemFree_v2", uintptr(p)) }
+func (d *Driver) MemFree(p DevicePtr) error { return d.c.Call("cuMemFree_v2", uintptr(p)) }
 
 // MemGetInfo returns free and total bytes of the current context's device.
 func (d *Driver) MemGetInfo() (free, total int64, err error) {
 	var f, t uint64
-	err = d.call("cuMemGetInfo_v2", uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))
+	err = d.c.Call("cuMemGetInfo_v2", uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))
 	return int64(f), int64(t), err
 }
 
 func (d *Driver) MemcpyHtoD(dst DevicePtr, src []byte) error {
-	return d.call("cuMemcpyHtoD_v2", uintptr(dst), uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)))
+	return d.c.Call("cuMemcpyHtoD_v2", uintptr(dst), uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)))
 }
 
 func (d *Driver) MemcpyDtoH(dst []byte, src DevicePtr) error {
-	return d.call("cuMemcpyDtoH_v2", uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(src), uintptr(len(dst)))
+	return d.c.Call("cuMemcpyDtoH_v2", uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(src), uintptr(len(dst)))
 }
 
 func (d *Driver) MemcpyDtoD(dst, src DevicePtr, bytes int64) error {
-	return d.call("cuMemcpyDtoD_v2", uintptr(dst), uintptr(src), uintptr(bytes))
+	return d.c.Call("cuMemcpyDtoD_v2", uintptr(dst), uintptr(src), uintptr(bytes))
 }
 
 // MemcpyHtoDAsync: src must stay alive and unchanged until the stream
 // reaches the copy (pinned memory makes it truly asynchronous).
 func (d *Driver) MemcpyHtoDAsync(dst DevicePtr, src []byte, s Stream) error {
-	return d.check("cuMemcpyHtoDAsync_v2", d.memcpyHtoDAsync, uintptr(dst), uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)), uintptr(s))
+	return d.c.Check("cuMemcpyHtoDAsync_v2", d.memcpyHtoDAsync, uintptr(dst), uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)), uintptr(s))
 }
 
 func (d *Driver) MemcpyDtoHAsync(dst []byte, src DevicePtr, s Stream) error {
-	return d.check("cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(src), uintptr(len(dst)), uintptr(s))
+	return d.c.Check("cuMemcpyDtoHAsync_v2", d.memcpyDtoHAsync, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(src), uintptr(len(dst)), uintptr(s))
 }
 
 func (d *Driver) MemcpyDtoDAsync(dst, src DevicePtr, bytes int64, s Stream) error {
-	return d.call("cuMemcpyDtoDAsync_v2", uintptr(dst), uintptr(src), uintptr(bytes), uintptr(s))
+	return d.c.Call("cuMemcpyDtoDAsync_v2", uintptr(dst), uintptr(src), uintptr(bytes), uintptr(s))
 }
 
 func (d *Driver) MemcpyPeer(dst DevicePtr, dstCtx Context, src DevicePtr, srcCtx Context, bytes int64) error {
-	return d.call("cuMemcpyPeer", uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(bytes))
+	return d.c.Call("cuMemcpyPeer", uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(bytes))
 }
 
 func (d *Driver) MemcpyPeerAsync(dst DevicePtr, dstCtx Context, src DevicePtr, srcCtx Context, bytes int64, s Stream) error {
-	return d.call("cuMemcpyPeerAsync", uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(bytes), uintptr(s))
+	return d.c.Call("cuMemcpyPeerAsync", uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(bytes), uintptr(s))
 }
 
 func (d *Driver) MemsetD8(dst DevicePtr, v byte, n int64) error {
-	return d.call("cuMemsetD8_v2", uintptr(dst), uintptr(v), uintptr(n))
+	return d.c.Call("cuMemsetD8_v2", uintptr(dst), uintptr(v), uintptr(n))
 }
 
 func (d *Driver) MemsetD8Async(dst DevicePtr, v byte, n int64, s Stream) error {
-	return d.call("cuMemsetD8Async", uintptr(dst), uintptr(v), uintptr(n), uintptr(s))
+	return d.c.Call("cuMemsetD8Async", uintptr(dst), uintptr(v), uintptr(n), uintptr(s))
 }
 
 // ModuleLoadData loads a cubin (or PTX) image.
@@ -320,23 +297,23 @@ func (d *Driver) ModuleLoadData(image []byte) (Module, error) {
 		return 0, errors.New("cuda: ModuleLoadData: empty image")
 	}
 	var m Module
-	err := d.call("cuModuleLoadData", uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))))
+	err := d.c.Call("cuModuleLoadData", uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))))
 	return m, err
 }
 
 func (d *Driver) ModuleGetFunction(m Module, name string) (Function, error) {
 	cname := append([]byte(name), 0)
 	var f Function
-	err := d.call("cuModuleGetFunction", uintptr(unsafe.Pointer(&f)), uintptr(m), uintptr(unsafe.Pointer(unsafe.SliceData(cname))))
+	err := d.c.Call("cuModuleGetFunction", uintptr(unsafe.Pointer(&f)), uintptr(m), uintptr(unsafe.Pointer(unsafe.SliceData(cname))))
 	return f, err
 }
 
-func (d *Driver) ModuleUnload(m Module) error { return d.call("cuModuleUnload", uintptr(m)) }
+func (d *Driver) ModuleUnload(m Module) error { return d.c.Call("cuModuleUnload", uintptr(m)) }
 
 // LaunchKernel launches f; params holds pointers to each argument value
 // (the driver's kernelParams array), which must stay alive for the call.
 func (d *Driver) LaunchKernel(f Function, grid, block [3]uint32, shared uint32, s Stream, params []unsafe.Pointer) error {
-	return d.check("cuLaunchKernel", d.launch, uintptr(f),
+	return d.c.Check("cuLaunchKernel", d.launch, uintptr(f),
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
 		uintptr(shared), uintptr(s), uintptr(unsafe.Pointer(unsafe.SliceData(params))), 0)
@@ -344,24 +321,24 @@ func (d *Driver) LaunchKernel(f Function, grid, block [3]uint32, shared uint32, 
 
 func (d *Driver) IpcGetMemHandle(p DevicePtr) (IpcMemHandle, error) {
 	var h IpcMemHandle
-	err := d.call("cuIpcGetMemHandle", uintptr(unsafe.Pointer(&h)), uintptr(p))
+	err := d.c.Call("cuIpcGetMemHandle", uintptr(unsafe.Pointer(&h)), uintptr(p))
 	return h, err
 }
 
 func (d *Driver) IpcCloseMemHandle(p DevicePtr) error {
-	return d.call("cuIpcCloseMemHandle", uintptr(p))
+	return d.c.Call("cuIpcCloseMemHandle", uintptr(p))
 }
 
 // StreamBeginCapture starts recording the work queued on s into a graph
 // instead of running it.
 func (d *Driver) StreamBeginCapture(s Stream, mode int) error {
-	return d.call("cuStreamBeginCapture_v2", uintptr(s), uintptr(mode))
+	return d.c.Call("cuStreamBeginCapture_v2", uintptr(s), uintptr(mode))
 }
 
 // StreamEndCapture ends the capture on s and returns the recorded graph.
 func (d *Driver) StreamEndCapture(s Stream) (Graph, error) {
 	var g Graph
-	err := d.call("cuStreamEndCapture", uintptr(s), uintptr(unsafe.Pointer(&g)))
+	err := d.c.Call("cuStreamEndCapture", uintptr(s), uintptr(unsafe.Pointer(&g)))
 	return g, err
 }
 
@@ -369,39 +346,41 @@ func (d *Driver) StreamEndCapture(s Stream) (Graph, error) {
 // CaptureInvalidated.
 func (d *Driver) StreamIsCapturing(s Stream) (int, error) {
 	var st int32
-	err := d.call("cuStreamIsCapturing", uintptr(s), uintptr(unsafe.Pointer(&st)))
+	err := d.c.Call("cuStreamIsCapturing", uintptr(s), uintptr(unsafe.Pointer(&st)))
 	return int(st), err
 }
 
 // GraphInstantiate makes a launchable graph of g (no flags).
 func (d *Driver) GraphInstantiate(g Graph) (GraphExec, error) {
 	var e GraphExec
-	err := d.call("cuGraphInstantiateWithFlags", uintptr(unsafe.Pointer(&e)), uintptr(g), 0)
+	err := d.c.Call("cuGraphInstantiateWithFlags", uintptr(unsafe.Pointer(&e)), uintptr(g), 0)
 	return e, err
 }
 
 // GraphLaunch queues one run of e on s.
 func (d *Driver) GraphLaunch(e GraphExec, s Stream) error {
-	return d.call("cuGraphLaunch", uintptr(e), uintptr(s))
+	return d.c.Call("cuGraphLaunch", uintptr(e), uintptr(s))
 }
 
-func (d *Driver) GraphExecDestroy(e GraphExec) error { return d.call("cuGraphExecDestroy", uintptr(e)) }
-func (d *Driver) GraphDestroy(g Graph) error         { return d.call("cuGraphDestroy", uintptr(g)) }
+func (d *Driver) GraphExecDestroy(e GraphExec) error {
+	return d.c.Call("cuGraphExecDestroy", uintptr(e))
+}
+func (d *Driver) GraphDestroy(g Graph) error { return d.c.Call("cuGraphDestroy", uintptr(g)) }
 
 // MemHostAlloc allocates page-locked host memory. The pointer is C
 // memory: the Go collector ignores it, and it stays valid until
 // MemFreeHost.
 func (d *Driver) MemHostAlloc(bytes int64, flags uint) (unsafe.Pointer, error) {
 	var p unsafe.Pointer
-	err := d.call("cuMemHostAlloc", uintptr(unsafe.Pointer(&p)), uintptr(bytes), uintptr(flags))
+	err := d.c.Call("cuMemHostAlloc", uintptr(unsafe.Pointer(&p)), uintptr(bytes), uintptr(flags))
 	return p, err
 }
 
 // MemHostGetDevicePointer is the device address of mapped host memory.
 func (d *Driver) MemHostGetDevicePointer(p unsafe.Pointer) (DevicePtr, error) {
 	var dp DevicePtr
-	err := d.call("cuMemHostGetDevicePointer_v2", uintptr(unsafe.Pointer(&dp)), uintptr(p), 0)
+	err := d.c.Call("cuMemHostGetDevicePointer_v2", uintptr(unsafe.Pointer(&dp)), uintptr(p), 0)
 	return dp, err
 }
 
-func (d *Driver) MemFreeHost(p unsafe.Pointer) error { return d.call("cuMemFreeHost", uintptr(p)) }
+func (d *Driver) MemFreeHost(p unsafe.Pointer) error { return d.c.Call("cuMemFreeHost", uintptr(p)) }

@@ -16,7 +16,7 @@ func (d *Driver) IpcOpenMemHandle(h IpcMemHandle, flags uint) (DevicePtr, error)
 	for i := range w {
 		w[i] = uintptr(binary.LittleEndian.Uint64(h[8*i:]))
 	}
-	err := d.call("cuIpcOpenMemHandle_v2", uintptr(unsafe.Pointer(&p)), uintptr(flags), 0, 0, 0, 0,
+	err := d.c.Call("cuIpcOpenMemHandle_v2", uintptr(unsafe.Pointer(&p)), uintptr(flags), 0, 0, 0, 0,
 		w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])
 	return p, err
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/chorus-rt/chorus/internal/sys/dl"
 	"github.com/chorus-rt/chorus/tensor"
-	"github.com/ebitengine/purego"
 )
 
 // ErrNotLoaded: libnccl could not be loaded.
@@ -83,7 +82,7 @@ func (e *Error) Error() string { return fmt.Sprintf("nccl: %s: %s (%d)", e.Func,
 
 // Lib is a loaded libnccl.
 type Lib struct {
-	fn map[string]uintptr
+	c dl.Caller
 	// hot paths
 	allReduce, groupStart, groupEnd, send, recv uintptr
 }
@@ -102,44 +101,26 @@ func Load() (*Lib, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotLoaded, err)
 	}
-	l := &Lib{fn: map[string]uintptr{}}
-	for _, name := range symbols {
-		l.fn[name] = lib.Sym(name)
-	}
-	l.allReduce, l.groupStart, l.groupEnd = l.fn["ncclAllReduce"], l.fn["ncclGroupStart"], l.fn["ncclGroupEnd"]
-	l.send, l.recv = l.fn["ncclSend"], l.fn["ncclRecv"]
+	l := &Lib{}
+	l.c = dl.NewCaller(lib, func(fn string, status int32) error {
+		return &Error{Func: fn, Code: int(status), Msg: l.c.Str("unknown error", "ncclGetErrorString", uintptr(status))}
+	})
+	l.allReduce, l.groupStart, l.groupEnd = l.c.Sym("ncclAllReduce"), l.c.Sym("ncclGroupStart"), l.c.Sym("ncclGroupEnd")
+	l.send, l.recv = l.c.Sym("ncclSend"), l.c.Sym("ncclRecv")
 	return l, nil
-}
-
-// call and check: see cuda.Driver.call for why go:uintptrescapes matters.
-//
-//go:uintptrescapes
-func (l *Lib) call(name string, args ...uintptr) error { return l.check(name, l.fn[name], args...) }
-
-//go:uintptrescapes
-func (l *Lib) check(name string, fn uintptr, args ...uintptr) error {
-	r, _, _ := purego.SyscallN(fn, args...)
-	if int32(r) == 0 {
-		return nil
-	}
-	msg := "unknown error"
-	if p, _, _ := purego.SyscallN(l.fn["ncclGetErrorString"], r); p != 0 {
-		msg = dl.CString(p)
-	}
-	return &Error{Func: name, Code: int(int32(r)), Msg: msg}
 }
 
 // Version is ncclGetVersion's number (e.g. 22803 for 2.28.3).
 func (l *Lib) Version() (int, error) {
 	var v int32
-	err := l.call("ncclGetVersion", uintptr(unsafe.Pointer(&v)))
+	err := l.c.Call("ncclGetVersion", uintptr(unsafe.Pointer(&v)))
 	return int(v), err
 }
 
 // GetUniqueID makes a new communicator id (on one rank or the controller).
 func (l *Lib) GetUniqueID() (UniqueID, error) {
 	var id UniqueID
-	err := l.call("ncclGetUniqueId", uintptr(unsafe.Pointer(&id)))
+	err := l.c.Call("ncclGetUniqueId", uintptr(unsafe.Pointer(&id)))
 	return id, err
 }
 
@@ -154,7 +135,7 @@ func (l *Lib) CommInitRank(nranks int, id UniqueID, rank int) (Comm, error) {
 	for i := 0; i < len(id); i += 8 {
 		args = append(args, uintptr(binary.LittleEndian.Uint64(id[i:])))
 	}
-	err := l.call("ncclCommInitRank", args...)
+	err := l.c.Call("ncclCommInitRank", args...)
 	runtime.KeepAlive(c)
 	return *c, err
 }
@@ -163,34 +144,30 @@ func (l *Lib) CommInitRank(nranks int, id UniqueID, rank int) (Comm, error) {
 // ordered by key (NCCL_SPLIT_NOCOLOR = -1 leaves).
 func (l *Lib) CommSplit(c Comm, color, key int) (Comm, error) {
 	var out Comm
-	err := l.call("ncclCommSplit", uintptr(c), uintptr(int64(color)), uintptr(int64(key)), uintptr(unsafe.Pointer(&out)), 0)
+	err := l.c.Call("ncclCommSplit", uintptr(c), uintptr(int64(color)), uintptr(int64(key)), uintptr(unsafe.Pointer(&out)), 0)
 	return out, err
 }
 
-func (l *Lib) CommDestroy(c Comm) error  { return l.call("ncclCommDestroy", uintptr(c)) }
-func (l *Lib) CommAbort(c Comm) error    { return l.call("ncclCommAbort", uintptr(c)) }
-func (l *Lib) CommFinalize(c Comm) error { return l.call("ncclCommFinalize", uintptr(c)) }
+func (l *Lib) CommDestroy(c Comm) error  { return l.c.Call("ncclCommDestroy", uintptr(c)) }
+func (l *Lib) CommAbort(c Comm) error    { return l.c.Call("ncclCommAbort", uintptr(c)) }
+func (l *Lib) CommFinalize(c Comm) error { return l.c.Call("ncclCommFinalize", uintptr(c)) }
 
 // AsyncError returns the communicator's asynchronous error state (nil
 // while healthy; ncclInProgress shows as an *Error with code 7).
 func (l *Lib) AsyncError(c Comm) error {
 	var res int32
-	if err := l.call("ncclCommGetAsyncError", uintptr(c), uintptr(unsafe.Pointer(&res))); err != nil {
+	if err := l.c.Call("ncclCommGetAsyncError", uintptr(c), uintptr(unsafe.Pointer(&res))); err != nil {
 		return err
 	}
 	if res == 0 {
 		return nil
 	}
-	msg := "unknown"
-	if p, _, _ := purego.SyscallN(l.fn["ncclGetErrorString"], uintptr(res)); p != 0 {
-		msg = dl.CString(p)
-	}
-	return &Error{Func: "async", Code: int(res), Msg: msg}
+	return &Error{Func: "async", Code: int(res), Msg: l.c.Str("unknown", "ncclGetErrorString", uintptr(res))}
 }
 
 func (l *Lib) intQuery(name string, c Comm) (int, error) {
 	var v int32
-	err := l.call(name, uintptr(c), uintptr(unsafe.Pointer(&v)))
+	err := l.c.Call(name, uintptr(c), uintptr(unsafe.Pointer(&v)))
 	return int(v), err
 }
 
@@ -202,34 +179,34 @@ func (l *Lib) UserRank(c Comm) (int, error) { return l.intQuery("ncclCommUserRan
 // is a CUstream (0 for the legacy default stream).
 
 func (l *Lib) AllReduce(send, recv uint64, count int64, dt DataType, op RedOp, c Comm, stream uintptr) error {
-	return l.check("ncclAllReduce", l.allReduce, uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(op), uintptr(c), stream)
+	return l.c.Check("ncclAllReduce", l.allReduce, uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(op), uintptr(c), stream)
 }
 
 func (l *Lib) Broadcast(send, recv uint64, count int64, dt DataType, root int, c Comm, stream uintptr) error {
-	return l.call("ncclBroadcast", uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(root), uintptr(c), stream)
+	return l.c.Call("ncclBroadcast", uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(root), uintptr(c), stream)
 }
 
 func (l *Lib) Reduce(send, recv uint64, count int64, dt DataType, op RedOp, root int, c Comm, stream uintptr) error {
-	return l.call("ncclReduce", uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(op), uintptr(root), uintptr(c), stream)
+	return l.c.Call("ncclReduce", uintptr(send), uintptr(recv), uintptr(count), uintptr(dt), uintptr(op), uintptr(root), uintptr(c), stream)
 }
 
 // AllGather: sendCount elements per rank.
 func (l *Lib) AllGather(send, recv uint64, sendCount int64, dt DataType, c Comm, stream uintptr) error {
-	return l.call("ncclAllGather", uintptr(send), uintptr(recv), uintptr(sendCount), uintptr(dt), uintptr(c), stream)
+	return l.c.Call("ncclAllGather", uintptr(send), uintptr(recv), uintptr(sendCount), uintptr(dt), uintptr(c), stream)
 }
 
 // ReduceScatter: recvCount elements per rank.
 func (l *Lib) ReduceScatter(send, recv uint64, recvCount int64, dt DataType, op RedOp, c Comm, stream uintptr) error {
-	return l.call("ncclReduceScatter", uintptr(send), uintptr(recv), uintptr(recvCount), uintptr(dt), uintptr(op), uintptr(c), stream)
+	return l.c.Call("ncclReduceScatter", uintptr(send), uintptr(recv), uintptr(recvCount), uintptr(dt), uintptr(op), uintptr(c), stream)
 }
 
 func (l *Lib) Send(buf uint64, count int64, dt DataType, peer int, c Comm, stream uintptr) error {
-	return l.check("ncclSend", l.send, uintptr(buf), uintptr(count), uintptr(dt), uintptr(peer), uintptr(c), stream)
+	return l.c.Check("ncclSend", l.send, uintptr(buf), uintptr(count), uintptr(dt), uintptr(peer), uintptr(c), stream)
 }
 
 func (l *Lib) Recv(buf uint64, count int64, dt DataType, peer int, c Comm, stream uintptr) error {
-	return l.check("ncclRecv", l.recv, uintptr(buf), uintptr(count), uintptr(dt), uintptr(peer), uintptr(c), stream)
+	return l.c.Check("ncclRecv", l.recv, uintptr(buf), uintptr(count), uintptr(dt), uintptr(peer), uintptr(c), stream)
 }
 
-func (l *Lib) GroupStart() error { return l.check("ncclGroupStart", l.groupStart) }
-func (l *Lib) GroupEnd() error   { return l.check("ncclGroupEnd", l.groupEnd) }
+func (l *Lib) GroupStart() error { return l.c.Check("ncclGroupStart", l.groupStart) }
+func (l *Lib) GroupEnd() error   { return l.c.Check("ncclGroupEnd", l.groupEnd) }

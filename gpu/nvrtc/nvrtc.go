@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/internal/sys/dl"
-	"github.com/ebitengine/purego"
 )
 
 // ErrNotLoaded: libnvrtc could not be loaded.
@@ -31,7 +30,7 @@ func (e *CompileError) Error() string {
 
 // Compiler is a loaded libnvrtc.
 type Compiler struct {
-	fn           map[string]uintptr
+	c            dl.Caller
 	major, minor int
 }
 
@@ -50,12 +49,12 @@ func Load() (*Compiler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotLoaded, err)
 	}
-	c := &Compiler{fn: map[string]uintptr{}}
-	for _, name := range symbols {
-		c.fn[name] = lib.Sym(name)
-	}
+	c := &Compiler{}
+	c.c = dl.NewCaller(lib, func(fn string, status int32) error {
+		return fmt.Errorf("nvrtc: %s: %s (%d)", fn, c.c.Str("unknown", "nvrtcGetErrorString", uintptr(status)), status)
+	})
 	var major, minor int32
-	if err := c.call("nvrtcVersion", uintptr(unsafe.Pointer(&major)), uintptr(unsafe.Pointer(&minor))); err != nil {
+	if err := c.c.Call("nvrtcVersion", uintptr(unsafe.Pointer(&major)), uintptr(unsafe.Pointer(&minor))); err != nil {
 		return nil, err
 	}
 	c.major, c.minor = int(major), int(minor)
@@ -65,32 +64,17 @@ func Load() (*Compiler, error) {
 // Version is NVRTC's major and minor version.
 func (c *Compiler) Version() (int, int) { return c.major, c.minor }
 
-// call: see cuda.Driver.call for why go:uintptrescapes matters here.
-//
-//go:uintptrescapes
-func (c *Compiler) call(name string, args ...uintptr) error {
-	r, _, _ := purego.SyscallN(c.fn[name], args...)
-	if int32(r) == 0 {
-		return nil
-	}
-	msg := "unknown"
-	if p, _, _ := purego.SyscallN(c.fn["nvrtcGetErrorString"], r); p != 0 {
-		msg = dl.CString(p)
-	}
-	return fmt.Errorf("nvrtc: %s: %s (%d)", name, msg, int32(r))
-}
-
 func cstr(s string) []byte { return append([]byte(s), 0) }
 
 // Compile builds src (CUDA C) into a cubin for arch, e.g. "sm_90".
 func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, error) {
 	csrc, cname := cstr(src), cstr(name)
 	var prog uintptr
-	if err := c.call("nvrtcCreateProgram", uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&csrc[0])),
+	if err := c.c.Call("nvrtcCreateProgram", uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&csrc[0])),
 		uintptr(unsafe.Pointer(&cname[0])), 0, 0, 0); err != nil {
 		return nil, err
 	}
-	defer c.call("nvrtcDestroyProgram", uintptr(unsafe.Pointer(&prog)))
+	defer c.c.Call("nvrtcDestroyProgram", uintptr(unsafe.Pointer(&prog)))
 	all := append([]string{"--gpu-architecture=" + arch, "-default-device", "-std=c++17"}, opts...)
 	bufs := make([][]byte, len(all))
 	ptrs := make([]uintptr, len(all))
@@ -98,20 +82,20 @@ func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, erro
 		bufs[i] = cstr(o)
 		ptrs[i] = uintptr(unsafe.Pointer(&bufs[i][0]))
 	}
-	cerr := c.call("nvrtcCompileProgram", prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
+	cerr := c.c.Call("nvrtcCompileProgram", prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
 	runtime.KeepAlive(bufs) // ptrs holds their addresses as integers
 	if cerr != nil {
 		return nil, &CompileError{Name: name, Arch: arch, Log: c.log(prog) + "\n" + cerr.Error()}
 	}
 	var n uint64
-	if err := c.call("nvrtcGetCUBINSize", prog, uintptr(unsafe.Pointer(&n))); err != nil {
+	if err := c.c.Call("nvrtcGetCUBINSize", prog, uintptr(unsafe.Pointer(&n))); err != nil {
 		return nil, err
 	}
 	if n == 0 {
 		return nil, fmt.Errorf("nvrtc: %s produced an empty cubin (is %q a real architecture, not compute_XX?)", name, arch)
 	}
 	cubin := make([]byte, n)
-	if err := c.call("nvrtcGetCUBIN", prog, uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
+	if err := c.c.Call("nvrtcGetCUBIN", prog, uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
 		return nil, err
 	}
 	return cubin, nil
@@ -119,11 +103,11 @@ func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, erro
 
 func (c *Compiler) log(prog uintptr) string {
 	var n uint64
-	if c.call("nvrtcGetProgramLogSize", prog, uintptr(unsafe.Pointer(&n))) != nil || n <= 1 {
+	if c.c.Call("nvrtcGetProgramLogSize", prog, uintptr(unsafe.Pointer(&n))) != nil || n <= 1 {
 		return ""
 	}
 	b := make([]byte, n)
-	if c.call("nvrtcGetProgramLog", prog, uintptr(unsafe.Pointer(&b[0]))) != nil {
+	if c.c.Call("nvrtcGetProgramLog", prog, uintptr(unsafe.Pointer(&b[0]))) != nil {
 		return ""
 	}
 	return strings.TrimRight(string(b), "\x00")

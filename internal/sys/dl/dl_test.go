@@ -2,6 +2,7 @@ package dl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -32,5 +33,42 @@ func TestCString(t *testing.T) {
 	}
 	if CString(0) != "" {
 		t.Error("CString(0) not empty")
+	}
+}
+
+// TestCaller calls libc through a Caller: abs returns its argument, so a
+// zero is success and anything else a status that fail describes, with
+// the name and status; strerror returns a string owned by libc.
+func TestCaller(t *testing.T) {
+	l, err := Open("libc", []string{"libc.so.6"}, []string{"abs", "strerror"})
+	if err != nil {
+		t.Skipf("no libc.so.6 to call: %v", err)
+	}
+	errStatus := errors.New("status")
+	c := NewCaller(l, func(fn string, status int32) error {
+		return fmt.Errorf("%s: %w %d (%s)", fn, errStatus, status, "x")
+	})
+	cases := []struct {
+		arg  int32
+		want string // "" for success
+	}{
+		{0, ""},
+		{-7, "abs: status 7 (x)"},
+		{int32(-1 << 31), "abs: status -2147483648 (x)"}, // abs overflows back to itself
+	}
+	for _, tc := range cases {
+		err := c.Call("abs", uintptr(uint32(tc.arg))) // C int: the low 32 bits
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want || !errors.Is(err, errStatus)) {
+			t.Errorf("Call(abs, %d) = %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+	if err := c.Check("named", c.Sym("abs"), 3); err == nil || !strings.HasPrefix(err.Error(), "named: ") {
+		t.Errorf("Check names the call as asked: %v", err)
+	}
+	if s := c.Str("none", "strerror", 2); s != "No such file or directory" {
+		t.Errorf("Str(strerror, 2) = %q", s)
+	}
+	if s := c.Str("none", "not_resolved", 2); s != "none" {
+		t.Errorf("Str of a symbol not resolved = %q, want the default", s)
 	}
 }
