@@ -99,6 +99,15 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 		vc[i] = b.Param(CacheParam("v", i), ir.Tensor(c.CacheShape(n), dt, any))
 	}
 	alloc := func(name string, shape ...int64) ir.Ref { return b.AllocTensor(name, shape, dt, any, "") }
+	// The rotary table (Hugging Face's inv_freq, scaling applied): rope's
+	// table form, the same for every layer.
+	invFreq := c.InvFreq()
+	// bias adds a projection's bias [width] to every row of x [T, width].
+	bias := func(x ir.Ref, name, out string, width int64) ir.Ref {
+		y := alloc(out, T, width)
+		b.Add(x, w[name], y)
+		return y
+	}
 	norm := func(x ir.Ref, wName, bName, out string) ir.Ref {
 		y := alloc(out, T, H)
 		if c.norm() == NormLayer {
@@ -131,10 +140,13 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 		matmul(x, l(AttnWK), k)
 		v := alloc("v", T, hkv*D)
 		matmul(x, l(AttnWV), v)
+		if c.QKVBias {
+			q, k, v = bias(q, l(AttnBQ), "q_b", hq*D), bias(k, l(AttnBK), "k_b", hkv*D), bias(v, l(AttnBV), "v_b", hkv*D)
+		}
 		qr := alloc("q_rope", T, hq, D)
-		b.Rope(b.Reshape("q_heads", q, tensor.Shape{T, hq, D}), pos, c.RopeTheta, qr)
+		b.RopeTable(b.Reshape("q_heads", q, tensor.Shape{T, hq, D}), pos, invFreq, qr)
 		kr := alloc("k_rope", T, hkv, D)
-		b.Rope(b.Reshape("k_heads", k, tensor.Shape{T, hkv, D}), pos, c.RopeTheta, kr)
+		b.RopeTable(b.Reshape("k_heads", k, tensor.Shape{T, hkv, D}), pos, invFreq, kr)
 		a := alloc("attn", T, hq, D)
 		b.Attention(qr, kr, b.Reshape("v_heads", v, tensor.Shape{T, hkv, D}), kc[i], vc[i], pos, a)
 		o := alloc("attn_out", T, H)

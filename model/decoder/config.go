@@ -45,6 +45,15 @@ type Config struct {
 	Norm      string // NormRMS (default) or NormLayer
 	Act       string // ActSiLU (default) or ActGELU
 	Layout    string // LayoutChorus (default) or LayoutHF
+
+	// HeadSize is the head dimension when it is not Hidden / Heads (0:
+	// Hidden / Heads). The query projection then has Heads·HeadSize
+	// outputs, which need not equal Hidden.
+	HeadSize int
+	// QKVBias: the query, key and value projections add a bias (Qwen2).
+	QKVBias bool
+	// Rope scales the rotary embedding's frequencies (the zero value: none).
+	Rope RopeScaling
 }
 
 // Small is a small configuration for tests and demos.
@@ -52,8 +61,13 @@ func Small(dt tensor.DType) Config {
 	return Config{Vocab: 64, Hidden: 64, Layers: 2, Heads: 8, KVHeads: 4, FFN: 128, MaxSeq: 16, DType: dt, NormEps: 1e-5, RopeTheta: 10000}
 }
 
-// HeadDim is Hidden / Heads.
-func (c Config) HeadDim() int { return c.Hidden / max(c.Heads, 1) }
+// HeadDim is HeadSize, or Hidden / Heads when HeadSize is 0.
+func (c Config) HeadDim() int {
+	if c.HeadSize > 0 {
+		return c.HeadSize
+	}
+	return c.Hidden / max(c.Heads, 1)
+}
 
 func (c Config) norm() string {
 	if c.Norm == "" {
@@ -77,14 +91,22 @@ func (c Config) layout() string {
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("vocab %d, hidden %d, %d layers, %d heads (%d kv, head dim %d), ffn %d, max seq %d, %s, %s norm, %s, %s layout",
+	s := fmt.Sprintf("vocab %d, hidden %d, %d layers, %d heads (%d kv, head dim %d), ffn %d, max seq %d, %s, %s norm, %s, %s layout",
 		c.Vocab, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.HeadDim(), c.FFN, c.MaxSeq, c.DType, c.norm(), c.act(), c.layout())
+	if c.QKVBias {
+		s += ", qkv bias"
+	}
+	if c.Rope.Type != "" && c.Rope.Type != RopeDefault {
+		s += ", rope " + c.Rope.String()
+	}
+	return s
 }
 
 // Validate checks the configuration for n workers: positive sizes, whole
-// heads (Hidden = Heads · head_dim, even head_dim), Heads a multiple of
-// KVHeads, and KVHeads and FFN divisible by n (every worker gets whole kv
-// heads and an equal FFN slice).
+// heads (Hidden = Heads · head_dim unless HeadSize is set; an even
+// head_dim), Heads a multiple of KVHeads, KVHeads and FFN divisible by n
+// (every worker gets whole kv heads and an equal FFN slice), and the
+// rotary scaling (RopeScaling.Validate).
 func (c Config) Validate(n int) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s (%v)", ErrConfig, fmt.Sprintf(format, args...), c)
@@ -94,8 +116,12 @@ func (c Config) Validate(n int) error {
 		return bad("sizes must be positive")
 	case c.Vocab > math.MaxInt32:
 		return bad("vocab %d does not fit int32 token ids", c.Vocab)
-	case c.Hidden%c.Heads != 0 || c.HeadDim()%2 != 0:
-		return bad("hidden %d is not %d heads of an even head dim", c.Hidden, c.Heads)
+	case c.HeadSize < 0:
+		return bad("head size %d", c.HeadSize)
+	case c.HeadSize == 0 && c.Hidden%c.Heads != 0:
+		return bad("hidden %d is not %d whole heads", c.Hidden, c.Heads)
+	case c.HeadDim()%2 != 0 || c.HeadDim() < 2:
+		return bad("head dim %d is not even", c.HeadDim())
 	case c.Heads%c.KVHeads != 0:
 		return bad("%d heads are not a multiple of %d kv heads", c.Heads, c.KVHeads)
 	case n < 1 || c.KVHeads%n != 0:
@@ -114,6 +140,9 @@ func (c Config) Validate(n int) error {
 		return bad("activation %q (%q or %q)", c.Act, ActSiLU, ActGELU)
 	case c.layout() != LayoutChorus && c.layout() != LayoutHF:
 		return bad("layout %q (%q or %q)", c.Layout, LayoutChorus, LayoutHF)
+	}
+	if err := c.Rope.Validate(); err != nil {
+		return fmt.Errorf("%w (%v)", err, c)
 	}
 	return nil
 }
@@ -209,6 +238,9 @@ const (
 	AttnWK         = "attn.wk" // [hidden, kv_heads·head_dim], columns
 	AttnWV         = "attn.wv" // [hidden, kv_heads·head_dim], columns
 	AttnWO         = "attn.wo" // [heads·head_dim, hidden], rows
+	AttnBQ         = "attn.bq" // [heads·head_dim] (QKVBias), split with wq's outputs
+	AttnBK         = "attn.bk" // [kv_heads·head_dim] (QKVBias)
+	AttnBV         = "attn.bv" // [kv_heads·head_dim] (QKVBias)
 	MLPNormW       = "mlp_norm.weight"
 	MLPNormB       = "mlp_norm.bias"
 	MLPWGate       = "mlp.w_gate" // [hidden, ffn], columns
@@ -254,6 +286,12 @@ func (c Config) Params() []ParamSpec {
 		lin(l(AttnWQ), h, q, SplitCols)
 		lin(l(AttnWK), h, kv, SplitCols)
 		lin(l(AttnWV), h, kv, SplitCols)
+		if c.QKVBias {
+			// 1-D: split along its only dimension, with the outputs.
+			ps = append(ps, ParamSpec{Name: l(AttnBQ), Shape: tensor.Shape{q}, Split: SplitCols},
+				ParamSpec{Name: l(AttnBK), Shape: tensor.Shape{kv}, Split: SplitCols},
+				ParamSpec{Name: l(AttnBV), Shape: tensor.Shape{kv}, Split: SplitCols})
+		}
 		lin(l(AttnWO), q, h, SplitRows)
 		norm(l(MLPNormW), l(MLPNormB))
 		lin(l(MLPWGate), h, f, SplitCols)

@@ -126,6 +126,71 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// TestInvFreq: the rotary table of every scaling type against the
+// formulas in float64, for head dim 12, theta 10000: default (within the
+// float32 exponent's rounding, which PyTorch shares: 2i/d is a float32
+// there too), linear (factor 4), and llama3 (factor 8, low 1, high 4,
+// original context 64), whose three bands all occur here. model/hf's
+// golden test compares the table with transformers' own.
+func TestInvFreq(t *testing.T) {
+	c := decoder.Small(tensor.Float32)
+	c.HeadSize = 12
+	def := c.InvFreq()
+	for i, f := range def {
+		want := float32(1 / math.Pow(10000, float64(2*i)/12))
+		if math.Abs(float64(f-want)) > float64(want)*5e-7 {
+			t.Errorf("default %d: %v, want %v", i, f, want)
+		}
+	}
+	c.Rope = decoder.RopeScaling{Type: decoder.RopeLinear, Factor: 4}
+	for i, f := range c.InvFreq() {
+		if f != def[i]/4 {
+			t.Errorf("linear %d: %v, want %v", i, f, def[i]/4)
+		}
+	}
+	c.Rope = decoder.RopeScaling{Type: decoder.RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 64}
+	got := c.InvFreq()
+	var kept, divided, blended int
+	for i, f := range got {
+		wave := 2 * math.Pi / float64(def[i])
+		switch {
+		case wave < 16: // original / high
+			kept++
+			if f != def[i] {
+				t.Errorf("llama3 %d (wavelength %.3g): %v, want it kept, %v", i, wave, f, def[i])
+			}
+		case wave > 64: // original / low
+			divided++
+			if f != def[i]/8 {
+				t.Errorf("llama3 %d (wavelength %.3g): %v, want %v", i, wave, f, def[i]/8)
+			}
+		default:
+			blended++
+			s := (64/wave - 1) / 3
+			want := (1-s)*float64(def[i])/8 + s*float64(def[i])
+			if math.Abs(float64(f)-want) > want*1e-6 {
+				t.Errorf("llama3 %d (wavelength %.3g): %v, want %v", i, wave, f, want)
+			}
+		}
+	}
+	if kept == 0 || divided == 0 || blended == 0 {
+		t.Errorf("bands: %d kept, %d divided, %d blended; the test should cover all three", kept, divided, blended)
+	}
+	for name, r := range map[string]decoder.RopeScaling{
+		"unknown":      {Type: "yarn", Factor: 2},
+		"linear 0":     {Type: decoder.RopeLinear},
+		"llama3 order": {Type: decoder.RopeLlama3, Factor: 8, LowFreqFactor: 4, HighFreqFactor: 1, OriginalMaxPos: 16},
+		"llama3 ctx":   {Type: decoder.RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4},
+		"default args": {Type: decoder.RopeDefault, Factor: 2},
+	} {
+		cc := decoder.Small(tensor.Float32)
+		cc.Rope = r
+		if err := cc.Validate(1); !errors.Is(err, decoder.ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
 // TestReferenceIncremental: the reference's KV cache makes a prefill of
 // T tokens and T single steps give the same logits.
 func TestReferenceIncremental(t *testing.T) {
@@ -175,12 +240,28 @@ type run struct {
 	dt   tensor.DType
 	norm string
 	act  string
+	// hf: the Hugging Face variants: head_dim apart from hidden/heads,
+	// q/k/v biases, llama3 rotary scaling, the HF layout.
+	hf bool
+}
+
+// hfVariant is c with what Hugging Face checkpoints add: a head dim of 12
+// (8 heads: 96 query features, hidden 64), q/k/v biases, llama3 rotary
+// scaling whose low, blended and high bands all occur at head dim 12
+// (original context 64), and [out, in] matrices.
+func hfVariant(c decoder.Config) decoder.Config {
+	c.HeadSize, c.QKVBias, c.Layout = 12, true, decoder.LayoutHF
+	c.Rope = decoder.RopeScaling{Type: decoder.RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 64}
+	return c
 }
 
 func (r run) String() string {
 	s := fmt.Sprintf("%s/%d/%s", r.kind, r.n, r.dt)
 	if r.norm != "" {
 		s += "/" + r.norm + "-" + r.act
+	}
+	if r.hf {
+		s += "/hf-variant"
 	}
 	return s
 }
@@ -330,7 +411,9 @@ func TestDecoder(t *testing.T) {
 		}
 	}
 	runs = append(runs, run{kind: "threaded", n: 2, dt: tensor.Float16}, run{kind: "threaded", n: 2, dt: tensor.BFloat16},
-		run{kind: "threaded", n: 4, dt: tensor.Float32, norm: decoder.NormLayer, act: decoder.ActGELU})
+		run{kind: "threaded", n: 4, dt: tensor.Float32, norm: decoder.NormLayer, act: decoder.ActGELU},
+		run{kind: "threaded", n: 1, dt: tensor.Float32, hf: true}, run{kind: "threaded", n: 2, dt: tensor.Float32, hf: true},
+		run{kind: "threaded", n: 4, dt: tensor.Float32, hf: true})
 	for _, r := range runs {
 		t.Run(r.String(), func(t *testing.T) {
 			leaktest.Check(t)
@@ -343,6 +426,9 @@ func TestDecoder(t *testing.T) {
 			}
 			c := decoder.Small(r.dt)
 			c.Norm, c.Act = r.norm, r.act
+			if r.hf {
+				c = hfVariant(c)
+			}
 			w, err := decoder.RandomWeights(ctx, s, c, seed)
 			if err != nil {
 				t.Fatal(err)
@@ -671,6 +757,14 @@ func TestConfigJSON(t *testing.T) {
 	var back decoder.Config
 	if err := json.Unmarshal(b, &back); err != nil || back.String() != c.String() {
 		t.Errorf("round trip: %v, %v", back, err)
+	}
+	hf := hfVariant(decoder.Small(tensor.Float16))
+	if b, err = json.Marshal(hf); err != nil {
+		t.Fatal(err)
+	}
+	back = decoder.Config{}
+	if err := json.Unmarshal(b, &back); err != nil || back.String() != hf.String() || back.Rope != hf.Rope {
+		t.Errorf("round trip of %s: %+v, %v", b, back, err)
 	}
 	for _, bad := range []string{`{"vocab": 1, "hiden": 2}`, `{"dtype": "float8"}`, `[]`} {
 		if err := json.Unmarshal([]byte(bad), &back); !errors.Is(err, decoder.ErrConfig) {

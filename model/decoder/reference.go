@@ -98,13 +98,16 @@ func (r *Reference) norm(x []float64, t int, wName, bName string) []float64 {
 	return out
 }
 
+// rope turns pair (i, i + d/2) of every head by p·inv_freq[i] (the
+// decoder's float32 table, Config.InvFreq; the angle in float64 here).
 func (r *Reference) rope(x []float64, pos []int32, heads int) {
 	d := r.c.HeadDim()
+	inv := r.c.InvFreq()
 	for t, p := range pos {
 		for h := range heads {
 			base := (t*heads + h) * d
 			for i := range d / 2 {
-				ang := float64(p) * math.Pow(r.c.RopeTheta, -2*float64(i)/float64(d))
+				ang := float64(p) * float64(inv[i])
 				s, c := math.Sin(ang), math.Cos(ang)
 				x1, x2 := x[base+i], x[base+i+d/2]
 				x[base+i], x[base+i+d/2] = x1*c-x2*s, x2*c+x1*s
@@ -138,6 +141,11 @@ func (r *Reference) Step(ids, pos []int32) ([][]float64, error) {
 		qs := matmulRef(x, r.w[name(AttnWQ)], t, hd, q)
 		ks := matmulRef(x, r.w[name(AttnWK)], t, hd, kv)
 		vs := matmulRef(x, r.w[name(AttnWV)], t, hd, kv)
+		if c.QKVBias {
+			addBias(qs, r.w[name(AttnBQ)])
+			addBias(ks, r.w[name(AttnBK)])
+			addBias(vs, r.w[name(AttnBV)])
+		}
 		r.rope(qs, pos, c.Heads)
 		r.rope(ks, pos, c.KVHeads)
 		for i, p := range pos {
@@ -200,6 +208,13 @@ func (r *Reference) Step(ids, pos []int32) ([][]float64, error) {
 		out[i] = lg[i*c.Vocab : (i+1)*c.Vocab]
 	}
 	return out, nil
+}
+
+// addBias adds b to every row of x (rows of len(b)).
+func addBias(x, b []float64) {
+	for i := range x {
+		x[i] += b[i%len(b)]
+	}
 }
 
 // Argmax is the first index of the largest value.

@@ -33,7 +33,7 @@ func randomScale(p ParamSpec) (scale, offset float64) {
 	switch {
 	case strings.HasSuffix(p.Name, ".weight"):
 		return 0.1, 1
-	case strings.HasSuffix(p.Name, ".bias"):
+	case strings.HasSuffix(p.Name, ".bias") || isQKVBias(p.Name):
 		return 0.1, 0
 	case p.Name == ParamEmbed:
 		return 1, 0
@@ -47,6 +47,15 @@ func randomValue(p ParamSpec, seed uint64, salt uint64, i, j int64, dt tensor.DT
 	u := splitmix(seed*0x100000001b3 ^ salt ^ uint64(i*cols+j))
 	scale, off := randomScale(p)
 	return roundTo(dt, off+(float64(u>>11)/(1<<53)*2-1)*scale)
+}
+
+func isQKVBias(name string) bool {
+	for _, s := range []string{AttnBQ, AttnBK, AttnBV} {
+		if strings.HasSuffix(name, "."+s) {
+			return true
+		}
+	}
+	return false
 }
 
 func nameSalt(name string) uint64 {
