@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/compiler/ir"
@@ -29,6 +30,8 @@ type runMode struct {
 }
 
 func (m *Module) run(env registry.Env, name string, args []any, mode *runMode) (any, error) {
+	t0 := time.Now()
+	defer func() { m.stats.calls++; m.stats.host += time.Since(t0) }()
 	p, ok := m.funcs[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: worker %d: no function @%s in the module (has %v)", ErrArgs, env.WorkerID(), name, m.Funcs())
@@ -46,6 +49,7 @@ func (m *Module) run(env registry.Env, name string, args []any, mode *runMode) (
 	}
 	for pc := range p.code {
 		in := &p.code[pc]
+		m.stats.ops++
 		if err := m.exec(env, p, pc, in, regs, mode); err != nil {
 			return nil, fmt.Errorf("vm: worker %d: func @%s: binding %d (%s): %w", env.WorkerID(), name, in.index, in.text, err)
 		}

@@ -33,6 +33,12 @@ type gpuState struct {
 	// modelMod holds the decoder kernels (kernels_model.cu), loaded at
 	// the first decoder op.
 	modelMod cuda.Module
+	// gemvMod holds the skinny-matrix kernels (kernels_gemv.cu), loaded
+	// at the first product they take; sms is the multiprocessor count.
+	gemvMod cuda.Module
+	sms     int
+	// benchMod holds the measurement kernels (kernels_bench.cu).
+	benchMod cuda.Module
 }
 
 // kernelThreads is the block size of the elementwise kernels.
@@ -132,6 +138,14 @@ func (g *gpuState) close() {
 			g.drv.ModuleUnload(g.modelMod)
 			g.modelMod = 0
 		}
+		if g.gemvMod != 0 {
+			g.drv.ModuleUnload(g.gemvMod)
+			g.gemvMod = 0
+		}
+		if g.benchMod != 0 {
+			g.drv.ModuleUnload(g.benchMod)
+			g.benchMod = 0
+		}
 		return nil
 	})
 }
@@ -183,7 +197,8 @@ func (g *gpuState) matmul(a, b, out *tensor.Tensor) error {
 	})
 }
 
-// matmulNT is out = a·bᵀ with b [n, k] (cuBLAS with op T on b: no copy).
+// matmulNT is out = a·bᵀ with b [n, k]: the skinny-matrix kernel for a
+// few rows of a (planGemv), else cuBLAS with op T on b (no copy).
 func (g *gpuState) matmulNT(a, b, out *tensor.Tensor) error {
 	m, k, n, err := matmulDimsT(a, b, out, true)
 	if err != nil {
@@ -191,6 +206,9 @@ func (g *gpuState) matmulNT(a, b, out *tensor.Tensor) error {
 	}
 	p, err := g.ptrs([]string{"a", "b", "out"}, a, b, out)
 	if err != nil {
+		return err
+	}
+	if ok, err := g.tryGemvNT(m, k, n, a.DType(), p); ok || err != nil {
 		return err
 	}
 	return g.dev.Do(func(cuda.Stream) error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/algo/plan"
@@ -55,6 +56,17 @@ type Module struct {
 	// plans are the executors of the plans custom_allreduce calls name
 	// (plans.go), made at load.
 	plans map[string]planRunner
+	// stats counts the host time of runs (RunStatsFunc).
+	stats runStats
+}
+
+// runStats is the host side of a module's runs: calls, the time from a
+// run's start to its return (interpreting and issuing, not waiting for
+// the device) and the instructions executed.
+type runStats struct {
+	calls int64
+	host  time.Duration
+	ops   int64
 }
 
 // Funcs returns the names of the module's functions.

@@ -1,0 +1,196 @@
+package vm
+
+import (
+	_ "embed"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/cudasrc"
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+//go:embed kernels_gemv.cu
+var gemvKernelSource string
+
+// Shapes of the skinny-matrix kernels (kernels_gemv.cu).
+const (
+	gemvWarps = 8 // GEMV_WARPS: warps per block
+	// GemvMaxM is the most rows of x the skinny-matrix kernels take; more
+	// rows go to cuBLAS.
+	GemvMaxM = 8
+)
+
+// gemvRowBuckets are the M of the compiled kernels: a call with M rows
+// runs the smallest bucket >= M (the kernels skip rows past M).
+var gemvRowBuckets = []int{1, 2, 4, 8}
+
+// gemvMaxRows is the worker process's threshold: matmul_nt with at most
+// this many rows of x (and at most GemvMaxM) runs the skinny-matrix
+// kernel, more rows cuBLAS; 0 sends every product to cuBLAS. Set by
+// GemvFunc (benchmarks compare the two paths in one run).
+var gemvMaxRows atomic.Int32
+
+func init() {
+	gemvMaxRows.Store(GemvMaxM)
+	registry.MustRegisterTyped(GemvFunc, func(maxRows int) (int, error) {
+		if maxRows < 0 || maxRows > GemvMaxM {
+			return 0, fmt.Errorf("%w: %s(%d): want 0 (cuBLAS only) to %d rows", ErrArgs, GemvFunc, maxRows, GemvMaxM)
+		}
+		return int(gemvMaxRows.Swap(int32(maxRows))), nil
+	})
+}
+
+// GemvFunc (max_rows int) -> the previous value: matmul_nt and the gated
+// projection of up to max_rows rows of x run the skinny-matrix kernels on
+// this worker's process, more rows cuBLAS (0: cuBLAS for all; default
+// GemvMaxM).
+const GemvFunc = "chorus.vm.gemv_max_rows"
+
+// gemvPlan is one launch of a skinny-matrix kernel.
+type gemvPlan struct {
+	mt   int    // the kernel's row bucket (>= m)
+	ks   int    // warps per row of w (split-K)
+	grid uint32 // blocks
+}
+
+// planGemv decides whether out[m, n] = x[m, k]·w[n, k]ᵀ runs the
+// skinny-matrix kernel on a GPU with sms multiprocessors, and how: m at
+// most maxRows, float16 or bfloat16, k a multiple of 8 and every operand
+// 16-byte aligned (the kernel reads 16-byte pieces of rows). The split
+// ks (1, 2, 4 or 8 warps per row) is the smallest that puts at least
+// 32 warps per multiprocessor in flight, as long as every warp keeps at
+// least one 512-byte piece of its row: with fewer warps a small matrix
+// (a 1024-row k or v projection) would leave most of HBM's bandwidth
+// unused.
+func planGemv(m, n, k int, dt tensor.DType, aligned bool, sms, maxRows int) (gemvPlan, bool) {
+	if m < 1 || m > min(maxRows, GemvMaxM) || n < 1 || k < 8 || k%8 != 0 || !aligned {
+		return gemvPlan{}, false
+	}
+	if dt != tensor.Float16 && dt != tensor.BFloat16 {
+		return gemvPlan{}, false
+	}
+	p := gemvPlan{ks: 1}
+	for _, b := range gemvRowBuckets {
+		if b >= m {
+			p.mt = b
+			break
+		}
+	}
+	want := 32 * max(sms, 1)
+	for p.ks < gemvWarps && n*p.ks < want && k/8 >= 32*2*p.ks {
+		p.ks *= 2
+	}
+	rb := gemvWarps / p.ks
+	blocks := (int64(n) + int64(rb) - 1) / int64(rb)
+	if blocks > 1<<31-1 {
+		return gemvPlan{}, false
+	}
+	p.grid = uint32(blocks)
+	return p, true
+}
+
+func gemvName(kind string, dt tensor.DType, mt int) string {
+	suf := "f16"
+	if dt == tensor.BFloat16 {
+		suf = "bf16"
+	}
+	return fmt.Sprintf("gemv_%s_%s_m%d", kind, suf, mt)
+}
+
+// gemvKernels compiles and loads kernels_gemv.cu at the first skinny
+// product (a module of its own) and reads the multiprocessor count.
+func (g *gpuState) gemvKernels() error {
+	if g.gemvMod != 0 {
+		return nil
+	}
+	comp, err := nvrtc.Load()
+	if err != nil {
+		return err
+	}
+	err = g.dev.Do(func(cuda.Stream) error {
+		d, err := g.drv.DeviceGet(g.dev.Ordinal())
+		if err != nil {
+			return err
+		}
+		major, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMajor)
+		if err != nil {
+			return err
+		}
+		minor, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMinor)
+		if err != nil {
+			return err
+		}
+		if g.sms, err = g.drv.DeviceAttribute(d, cuda.AttrMultiprocessorCount); err != nil {
+			return err
+		}
+		cubin, _, err := comp.CompileCached("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
+		if err != nil {
+			return err
+		}
+		mod, err := g.drv.ModuleLoadData(cubin)
+		if err != nil {
+			return err
+		}
+		for _, kind := range []string{"nt", "gated"} {
+			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+				for _, mt := range gemvRowBuckets {
+					name := gemvName(kind, dt, mt)
+					f, err := g.drv.ModuleGetFunction(mod, name)
+					if err != nil {
+						g.drv.ModuleUnload(mod)
+						return err
+					}
+					g.fns[name] = f
+				}
+			}
+		}
+		g.gemvMod = mod
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("vm: skinny-matrix kernels on cuda:%d: %w", g.dev.Ordinal(), err)
+	}
+	return nil
+}
+
+// gemvArgs are a skinny-matrix launch's parameters, kept alive across
+// the launch.
+type gemvArgs struct {
+	x, w, w2, out uint64
+	m, n, k, ks   int32
+}
+
+// tryGemvNT runs out = a·bᵀ through the skinny-matrix kernel when
+// planGemv takes the shape (ok), else leaves it to the caller.
+func (g *gpuState) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err error) {
+	if int(gemvMaxRows.Load()) < m {
+		return false, nil
+	}
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	pl, ok := planGemv(m, n, k, dt, aligned16(p...), g.sms, int(gemvMaxRows.Load()))
+	if !ok {
+		return false, nil
+	}
+	a := &gemvArgs{x: p[0], w: p[1], out: p[2], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
+	err = g.launchGrid(gemvName("nt", dt, pl.mt), [3]uint32{pl.grid, 1, 1}, gemvWarps*32,
+		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
+		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+	runtime.KeepAlive(a)
+	return true, err
+}
+
+func aligned16(p ...uint64) bool {
+	for _, x := range p {
+		if x%16 != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,141 @@
+package vm_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/chorus-rt/chorus/compiler/ir"
+	"github.com/chorus-rt/chorus/compiler/vdevice"
+	"github.com/chorus-rt/chorus/compiler/vm"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// requireGPU skips a GPU test on a machine without one, unless
+// CHORUS_REQUIRE_GPU=1 asks for the GPU tests to run: then it fails.
+func requireGPU(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CHORUS_REQUIRE_GPU") != "1" {
+		gpuCount(t)
+		return
+	}
+	ok := false
+	t.Run("gpu", func(t *testing.T) { gpuCount(t); ok = true })
+	if !ok {
+		t.Fatal("CHORUS_REQUIRE_GPU=1 and no usable GPU")
+	}
+}
+
+// gemvCases are products the skinny-matrix kernel takes (K a multiple of
+// 8, at most vm.GemvMaxM rows): one row with split-K, odd row counts
+// that run a larger bucket, batch dims, a Llama-sized reduction.
+func gemvCases() []modelCase {
+	nt := func(name string, x []int64, n int64) modelCase {
+		k := x[len(x)-1]
+		return modelCase{name, []modelInput{floatIn(x...), floatIn(n, k)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			o := append(append([]int64{}, x[:len(x)-1]...), n)
+			out := b.AllocTensor("out", o, dt, vdevice.Unconstrained, "")
+			b.MatmulNT(in[0], in[1], out)
+			return []ir.Ref{out}
+		}, nil}
+	}
+	return []modelCase{
+		nt("m1_splitk", []int64{1, 4096}, 300),
+		nt("m3", []int64{3, 1000}, 77),
+		nt("m8_batch", []int64{2, 4, 512}, 1030),
+		nt("m1_long", []int64{1, 1, 14336}, 64),
+		nt("m5_tail", []int64{5, 8 * 37}, 129),
+	}
+}
+
+// TestGPUGemv runs matmul_nt of a few rows through the skinny-matrix
+// kernel on cuda:0 and compares it with the CPU kernel (float32
+// accumulation of the same inputs, one rounding) and with cuBLAS (the
+// kernel switched off with vm.GemvFunc), in float16 and bfloat16.
+func TestGPUGemv(t *testing.T) {
+	requireGPU(t)
+	ctx := bg(t)
+	gs, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: 1, DeviceIDs: []int{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Shutdown()
+	cs, err := session.NewThreaded(session.Options{NumWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Shutdown()
+	setMax := mustFunc(t, gs, vm.GemvFunc)
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
+		for _, c := range gemvCases() {
+			t.Run(dt.String()+"/"+c.name, func(t *testing.T) {
+				gemv := runModelCase(t, ctx, gs, tensor.CUDADevice(0), c, dt)
+				mustCall(t, gs, setMax, 0)
+				blas := runModelCase(t, ctx, gs, tensor.CUDADevice(0), c, dt)
+				mustCall(t, gs, setMax, vm.GemvMaxM)
+				cpu := runModelCase(t, ctx, cs, tensor.CPUDevice, c, dt)
+				if err := tensor.AllClose(gemv[0], cpu[0], tol, tol); err != nil {
+					t.Errorf("skinny-matrix kernel vs CPU: %v", err)
+				}
+				if err := tensor.AllClose(gemv[0], blas[0], tol, tol); err != nil {
+					t.Errorf("skinny-matrix kernel vs cuBLAS: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestGPUBenchFuncs runs the measurement functions once each on cuda:0:
+// the streaming read, the GEMM, the products through every path, the
+// launch costs, and the random fill (values in range, not constant).
+func TestGPUBenchFuncs(t *testing.T) {
+	requireGPU(t)
+	ctx := bg(t)
+	gs, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: 1, DeviceIDs: []int{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Shutdown()
+	get := func(r *session.DRef, n int) []float64 {
+		t.Helper()
+		v, err := gs.DebugGetFromRemote(ctx, r, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := tensor.ToFloat64(v.(*tensor.Tensor))
+		if err != nil || len(f) != n {
+			t.Fatalf("got %v (%v), want %d values", f, err, n)
+		}
+		for i, x := range f {
+			if !(x > 0) {
+				t.Errorf("value %d is %v", i, x)
+			}
+		}
+		return f
+	}
+	t.Logf("stream GB/s %.0f", get(mustCall(t, gs, mustFunc(t, gs, vm.BenchStreamFunc), int64(256<<20), 3), 3))
+	t.Logf("gemm TFLOP/s %.0f", get(mustCall(t, gs, mustFunc(t, gs, vm.BenchGemmFunc), int64(1024), tensor.BFloat16, 2), 2))
+	for _, path := range []string{"cublas", "gemv", "gated"} {
+		t.Logf("%s us %.1f", path, get(mustCall(t, gs, mustFunc(t, gs, vm.BenchMatmulNTFunc), int64(1), int64(1024), int64(4096), tensor.BFloat16, 3, path), 3))
+	}
+	t.Logf("launch ns %.0f", get(mustCall(t, gs, mustFunc(t, gs, vm.BenchLaunchFunc), 200), 4))
+	empty := mustFunc(t, gs, "chorus.empty")
+	x := mustCall(t, gs, empty, tensor.Shape{1000, 3}, tensor.BFloat16, nil, false, false)
+	mustCall(t, gs, mustFunc(t, gs, vm.FillUniformFunc), x, int64(5), -0.5, 0.25)
+	v, err := gs.DebugGetFromRemote(ctx, x, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := tensor.ToFloat64(v.(*tensor.Tensor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := f[0], f[0]
+	for _, x := range f {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	if lo < -0.5 || hi > 0.25 || hi-lo < 0.5 {
+		t.Errorf("fill_uniform(-0.5, 0.25): values in [%v, %v]", lo, hi)
+	}
+}

@@ -1,0 +1,73 @@
+package vm
+
+import (
+	"testing"
+
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// TestPlanGemv checks which products take the skinny-matrix kernel and
+// how they are split, on an H100/H200-sized GPU (132 multiprocessors).
+func TestPlanGemv(t *testing.T) {
+	const sms = 132
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+		dt      tensor.DType
+		aligned bool
+		maxRows int
+		ok      bool
+		mt, ks  int
+		grid    uint32
+	}{
+		// Llama-3-8B's projections at one row: q/o (4096x4096) split in
+		// two to reach 32 warps per multiprocessor, k/v (1024 rows) in
+		// eight, the MLP (14336 rows) and the LM head not at all.
+		{"q", 1, 4096, 4096, tensor.BFloat16, true, 8, true, 1, 2, 1024},
+		{"kv", 1, 1024, 4096, tensor.BFloat16, true, 8, true, 1, 8, 1024},
+		{"gate", 1, 14336, 4096, tensor.Float16, true, 8, true, 1, 1, 1792},
+		{"down", 1, 4096, 14336, tensor.BFloat16, true, 8, true, 1, 2, 1024},
+		{"lm_head", 1, 128256, 4096, tensor.BFloat16, true, 8, true, 1, 1, 16032},
+		// rows round up to the kernels' buckets
+		{"m3", 3, 77, 1000, tensor.BFloat16, true, 8, true, 4, 2, 20},
+		{"m5", 5, 4096, 4096, tensor.Float16, true, 8, true, 8, 2, 1024},
+		{"m8", 8, 300, 512, tensor.Float16, true, 8, true, 8, 2, 75},
+		// a short row keeps each warp at least one 512-byte piece
+		{"short", 1, 10, 256, tensor.BFloat16, true, 8, true, 1, 1, 2},
+		{"short2", 1, 10, 512, tensor.BFloat16, true, 8, true, 1, 2, 3},
+		// refused: cuBLAS
+		{"m9", 9, 4096, 4096, tensor.BFloat16, true, 8, false, 0, 0, 0},
+		{"threshold", 4, 4096, 4096, tensor.BFloat16, true, 2, false, 0, 0, 0},
+		{"off", 1, 4096, 4096, tensor.BFloat16, true, 0, false, 0, 0, 0},
+		{"f32", 1, 4096, 4096, tensor.Float32, true, 8, false, 0, 0, 0},
+		{"k%8", 1, 4096, 4100, tensor.BFloat16, true, 8, false, 0, 0, 0},
+		{"unaligned", 1, 4096, 4096, tensor.BFloat16, false, 8, false, 0, 0, 0},
+		{"empty", 0, 4096, 4096, tensor.BFloat16, true, 8, false, 0, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, ok := planGemv(c.m, c.n, c.k, c.dt, c.aligned, sms, c.maxRows)
+			if ok != c.ok {
+				t.Fatalf("planGemv(%d, %d, %d, %s): ok %v, want %v", c.m, c.n, c.k, c.dt, ok, c.ok)
+			}
+			if !ok {
+				return
+			}
+			if p.mt != c.mt || p.ks != c.ks || p.grid != c.grid {
+				t.Errorf("plan %+v, want mt %d ks %d grid %d", p, c.mt, c.ks, c.grid)
+			}
+			// Every row is covered: grid blocks of 8/ks rows.
+			if rows := int(p.grid) * gemvWarps / p.ks; rows < c.n || rows-c.n >= gemvWarps/p.ks {
+				t.Errorf("%d blocks of %d rows for %d rows", p.grid, gemvWarps/p.ks, c.n)
+			}
+		})
+	}
+}
+
+func TestGemvName(t *testing.T) {
+	if got := gemvName("nt", tensor.BFloat16, 4); got != "gemv_nt_bf16_m4" {
+		t.Errorf("gemvName = %q", got)
+	}
+	if got := gemvName("gated", tensor.Float16, 1); got != "gemv_gated_f16_m1" {
+		t.Errorf("gemvName = %q", got)
+	}
+}
