@@ -112,6 +112,7 @@ var layers = map[string]int{
 	"cmd/chorus/internal/bench":    7,
 	"cmd/chorus/internal/mlp":      8, // the tensor-parallel MLP on the VM (demo, bench)
 	"cmd/chorus":                   9,
+	"cmd/benchdoc":                 0, // writes docs/benchmarks.md from bench/results; standard library only
 }
 
 // Only these packages may load GPU libraries.
