@@ -154,8 +154,8 @@ func (l *Loader) plan(c *compiled, r *rule, f *safetensors.File, info safetensor
 			return nil, fmt.Errorf("%w: the checkpoint holds %s, the spec expects %s", ErrDType, info.DType, r.dtype)
 		}
 		if r.convert != tensor.Invalid && info.DType != r.convert {
-			if info.DType != tensor.Float32 {
-				return nil, fmt.Errorf("%w: convert to %s: chorus converts float32 only, the checkpoint holds %s", ErrDType, r.convert, info.DType)
+			if !Convertible(info.DType) {
+				return nil, fmt.Errorf("%w: convert to %s: chorus converts float32, float16 and bfloat16 only, the checkpoint holds %s", ErrDType, r.convert, info.DType)
 			}
 			e.DType = r.convert
 		}
@@ -232,26 +232,50 @@ func (l *Loader) readOut(e *Entry, p []byte, off int64, scratch *[]byte) error {
 	if e.DType == e.Source.DType {
 		return l.readIn(e, p, off)
 	}
+	src, dst := e.Source.DType.Size(), e.DType.Size()
+	n := len(p) / dst
 	in := *scratch
-	if cap(in) < 2*len(p) {
-		in = make([]byte, 2*len(p))
+	if cap(in) < n*src {
+		in = make([]byte, n*src)
 		*scratch = in
 	}
-	in = in[:2*len(p)]
-	if err := l.readIn(e, in, 2*off); err != nil {
+	in = in[:n*src]
+	if err := l.readIn(e, in, off/int64(dst)*int64(src)); err != nil {
 		return err
 	}
-	for j := 0; j < len(p)/2; j++ {
-		f := math.Float32frombits(binary.LittleEndian.Uint32(in[4*j:]))
-		var h uint16
-		if e.DType == tensor.Float16 {
-			h = uint16(tensor.F16FromFloat32(f))
-		} else {
-			h = uint16(tensor.BF16FromFloat32(f))
-		}
-		binary.LittleEndian.PutUint16(p[2*j:], h)
-	}
+	convert(e.Source.DType, in, e.DType, p[:n*dst])
 	return nil
+}
+
+// Convertible reports the dtypes a rule's Convert takes and converts
+// from: float32, float16 and bfloat16.
+func Convertible(dt tensor.DType) bool {
+	return dt == tensor.Float32 || dt == tensor.Float16 || dt == tensor.BFloat16
+}
+
+// convert writes the values of in (dtype from) into out (dtype to),
+// through float32: widening is exact, narrowing rounds to nearest even.
+func convert(from tensor.DType, in []byte, to tensor.DType, out []byte) {
+	n := len(out) / to.Size()
+	for j := range n {
+		var f float32
+		switch from {
+		case tensor.Float32:
+			f = math.Float32frombits(binary.LittleEndian.Uint32(in[4*j:]))
+		case tensor.Float16:
+			f = tensor.F16(binary.LittleEndian.Uint16(in[2*j:])).Float32()
+		case tensor.BFloat16:
+			f = tensor.BF16(binary.LittleEndian.Uint16(in[2*j:])).Float32()
+		}
+		switch to {
+		case tensor.Float32:
+			binary.LittleEndian.PutUint32(out[4*j:], math.Float32bits(f))
+		case tensor.Float16:
+			binary.LittleEndian.PutUint16(out[2*j:], uint16(tensor.F16FromFloat32(f)))
+		case tensor.BFloat16:
+			binary.LittleEndian.PutUint16(out[2*j:], uint16(tensor.BF16FromFloat32(f)))
+		}
+	}
 }
 
 // convertChunk bounds the scratch memory of a converting host load (a

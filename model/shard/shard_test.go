@@ -323,8 +323,8 @@ func TestSpecErrors(t *testing.T) {
 		{"bad default", `{"default":"shard"}`, 2, ErrSpec, "default"},
 		{"default error", `{"default":"error","rules":[{"match":"layers.**","split":0},{"match":"embed","replicate":true}]}`, 2, ErrSpec, `tensor "ids"`},
 		{"wrong dtype", `{"rules":[{"match":"embed","split":0,"dtype":"float32"}]}`, 2, ErrDType, "holds bfloat16, the spec expects float32"},
-		{"convert ints", `{"rules":[{"match":"ids","replicate":true,"convert":"float16"}]}`, 2, ErrDType, "float32 only"},
-		{"convert to int", `{"rules":[{"match":"ids","replicate":true,"convert":"int8"}]}`, 2, ErrSpec, "float16 or bfloat16"},
+		{"convert ints", `{"rules":[{"match":"ids","replicate":true,"convert":"float16"}]}`, 2, ErrDType, "float32, float16 and bfloat16 only, the checkpoint holds int32"},
+		{"convert to int", `{"rules":[{"match":"ids","replicate":true,"convert":"int8"}]}`, 2, ErrSpec, "between float32, float16 and bfloat16 only"},
 		{"args without func", `{"rules":[{"match":"ids","split":0,"args":[1]}]}`, 2, ErrSpec, "args without func"},
 		{"fused sizes", `{"rules":[{"match":"layers.**","func":"fused","args":[0,4,2]}]}`, 2, ErrShape, "add up to 6"},
 		{"fused indivisible", `{"rules":[{"match":"layers.**","func":"fused","args":[0,5,3]}]}`, 2, ErrShape, "not divisible"},
@@ -433,47 +433,55 @@ func TestRegisteredFunc(t *testing.T) {
 	}
 }
 
+// TestConvert: every pair of float32, float16 and bfloat16 (widening,
+// narrowing, and the same dtype), a column split read in several chunks,
+// on the host and through pinned staging on the fake device, against
+// tensor.SetFromFloat64 of the source values (exact widening, round to
+// nearest even narrowing).
 func TestConvert(t *testing.T) {
 	defer func(c int64) { convertChunk = c }(convertChunk)
 	convertChunk = 8 // several chunks per tensor
-	x := named("w", tensor.Float32, 4, 6)
-	dir := writeModel(t, x, named("h", tensor.Float16, 4))
-	for _, to := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
-		one := 1
-		spec := &Spec{Rules: []Rule{{Match: "w", Split: &one, Convert: to.String(), DType: "float32"}, {Match: "h", Replicate: true, Convert: "float16"}}}
-		l, err := Open(dir, spec, 1, 2)
-		if err != nil {
-			t.Fatal(err)
+	floats := []tensor.DType{tensor.Float32, tensor.Float16, tensor.BFloat16}
+	for _, from := range floats {
+		x := named("w", from, 4, 6)
+		dir := writeModel(t, x, named("h", tensor.Float16, 4))
+		for _, to := range floats {
+			one := 1
+			spec := &Spec{Rules: []Rule{{Match: "w", Split: &one, Convert: to.String(), DType: from.String()}, {Match: "h", Replicate: true, Convert: "float16"}}}
+			l, err := Open(dir, spec, 1, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := l.Load("w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			part := tensor.MustNew(from, tensor.Shape{4, 3})
+			copy(part.Bytes(), slice(x.Tensor, 1, []Interval{{3, 6}}))
+			vals, _ := tensor.ToFloat64(part)
+			want := tensor.MustNew(to, tensor.Shape{4, 3})
+			tensor.SetFromFloat64(want, vals)
+			if err := tensor.Equal(got, want); err != nil {
+				t.Errorf("%v to %v: %v", from, to, err)
+			}
+			dev := device.NewFake(0, 1<<20)
+			st, _ := NewStaging(dev, 64)
+			buf, _ := dev.Alloc(want.NumBytes())
+			if err := l.LoadDevice("w", st, buf, 0); err != nil {
+				t.Fatal(err)
+			}
+			back := make([]byte, want.NumBytes())
+			dev.CopyOut(back, buf, 0)
+			if !bytes.Equal(back, want.Bytes()) {
+				t.Errorf("%v to %v: device load differs", from, to)
+			}
+			if h, err := l.Load("h"); err != nil || h.DType() != tensor.Float16 {
+				t.Errorf("float16 with convert float16: %v, %v", h, err)
+			}
+			st.Close()
+			dev.Close()
+			l.Close()
 		}
-		got, err := l.Load("w")
-		if err != nil {
-			t.Fatal(err)
-		}
-		part := tensor.MustNew(tensor.Float32, tensor.Shape{4, 3})
-		copy(part.Bytes(), slice(x.Tensor, 1, []Interval{{3, 6}}))
-		vals, _ := tensor.ToFloat64(part)
-		want := tensor.MustNew(to, tensor.Shape{4, 3})
-		tensor.SetFromFloat64(want, vals)
-		if err := tensor.Equal(got, want); err != nil {
-			t.Errorf("%v: %v", to, err)
-		}
-		dev := device.NewFake(0, 1<<20)
-		st, _ := NewStaging(dev, 64)
-		buf, _ := dev.Alloc(want.NumBytes())
-		if err := l.LoadDevice("w", st, buf, 0); err != nil {
-			t.Fatal(err)
-		}
-		back := make([]byte, want.NumBytes())
-		dev.CopyOut(back, buf, 0)
-		if !bytes.Equal(back, want.Bytes()) {
-			t.Errorf("%v: device load differs", to)
-		}
-		if h, err := l.Load("h"); err != nil || h.DType() != tensor.Float16 {
-			t.Errorf("float16 with convert float16: %v, %v", h, err)
-		}
-		st.Close()
-		dev.Close()
-		l.Close()
 	}
 }
 

@@ -31,9 +31,11 @@ type Rule struct {
 	// DType, if set, is the dtype the checkpoint must hold (ErrDType
 	// otherwise): "float32", "bfloat16", ... (tensor.ParseDType names).
 	DType string `json:"dtype,omitempty"`
-	// Convert, if set, is "float16" or "bfloat16": float32 tensors are
-	// converted (round to nearest even) as they are loaded; tensors
-	// already of that dtype load as they are; others are an error.
+	// Convert, if set, is "float32", "float16" or "bfloat16": tensors of
+	// another of these three dtypes are converted as they are loaded
+	// (through float32, which holds every float16 and bfloat16 value
+	// exactly; narrowing rounds to nearest even); tensors already of that
+	// dtype load as they are; other dtypes are an error.
 	Convert string `json:"convert,omitempty"`
 }
 
@@ -171,8 +173,8 @@ func compileRule(i int, r Rule) (*rule, error) {
 	}
 	if r.Convert != "" {
 		dt, err := tensor.ParseDType(r.Convert)
-		if err != nil || (dt != tensor.Float16 && dt != tensor.BFloat16) {
-			return nil, bad("convert %q: chorus converts float32 to float16 or bfloat16 only", r.Convert)
+		if err != nil || !Convertible(dt) {
+			return nil, bad("convert %q: chorus converts between float32, float16 and bfloat16 only", r.Convert)
 		}
 		cr.convert = dt
 	}
