@@ -25,6 +25,16 @@ type Options struct {
 	// StagingBytes is the size of each of a GPU worker's two pinned
 	// staging buffers (0: shard.DefaultStagingChunk, 8 MiB).
 	StagingBytes int64
+	// Stats, if set, receives every worker's counters after a
+	// successful load.
+	Stats *Stats
+}
+
+// Stats are what the workers read.
+type Stats struct {
+	// BytesRead is every worker's count of bytes read from the
+	// checkpoint's data sections (chorus.shard.bytes_read), by worker.
+	BytesRead []int64
 }
 
 // DefaultProgressMin: smaller checkpoints load without a progress line.
@@ -52,7 +62,7 @@ func Load(ctx context.Context, s *session.Session, dir string, spec *shard.Spec,
 		return nil, fmt.Errorf("shardload: spec: %w", err)
 	}
 	funcs := map[string]*session.DRef{}
-	for _, name := range []string{FuncOpen, FuncInfo, FuncLoad, FuncClose} {
+	for _, name := range []string{FuncOpen, FuncInfo, FuncLoad, FuncBytesRead, FuncClose} {
 		f, err := s.GetGlobalFunc(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("shardload: %w", err)
@@ -125,7 +135,34 @@ func Load(ctx context.Context, s *session.Session, dir string, spec *shard.Spec,
 	if rep != nil {
 		rep.Done()
 	}
+	if opt.Stats != nil {
+		if opt.Stats.BytesRead, err = bytesRead(ctx, s, funcs[FuncBytesRead], h); err != nil {
+			return nil, fmt.Errorf("shardload: %s: %w", dir, err)
+		}
+	}
 	return loaded, nil
+}
+
+// bytesRead fetches every worker's chorus.shard.bytes_read.
+func bytesRead(ctx context.Context, s *session.Session, fn, h *session.DRef) ([]int64, error) {
+	r, err := s.CallPacked(fn, h)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	out := make([]int64, s.NumWorkers())
+	for w := range out {
+		v, err := s.DebugGetFromRemote(ctx, r, w)
+		if err != nil {
+			return nil, err
+		}
+		n, ok := v.(int64)
+		if !ok {
+			return nil, fmt.Errorf("worker %d: %s returned a %T", w, FuncBytesRead, v)
+		}
+		out[w] = n
+	}
+	return out, nil
 }
 
 // infoEverywhere fetches every worker's info and checks they agree.

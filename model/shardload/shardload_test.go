@@ -214,11 +214,32 @@ func TestLoadShardedInSessions(t *testing.T) {
 				}
 			}()
 			rec := &recorder{}
-			refs, err := shardload.Load(bg(t), s, c.dir, c.spec, shardload.Options{Progress: rec})
+			var st shardload.Stats
+			refs, err := shardload.Load(bg(t), s, c.dir, c.spec, shardload.Options{Progress: rec, Stats: &st})
 			if err != nil {
 				t.Fatal(err)
 			}
 			c.check(t, s, refs, k.dev)
+			// Every worker read exactly the bytes of its parts (no
+			// conversion here): split tensors once over the group,
+			// replicated ones once per worker.
+			if len(st.BytesRead) != s.NumWorkers() {
+				t.Fatalf("bytes read of %d workers, have %d", len(st.BytesRead), s.NumWorkers())
+			}
+			for w, got := range st.BytesRead {
+				var want int64
+				n := s.NumWorkers()
+				if k.name == "threaded-2groups" {
+					n = 2
+				}
+				for _, name := range c.names {
+					_, b := c.want(name, w%n, n)
+					want += int64(len(b))
+				}
+				if got != want {
+					t.Errorf("worker %d read %d bytes, its parts hold %d", w, got, want)
+				}
+			}
 			if rec.calls != len(c.full) || rec.done != rec.total || rec.doneBytes != rec.totalBytes || !rec.finished {
 				t.Errorf("progress %+v", rec)
 			}
