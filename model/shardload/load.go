@@ -62,7 +62,11 @@ func Load(ctx context.Context, s *session.Session, dir string, spec *shard.Spec,
 		return nil, fmt.Errorf("shardload: spec: %w", err)
 	}
 	funcs := map[string]*session.DRef{}
-	for _, name := range []string{FuncOpen, FuncInfo, FuncLoad, FuncBytesRead, FuncClose} {
+	names := []string{FuncOpen, FuncInfo, FuncLoad, FuncClose}
+	if opt.Stats != nil {
+		names = append(names, FuncBytesRead)
+	}
+	for _, name := range names {
 		f, err := s.GetGlobalFunc(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("shardload: %w", err)
