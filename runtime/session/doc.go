@@ -16,6 +16,12 @@
 //     rings (default: commands through one log every worker reads,
 //     replies through each worker's ring) or a byte stream.
 //
+// A session holds at most MaxThreadedWorkers (threaded) or
+// MaxProcessWorkers (process, per host) workers; more is refused up front
+// (ErrTooManyWorkers). A process session cannot be started inside a
+// worker process (ErrInsideWorker): that is a program whose main does not
+// begin with worker.Main, and each worker would start workers of its own.
+//
 // Faults are contained: a failing or panicking function leaves the session
 // usable; a worker process that dies fails the session with an error naming
 // the worker and its exit status (ErrWorkerLost), and Shutdown still

@@ -31,9 +31,15 @@ type Local struct {
 // temporary directory): the workers record their events there, and
 // TraceEvents collects them after Stop.
 func StartLocal(opts ProcessOptions, base, total int) (*Local, error) {
+	if err := refuseInsideWorker(); err != nil {
+		return nil, err
+	}
 	n := opts.NumWorkers
 	groups, err := validateCounts(total, opts.NumGroups)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMax("process", n); err != nil {
 		return nil, err
 	}
 	if n < 1 || base < 0 || base+n > total {

@@ -17,8 +17,12 @@ import (
 )
 
 // TestMain turns this test binary into a worker when a process session
-// starts it, or into a stand-alone controller for the orphan test.
+// starts it, or into a stand-alone controller for the orphan test, or
+// into a program that forgot worker.Main (envForgetful).
 func TestMain(m *testing.M) {
+	if os.Getenv(envForgetful) != "" {
+		os.Exit(forgetfulMain()) // before worker.Main: the program under test forgot it
+	}
 	worker.Main()
 	if os.Getenv(envController) != "" {
 		os.Exit(runController())

@@ -68,8 +68,14 @@ type process struct {
 // until every worker answered a ping (bounded by ctx and
 // opts.StartTimeout), and returns it.
 func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
+	if err := refuseInsideWorker(); err != nil {
+		return nil, err
+	}
 	groups, err := validateCounts(opts.NumWorkers, opts.NumGroups)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMax("process", opts.NumWorkers); err != nil {
 		return nil, err
 	}
 	if err := opts.checkDevices(); err != nil {
@@ -117,6 +123,11 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 	p.blocked = s.sendBlocked
 	if err := s.pingAll(ctx, opts.StartTimeout); err != nil {
 		_ = s.Shutdown()
+		if errors.Is(err, ErrWorkerLost) {
+			// A worker that exits before its first answer is most often
+			// a program whose main does not begin with worker.Main.
+			return nil, fmt.Errorf("session: workers did not start (program %s; it must call worker.Main() first in main, and its stderr above may say more): %w", prog, err)
+		}
 		return nil, fmt.Errorf("session: workers did not start (program %s): %w", prog, err)
 	}
 	return s, nil

@@ -149,6 +149,9 @@ func NewThreaded(opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMax("threaded", opts.NumWorkers); err != nil {
+		return nil, err
+	}
 	if err := opts.checkDevices(); err != nil {
 		return nil, err
 	}
