@@ -100,6 +100,7 @@ var layers = map[string]int{
 	"model/shard":       3,
 	"model/shardload":   7,
 	"model/decoder":     8, // the tensor-parallel transformer decoder on the VM
+	"model/hf":          9, // Hugging Face folders: config.json, names, sharding, loading onto a session
 
 	"cluster/ctrl": 0,
 	"cluster":      7, // the controller side: a session driver over node agents

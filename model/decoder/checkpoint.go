@@ -53,7 +53,7 @@ func WriteRandom(dir string, c Config, seed uint64) error {
 		if err != nil {
 			return fmt.Errorf("decoder: %s: %w", p.Name, err)
 		}
-		if err := tensor.SetFromFloat64(t, RandomParam(p, seed, c.DType)); err != nil {
+		if err := RandomFill(p, seed, c.DType, t.Bytes()); err != nil {
 			return fmt.Errorf("decoder: %s: %w", p.Name, err)
 		}
 		ts = append(ts, safetensors.Named{Name: p.Name, Tensor: t})

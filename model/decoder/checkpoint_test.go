@@ -1,6 +1,7 @@
 package decoder_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -202,5 +203,37 @@ func TestLayouts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRandomFill: the bulk writer gives RandomParam's values exactly, in
+// every dtype, for matrices of both layouts (big enough to be filled in
+// parallel) and 1-D parameters.
+func TestRandomFill(t *testing.T) {
+	c := decoder.Small(tensor.Float32)
+	c.Vocab, c.QKVBias = 1024, true
+	hf := c
+	hf.Layout = decoder.LayoutHF
+	for _, dt := range []tensor.DType{tensor.Float32, tensor.Float16, tensor.BFloat16} {
+		for _, p := range append(c.Params(), hf.Params()...) {
+			x := tensor.MustNew(dt, p.Shape)
+			if err := decoder.RandomFill(p, 5, dt, x.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			want := tensor.MustNew(dt, p.Shape)
+			if err := tensor.SetFromFloat64(want, decoder.RandomParam(p, 5, dt)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tensor.Equal(x, want); err != nil {
+				t.Fatalf("%s %s (transposed %v): %v", dt, p.Name, p.Transposed, err)
+			}
+		}
+	}
+	p := c.Params()[0]
+	if err := decoder.RandomFill(p, 5, tensor.Float32, make([]byte, 3)); !errors.Is(err, decoder.ErrConfig) {
+		t.Errorf("short buffer: %v", err)
+	}
+	if err := decoder.RandomFill(p, 5, tensor.Int32, make([]byte, 4*64*1024)); !errors.Is(err, decoder.ErrConfig) {
+		t.Errorf("int32: %v", err)
 	}
 }

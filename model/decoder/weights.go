@@ -2,10 +2,13 @@ package decoder
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -173,4 +176,67 @@ func ReleaseWeights(w map[string]*session.DRef) {
 		r.Release()
 		delete(w, k)
 	}
+}
+
+// RandomFill writes the full random parameter p as stored (RandomParam's
+// values, rounded to dt) into out as dt's little-endian bytes, the rows
+// spread over every CPU: what WriteRandom writes, at memory speed rather
+// than through float64 slices.
+func RandomFill(p ParamSpec, seed uint64, dt tensor.DType, out []byte) error {
+	n, err := p.Shape.NumElements()
+	if err != nil || len(p.Shape) < 1 || len(p.Shape) > 2 {
+		return fmt.Errorf("%w: parameter %s of shape %v (1 or 2 dims)", ErrConfig, p.Name, p.Shape)
+	}
+	if dt != tensor.Float32 && dt != tensor.Float16 && dt != tensor.BFloat16 {
+		return fmt.Errorf("%w: random %s in %s (float32, float16, bfloat16)", ErrConfig, p.Name, dt)
+	}
+	if int64(len(out)) != n*int64(dt.Size()) {
+		return fmt.Errorf("%w: %s needs %d bytes, got %d", ErrConfig, p.Name, n*int64(dt.Size()), len(out))
+	}
+	rows, cols := int64(1), p.Shape[len(p.Shape)-1]
+	if len(p.Shape) == 2 {
+		rows = p.Shape[0]
+	}
+	salt, q := nameSalt(p.Name), p.Canonical()
+	qcols := q.Shape[len(q.Shape)-1]
+	scale, off := randomScale(q)
+	fill := func(r0, r1 int64) {
+		for i := r0; i < r1; i++ {
+			for j := range cols {
+				// Element (i, j) as stored; (j, i) of the canonical
+				// parameter when transposed (randomBlock's rule).
+				ci, cj := i, j
+				if p.Transposed {
+					ci, cj = j, i
+				}
+				u := splitmix(seed*0x100000001b3 ^ salt ^ uint64(ci*qcols+cj))
+				v := off + (float64(u>>11)/(1<<53)*2-1)*scale
+				k := i*cols + j
+				switch dt {
+				case tensor.Float32:
+					binary.LittleEndian.PutUint32(out[4*k:], math.Float32bits(float32(v)))
+				case tensor.Float16:
+					binary.LittleEndian.PutUint16(out[2*k:], uint16(tensor.F16FromFloat64(v)))
+				case tensor.BFloat16:
+					binary.LittleEndian.PutUint16(out[2*k:], uint16(tensor.BF16FromFloat64(v)))
+				}
+			}
+		}
+	}
+	workers := int64(runtime.GOMAXPROCS(0))
+	if rows*cols < 1<<16 || workers == 1 {
+		fill(0, rows)
+		return nil
+	}
+	var wg sync.WaitGroup
+	step := (rows + workers - 1) / workers
+	for r0 := int64(0); r0 < rows; r0 += step {
+		wg.Add(1)
+		go func(r0, r1 int64) {
+			defer wg.Done()
+			fill(r0, r1)
+		}(r0, min(r0+step, rows))
+	}
+	wg.Wait()
+	return nil
 }
