@@ -7,7 +7,7 @@
 // blockIdx.x. The source is compiled by NVRTC and cached on disk
 // (gpu/nvrtc CompileCached). Signals are system-scope release adds on
 // the peer's inbound counter, waits acquire loads; LL packets carry their
-// flag next to their data; every wait polls an abort word in mapped host
+// flag next to their data; every wait polls an abort word in device
 // memory and a clock-cycle timeout and records (rank, thread block, op)
 // in a mapped host error record when it gives up. Port channels are
 // served by a host proxy (Proxy) that drains a FIFO in mapped host memory
