@@ -6,7 +6,7 @@
 # NCCL all_reduce and PyTorch's symmetric-memory one-shot and two-shot, and
 # the link's bound (copy-engine peer copies), and chorus's DSL plans on the
 # GPU executor (docs/gpu-executor.md). JSON lines go to OUTDIR;
-# bench/summarize.py turns them into the ratio tables of docs/benchmarks.md.
+# bench/summarize.py turns them into the ratio tables of bench/results/*/table.md (docs/benchmarks.md).
 # GRAPH=1 times CUDA graph replays instead (chorus --graph, the PyTorch
 # scripts' GRAPH=1); backends get a "-graph" suffix.
 # Usage: gpu-bench.sh BINDIR OUTDIR [REPS] [MAX]

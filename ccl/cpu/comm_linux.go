@@ -54,7 +54,7 @@ type Options struct {
 // oneShotMaxFor is the default one-shot limit for n ranks: 256 KiB at 2
 // ranks, shrinking with n squared, since every rank reads all n inputs
 // (n*n*S bytes in all, against about 2*n*S for the two-step algorithm).
-// Measured on a 16-core host (2026-11-25, docs/benchmarks.md): with 8
+// Measured on a 16-core host (docs/performance.md): with 8
 // processes a 32 KiB limit made 64 KiB and 256 KiB allreduces 1.4x and
 // 2.1x faster than the 256 KiB limit did.
 func oneShotMaxFor(n int) int {
@@ -518,7 +518,7 @@ func (c *Comm) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op redu
 	}
 	es := max(1, a.DType.Size())
 	// With two ranks the one-shot path measured 2-2.5x faster at 1-4 MiB
-	// than the split path despite moving more bytes (docs/benchmarks.md).
+	// than the split path despite moving more bytes (docs/performance.md).
 	oneShot := c.n <= 2 || len(a.Send) <= c.opts.OneShotMax
 	ins := c.ins
 	for i, lo := range chunkStarts(len(a.Send), c.opts.SlotBytes, es) {

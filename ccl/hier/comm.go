@@ -34,12 +34,12 @@ const EnvSmallMax = "CHORUS_HIER_SMALL_MAX"
 // input to every rank); larger ones take RHD or the ring. It was 64 KiB
 // before: on the 16-core host's namespaces RHD and the ring
 // were 1.2-2.4x faster than gathering at 32-64 KiB with 1 and 2 ranks
-// per host on 4 hosts, and on 2 hosts with 2 (docs/benchmarks.md); every
+// per host on 4 hosts, and on 2 hosts with 2 (docs/multi-host.md); every
 // rank must have the same (checked in every agreement round).
 // MultiRingMin: allreduces from this size up take the
 // multi-ring path where it applies, smaller ones the leader path (on the
 // 2-vCPU VM the multi-ring was 10-25% slower at 256 KiB and faster from
-// 1 MiB, docs/benchmarks.md); a communicator keeps the value it was
+// 1 MiB, docs/multi-host.md); a communicator keeps the value it was
 // joined with, and every rank must have the same (checked in every
 // agreement round).
 var (

@@ -70,7 +70,7 @@ func TestKernelArgsLayout(t *testing.T) {
 
 // The kernels' waiting loops must never load from mapped host memory:
 // such a load waits for the host (PCIe, NUMA, power states) and stalled
-// barriers by about half a millisecond (docs/ipc.md, "Stalls"). a.err is
+// barriers by about half a millisecond (docs/ipc.md, "Timeouts and aborts"). a.err is
 // the only host word the kernels see, and they only store to it.
 func TestKernelsNeverLoadHostMemory(t *testing.T) {
 	const store = "*(volatile u32*)a.err = "
