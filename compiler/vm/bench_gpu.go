@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"context"
 	_ "embed"
 	"fmt"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -35,9 +37,10 @@ const (
 	// BenchGemmFunc (n int64, dtype, iters int) -> TFLOP/s of every
 	// cuBLAS n×n×n product (random operands).
 	BenchGemmFunc = "chorus.vm.bench_gemm"
-	// BenchMatmulNTFunc (m, n, k int64, dtype, iters int, path string) ->
-	// microseconds of every x[m,k]·w[n,k]ᵀ through path: "cublas", "gemv"
-	// (the skinny-matrix kernel) or "gated" (gemv_gated over two weights).
+	// BenchMatmulNTFunc (m, n, k int64, dtype, iters int, path string,
+	// ks int) -> microseconds of every x[m,k]·w[n,k]ᵀ through path:
+	// "cublas", "gemv" (the skinny-matrix kernel) or "gated" (gemv_gated
+	// over two weights); ks > 0 overrides the kernel's warps per row.
 	// Weights rotate over copies that together exceed the L2 cache.
 	BenchMatmulNTFunc = "chorus.vm.bench_matmul_nt"
 	// BenchLaunchFunc (n int) -> nanoseconds per launch of an empty
@@ -47,8 +50,9 @@ const (
 	// replay of the n launches captured as a CUDA graph (wall, per
 	// kernel)], host clocks.
 	BenchLaunchFunc = "chorus.vm.bench_launch"
-	// RunStatsFunc (module) -> [calls, host seconds, ops] of Module.Run
-	// and Capture since the last RunStatsFunc on this worker: the host
+	// RunStatsFunc (module) -> [calls, host seconds, ops, fused] of
+	// Module.Run and Capture since the last RunStatsFunc on this worker
+	// (fused: the gated projections fused at load): the host
 	// time the VM spent issuing (interpreting and launching), which an
 	// eager step adds to the device time when nothing overlaps it.
 	RunStatsFunc = "chorus.vm.run_stats"
@@ -265,9 +269,9 @@ func benchGemm(env registry.Env, n int64, dt tensor.DType, iters int) (*tensor.T
 // cache (50-60 MB on Hopper).
 const l2Rotation = 256 << 20
 
-func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, path string) (*tensor.Tensor, error) {
-	if m < 1 || n < 1 || k < 1 || iters < 1 || (path != "cublas" && path != "gemv" && path != "gated") {
-		return nil, fmt.Errorf("%w: %s(%d, %d, %d, %d, %q): want positive sizes and path cublas, gemv or gated", ErrArgs, BenchMatmulNTFunc, m, n, k, iters, path)
+func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, path string, ks int) (*tensor.Tensor, error) {
+	if m < 1 || n < 1 || k < 1 || iters < 1 || (path != "cublas" && path != "gemv" && path != "gated") || (ks != 0 && ks != 1 && ks != 2 && ks != 4 && ks != 8) {
+		return nil, fmt.Errorf("%w: %s(%d, %d, %d, %d, %q): want positive sizes, path cublas, gemv or gated, ks 0, 1, 2, 4 or 8", ErrArgs, BenchMatmulNTFunc, m, n, k, iters, path)
 	}
 	g, err := benchState(env)
 	if err != nil {
@@ -299,6 +303,10 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 	pl, ok := planGemv(int(m), int(n), int(k), dt, true, g.sms, GemvMaxM)
 	if path != "cublas" && !ok {
 		return nil, fmt.Errorf("%w: %s: the skinny-matrix kernel does not take %d×%d×%d %s", ErrUnsupported, BenchMatmulNTFunc, m, k, n, dt)
+	}
+	if ks > 0 {
+		pl.ks = ks
+		pl.grid = uint32((n + int64(gemvWarps/ks) - 1) / int64(gemvWarps/ks))
 	}
 	a := &gemvArgs{x: x, out: out, m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
 	laps, err := g.timeLaps(iters+2, func(i int) error {
@@ -447,6 +455,50 @@ func init() {
 		}
 		s := mod.stats
 		mod.stats = runStats{}
-		return float64s([]float64{float64(s.calls), s.host.Seconds(), float64(s.ops)})
+		return float64s([]float64{float64(s.calls), s.host.Seconds(), float64(s.ops), float64(mod.fused)})
 	})
+}
+
+// RunStats is the host side of a loaded module's runs on one worker
+// since the last RunStats (RunStatsFunc).
+type RunStats struct {
+	Calls int64         // Run and Capture calls
+	Host  time.Duration // from each call's start to its return: interpreting and issuing
+	Ops   int64         // instructions executed
+	Fused int           // gated projections fused at load (fuse.go)
+}
+
+// RunStats fetches and resets every worker's RunStats of p's module (it
+// waits for the work sent before it).
+func (p *Program) RunStats(ctx context.Context) ([]RunStats, error) {
+	if p.handle == nil {
+		return nil, fmt.Errorf("vm: run stats: %w", session.ErrReleased)
+	}
+	f, err := p.s.GetGlobalFunc(ctx, RunStatsFunc)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release()
+	r, err := p.s.CallPacked(f, p.handle)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	out := make([]RunStats, p.s.NumWorkers())
+	for w := range out {
+		v, err := p.s.DebugGetFromRemote(ctx, r, w)
+		if err != nil {
+			return nil, err
+		}
+		t, ok := v.(*tensor.Tensor)
+		if !ok {
+			return nil, fmt.Errorf("vm: run stats of worker %d: got a %T", w, v)
+		}
+		d, err := tensor.ToFloat64(t)
+		if err != nil || len(d) != 4 {
+			return nil, fmt.Errorf("vm: run stats of worker %d: %v (%v)", w, d, err)
+		}
+		out[w] = RunStats{Calls: int64(d[0]), Host: time.Duration(d[1] * 1e9), Ops: int64(d[2]), Fused: int(d[3])}
+	}
+	return out, nil
 }

@@ -239,6 +239,16 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		}
 		return m.modelKernel(env, in, t)
 
+	case opGated:
+		t, err := ts()
+		if err != nil {
+			return err
+		}
+		return m.gated(env, t)
+
+	case opNop:
+		return nil
+
 	default:
 		return fmt.Errorf("%w: op %v", ErrUnsupported, in.op)
 	}

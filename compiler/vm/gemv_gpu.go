@@ -102,8 +102,9 @@ func gemvName(kind string, dt tensor.DType, mt int) string {
 	return fmt.Sprintf("gemv_%s_%s_m%d", kind, suf, mt)
 }
 
-// gemvKernels compiles and loads kernels_gemv.cu at the first skinny
-// product (a module of its own) and reads the multiprocessor count.
+// gemvKernels compiles and loads kernels_gemv.cu and kernels_attn.cu
+// (one module) at the first skinny product or split-KV attention, and
+// reads the multiprocessor count.
 func (g *gpuState) gemvKernels() error {
 	if g.gemvMod != 0 {
 		return nil
@@ -128,7 +129,7 @@ func (g *gpuState) gemvKernels() error {
 		if g.sms, err = g.drv.DeviceAttribute(d, cuda.AttrMultiprocessorCount); err != nil {
 			return err
 		}
-		cubin, _, err := comp.CompileCached("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
+		cubin, _, err := comp.CompileCached("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource+attnKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
 		if err != nil {
 			return err
 		}
@@ -147,6 +148,16 @@ func (g *gpuState) gemvKernels() error {
 					}
 					g.fns[name] = f
 				}
+			}
+		}
+		for _, dt := range []string{"f16", "bf16"} {
+			for _, name := range []string{"attn_split_" + dt + "_e2", "attn_split_" + dt + "_e4", "attn_split_" + dt + "_e8", "attn_combine_" + dt} {
+				f, err := g.drv.ModuleGetFunction(mod, name)
+				if err != nil {
+					g.drv.ModuleUnload(mod)
+					return err
+				}
+				g.fns[name] = f
 			}
 		}
 		g.gemvMod = mod
@@ -193,4 +204,41 @@ func aligned16(p ...uint64) bool {
 		}
 	}
 	return true
+}
+
+// tryGated runs a fused gated projection (fuse.go; t: x, wg, wu, g, u, a,
+// out) as one gemv_gated launch when planGemv takes the shape, out does
+// not overlap x, and the kernels are on; else the caller runs the four
+// ops.
+func (g *gpuState) tryGated(t []*tensor.Tensor) (bool, error) {
+	x, wg, wu, out := t[0], t[1], t[2], t[6]
+	m, k, n, err := matmulDimsT(x, wg, out, true)
+	if err != nil {
+		return false, nil
+	}
+	if !wu.Shape().Equal(wg.Shape()) || wu.DType() != wg.DType() || int(gemvMaxRows.Load()) < m {
+		return false, nil
+	}
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	p, err := g.ptrs([]string{"x", "w_gate", "w_up", "out"}, x, wg, wu, out)
+	if err != nil {
+		return false, err
+	}
+	pl, ok := planGemv(m, n, k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
+	if !ok || overlaps(p[0], x.NumBytes(), p[3], out.NumBytes()) {
+		return false, nil
+	}
+	a := &gemvArgs{x: p[0], w: p[1], w2: p[2], out: p[3], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
+	err = g.launchGrid(gemvName("gated", x.DType(), pl.mt), [3]uint32{pl.grid, 1, 1}, gemvWarps*32,
+		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
+		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+	runtime.KeepAlive(a)
+	return true, err
+}
+
+// overlaps reports whether byte ranges [a, a+na) and [b, b+nb) meet.
+func overlaps(a uint64, na int64, b uint64, nb int64) bool {
+	return a < b+uint64(nb) && b < a+uint64(na)
 }

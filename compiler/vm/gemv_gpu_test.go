@@ -50,8 +50,9 @@ func gemvCases() []modelCase {
 
 // TestGPUGemv runs matmul_nt of a few rows through the skinny-matrix
 // kernel on cuda:0 and compares it with the CPU kernel (float32
-// accumulation of the same inputs, one rounding) and with cuBLAS (the
-// kernel switched off with vm.GemvFunc), in float16 and bfloat16.
+// accumulation of the same inputs, one rounding) and, loosely, with
+// cuBLAS (the kernel switched off with vm.GemvFunc), in float16 and
+// bfloat16.
 func TestGPUGemv(t *testing.T) {
 	requireGPU(t)
 	ctx := bg(t)
@@ -78,7 +79,10 @@ func TestGPUGemv(t *testing.T) {
 				if err := tensor.AllClose(gemv[0], cpu[0], tol, tol); err != nil {
 					t.Errorf("skinny-matrix kernel vs CPU: %v", err)
 				}
-				if err := tensor.AllClose(gemv[0], blas[0], tol, tol); err != nil {
+				// cuBLAS is looser than the CPU kernel here (bfloat16, 8 rows
+				// of 512: up to 0.033 off at 0.34, seen on an H200): it only
+				// shows that the switch reached the worker (a different path).
+				if err := tensor.AllClose(gemv[0], blas[0], 8*tol, 8*tol); err != nil {
 					t.Errorf("skinny-matrix kernel vs cuBLAS: %v", err)
 				}
 			})
@@ -117,7 +121,7 @@ func TestGPUBenchFuncs(t *testing.T) {
 	t.Logf("stream GB/s %.0f", get(mustCall(t, gs, mustFunc(t, gs, vm.BenchStreamFunc), int64(256<<20), 3), 3))
 	t.Logf("gemm TFLOP/s %.0f", get(mustCall(t, gs, mustFunc(t, gs, vm.BenchGemmFunc), int64(1024), tensor.BFloat16, 2), 2))
 	for _, path := range []string{"cublas", "gemv", "gated"} {
-		t.Logf("%s us %.1f", path, get(mustCall(t, gs, mustFunc(t, gs, vm.BenchMatmulNTFunc), int64(1), int64(1024), int64(4096), tensor.BFloat16, 3, path), 3))
+		t.Logf("%s us %.1f", path, get(mustCall(t, gs, mustFunc(t, gs, vm.BenchMatmulNTFunc), int64(1), int64(1024), int64(4096), tensor.BFloat16, 3, path, 0), 3))
 	}
 	t.Logf("launch ns %.0f", get(mustCall(t, gs, mustFunc(t, gs, vm.BenchLaunchFunc), 200), 4))
 	empty := mustFunc(t, gs, "chorus.empty")
@@ -137,5 +141,56 @@ func TestGPUBenchFuncs(t *testing.T) {
 	}
 	if lo < -0.5 || hi > 0.25 || hi-lo < 0.5 {
 		t.Errorf("fill_uniform(-0.5, 0.25): values in [%v, %v]", lo, hi)
+	}
+}
+
+// TestGPUSplitAttention runs attention calls the split-KV kernels take
+// (decode over a long cache, a prompt of several tokens with 8 query
+// heads per kv head, head dims 64, 128 and 256, a single cache row) on
+// cuda:0 and compares outputs and caches with the CPU kernel.
+func TestGPUSplitAttention(t *testing.T) {
+	requireGPU(t)
+	ctx := bg(t)
+	gs, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: 1, DeviceIDs: []int{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Shutdown()
+	cs, err := session.NewThreaded(session.Options{NumWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Shutdown()
+	attention := func(name string, tk, hq, hkv, d, seq, lo, hi int64) modelCase {
+		return modelCase{name, []modelInput{floatIn(tk, hq, d), floatIn(tk, hkv, d), floatIn(tk, hkv, d), floatIn(seq, hkv, d), floatIn(seq, hkv, d), {shape: tensor.Shape{tk}, ints: true, distinct: true, lo: lo, hi: hi}},
+			func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+				o := b.AllocTensor("out", []int64{tk, hq, d}, dt, vdevice.Unconstrained, "")
+				b.Attention(in[0], in[1], in[2], in[3], in[4], in[5], o)
+				return []ir.Ref{o}
+			}, []int{3, 4}}
+	}
+	cases := []modelCase{
+		attention("decode_long", 1, 32, 8, 128, 4096, 4000, 4000),
+		attention("prefill_g8_d64", 5, 8, 1, 64, 300, 200, 296),
+		attention("d256", 2, 8, 2, 256, 100, 60, 99),
+		attention("first_row", 1, 4, 4, 128, 64, 0, 0),
+	}
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
+		for _, c := range cases {
+			t.Run(dt.String()+"/"+c.name, func(t *testing.T) {
+				gpu := runModelCase(t, ctx, gs, tensor.CUDADevice(0), c, dt)
+				cpu := runModelCase(t, ctx, cs, tensor.CPUDevice, c, dt)
+				for i := range gpu {
+					tl := tol
+					if i > 0 {
+						tl = 0 // the caches: the appended rows exactly
+					}
+					if err := tensor.AllClose(gpu[i], cpu[i], tl, tl); err != nil {
+						t.Errorf("result %d: GPU vs CPU: %v", i, err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -71,3 +71,51 @@ func TestGemvName(t *testing.T) {
 		t.Errorf("gemvName = %q", got)
 	}
 }
+
+// TestPlanAttention checks which attention calls take the split-KV
+// kernels and how the cache is split.
+func TestPlanAttention(t *testing.T) {
+	const sms = 132
+	for _, c := range []struct {
+		name               string
+		t, hq, hkv, d, seq int
+		dt                 tensor.DType
+		ok                 bool
+		epl, splits, chunk int
+	}{
+		// Llama-3-8B decode, cache of 4133 rows: 65 chunks of 64 rows for
+		// 8 kv heads (520 blocks, about four per multiprocessor).
+		{"decode", 1, 32, 8, 128, 4133, tensor.BFloat16, true, 4, 65, 64},
+		{"decode_tp2", 1, 16, 4, 128, 4133, tensor.BFloat16, true, 4, 130, 32},
+		// a prompt of 512 tokens fills the GPU by itself: one chunk
+		{"prefill", 512, 32, 8, 128, 4133, tensor.Float16, true, 4, 1, 4136},
+		{"small_cache", 1, 4, 4, 64, 40, tensor.Float16, true, 2, 2, 24},
+		{"d256", 2, 8, 2, 256, 100, tensor.BFloat16, true, 8, 4, 32},
+		{"d80", 1, 4, 4, 80, 64, tensor.BFloat16, false, 0, 0, 0},
+		{"g16", 1, 32, 2, 128, 64, tensor.BFloat16, false, 0, 0, 0},
+		{"d256_g8", 1, 16, 2, 256, 64, tensor.BFloat16, false, 0, 0, 0},
+		{"f32", 1, 32, 8, 128, 64, tensor.Float32, false, 0, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, ok := planAttention(c.t, c.hq, c.hkv, c.d, c.seq, c.dt, true, sms)
+			if ok != c.ok {
+				t.Fatalf("ok %v, want %v", ok, c.ok)
+			}
+			if !ok {
+				return
+			}
+			if p.epl != c.epl || p.splits != c.splits || p.chunk != c.chunk {
+				t.Errorf("plan %+v, want epl %d splits %d chunk %d", p, c.epl, c.splits, c.chunk)
+			}
+			if p.splits*p.chunk < c.seq || (p.splits-1)*p.chunk >= c.seq || p.chunk%8 != 0 {
+				t.Errorf("%d chunks of %d rows do not tile %d rows", p.splits, p.chunk, c.seq)
+			}
+			if p.scratch(c.t, c.hq, c.d) > attnScratchMax {
+				t.Errorf("scratch %d bytes", p.scratch(c.t, c.hq, c.d))
+			}
+		})
+	}
+	if _, ok := planAttention(1, 32, 8, 128, 64, tensor.BFloat16, false, sms); ok {
+		t.Error("unaligned operands were taken")
+	}
+}

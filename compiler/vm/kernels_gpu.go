@@ -39,6 +39,8 @@ type gpuState struct {
 	sms     int
 	// benchMod holds the measurement kernels (kernels_bench.cu).
 	benchMod cuda.Module
+	// attnBufs are the split-KV attention's scratch buffers (attn_gpu.go).
+	attnBufs []*device.Buffer
 }
 
 // kernelThreads is the block size of the elementwise kernels.
@@ -148,6 +150,10 @@ func (g *gpuState) close() {
 		}
 		return nil
 	})
+	for _, b := range g.attnBufs {
+		g.dev.Free(b)
+	}
+	g.attnBufs = nil
 }
 
 // devPtr is the device address of t's first element on this GPU.

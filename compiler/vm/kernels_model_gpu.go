@@ -284,6 +284,9 @@ func (g *gpuState) attention(t []*tensor.Tensor, p []uint64) error {
 	if err != nil {
 		return err
 	}
+	if ok, err := g.trySplitAttention(dims, t[0].DType(), p); ok || err != nil {
+		return err
+	}
 	a := &struct {
 		q, kc, vc, pos, out uint64
 		hq, hkv, d, seq     int32

@@ -58,6 +58,8 @@ type Module struct {
 	plans map[string]planRunner
 	// stats counts the host time of runs (RunStatsFunc).
 	stats runStats
+	// fused counts the gated projections fuseGated made at load.
+	fused int
 }
 
 // runStats is the host side of a module's runs: calls, the time from a
@@ -171,6 +173,7 @@ func loadModule(env registry.Env, m *ir.Module, plans map[string]*plan.Plan) (*M
 		if err != nil {
 			return nil, fmt.Errorf("worker %d: func @%s: %w", env.WorkerID(), f.Name, err)
 		}
+		vm.fused += fuseGated(p.code)
 		vm.funcs[f.Name] = p
 		for _, in := range p.code {
 			if _, ok := devs[in.plan]; in.plan != "" && !ok {

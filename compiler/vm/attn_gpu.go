@@ -1,0 +1,131 @@
+package vm
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+//go:embed kernels_attn.cu
+var attnKernelSource string
+
+const (
+	attnWarps = 4 // ATTN_WARPS
+	// attnScratchMax bounds the split results of one attention call
+	// (float32 max, sum and output per token, head and split); calls
+	// that would need more use fewer splits.
+	attnScratchMax = 64 << 20
+)
+
+// attnPlan is one split-KV attention launch.
+type attnPlan struct {
+	epl    int // head-dim elements per lane: 2, 4 or 8
+	splits int // row chunks per (token, kv head)
+	chunk  int // rows per chunk
+}
+
+// scratch is the float32 bytes of the split results.
+func (p attnPlan) scratch(t, hq, d int) int64 {
+	if p.splits == 1 {
+		return 0
+	}
+	return int64(t) * int64(hq) * int64(p.splits) * int64(d+2) * 4
+}
+
+// planAttention decides whether the split-KV kernel takes an attention
+// call (float16 or bfloat16, head dim 64, 128 or 256, at most 8 query
+// heads per kv head (4 at 256), 16-byte aligned operands), and how many
+// row chunks each (token, kv head) gets: enough blocks for four per
+// multiprocessor, chunks of at least 32 rows, one chunk (no combine pass)
+// when the tokens alone fill the GPU. The split is fixed by the cache's
+// size, not the position, so a captured graph serves every position
+// (blocks past a token's position return at once).
+func planAttention(t, hq, hkv, d, maxSeq int, dt tensor.DType, aligned bool, sms int) (attnPlan, bool) {
+	if dt != tensor.Float16 && dt != tensor.BFloat16 || !aligned || t < 1 || hkv < 1 || hq%hkv != 0 || maxSeq < 1 {
+		return attnPlan{}, false
+	}
+	p := attnPlan{epl: d / 32}
+	g := hq / hkv
+	switch {
+	case d != 64 && d != 128 && d != 256:
+		return attnPlan{}, false
+	case g > 8 || (d == 256 && g > 4):
+		return attnPlan{}, false
+	case t > 65535 || hkv > 65535:
+		return attnPlan{}, false
+	}
+	want := 4 * max(sms, 1)
+	p.splits = max(1, min((want+hkv*t-1)/(hkv*t), (maxSeq+31)/32))
+	for p.splits > 1 && p.scratch(t, hq, d) > attnScratchMax {
+		p.splits /= 2
+	}
+	p.chunk = (maxSeq + p.splits - 1) / p.splits
+	p.chunk = (p.chunk + 7) / 8 * 8
+	p.splits = (maxSeq + p.chunk - 1) / p.chunk
+	return p, true
+}
+
+// attnScratch returns a device buffer of at least n bytes for split
+// results. Buffers are kept until the state closes (a captured graph
+// holds their addresses); none is made while the stream is captured.
+func (g *gpuState) attnScratch(n int64) (*device.Buffer, error) {
+	for _, b := range g.attnBufs {
+		if b.Size() >= n {
+			return b, nil
+		}
+	}
+	if g.dev.Capturing() {
+		return nil, fmt.Errorf("%w: attention needs a %d-byte scratch buffer inside a capture (run the function once first)", ErrUnsupported, n)
+	}
+	b, err := g.dev.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	g.attnBufs = append(g.attnBufs, b)
+	return b, nil
+}
+
+// trySplitAttention runs the attention half of the op (after the cache
+// append) through the split-KV kernels when planAttention takes it.
+func (g *gpuState) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (bool, error) {
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	pl, ok := planAttention(dims.t, dims.hq, dims.hkv, dims.d, dims.maxSeq, dt, aligned16(p[0], p[3], p[4], p[6]), g.sms)
+	if !ok || dims.maxSeq > math.MaxInt32 {
+		return false, nil
+	}
+	suf := "f16"
+	if dt == tensor.BFloat16 {
+		suf = "bf16"
+	}
+	var part uint64
+	if n := pl.scratch(dims.t, dims.hq, dims.d); n > 0 {
+		b, err := g.attnScratch(n)
+		if err != nil {
+			return true, err
+		}
+		part = uint64(b.Ptr())
+	}
+	a := &struct {
+		q, kc, vc, pos, out, part uint64
+		hq, hkv, seq, chunk       int32
+		scale                     float32
+		d, splits                 int32
+	}{p[0], p[3], p[4], p[5], p[6], part, int32(dims.hq), int32(dims.hkv), int32(dims.maxSeq), int32(pl.chunk),
+		float32(1 / math.Sqrt(float64(dims.d))), int32(dims.d), int32(pl.splits)}
+	err := g.launchGrid(fmt.Sprintf("attn_split_%s_e%d", suf, pl.epl), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
+		unsafe.Pointer(&a.q), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
+		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.scale))
+	if err == nil && pl.splits > 1 {
+		err = g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
+			unsafe.Pointer(&a.part), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d), unsafe.Pointer(&a.splits))
+	}
+	runtime.KeepAlive(a)
+	return true, err
+}

@@ -1,0 +1,203 @@
+// chorus VM split-KV attention (flash-decoding): the attention op's
+// second half (after kv_append) for head dims of 64, 128 and 256 and up
+// to 8 query heads per kv head. Compiled with kernels_gemv.cu.
+//
+// attn_split: grid (splits, kv heads, tokens), ATTN_WARPS warps a block.
+// Block (s, kh, t) reads cache rows [s·chunk, min((s+1)·chunk, pos[t]+1))
+// of kv head kh once for all G = hq/hkv query heads that share it (the
+// old kernel read them once per query head); warp w takes rows w,
+// w + ATTN_WARPS, ... two at a time, lanes holding EPL consecutive
+// elements of a row (8- or 16-byte loads). Each warp keeps an online
+// softmax per head; the block merges its warps and writes, per (t, head,
+// split), the running max, the sum and the unnormalized output
+// (splits > 1), or the output itself (splits == 1).
+// attn_combine: grid (heads, tokens), one thread per element of the head
+// dim, merges the splits.
+
+#define ATTN_WARPS 4
+
+__device__ __forceinline__ float attn_qnan() { return __uint_as_float(0x7fc00000u); }
+__device__ __forceinline__ float attn_neg_inf() { return __uint_as_float(0xff800000u); }
+
+template <class E, int EPL>
+struct RowLoad;
+template <class E>
+struct RowLoad<E, 2> {  // 2 x 16-bit: one 4-byte load
+  static __device__ __forceinline__ void load(const typename E::T* p, float* f) {
+    unsigned v = *(const unsigned*)p;
+    f[0] = E::load((typename E::T)(v & 0xffffu));
+    f[1] = E::load((typename E::T)(v >> 16));
+  }
+};
+template <class E>
+struct RowLoad<E, 4> {  // 4 x 16-bit: one 8-byte load
+  static __device__ __forceinline__ void load(const typename E::T* p, float* f) {
+    unsigned long long v = *(const unsigned long long*)p;
+#pragma unroll
+    for (int i = 0; i < 4; i++) f[i] = E::load((typename E::T)((v >> (16 * i)) & 0xffffu));
+  }
+};
+template <class E>
+struct RowLoad<E, 8> {  // 8 x 16-bit: one 16-byte load
+  static __device__ __forceinline__ void load(const typename E::T* p, float* f) {
+    V4 v = ld_cached((const V4*)p);
+    unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      f[2 * i] = E::load((typename E::T)(w[i] & 0xffffu));
+      f[2 * i + 1] = E::load((typename E::T)(w[i] >> 16));
+    }
+  }
+};
+
+template <class E, int EPL, int GM>
+__device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc, const typename E::T* vc, const int* pos,
+                                typename E::T* out, float* part, int hq, int hkv, int seq, int chunk, float scale) {
+  constexpr int D = 32 * EPL;
+  __shared__ float sm[ATTN_WARPS][GM], sl[ATTN_WARPS][GM];
+  __shared__ float sacc[ATTN_WARPS][GM][D];
+  const int s = blockIdx.x, kh = blockIdx.y, t = blockIdx.z, splits = gridDim.x;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int G = hq / hkv;
+  const int p = pos[t];
+  const int r0 = s * chunk;
+  const int r1 = min(r0 + chunk, p + 1);
+  if (p < 0 || p >= seq) {
+    if (s == 0)
+      for (int i = threadIdx.x; i < G * D; i += blockDim.x) out[((long long)t * hq + kh * G + i / D) * D + i % D] = E::store(attn_qnan());
+    if (splits > 1 && lane == 0 && w == 0)
+      for (int g = 0; g < G; g++) {
+        float* pp = part + (((long long)t * hq + kh * G + g) * splits + s) * (D + 2);
+        pp[0] = attn_qnan();
+        pp[1] = 0.0f;
+      }
+    return;
+  }
+  float qr[GM][EPL], acc[GM][EPL], m[GM], l[GM];
+#pragma unroll
+  for (int g = 0; g < GM; g++) {
+    m[g] = attn_neg_inf();
+    l[g] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPL; e++) {
+      acc[g][e] = 0.0f;
+      qr[g][e] = 0.0f;
+    }
+    if (g < G) {
+      RowLoad<E, EPL>::load(q + ((long long)t * hq + kh * G + g) * D + lane * EPL, qr[g]);
+#pragma unroll
+      for (int e = 0; e < EPL; e++) qr[g][e] *= scale;
+    }
+  }
+  const long long rs = (long long)hkv * D;  // elements between rows
+  const typename E::T* kb = kc + (long long)kh * D + lane * EPL;
+  const typename E::T* vb = vc + (long long)kh * D + lane * EPL;
+  for (int r = r0 + w; r < r1; r += 2 * ATTN_WARPS) {
+    const bool two = r + ATTN_WARPS < r1;
+    float kf[2][EPL], vf[2][EPL];
+    RowLoad<E, EPL>::load(kb + r * rs, kf[0]);
+    RowLoad<E, EPL>::load(vb + r * rs, vf[0]);
+    if (two) {
+      RowLoad<E, EPL>::load(kb + (r + ATTN_WARPS) * rs, kf[1]);
+      RowLoad<E, EPL>::load(vb + (r + ATTN_WARPS) * rs, vf[1]);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+      if (j == 1 && !two) break;
+#pragma unroll
+      for (int g = 0; g < GM; g++) {
+        if (g >= G) break;
+        float d = 0.0f;
+#pragma unroll
+        for (int e = 0; e < EPL; e++) d = fmaf(qr[g][e], kf[j][e], d);
+        d = warp_sum(d);
+        float mn = fmaxf(m[g], d);
+        float corr = expf(m[g] - mn), pe = expf(d - mn);
+        l[g] = l[g] * corr + pe;
+#pragma unroll
+        for (int e = 0; e < EPL; e++) acc[g][e] = fmaf(acc[g][e], corr, pe * vf[j][e]);
+        m[g] = mn;
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < GM; g++) {
+    if (g >= G) break;
+    if (lane == 0) {
+      sm[w][g] = m[g];
+      sl[w][g] = l[g];
+    }
+#pragma unroll
+    for (int e = 0; e < EPL; e++) sacc[w][g][lane * EPL + e] = acc[g][e];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+    const int g = i / D, j = i % D;
+    float M = attn_neg_inf();
+    for (int x = 0; x < ATTN_WARPS; x++) M = fmaxf(M, sm[x][g]);
+    float L = 0.0f, v = 0.0f;
+    for (int x = 0; x < ATTN_WARPS; x++)
+      if (sl[x][g] > 0.0f) {
+        float c = expf(sm[x][g] - M);
+        L += sl[x][g] * c;
+        v += sacc[x][g][j] * c;
+      }
+    const long long h = (long long)t * hq + kh * G + g;
+    if (splits == 1) {
+      out[h * D + j] = E::store(v / L);
+    } else {
+      float* pp = part + (h * splits + s) * (D + 2);
+      if (j == 0) {
+        pp[0] = M;
+        pp[1] = L;
+      }
+      pp[2 + j] = v;
+    }
+  }
+}
+
+// attn_combine: out[t, h, :] from the splits' (max, sum, output) triples.
+template <class E>
+__device__ void attn_combine_impl(const float* part, typename E::T* out, int hq, int d, int splits) {
+  const int h = blockIdx.x, t = blockIdx.y, j = threadIdx.x;
+  if (j >= d) return;
+  const float* pp = part + ((long long)t * hq + h) * splits * (d + 2);
+  float M = attn_neg_inf();
+  for (int s = 0; s < splits; s++)
+    if (pp[s * (d + 2) + 1] > 0.0f) M = fmaxf(M, pp[s * (d + 2)]);
+  float L = 0.0f, v = 0.0f;
+  for (int s = 0; s < splits; s++) {
+    const float* x = pp + s * (d + 2);
+    if (x[1] > 0.0f) {
+      float c = expf(x[0] - M);
+      L += x[1] * c;
+      v += x[2 + j] * c;
+    }
+  }
+  // a position outside the cache leaves a NaN max in every split
+  if (pp[0] != pp[0]) v = attn_qnan();
+  out[((long long)t * hq + h) * d + j] = E::store(v / L);
+}
+
+#define ATTN_KERNELS(name, E)                                                                                              \
+  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
+      attn_split_##name##_e2(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
+                             int hq, int hkv, int seq, int chunk, float scale) {                                           \
+    attn_split_impl<E, 2, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale);                                       \
+  }                                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
+      attn_split_##name##_e4(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
+                             int hq, int hkv, int seq, int chunk, float scale) {                                           \
+    attn_split_impl<E, 4, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale);                                       \
+  }                                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
+      attn_split_##name##_e8(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
+                             int hq, int hkv, int seq, int chunk, float scale) {                                           \
+    attn_split_impl<E, 8, 4>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale);                                       \
+  }                                                                                                                        \
+  extern "C" __global__ void attn_combine_##name(const float* part, E::T* out, int hq, int d, int splits) {               \
+    attn_combine_impl<E>(part, out, hq, d, splits);                                                                        \
+  }
+
+ATTN_KERNELS(f16, F16)
+ATTN_KERNELS(bf16, BF16)
