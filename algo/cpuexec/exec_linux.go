@@ -132,6 +132,12 @@ func Join(ctx context.Context, cfg ccl.Config, p *plan.Plan) (*Executor, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Rank == 0 {
+		// Rank 0 removes the name once every rank mapped it (the join
+		// barrier below) and on every error, so a failed join leaves
+		// nothing in /dev/shm.
+		defer os.Remove(segmentPath(cfg.ID))
+	}
 	x := &Executor{p: p, pr: pr, id: append([]byte(nil), cfg.ID...), rank: cfg.Rank, n: cfg.Size,
 		timeout: cfg.TimeoutOrDefault(), spin: 50 * time.Microsecond, seg: seg,
 		expect: make([]uint64, pr.nexpect), sems: make([]atomic.Int64, len(pr.semInit)),
@@ -153,11 +159,7 @@ func Join(ctx context.Context, cfg ccl.Config, p *plan.Plan) (*Executor, error) 
 	x.yield = x.n*nw > runtime.NumCPU()
 	x.lw = x.register()
 	atomic.AddUint32(seg.u32(offJoined), 1)
-	err = x.barrier(ctx, phaseJoin)
-	if cfg.Rank == 0 {
-		os.Remove(segmentPath(cfg.ID))
-	}
-	if err != nil {
+	if err := x.barrier(ctx, phaseJoin); err != nil {
 		x.leave(x.lw)
 		seg.close()
 		return nil, err

@@ -2,18 +2,16 @@ package cpuexec
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/internal/sys/segment"
 	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
@@ -101,87 +99,41 @@ func (s *ctlSegment) close() error {
 	return err
 }
 
-func shmDir() string {
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
-}
+func segmentPath(id []byte) string { return segment.Path("chorus-plan-", id) }
 
-func segmentPath(id []byte) string {
-	h := sha256.Sum256(id)
-	return filepath.Join(shmDir(), "chorus-plan-"+hex.EncodeToString(h[:16]))
-}
-
-// createFile makes path with size bytes (and the header hdr at offset 0)
-// under a temporary name and links it into place, so that others never
-// open a half-made file.
+// createFile, awaitFile and mapFile are the shared rendezvous
+// (internal/sys/segment) with this package's errors.
 func createFile(path string, size int, hdr []byte) (*os.File, error) {
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := segment.Create(path, size, hdr)
 	if err != nil {
-		return nil, fmt.Errorf("cpuexec: create segment: %w", err)
+		return nil, fmt.Errorf("cpuexec: %w", err)
 	}
-	fail := func(err error) (*os.File, error) {
-		f.Close()
-		os.Remove(tmp)
-		return nil, fmt.Errorf("cpuexec: create segment: %w", err)
-	}
-	if err := f.Truncate(int64(size)); err != nil {
-		return fail(err)
-	}
-	if len(hdr) > 0 {
-		if _, err := f.WriteAt(hdr, 0); err != nil {
-			return fail(err)
-		}
-	}
-	if err := os.Link(tmp, path); err != nil {
-		return fail(err)
-	}
-	os.Remove(tmp)
 	return f, nil
 }
 
-// awaitFile opens path once it exists.
 func awaitFile(ctx context.Context, path string, deadline time.Time, what string) (*os.File, error) {
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("cpuexec: open segment: %w", err)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: rank 0 never created %s %s", ccl.ErrTimeout, what, path)
-		}
-		time.Sleep(200 * time.Microsecond)
+	f, err := segment.Await(ctx, path, deadline, ccl.ErrTimeout, what)
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("cpuexec: %w", err)
 	}
+	return f, err
 }
 
-// mapFile maps f, checking its size.
 func mapFile(f *os.File, size int) ([]byte, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	mem, err := segment.Map(f, size)
+	if errors.Is(err, segment.ErrSize) {
+		return nil, fmt.Errorf("cpuexec: %w (ranks disagree on the plan or sizes)", err)
 	}
-	if st.Size() != int64(size) {
-		return nil, fmt.Errorf("cpuexec: segment %s has %d bytes, want %d (ranks disagree on the plan or sizes)", f.Name(), st.Size(), size)
-	}
-	return shmem.Map(int(f.Fd()), size)
+	return mem, err
 }
 
 // openControl creates (rank 0) or opens the control segment and checks
 // that every rank loaded the same plan. It does not wait for the others.
-func openControl(ctx context.Context, cfg ccl.Config, pr *program) (*ctlSegment, error) {
+func openControl(ctx context.Context, cfg ccl.Config, pr *program) (_ *ctlSegment, err error) {
 	path := segmentPath(cfg.ID)
 	size := ctlSize(cfg.Size, pr.nslots)
 	deadline := time.Now().Add(cfg.TimeoutOrDefault())
 	var f *os.File
-	var err error
 	if cfg.Rank == 0 {
 		hdr := make([]byte, 64)
 		binary.LittleEndian.PutUint64(hdr[offMagic:], magic)
@@ -197,9 +149,18 @@ func openControl(ctx context.Context, cfg ccl.Config, pr *program) (*ctlSegment,
 		return nil, err
 	}
 	defer f.Close()
+	if cfg.Rank == 0 {
+		// On an error below, the name goes with it (NewExecutor removes
+		// it otherwise).
+		defer func() {
+			if err != nil {
+				os.Remove(path)
+			}
+		}()
+	}
 	// Compare the header before trusting the size.
 	var hdr [64]byte
-	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+	if _, err = f.ReadAt(hdr[:], 0); err != nil {
 		return nil, fmt.Errorf("cpuexec: read segment header: %w", err)
 	}
 	switch {

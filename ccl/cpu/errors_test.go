@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	shmseg "github.com/chorus-rt/chorus/internal/sys/segment"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -727,6 +729,26 @@ func TestJoinErrors(t *testing.T) {
 				if r != missing && !errors.Is(err, ccl.ErrTimeout) {
 					t.Errorf("rank %d: got %v, want ErrTimeout", r, err)
 				}
+			}
+		})
+	}
+	// Rank 0 made the rendezvous file; a join that ends early, canceled
+	// or timed out, removes it, so /dev/shm keeps nothing of it.
+	for _, cancel := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rank-0-alone-canceled-%v-leaves-no-file", cancel), func(t *testing.T) {
+			t.Parallel()
+			id := newID(t)
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			if cancel {
+				time.AfterFunc(20*time.Millisecond, stop)
+			}
+			err := join(ctx, &cpu.Backend{Options: smallOpts}, id, 0, 2)
+			if want := map[bool]error{true: context.Canceled, false: ccl.ErrTimeout}[cancel]; !errors.Is(err, want) {
+				t.Fatalf("got %v, want %v", err, want)
+			}
+			if _, err := os.Stat(shmseg.Path("chorus-ccl-", id)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the rendezvous file is still there: %v", err)
 			}
 		})
 	}

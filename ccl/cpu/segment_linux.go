@@ -2,18 +2,16 @@ package cpu
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/ccl"
+	shmseg "github.com/chorus-rt/chorus/internal/sys/segment"
 	"github.com/chorus-rt/chorus/internal/sys/shmem"
 )
 
@@ -113,21 +111,10 @@ func (s *segment) mboxData(src, dst int) []byte {
 	return s.mem[off : off+s.mboxBytes : off+s.mboxBytes]
 }
 
-// shmDir is where rendezvous files live: /dev/shm (tmpfs) when present.
-func shmDir() string {
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
-}
-
-func segmentPath(id []byte) string {
-	h := sha256.Sum256(id)
-	return filepath.Join(shmDir(), "chorus-ccl-"+hex.EncodeToString(h[:16]))
-}
+func segmentPath(id []byte) string { return shmseg.Path("chorus-ccl-", id) }
 
 // openSegment creates (rank 0) or opens (others) the segment and waits
-// until every rank has mapped it.
+// until every rank has mapped it; rank 0 then removes its name.
 func openSegment(ctx context.Context, cfg ccl.Config, opts Options) (*segment, error) {
 	path := segmentPath(cfg.ID)
 	size := segmentSize(cfg.Size, opts.SlotBytes, opts.MailboxBytes)
@@ -143,14 +130,15 @@ func openSegment(ctx context.Context, cfg ccl.Config, opts Options) (*segment, e
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	if cfg.Rank == 0 {
+		// Rank 0 removes the name once every rank mapped it, and on every
+		// error, so a failed join leaves nothing in /dev/shm.
+		defer os.Remove(path)
 	}
-	if st.Size() != int64(size) {
-		return nil, fmt.Errorf("ccl/cpu: segment %s has %d bytes, want %d (ranks disagree on size or options)", path, st.Size(), size)
+	mem, err := shmseg.Map(f, size)
+	if errors.Is(err, shmseg.ErrSize) {
+		return nil, fmt.Errorf("ccl/cpu: %w (ranks disagree on size or options)", err)
 	}
-	mem, err := shmem.Map(int(f.Fd()), size)
 	if err != nil {
 		return nil, err
 	}
@@ -173,9 +161,6 @@ func openSegment(ctx context.Context, cfg ccl.Config, opts Options) (*segment, e
 			return nil, err
 		}
 		if time.Now().After(deadline) {
-			if cfg.Rank == 0 {
-				os.Remove(path)
-			}
 			s.fail()
 			defer s.close() // after the message reads the joined count
 			return nil, fmt.Errorf("%w: only %d of %d ranks joined within %v", ccl.ErrTimeout, atomic.LoadUint32(s.u32(offJoined)), cfg.Size, cfg.TimeoutOrDefault())
@@ -187,60 +172,30 @@ func openSegment(ctx context.Context, cfg ccl.Config, opts Options) (*segment, e
 		}
 		atomic.AddUint32(s.u32(offSleepers), ^uint32(0))
 	}
-	if cfg.Rank == 0 {
-		os.Remove(path)
-	}
 	return s, nil
 }
 
 func createSegment(path string, size, n int, opts Options) (*os.File, error) {
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("ccl/cpu: create segment: %w", err)
-	}
-	fail := func(err error) (*os.File, error) {
-		f.Close()
-		os.Remove(tmp)
-		return nil, fmt.Errorf("ccl/cpu: create segment: %w", err)
-	}
-	if err := f.Truncate(int64(size)); err != nil {
-		return fail(err)
-	}
 	var h [32]byte
 	binary.LittleEndian.PutUint64(h[offMagic:], magic)
 	binary.LittleEndian.PutUint32(h[offVersion:], version)
 	binary.LittleEndian.PutUint32(h[offRanks:], uint32(n))
 	binary.LittleEndian.PutUint64(h[offSlot:], uint64(opts.SlotBytes))
 	binary.LittleEndian.PutUint64(h[offMbox:], uint64(opts.MailboxBytes))
-	if _, err := f.WriteAt(h[:], 0); err != nil {
-		return fail(err)
-	}
 	// The name appears only once the header is complete.
-	if err := os.Link(tmp, path); err != nil {
-		return fail(err)
+	f, err := shmseg.Create(path, size, h[:])
+	if err != nil {
+		return nil, fmt.Errorf("ccl/cpu: %w", err)
 	}
-	os.Remove(tmp)
 	return f, nil
 }
 
 func awaitSegment(ctx context.Context, path string, deadline time.Time) (*os.File, error) {
-	for {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("ccl/cpu: open segment: %w", err)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: rank 0 never created the communicator segment %s", ccl.ErrTimeout, path)
-		}
-		time.Sleep(200 * time.Microsecond)
+	f, err := shmseg.Await(ctx, path, deadline, ccl.ErrTimeout, "the communicator segment")
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("ccl/cpu: %w", err)
 	}
+	return f, err
 }
 
 func (s *segment) validate() error {

@@ -41,6 +41,7 @@ var layers = map[string]int{
 	"internal/sys/dl":            0,
 	"internal/sys/pollread":      0, // reads that poll a socket before they park (ccl/hier data links)
 	"internal/sys/shmem":         0,
+	"internal/sys/segment":       1, // the /dev/shm rendezvous file of ccl/cpu and algo/cpuexec
 	"internal/sys/shmarena":      1, // shared tensor arena (memfd); tensor stays below it, worker installs it
 	"internal/sys/tsc":           0, // a cheap clock: the time-stamp counter calibrated against an OS clock
 	"internal/testutil/leaktest": 0,
@@ -114,10 +115,13 @@ var layers = map[string]int{
 	"cmd/chorus/internal/mlp":      8, // the tensor-parallel MLP on the VM (demo, bench)
 	"cmd/chorus":                   9,
 	"cmd/benchdoc":                 0, // writes docs/benchmarks.md from bench/results; standard library only
+
+	"examples/hello": 7, // the README's usage as a program: registry, worker, session
 }
 
-// Only these packages may load GPU libraries.
-var mayImportPurego = map[string]bool{"internal/sys/dl": true, "cmd/chorus/internal/gpuprobe": true, "gpu/cuda": true, "gpu/nvrtc": true, "gpu/nccl": true, "gpu/cublas": true}
+// Only these packages may load GPU libraries: the GPU bindings call
+// through dl.Caller.
+var mayImportPurego = map[string]bool{"internal/sys/dl": true, "cmd/chorus/internal/gpuprobe": true}
 
 func repoRoot(t *testing.T) string {
 	dir, err := filepath.Abs("../..")
