@@ -14,6 +14,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/library"
 	"github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
@@ -71,9 +72,7 @@ func gpuLoop(env registry.Env, h any, count int64, started string) error {
 // not at the timeout: each survivor's loop ends with an error within the
 // 20 s hang guard below. Skipped without a GPU.
 func TestGPUPlanPeerKilled(t *testing.T) {
-	if !haveGPU() {
-		t.Skip("no GPU")
-	}
+	gputest.Require(t, 1)
 	const n = 3
 	ngpu := gpuCount()
 	ids := make([]int, n)

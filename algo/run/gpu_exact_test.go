@@ -19,6 +19,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
@@ -107,9 +108,7 @@ func smallestCount(p *plan.Plan, dt tensor.DType) (int64, int64) {
 // Plans that take send == recv (gpuexec.Buffers.AliasUnsafe) also run in
 // place and must give the same bits. Skipped without a GPU.
 func TestGPUMatchesCPU(t *testing.T) {
-	if !haveGPU() {
-		t.Skip("no GPU")
-	}
+	gputest.Require(t, 1)
 	const n = 2
 	gs := gpuSession(t, n)
 	cs, err := session.NewThreaded(session.Options{NumWorkers: n})
@@ -310,9 +309,7 @@ var waitErrRe = regexp.MustCompile(`plan "[^"]*" rank (\d+) tb (\d+) op (\d+)`)
 // with ccl.ErrTimeout naming rank 0, a thread block and the wait op it
 // was in; the executor then refuses later calls. Skipped without a GPU.
 func TestGPUPlanWaitTimeout(t *testing.T) {
-	if !haveGPU() {
-		t.Skip("no GPU")
-	}
+	gputest.Require(t, 1)
 	const n = 2
 	s := gpuSession(t, n)
 	base, err := library.Build("allreduce_oneshot", n, library.Options{})

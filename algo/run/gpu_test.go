@@ -16,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -59,15 +60,6 @@ func TestLoadGPURefusesBeforeLaunch(t *testing.T) {
 	}
 }
 
-func haveGPU() bool {
-	d, err := cuda.Load()
-	if err != nil || d.Init() != nil {
-		return false
-	}
-	n, err := d.DeviceCount()
-	return err == nil && n > 0
-}
-
 func gpuCount() int {
 	d, err := cuda.Load()
 	if err != nil || d.Init() != nil {
@@ -85,9 +77,7 @@ func gpuCount() int {
 // to back and one replayed from a CUDA graph. CHORUS_GPU_PLAN_RANKS
 // (default "2,3") picks the rank counts. Skipped without a GPU.
 func TestGPUPlans(t *testing.T) {
-	if !haveGPU() {
-		t.Skip("no GPU")
-	}
+	gputest.Require(t, 1)
 	ranks := []int{2, 3}
 	if v := os.Getenv("CHORUS_GPU_PLAN_RANKS"); v != "" {
 		ranks = nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cublas"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -45,14 +46,14 @@ func load(t *testing.T) (*cublas.Lib, *cuda.Driver) {
 		if !errors.Is(err, cublas.ErrNotLoaded) {
 			t.Fatalf("Load: %v", err)
 		}
-		t.Skipf("no cuBLAS here: %v", err)
+		gputest.Skipf(t, "no cuBLAS here: %v", err)
 	}
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		gputest.Skipf(t, "no CUDA driver: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("cuInit: %v", err)
+		gputest.Skipf(t, "cuInit: %v", err)
 	}
 	return l, d
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 )
 
 const envIPCChild = "CHORUS_CUDA_IPC_CHILD"
@@ -28,10 +29,10 @@ func setup(t *testing.T) (*cuda.Driver, cuda.Context) {
 	t.Helper()
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no GPU here: %v", err)
+		gputest.Skipf(t, "no GPU here: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("cuInit failed: %v", err)
+		gputest.Skipf(t, "cuInit failed: %v", err)
 	}
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/nccl"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 )
 
 // BenchmarkBindingCall measures the Go -> C call path alone: a driver
@@ -13,7 +14,7 @@ import (
 func BenchmarkBindingCall(b *testing.B) {
 	d, err := cuda.Load()
 	if err != nil {
-		b.Skip(err)
+		gputest.Skipf(b, "no CUDA driver: %v", err)
 	}
 	for b.Loop() {
 		if _, err := d.DriverVersion(); err != nil {
@@ -28,11 +29,11 @@ func BenchmarkBindingCall(b *testing.B) {
 func BenchmarkAllReduceEnqueue(b *testing.B) {
 	l, err := nccl.Load()
 	if err != nil {
-		b.Skip(err)
+		gputest.Skipf(b, "no NCCL here: %v", err)
 	}
 	d, err := cuda.Load()
 	if err != nil || d.Init() != nil {
-		b.Skip("no CUDA")
+		gputest.Skipf(b, "no CUDA driver")
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/nccl"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -31,14 +32,14 @@ func libs(t *testing.T) (*nccl.Lib, *cuda.Driver) {
 		if !errors.Is(err, nccl.ErrNotLoaded) {
 			t.Fatal(err)
 		}
-		t.Skipf("no NCCL here: %v", err)
+		gputest.Skipf(t, "no NCCL here: %v", err)
 	}
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		gputest.Skipf(t, "no CUDA driver: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("cuInit: %v", err)
+		gputest.Skipf(t, "cuInit: %v", err)
 	}
 	return l, d
 }
@@ -140,10 +141,8 @@ func TestOneRankAllReduce(t *testing.T) {
 // TestTwoProcessAllReduce runs one rank per GPU in two processes (the
 // unique id travels in the environment); it needs two GPUs.
 func TestTwoProcessAllReduce(t *testing.T) {
-	l, d := libs(t)
-	if n, _ := d.DeviceCount(); n < 2 {
-		t.Skipf("needs 2 GPUs, have %d", n)
-	}
+	l, _ := libs(t)
+	gputest.Require(t, 2)
 	id, err := l.GetUniqueID()
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 )
 
 const addOne = `
@@ -26,7 +27,7 @@ func load(t *testing.T) *nvrtc.Compiler {
 		if !errors.Is(err, nvrtc.ErrNotLoaded) {
 			t.Fatalf("Load: %v", err)
 		}
-		t.Skipf("no NVRTC here: %v", err)
+		gputest.Skipf(t, "no NVRTC here: %v", err)
 	}
 	return c
 }
@@ -46,10 +47,10 @@ func TestCompileLoadLaunch(t *testing.T) {
 	c := load(t)
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		gputest.Skipf(t, "no CUDA driver: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("cuInit: %v", err)
+		gputest.Skipf(t, "cuInit: %v", err)
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -46,6 +46,7 @@ var layers = map[string]int{
 	"internal/sys/tsc":           0, // a cheap clock: the time-stamp counter calibrated against an OS clock
 	"internal/testutil/leaktest": 0,
 	"internal/testutil/loopback": 0, // loopback TCP pairs for tests
+	"internal/testutil/gputest":  1, // the GPU tests' gate (CHORUS_REQUIRE_GPU); finds GPUs through internal/sys/dl
 	"internal/lint":              7,
 
 	"tensor": 0,
