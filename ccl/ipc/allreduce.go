@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -137,6 +138,7 @@ type AllReducer struct {
 	opts Options
 	sms  int
 
+	drv  setupDriver // set-up and Close; the calls use a.cfg.Driver
 	mod  cuda.Module
 	fns  map[string]cuda.Function
 	tout int64 // timeout in GPU clock cycles
@@ -190,11 +192,35 @@ const (
 // NewAllReducer compiles the kernels (NVRTC, cached on disk) and loads
 // them on this rank's device. nccl is used for Strategy NCCL; it may be
 // nil (then that strategy is an error). It is collective: the ranks
-// exchange their device numbers over the control communicator.
+// exchange their device numbers over the control communicator. On an
+// error it gives back everything it took from the driver.
 func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Options) (*AllReducer, error) {
-	r := &AllReducer{a: a, nccl: nccl, opts: opts, fns: map[string]cuda.Function{}, args: new(kargs)}
+	if a.cfg.Driver == nil || a.cfg.Exec == nil {
+		return nil, fmt.Errorf("%w: ipc: rank %d: the custom all-reduce needs a CUDA driver and a device executor (Config.Driver, Config.Exec)", ccl.ErrBadArgs, a.cfg.Rank)
+	}
+	return newAllReducer(ctx, a, nccl, opts, a.cfg.Driver, compileKernels)
+}
+
+// compileKernels builds kernels.cu for arch with NVRTC (cached on disk).
+func compileKernels(arch string) ([]byte, error) {
+	comp, err := nvrtc.Load()
+	if err != nil {
+		return nil, err
+	}
+	cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", cudasrc.Half+kernelSource, arch)
+	return cubin, err
+}
+
+// newAllReducer is NewAllReducer over any driver and compiler (the tests'
+// fakes).
+func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Options, drv setupDriver, compile func(arch string) ([]byte, error)) (_ *AllReducer, err error) {
+	r := &AllReducer{a: a, nccl: nccl, opts: opts, drv: drv, fns: map[string]cuda.Function{}, args: new(kargs)}
 	r.params = []unsafe.Pointer{unsafe.Pointer(r.args)}
-	var err error
+	defer func() {
+		if err != nil {
+			r.release()
+		}
+	}()
 	if r.opts.Threads, err = ccl.EnvInt("CHORUS_IPC_THREADS", r.opts.Threads, 1); err != nil {
 		return nil, fmt.Errorf("%w: ccl/ipc: %w", ccl.ErrBadArgs, err)
 	}
@@ -225,11 +251,7 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	r.auto = auto
 	r.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
 	r.all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(descBytes * a.cfg.Size)})
-	comp, err := nvrtc.Load()
-	if err != nil {
-		return nil, fmt.Errorf("ipc: %w", err)
-	}
-	d := a.cfg.Driver
+	d := drv
 	err = a.cfg.Exec(func(uintptr) error {
 		dev, err := d.DeviceGet(a.cfg.Ordinal)
 		if err != nil {
@@ -255,7 +277,7 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 			return fmt.Errorf("%w: custom all-reduce needs compute capability 7.0 or newer, cuda:%d has %d.%d", ccl.ErrBadArgs, a.cfg.Ordinal, major, minor)
 		}
 		arch := fmt.Sprintf("sm_%d%d", major, minor)
-		cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", cudasrc.Half+kernelSource, arch)
+		cubin, err := compile(arch)
 		if err != nil {
 			return err
 		}
@@ -705,7 +727,8 @@ func (r *AllReducer) Abort() {
 	})
 }
 
-// Close unloads the kernels (the allocator is closed by its owner).
+// Close unloads the kernels and frees the all-reducer's memory (the
+// allocator is closed by its owner).
 func (r *AllReducer) Close() error {
 	for _, b := range []**Buffer{&r.stage, &r.push} {
 		if *b != nil {
@@ -713,23 +736,37 @@ func (r *AllReducer) Close() error {
 			*b = nil
 		}
 	}
+	return r.release()
+}
+
+// release gives back what the set-up took from the driver, as far as it
+// got (a zero field was never taken), on the device's thread: the stream
+// (after any Abort in flight), the device words, the context reference,
+// the host words and the module.
+func (r *AllReducer) release() error {
+	if r.abortStream == 0 && r.ctl == 0 && r.ctx == 0 && r.host == nil && r.mod == 0 {
+		return nil
+	}
 	return r.a.cfg.Exec(func(uintptr) error {
-		d := r.a.cfg.Driver
+		d := r.drv
 		// An Abort in flight finishes before the words go away.
 		r.abortOnce.Do(func() {})
+		var errs []error
 		if r.abortStream != 0 {
-			d.StreamSynchronize(r.abortStream)
-			d.StreamDestroy(r.abortStream)
+			errs = append(errs, d.StreamSynchronize(r.abortStream), d.StreamDestroy(r.abortStream))
 		}
 		if r.ctl != 0 {
-			d.MemFree(r.ctl)
+			errs = append(errs, d.MemFree(r.ctl))
 		}
 		if r.ctx != 0 {
-			d.PrimaryCtxRelease(r.dev)
+			errs = append(errs, d.PrimaryCtxRelease(r.dev))
 		}
 		if r.host != nil {
-			d.MemFreeHost(r.host)
+			errs = append(errs, d.MemFreeHost(r.host))
 		}
-		return d.ModuleUnload(r.mod)
+		if r.mod != 0 {
+			errs = append(errs, d.ModuleUnload(r.mod))
+		}
+		return errors.Join(errs...)
 	})
 }
