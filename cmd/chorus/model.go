@@ -8,17 +8,19 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/chorus-rt/chorus/model/decoder"
+	"github.com/chorus-rt/chorus/model/hf"
 	"github.com/chorus-rt/chorus/model/shardload"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--ffn 1408] [--vocab 4096] [--dtype auto] [--layout chorus|hf] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR]"
+const modelSynopsis = "chorus model [--workers 2] [--session process|threaded] [--device auto|cpu|cuda] [--layers 4] [--hidden 512] [--heads 8] [--kv-heads 8] [--head-dim 0] [--ffn 1408] [--vocab 4096] [--dtype auto] [--layout chorus|hf] [--hf] [--prompt 8] [--steps 32] [--graph] [--check] [--dir DIR] [--write-only]"
 
 // cmdModel runs a small random transformer decoder end to end: written as
 // safetensors, loaded shard by shard by the workers, a prefill and greedy
@@ -41,7 +43,10 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	steps := fs.Int("steps", 32, "decode steps")
 	graph := fs.Bool("graph", false, "GPUs: replay the decode step as a CUDA graph")
 	check := fs.Bool("check", false, "compare every step's logits with the float64 reference (slow for large models)")
-	dir := fs.String("dir", "", "folder for the checkpoint (default: a temporary one, removed at the end)")
+	dir := fs.String("dir", "", "folder for the checkpoint (default: a temporary one, removed at the end); it may exist without a checkpoint in it, and its parent must exist")
+	hfFolder := fs.Bool("hf", false, "write a Hugging Face folder (config.json with transformers' keys, Hugging Face tensor names; implies --layout hf) and load it through model/hf")
+	writeOnly := fs.Bool("write-only", false, "write the checkpoint into --dir and stop")
+	headDim := fs.Int("head-dim", 0, "head dimension (0: hidden / heads)")
 	seed := fs.Uint64("seed", 1, "seed of the random weights and prompt")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -68,29 +73,43 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	c := decoder.Small(dt)
 	c.Layers, c.Hidden, c.Heads, c.KVHeads, c.FFN, c.Vocab = *layers, *hidden, *heads, *kvHeads, *ffn, *vocab
-	c.Layout = *layout
+	c.Layout, c.HeadSize = *layout, *headDim
+	if *hfFolder {
+		c.Layout = decoder.LayoutHF
+	}
 	c.MaxSeq = max(c.MaxSeq, *promptLen+*steps+1)
+	if *writeOnly && *dir == "" {
+		return usageError{"model: --write-only needs --dir"}
+	}
 	if err := c.Validate(*n); err != nil {
 		return usageError{"model: " + err.Error()}
 	}
 	folder := *dir
-	if folder != "" {
-		if err := os.MkdirAll(folder, 0o755); err != nil {
-			return err
-		}
-	} else {
+	if folder == "" {
 		tmp, err := os.MkdirTemp("", "chorus-model-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		folder = tmp
+		folder = filepath.Join(tmp, "m")
 	}
 	t0 := time.Now()
-	if err := decoder.WriteRandom(folder, c, *seed); err != nil {
-		return err
+	var err2 error
+	if *hfFolder {
+		err2 = hf.WriteRandom(folder, c, *seed, hf.WriteOptions{})
+	} else {
+		err2 = writeChorusCheckpoint(folder, c, *seed)
 	}
-	fmt.Fprintf(out, "model: %s, %d parameters, written to %s in %v\n", c, paramCount(c), folder, time.Since(t0).Round(time.Millisecond))
+	if err2 != nil {
+		return fmt.Errorf("model: --dir: %w", err2)
+	}
+	took := time.Since(t0)
+	size := paramCount(c) * int64(c.DType.Size())
+	fmt.Fprintf(out, "model: %s, %d parameters, written to %s in %v (%.2f GB, %.2f GB/s)\n", c, paramCount(c), folder, took.Round(time.Millisecond),
+		float64(size)/1e9, float64(size)/1e9/took.Seconds())
+	if *writeOnly {
+		return nil
+	}
 
 	// The session: CPU workers, or one process per GPU (several sharing
 	// one when there are fewer GPUs than workers).
@@ -121,11 +140,27 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 			}
 		}
 		t0 := time.Now()
-		w, err := shardload.LoadSharded(ctx, s, folder, c.ShardSpec())
-		if err != nil {
-			return err
+		var w map[string]*session.DRef
+		if *hfFolder {
+			ck, err := hf.Open(folder, hf.Options{Workers: *n, MaxSeq: c.MaxSeq})
+			if err != nil {
+				return err
+			}
+			refs, err := shardload.LoadSharded(ctx, s, folder, ck.Spec())
+			if err != nil {
+				return err
+			}
+			w = map[string]*session.DRef{}
+			for _, t := range ck.Tensors {
+				w[t.Param] = refs[t.Name]
+			}
+		} else {
+			w, err = shardload.LoadSharded(ctx, s, folder, c.ShardSpec())
+			if err != nil {
+				return err
+			}
 		}
-		defer decoder.ReleaseWeights(w)
+		defer releaseUnique(w)
 		fmt.Fprintf(out, "loaded: %d tensors sharded over %d workers (%s) in %v\n", len(w), *n, device, time.Since(t0).Round(time.Millisecond))
 		m, err := decoder.Load(ctx, s, c, device, decoder.Options{PrefillLen: *promptLen, Strategy: strategy}, w)
 		if err != nil {
@@ -176,6 +211,36 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return nil
 	}()
 	return errors.Join(rerr, s.Shutdown())
+}
+
+// releaseUnique drops every register of a weight map once (tied
+// embeddings share one).
+func releaseUnique(w map[string]*session.DRef) {
+	done := map[*session.DRef]bool{}
+	for _, r := range w {
+		if !done[r] {
+			done[r] = true
+			r.Release()
+		}
+	}
+}
+
+// writeChorusCheckpoint writes decoder.WriteRandom's checkpoint into dir
+// (made if missing; its parent must exist), refusing a folder that
+// already holds one, naming the file.
+func writeChorusCheckpoint(dir string, c decoder.Config, seed uint64) error {
+	if _, err := os.Stat(filepath.Dir(filepath.Clean(dir))); err != nil {
+		return fmt.Errorf("%s: the parent folder must exist: %w", dir, err)
+	}
+	for _, name := range []string{decoder.CheckpointFile, decoder.ConfigFile, "model.safetensors.index.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("%w: %s (chorus never overwrites a checkpoint)", hf.ErrExists, filepath.Join(dir, name))
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return decoder.WriteRandom(dir, c, seed)
 }
 
 // modelResult is chorus model's JSON line (the last line of its output).

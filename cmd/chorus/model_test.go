@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,5 +72,34 @@ func TestModelCommand(t *testing.T) {
 		if code := run(bad, &out, &errOut); code == 0 {
 			t.Errorf("%v: exit 0, want an error", bad)
 		}
+	}
+}
+
+// TestModelHFFolder: --hf writes a Hugging Face folder (head dim apart
+// from hidden/heads) that loads through model/hf and passes --check;
+// writing into it again is refused naming the file, and a missing parent
+// folder is not made.
+func TestModelHFFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	args := []string{"model", "--hf", "--device", "cpu", "--session", "threaded", "--workers", "2", "--layers", "2", "--hidden", "64",
+		"--heads", "4", "--kv-heads", "2", "--head-dim", "24", "--ffn", "128", "--vocab", "256", "--steps", "4", "--check", "--dir", dir}
+	var out, errOut bytes.Buffer
+	if code := run(args, &out, &errOut); code != 0 || !strings.Contains(out.String(), "check: 5 tokens equal") {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run(args, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), filepath.Join(dir, "config.json")) {
+		t.Errorf("second write: exit %d, %s", code, errOut.String())
+	}
+	errOut.Reset()
+	missing := filepath.Join(t.TempDir(), "no", "m")
+	if code := run([]string{"model", "--device", "cpu", "--write-only", "--dir", missing}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "parent folder must exist") {
+		t.Errorf("missing parent: exit %d, %s", code, errOut.String())
 	}
 }

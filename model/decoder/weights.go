@@ -178,6 +178,25 @@ func ReleaseWeights(w map[string]*session.DRef) {
 	}
 }
 
+// narrow rounds v to a half type of expBits and fracBits, to nearest
+// even, straight from the float64 bits (one rounding, as
+// tensor.F16FromFloat64 and BF16FromFloat64 do); values outside the
+// type's normal range go through those.
+func narrow(v float64, expBits, fracBits uint) uint16 {
+	b := math.Float64bits(v)
+	shift := 52 - fracBits
+	b += (1<<(shift-1) - 1) + (b>>shift)&1
+	bias := int64(1)<<(expBits-1) - 1
+	e := int64(b>>52&0x7ff) - 1023 + bias
+	if e <= 0 || e >= 1<<expBits-1 {
+		if expBits == 5 {
+			return uint16(tensor.F16FromFloat64(v))
+		}
+		return uint16(tensor.BF16FromFloat64(v))
+	}
+	return uint16(b>>63<<15 | uint64(e)<<fracBits | b>>shift&(1<<fracBits-1))
+}
+
 // RandomFill writes the full random parameter p as stored (RandomParam's
 // values, rounded to dt) into out as dt's little-endian bytes, the rows
 // spread over every CPU: what WriteRandom writes, at memory speed rather
@@ -200,25 +219,32 @@ func RandomFill(p ParamSpec, seed uint64, dt tensor.DType, out []byte) error {
 	salt, q := nameSalt(p.Name), p.Canonical()
 	qcols := q.Shape[len(q.Shape)-1]
 	scale, off := randomScale(q)
+	h0 := seed*0x100000001b3 ^ salt
 	fill := func(r0, r1 int64) {
 		for i := r0; i < r1; i++ {
-			for j := range cols {
-				// Element (i, j) as stored; (j, i) of the canonical
-				// parameter when transposed (randomBlock's rule).
-				ci, cj := i, j
-				if p.Transposed {
-					ci, cj = j, i
+			row := out[i*cols*int64(dt.Size()) : (i+1)*cols*int64(dt.Size())]
+			// Element (i, j) as stored is (j, i) of the canonical
+			// parameter when transposed (randomBlock's rule): its hash
+			// index steps by qcols along the row.
+			idx, step := i*qcols, int64(1)
+			if p.Transposed {
+				idx, step = i, qcols
+			}
+			switch dt {
+			case tensor.Float32:
+				for j := range cols {
+					u := splitmix(h0 ^ uint64(idx+j*step))
+					binary.LittleEndian.PutUint32(row[4*j:], math.Float32bits(float32(off+(float64(u>>11)*0x1p-53*2-1)*scale)))
 				}
-				u := splitmix(seed*0x100000001b3 ^ salt ^ uint64(ci*qcols+cj))
-				v := off + (float64(u>>11)/(1<<53)*2-1)*scale
-				k := i*cols + j
-				switch dt {
-				case tensor.Float32:
-					binary.LittleEndian.PutUint32(out[4*k:], math.Float32bits(float32(v)))
-				case tensor.Float16:
-					binary.LittleEndian.PutUint16(out[2*k:], uint16(tensor.F16FromFloat64(v)))
-				case tensor.BFloat16:
-					binary.LittleEndian.PutUint16(out[2*k:], uint16(tensor.BF16FromFloat64(v)))
+			case tensor.Float16:
+				for j := range cols {
+					u := splitmix(h0 ^ uint64(idx+j*step))
+					binary.LittleEndian.PutUint16(row[2*j:], narrow(off+(float64(u>>11)*0x1p-53*2-1)*scale, 5, 10))
+				}
+			case tensor.BFloat16:
+				for j := range cols {
+					u := splitmix(h0 ^ uint64(idx+j*step))
+					binary.LittleEndian.PutUint16(row[2*j:], narrow(off+(float64(u>>11)*0x1p-53*2-1)*scale, 8, 7))
 				}
 			}
 		}
