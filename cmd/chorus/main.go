@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/chorus-rt/chorus/ccl"
@@ -23,6 +24,7 @@ import (
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
+	"github.com/chorus-rt/chorus/tensor"
 )
 
 // version is set by the linker (-X main.version=...) for releases.
@@ -59,9 +61,8 @@ Commands:
   node            a node agent of a multi-host session (--connect HOST:PORT)
   cluster         a multi-host controller: check, bench (docs/multi-host.md)
   cert            cluster credentials: CA, node certificates, tokens
-  trace summary|check|svg FILE
-                  what a trace holds (per-op times, stragglers, faults), whether it is
-                  valid, or a timeline picture of it (SVG)
+  trace summary|check FILE
+                  what a trace holds (per-op times, stragglers, faults), or whether it is valid
 
 Every command that runs a session takes --trace FILE (or set CHORUS_TRACE=FILE):
 a timeline of commands, collectives and faults for ui.perfetto.dev (docs/observability.md).
@@ -77,7 +78,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "chorus: which command? %s (chorus --help)\n", strings.Join(commands, ", "))
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -124,25 +125,50 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return worker.Run()
 	default:
-		fmt.Fprintf(stderr, "chorus: unknown command %q: want one of %s (chorus --help)\n", args[0], strings.Join(commands, ", "))
+		fmt.Fprintf(stderr, "chorus: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "chorus:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, "chorus:", err)
 			return 2
 		}
+		fmt.Fprintln(stderr, "chorus:", err)
 		return 1
 	}
 	return 0
 }
 
-// commands are the commands run knows, for its one-line complaints.
-var commands = []string{"info", "demo", "generate", "model", "compile", "bench", "plot", "funcs", "plan", "node", "cluster", "cert", "trace"}
+type usageError struct{ msg string }
+
+// parseFlags makes a bad flag a usage error (exit status 2).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{err.Error()}
+	}
+	if err == nil && fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected arguments %q", fs.Name(), fs.Args())}
+	}
+	return err
+}
+
+func (e usageError) Error() string { return e.msg }
+
+func newFlags(name, synopsis string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	addTraceFlag(fs)
+	return fs
+}
 
 func cmdInfo(args []string, out io.Writer) error {
 	fs := newFlags("info", "chorus info", out)
@@ -190,18 +216,6 @@ func cmdDemo(ctx context.Context, args []string, out io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := checkSession("demo", *kind); err != nil {
-		return err
-	}
-	if err := checkTransport("demo", *tr); err != nil {
-		return err
-	}
-	if err := checkWorkers("demo", *n, *kind); err != nil {
-		return err
-	}
-	if _, err := gpusFor("demo", *device); err != nil {
-		return err
-	}
 	s, err := newSession(ctx, *kind, *tr, *n)
 	if err != nil {
 		return err
@@ -228,11 +242,11 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 }
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
-	if len(args) == 0 {
-		return usageError{"bench: which benchmark? " + strings.Join(benchNames, ", ") + " (chorus bench --help)"}
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(out, benchUsage)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  membw           host memory bandwidth (STREAM-like copy, triad)\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n  planops         cost per op of the GPU plan executor: 1-rank plans of K copy ops next to a device copy (GPU)\n")
+		if len(args) == 0 {
+			return usageError{"bench: which benchmark?"}
+		}
 		return nil
 	}
 	switch {
@@ -242,8 +256,6 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return benchSession(ctx, args[1:], out, errOut)
 	case args[0] == "mlp":
 		return benchMLP(ctx, args[1:], out, errOut)
-	case args[0] == "decode":
-		return benchDecode(ctx, args[1:], out, errOut)
 	case args[0] == "hostpoll":
 		return benchHostPoll(args[1:], out)
 	case args[0] == "planops":
@@ -253,29 +265,8 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case bench.IsCollective(args[0]):
 		return benchCollective(ctx, args[0], args[1:], out, errOut)
 	}
-	return usageError{fmt.Sprintf("bench: unknown benchmark %q: want one of %s (chorus bench --help)", args[0], strings.Join(benchNames, ", "))}
+	return usageError{fmt.Sprintf("bench: unknown benchmark %q", args[0])}
 }
-
-// benchNames are the benchmarks of chorus bench.
-var benchNames = []string{"session", "membw", "allreduce", "allgather", "reducescatter", "broadcast", "hostpoll", "peercopy", "mlp", "planops", "decode"}
-
-const benchUsage = `Usage: chorus bench <benchmark> [flags]
-
-Benchmarks:
-  session         no-op CallPacked + sync of every worker
-  membw           host memory bandwidth (STREAM-like copy, triad)
-  allreduce       collective bandwidth sweeps (nccl-tests style); with --plan FILE or
-  allgather       --algorithm NAME, an execution plan on the CPU executor next to the
-  reducescatter   cpu backend
-  broadcast
-  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory
-  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)
-  mlp             the tensor-parallel MLP on the VM: time per step, peak memory
-  planops         cost per op of the GPU plan executor: 1-rank plans of K copy ops next to a device copy (GPU)
-  decode          decode steps of the transformer decoder
-
-Run 'chorus bench <benchmark> --help' for its flags.
-`
 
 func benchSession(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("bench session", "chorus bench session [--workers 1,2,4,8] [--sessions threaded,process-shm,process-stream] [--iters N] [--idle D] [--json]", out)
@@ -288,36 +279,13 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	const cmd = "bench session"
 	if *idle < 0 {
-		return badFlag(cmd, "idle", *idle, "want a duration >= 0")
+		return usageError{"bench session: --idle must not be negative"}
 	}
-	if *iters < 1 || *warmup < 0 {
-		return usageError{fmt.Sprintf("%s: --iters %d --warmup %d: want --iters >= 1 and --warmup >= 0", cmd, *iters, *warmup)}
-	}
-	ns, err := parseCounts(cmd, "workers", *workers)
+	ns, err := parseInts(*workers)
 	if err != nil {
-		return err
+		return usageError{"bench session: --workers: " + err.Error()}
 	}
-	sessionKinds := []string{"threaded", "process-shm", "process-stream"}
-	for _, k := range strings.Split(*kinds, ",") {
-		if k = strings.TrimSpace(k); !slices.Contains(sessionKinds, k) {
-			return badFlag(cmd, "sessions", k, "want a comma-separated list of "+strings.Join(sessionKinds, ", "))
-		}
-		kind, _, _ := strings.Cut(k, "-")
-		for _, n := range ns {
-			if err := checkWorkers(cmd, n, kind); err != nil {
-				return err
-			}
-		}
-	}
-	var events int64
-	for range strings.Split(*kinds, ",") {
-		for _, n := range ns {
-			events += int64(n) * int64(*iters+*warmup)
-		}
-	}
-	traced := announceTrace(errOut, cmd, events)
 	var rows []bench.SessionResult
 	var steps []progress.Step
 	for _, k := range strings.Split(*kinds, ",") {
@@ -337,6 +305,8 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 			sess, tr = "process", "shm"
 		case "process-stream":
 			sess, tr = "process", "stream"
+		default:
+			return usageError{fmt.Sprintf("bench session: unknown session %q", k)}
 		}
 		for _, n := range ns {
 			prog.Step(len(rows))
@@ -358,7 +328,6 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	if !*asJSON {
 		bench.WriteSessionTable(out, rows)
 	}
-	traced()
 	return nil
 }
 
@@ -368,9 +337,6 @@ func benchMemBW(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a line of text")
 	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if *threads < 0 || *threads > 4096 {
-		return badFlag("bench membw", "threads", *threads, "want 0 (one per CPU) to 4096")
 	}
 	m := bench.MemBW(*threads, 0)
 	if *asJSON {
@@ -398,52 +364,37 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 	rounds := fs.Int("rounds", 3, "interleaved rounds; each row reports the medians")
 	graph := fs.Bool("graph", false, "GPU workers: capture each size's timed calls in a CUDA graph and time its replays (like nccl-tests -G)")
 	membw := fs.Float64("membw", 0, "cpu backend: host memory bandwidth in GB/s for the bound column (0: measure it in this run, <0: no bound)")
-	// --plan and --algorithm send the command to benchPlan (cmdBench);
-	// they are here so that --help lists them.
-	fs.String("plan", "", "time an execution plan (JSON file) on the CPU executor next to the cpu backend ('chorus bench "+name+" --plan FILE --help' for its flags)")
-	fs.String("algorithm", "", "like --plan, with an algorithm of the library by name (chorus plan build --list), e.g. allreduce_oneshot")
-	inst := fs.Int("instances", 1, "with --algorithm: instances of the library algorithm")
 	pf := addPlotFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cmd := "bench " + name
-	if *inst != 1 {
-		return usageError{cmd + ": --instances needs --algorithm NAME"}
-	}
 	if err := pf.prepare(commandLine(append([]string{"bench", name}, args...)...), errOut); err != nil {
 		return err
 	}
-	deviceIDs, err := parseDevices(cmd, *devices)
+	var deviceIDs []int
+	if *devices != "" {
+		for _, f := range strings.Split(*devices, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v < 0 {
+				return usageError{fmt.Sprintf("bench: --devices: bad id %q", f)}
+			}
+			deviceIDs = append(deviceIDs, v)
+		}
+	}
+	dt, err := tensor.ParseDType(*dtype)
+	if err != nil || dt == tensor.Bool {
+		return usageError{fmt.Sprintf("bench %s: --dtype %q: want a numeric dtype", name, *dtype)}
+	}
+	lo, err := bench.ParseSize(*minS)
 	if err != nil {
-		return err
+		return usageError{"bench: --min: " + err.Error()}
 	}
-	dt, err := parseNumericDType(cmd, "dtype", *dtype)
+	hi, err := bench.ParseSize(*maxS)
 	if err != nil {
-		return err
+		return usageError{"bench: --max: " + err.Error()}
 	}
-	lo, err := parseSizeFlag(cmd, "min", *minS)
-	if err != nil {
-		return err
-	}
-	hi, err := parseSizeFlag(cmd, "max", *maxS)
-	if err != nil {
-		return err
-	}
-	if err := checkSweep(cmd, lo, hi, *step); err != nil {
-		return err
-	}
-	if *rounds < 1 {
-		return badFlag(cmd, "rounds", *rounds, "want 1 or more")
-	}
-	if err := checkSession(cmd, *kind); err != nil {
-		return err
-	}
-	if err := checkTransport(cmd, *tr); err != nil {
-		return err
-	}
-	if err := checkWorkers(cmd, *workers, *kind); err != nil {
-		return err
+	if *workers < 1 || *step < 2 || hi < lo || *rounds < 1 {
+		return usageError{"bench: need --workers >= 1, --step >= 2, --rounds >= 1 and --min <= --max"}
 	}
 	var strategies []string
 	if *strategy != "" {
@@ -451,19 +402,19 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 			st = strings.TrimSpace(st)
 			if name == "peercopy" {
 				if !slices.Contains(bench.PeerCopyModes, st) {
-					return badFlag(cmd, "strategy", st, "want "+strings.Join(bench.PeerCopyModes, " or "))
+					return usageError{fmt.Sprintf("bench peercopy: --strategy %q: want %s", st, strings.Join(bench.PeerCopyModes, ","))}
 				}
 			} else if _, err := ipc.ParseStrategy(st); err != nil {
-				return badFlag(cmd, "strategy", st, "want a comma-separated list of oneshot, twoshot, auto, nccl")
+				return usageError{"bench: --strategy: " + err.Error()}
 			}
 			strategies = append(strategies, st)
 		}
 	}
-	if _, err := ccl.Lookup(*backend); err != nil {
-		return badFlag(cmd, "backend", *backend, "want one of "+strings.Join(ccl.Backends(), ", "))
+	if *kind != "process" && *kind != "threaded" {
+		return usageError{fmt.Sprintf("bench: unknown session kind %q", *kind)}
 	}
-	if err := checkMemory(cmd, *maxS, bench.MemCheck{Bench: name, Workers: *workers, DType: dt, Lo: lo, Hi: hi, Step: *step, DeviceIDs: deviceIDs}); err != nil {
-		return err
+	if _, err := ccl.Lookup(*backend); err != nil {
+		return usageError{"bench: " + err.Error()}
 	}
 	if name == "peercopy" && len(strategies) == 0 {
 		strategies = bench.PeerCopyModes
@@ -485,7 +436,6 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)
 	}
-	traced := announceTrace(errOut, cmd, bench.MinCalls(cfg)*int64(*workers))
 	cfg.Progress = newProgress(errOut)
 	err = bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
 		pf.add(r)
@@ -498,7 +448,6 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 	if err != nil {
 		return err
 	}
-	traced()
 	return pf.write(errOut)
 }
 
@@ -510,11 +459,8 @@ func benchHostPoll(args []string, out io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *loads < 1 || *loads > 1<<20 {
-		return badFlag("bench hostpoll", "loads", *loads, "want 1 to 1048576")
-	}
-	if *dev < 0 {
-		return badFlag("bench hostpoll", "device", *dev, "want a GPU ordinal >= 0")
+	if *loads < 1 || *loads > 1<<20 || *dev < 0 {
+		return usageError{"bench hostpoll: need --loads in 1..1048576 and --device >= 0"}
 	}
 	if !*asJSON {
 		fmt.Fprintf(out, "# chorus bench hostpoll: cuda:%d, one GPU thread's chains of %d dependent loads (globaltimer), ns per load\n#%11s %9s %6s %10s %10s %10s\n", *dev, bench.HostPollChain, "memory", "host", "samples", "p50(ns)", "p99(ns)", "max(ns)")
@@ -526,4 +472,16 @@ func benchHostPoll(args []string, out io.Writer) error {
 			bench.HostPollTable(out, r)
 		}
 	})
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
