@@ -85,11 +85,11 @@ func (c *clusterFlags) open(errOut io.Writer) func(ctx context.Context) (*sessio
 }
 
 func cmdCluster(ctx context.Context, args []string, out, errOut io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		return usageError{"cluster: which command? check or bench (chorus cluster --help)"}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(out, clusterUsage)
-		if len(args) == 0 {
-			return usageError{"cluster: which command?"}
-		}
 		return nil
 	}
 	switch args[0] {
@@ -97,7 +97,11 @@ func cmdCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 		return clusterCheck(ctx, args[1:], out, errOut)
 	case "bench":
 		if len(args) < 2 {
-			return usageError{"cluster bench: which benchmark?"}
+			return usageError{"cluster bench: which benchmark? allreduce, allgather, reducescatter, broadcast, session or stream (chorus cluster bench --help)"}
+		}
+		if args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+			fmt.Fprint(out, clusterUsage)
+			return flag.ErrHelp
 		}
 		if args[1] == "session" {
 			return clusterBenchSession(ctx, args[2:], out, errOut)
@@ -108,9 +112,9 @@ func cmdCluster(ctx context.Context, args []string, out, errOut io.Writer) error
 		if bench.IsCollective(args[1]) {
 			return clusterBenchCollective(ctx, args[1], args[2:], out, errOut)
 		}
-		return usageError{fmt.Sprintf("cluster bench: unknown benchmark %q", args[1])}
+		return usageError{fmt.Sprintf("cluster bench: unknown benchmark %q: want allreduce, allgather, reducescatter, broadcast, session or stream", args[1])}
 	}
-	return usageError{fmt.Sprintf("cluster: unknown command %q", args[0])}
+	return usageError{fmt.Sprintf("cluster: unknown command %q: want check or bench (chorus cluster --help)", args[0])}
 }
 
 func clusterCheck(ctx context.Context, args []string, out, errOut io.Writer) error {
@@ -290,17 +294,24 @@ func clusterBenchCollective(ctx context.Context, name string, args []string, out
 	if err := pf.prepare(commandLine(append([]string{"cluster", "bench", name}, args...)...), errOut); err != nil {
 		return err
 	}
-	dt, err := tensor.ParseDType(*dtype)
+	cmd := "cluster bench " + name
+	dt, err := parseNumericDType(cmd, "dtype", *dtype)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
-	lo, err := bench.ParseSize(*minS)
+	lo, err := parseSizeFlag(cmd, "min", *minS)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
 	}
-	hi, err := bench.ParseSize(*maxS)
+	hi, err := parseSizeFlag(cmd, "max", *maxS)
 	if err != nil {
-		return usageError{err.Error()}
+		return err
+	}
+	if err := checkSweep(cmd, lo, hi, *step); err != nil {
+		return err
+	}
+	if *cf.nodes < 1 {
+		return badFlag(cmd, "nodes", *cf.nodes, "want 1 or more")
 	}
 	cfg := bench.CollectiveConfig{Bench: name, Backend: "cpu", Session: fmt.Sprintf("remote-%dnodes", *cf.nodes), DType: dt,
 		MinBytes: lo, MaxBytes: hi, Step: *step, Iters: *iters, IterCap: *iterCap, Open: cf.open(errOut), Progress: newProgress(errOut)}

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/chorus-rt/chorus/ccl"
@@ -24,7 +23,6 @@ import (
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
-	"github.com/chorus-rt/chorus/tensor"
 )
 
 // version is set by the linker (-X main.version=...) for releases.
@@ -39,8 +37,6 @@ Commands:
   info            version, CPU, and which GPU libraries were found
   demo            run a session of workers and print what each computed, then
                   a tensor-parallel MLP compiled and run on the VM (GPUs if present)
-  generate        load a Hugging Face model folder sharded over the workers and generate
-                  from a prompt, streaming the text (--model DIR --prompt TEXT)
   model           a random transformer decoder written as safetensors, loaded sharded
                   over the workers, prefill + greedy decode, time per token (--check)
   compile FILE    run a compiler pipeline on a text IR file and print the IR
@@ -61,8 +57,9 @@ Commands:
   node            a node agent of a multi-host session (--connect HOST:PORT)
   cluster         a multi-host controller: check, bench (docs/multi-host.md)
   cert            cluster credentials: CA, node certificates, tokens
-  trace summary|check FILE
-                  what a trace holds (per-op times, stragglers, faults), or whether it is valid
+  trace summary|check|svg FILE
+                  what a trace holds (per-op times, stragglers, faults), whether it is
+                  valid, or a timeline picture of it (SVG)
 
 Every command that runs a session takes --trace FILE (or set CHORUS_TRACE=FILE):
 a timeline of commands, collectives and faults for ui.perfetto.dev (docs/observability.md).
@@ -78,7 +75,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "chorus: which command? %s (chorus --help)\n", strings.Join(commands, ", "))
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -93,8 +90,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdInfo(args[1:], stdout)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout)
-	case "generate":
-		err = cmdGenerate(ctx, args[1:], stdout, stderr)
 	case "model":
 		err = cmdModel(ctx, args[1:], stdout, stderr)
 	case "bench":
@@ -125,50 +120,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return worker.Run()
 	default:
-		fmt.Fprintf(stderr, "chorus: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "chorus: unknown command %q: want one of %s (chorus --help)\n", args[0], strings.Join(commands, ", "))
 		return 2
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
+		fmt.Fprintln(stderr, "chorus:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintln(stderr, "chorus:", err)
 			return 2
 		}
-		fmt.Fprintln(stderr, "chorus:", err)
 		return 1
 	}
 	return 0
 }
 
-type usageError struct{ msg string }
-
-// parseFlags makes a bad flag a usage error (exit status 2).
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return usageError{err.Error()}
-	}
-	if err == nil && fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("%s: unexpected arguments %q", fs.Name(), fs.Args())}
-	}
-	return err
-}
-
-func (e usageError) Error() string { return e.msg }
-
-func newFlags(name, synopsis string, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: %s\n\n", synopsis)
-		fs.PrintDefaults()
-	}
-	addTraceFlag(fs)
-	return fs
-}
+// commands are the commands run knows, for its one-line complaints.
+var commands = []string{"info", "demo", "model", "compile", "bench", "plot", "funcs", "plan", "node", "cluster", "cert", "trace"}
 
 func cmdInfo(args []string, out io.Writer) error {
 	fs := newFlags("info", "chorus info", out)
@@ -216,6 +186,18 @@ func cmdDemo(ctx context.Context, args []string, out io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := checkSession("demo", *kind); err != nil {
+		return err
+	}
+	if err := checkTransport("demo", *tr); err != nil {
+		return err
+	}
+	if err := checkWorkers("demo", *n, *kind); err != nil {
+		return err
+	}
+	if _, err := gpusFor("demo", *device); err != nil {
+		return err
+	}
 	s, err := newSession(ctx, *kind, *tr, *n)
 	if err != nil {
 		return err
@@ -242,11 +224,11 @@ func newSession(ctx context.Context, kind, tr string, n int) (*session.Session, 
 }
 
 func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(out, "Usage: chorus bench <benchmark> [flags]\n\nBenchmarks:\n  session         no-op CallPacked + sync of every worker\n  membw           host memory bandwidth (STREAM-like copy, triad)\n  allreduce       collective bandwidth sweeps (nccl-tests style)\n  allgather\n  reducescatter\n  broadcast\n  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory\n  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)\n  mlp             the tensor-parallel MLP on the VM: time per step, peak memory\n  planops         cost per op of the GPU plan executor: 1-rank plans of K copy ops next to a device copy (GPU)\n")
-		if len(args) == 0 {
-			return usageError{"bench: which benchmark?"}
-		}
+	if len(args) == 0 {
+		return usageError{"bench: which benchmark? " + strings.Join(benchNames, ", ") + " (chorus bench --help)"}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(out, benchUsage)
 		return nil
 	}
 	switch {
@@ -265,8 +247,28 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case bench.IsCollective(args[0]):
 		return benchCollective(ctx, args[0], args[1:], out, errOut)
 	}
-	return usageError{fmt.Sprintf("bench: unknown benchmark %q", args[0])}
+	return usageError{fmt.Sprintf("bench: unknown benchmark %q: want one of %s (chorus bench --help)", args[0], strings.Join(benchNames, ", "))}
 }
+
+// benchNames are the benchmarks of chorus bench.
+var benchNames = []string{"session", "membw", "allreduce", "allgather", "reducescatter", "broadcast", "hostpoll", "peercopy", "mlp", "planops"}
+
+const benchUsage = `Usage: chorus bench <benchmark> [flags]
+
+Benchmarks:
+  session         no-op CallPacked + sync of every worker
+  membw           host memory bandwidth (STREAM-like copy, triad)
+  allreduce       collective bandwidth sweeps (nccl-tests style); with --plan FILE or
+  allgather       --algorithm NAME, an execution plan on the CPU executor next to the
+  reducescatter   cpu backend
+  broadcast
+  hostpoll        latency of a GPU thread's load from mapped host memory vs device memory
+  peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)
+  mlp             the tensor-parallel MLP on the VM: time per step, peak memory
+  planops         cost per op of the GPU plan executor: 1-rank plans of K copy ops next to a device copy (GPU)
+
+Run 'chorus bench <benchmark> --help' for its flags.
+`
 
 func benchSession(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlags("bench session", "chorus bench session [--workers 1,2,4,8] [--sessions threaded,process-shm,process-stream] [--iters N] [--idle D] [--json]", out)
@@ -279,13 +281,36 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	const cmd = "bench session"
 	if *idle < 0 {
-		return usageError{"bench session: --idle must not be negative"}
+		return badFlag(cmd, "idle", *idle, "want a duration >= 0")
 	}
-	ns, err := parseInts(*workers)
+	if *iters < 1 || *warmup < 0 {
+		return usageError{fmt.Sprintf("%s: --iters %d --warmup %d: want --iters >= 1 and --warmup >= 0", cmd, *iters, *warmup)}
+	}
+	ns, err := parseCounts(cmd, "workers", *workers)
 	if err != nil {
-		return usageError{"bench session: --workers: " + err.Error()}
+		return err
 	}
+	sessionKinds := []string{"threaded", "process-shm", "process-stream"}
+	for _, k := range strings.Split(*kinds, ",") {
+		if k = strings.TrimSpace(k); !slices.Contains(sessionKinds, k) {
+			return badFlag(cmd, "sessions", k, "want a comma-separated list of "+strings.Join(sessionKinds, ", "))
+		}
+		kind, _, _ := strings.Cut(k, "-")
+		for _, n := range ns {
+			if err := checkWorkers(cmd, n, kind); err != nil {
+				return err
+			}
+		}
+	}
+	var events int64
+	for range strings.Split(*kinds, ",") {
+		for _, n := range ns {
+			events += int64(n) * int64(*iters+*warmup)
+		}
+	}
+	traced := announceTrace(errOut, cmd, events)
 	var rows []bench.SessionResult
 	var steps []progress.Step
 	for _, k := range strings.Split(*kinds, ",") {
@@ -305,8 +330,6 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 			sess, tr = "process", "shm"
 		case "process-stream":
 			sess, tr = "process", "stream"
-		default:
-			return usageError{fmt.Sprintf("bench session: unknown session %q", k)}
 		}
 		for _, n := range ns {
 			prog.Step(len(rows))
@@ -328,6 +351,7 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	if !*asJSON {
 		bench.WriteSessionTable(out, rows)
 	}
+	traced()
 	return nil
 }
 
@@ -337,6 +361,9 @@ func benchMemBW(args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a line of text")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *threads < 0 || *threads > 4096 {
+		return badFlag("bench membw", "threads", *threads, "want 0 (one per CPU) to 4096")
 	}
 	m := bench.MemBW(*threads, 0)
 	if *asJSON {
@@ -364,37 +391,52 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 	rounds := fs.Int("rounds", 3, "interleaved rounds; each row reports the medians")
 	graph := fs.Bool("graph", false, "GPU workers: capture each size's timed calls in a CUDA graph and time its replays (like nccl-tests -G)")
 	membw := fs.Float64("membw", 0, "cpu backend: host memory bandwidth in GB/s for the bound column (0: measure it in this run, <0: no bound)")
+	// --plan and --algorithm send the command to benchPlan (cmdBench);
+	// they are here so that --help lists them.
+	fs.String("plan", "", "time an execution plan (JSON file) on the CPU executor next to the cpu backend ('chorus bench "+name+" --plan FILE --help' for its flags)")
+	fs.String("algorithm", "", "like --plan, with an algorithm of the library by name (chorus plan build --list), e.g. allreduce_oneshot")
+	inst := fs.Int("instances", 1, "with --algorithm: instances of the library algorithm")
 	pf := addPlotFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	cmd := "bench " + name
+	if *inst != 1 {
+		return usageError{cmd + ": --instances needs --algorithm NAME"}
+	}
 	if err := pf.prepare(commandLine(append([]string{"bench", name}, args...)...), errOut); err != nil {
 		return err
 	}
-	var deviceIDs []int
-	if *devices != "" {
-		for _, f := range strings.Split(*devices, ",") {
-			v, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || v < 0 {
-				return usageError{fmt.Sprintf("bench: --devices: bad id %q", f)}
-			}
-			deviceIDs = append(deviceIDs, v)
-		}
-	}
-	dt, err := tensor.ParseDType(*dtype)
-	if err != nil || dt == tensor.Bool {
-		return usageError{fmt.Sprintf("bench %s: --dtype %q: want a numeric dtype", name, *dtype)}
-	}
-	lo, err := bench.ParseSize(*minS)
+	deviceIDs, err := parseDevices(cmd, *devices)
 	if err != nil {
-		return usageError{"bench: --min: " + err.Error()}
+		return err
 	}
-	hi, err := bench.ParseSize(*maxS)
+	dt, err := parseNumericDType(cmd, "dtype", *dtype)
 	if err != nil {
-		return usageError{"bench: --max: " + err.Error()}
+		return err
 	}
-	if *workers < 1 || *step < 2 || hi < lo || *rounds < 1 {
-		return usageError{"bench: need --workers >= 1, --step >= 2, --rounds >= 1 and --min <= --max"}
+	lo, err := parseSizeFlag(cmd, "min", *minS)
+	if err != nil {
+		return err
+	}
+	hi, err := parseSizeFlag(cmd, "max", *maxS)
+	if err != nil {
+		return err
+	}
+	if err := checkSweep(cmd, lo, hi, *step); err != nil {
+		return err
+	}
+	if *rounds < 1 {
+		return badFlag(cmd, "rounds", *rounds, "want 1 or more")
+	}
+	if err := checkSession(cmd, *kind); err != nil {
+		return err
+	}
+	if err := checkTransport(cmd, *tr); err != nil {
+		return err
+	}
+	if err := checkWorkers(cmd, *workers, *kind); err != nil {
+		return err
 	}
 	var strategies []string
 	if *strategy != "" {
@@ -402,19 +444,19 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 			st = strings.TrimSpace(st)
 			if name == "peercopy" {
 				if !slices.Contains(bench.PeerCopyModes, st) {
-					return usageError{fmt.Sprintf("bench peercopy: --strategy %q: want %s", st, strings.Join(bench.PeerCopyModes, ","))}
+					return badFlag(cmd, "strategy", st, "want "+strings.Join(bench.PeerCopyModes, " or "))
 				}
 			} else if _, err := ipc.ParseStrategy(st); err != nil {
-				return usageError{"bench: --strategy: " + err.Error()}
+				return badFlag(cmd, "strategy", st, "want a comma-separated list of oneshot, twoshot, auto, nccl")
 			}
 			strategies = append(strategies, st)
 		}
 	}
-	if *kind != "process" && *kind != "threaded" {
-		return usageError{fmt.Sprintf("bench: unknown session kind %q", *kind)}
-	}
 	if _, err := ccl.Lookup(*backend); err != nil {
-		return usageError{"bench: " + err.Error()}
+		return badFlag(cmd, "backend", *backend, "want one of "+strings.Join(ccl.Backends(), ", "))
+	}
+	if err := checkMemory(cmd, *maxS, bench.MemCheck{Bench: name, Workers: *workers, DType: dt, Lo: lo, Hi: hi, Step: *step, DeviceIDs: deviceIDs}); err != nil {
+		return err
 	}
 	if name == "peercopy" && len(strategies) == 0 {
 		strategies = bench.PeerCopyModes
@@ -436,6 +478,7 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 	if !*asJSON {
 		bench.CollectiveHeader(out, cfg)
 	}
+	traced := announceTrace(errOut, cmd, bench.MinCalls(cfg)*int64(*workers))
 	cfg.Progress = newProgress(errOut)
 	err = bench.Collective(ctx, cfg, func(r bench.CollectiveResult) {
 		pf.add(r)
@@ -448,6 +491,7 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 	if err != nil {
 		return err
 	}
+	traced()
 	return pf.write(errOut)
 }
 
@@ -459,8 +503,11 @@ func benchHostPoll(args []string, out io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *loads < 1 || *loads > 1<<20 || *dev < 0 {
-		return usageError{"bench hostpoll: need --loads in 1..1048576 and --device >= 0"}
+	if *loads < 1 || *loads > 1<<20 {
+		return badFlag("bench hostpoll", "loads", *loads, "want 1 to 1048576")
+	}
+	if *dev < 0 {
+		return badFlag("bench hostpoll", "device", *dev, "want a GPU ordinal >= 0")
 	}
 	if !*asJSON {
 		fmt.Fprintf(out, "# chorus bench hostpoll: cuda:%d, one GPU thread's chains of %d dependent loads (globaltimer), ns per load\n#%11s %9s %6s %10s %10s %10s\n", *dev, bench.HostPollChain, "memory", "host", "samples", "p50(ns)", "p99(ns)", "max(ns)")
@@ -472,16 +519,4 @@ func benchHostPoll(args []string, out io.Writer) error {
 			bench.HostPollTable(out, r)
 		}
 	})
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("bad count %q", f)
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }

@@ -29,7 +29,7 @@ func TestUsageAndHelp(t *testing.T) {
 		code int
 		want string
 	}{
-		{nil, 2, "Commands:"},
+		{nil, 2, "which command? info, demo"},
 		{[]string{"--help"}, 0, "Commands:"},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
 		{[]string{"info", "--help"}, 0, "Usage: chorus info"},
@@ -39,11 +39,11 @@ func TestUsageAndHelp(t *testing.T) {
 		{[]string{"bench", "nope"}, 2, "unknown benchmark"},
 		{[]string{"bench", "session", "--help"}, 0, "-json"},
 		{[]string{"bench", "session", "--workers", "0"}, 2, "bad count"},
-		{[]string{"bench", "session", "--sessions", "carrier"}, 2, "unknown session"},
+		{[]string{"bench", "session", "--sessions", "carrier"}, 2, `--sessions "carrier": want a comma-separated list of threaded, process-shm, process-stream`},
 		{[]string{"bench", "allreduce", "--graph", "--session", "threaded", "--workers", "2", "--max", "1K"}, 1, "graph timing needs GPU workers"},
 		{[]string{"funcs", "--help"}, 0, "Usage: chorus funcs"},
-		{[]string{"demo", "--session", "quantum"}, 2, "unknown session kind"},
-		{[]string{"demo", "--no-such-flag"}, 2, "flag provided but not defined"},
+		{[]string{"demo", "--session", "quantum"}, 2, `demo: --session "quantum": want process or threaded`},
+		{[]string{"demo", "--no-such-flag"}, 2, "demo: unknown flag --no-such-flag (flags: --device, --session, --trace, --transport, --workers"},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCLI(t, c.args...)
@@ -186,7 +186,7 @@ func TestBenchCollectives(t *testing.T) {
 			}
 		}
 	}
-	if code, _, errOut := runCLI(t, "bench", "allreduce", "--backend", "carrier-pigeon"); code != 2 || !strings.Contains(errOut, "unknown backend") {
+	if code, _, errOut := runCLI(t, "bench", "allreduce", "--backend", "carrier-pigeon"); code != 2 || !strings.Contains(errOut, `--backend "carrier-pigeon": want one of cpu`) {
 		t.Errorf("unknown backend: code %d: %s", code, errOut)
 	}
 }

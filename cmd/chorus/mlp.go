@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,26 +28,16 @@ func cmdCompile(args []string, out io.Writer) error {
 	pipe := fs.String("pipeline", "default", "default (GPU workers: passes.Default on cuda:0), cpu (CPU workers), or passes: plan-devices={cuda:0},ipc-allreduce-rewrite=one_shot,plan-memory,lower-gpu-ipc-alloc-storage")
 	all := fs.Bool("print-after-all", false, "print the IR after every pass (each preceded by // after pass NAME)")
 	// FILE may come before or after the flags.
-	var files []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{err.Error()}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		args = fs.Args()[1:]
+	files, err := parseArgs(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(files) != 1 {
-		return usageError{fmt.Sprintf("compile: want one IR file, got %d (%s)", len(files), compileSynopsis)}
+		return usageError{fmt.Sprintf("compile: want one IR file, got %d %q (%s)", len(files), files, compileSynopsis)}
 	}
 	p, err := pipelineByName(*pipe)
 	if err != nil {
-		return usageError{"compile: --pipeline: " + err.Error()}
+		return badFlag("compile", "pipeline", *pipe, fmt.Sprintf("want a named pipeline (%s) or a comma-separated pass list such as plan-devices={cuda:0},plan-memory (%v)", strings.Join(pipelineNames, ", "), err))
 	}
 	src, err := os.ReadFile(files[0])
 	if err != nil {
@@ -85,6 +74,9 @@ func cmdCompile(args []string, out io.Writer) error {
 	}
 	return nil
 }
+
+// pipelineNames are the named pipelines of compile --pipeline.
+var pipelineNames = []string{"default", "gpu", "cpu"}
 
 // pipelineByName: "default" and "gpu" are vm.Pipeline for GPU workers
 // (passes.Default on cuda:0, strategy auto), "cpu" for CPU workers;
@@ -126,7 +118,7 @@ func gpusFor(cmd, device string) (int, error) {
 	case "cpu":
 		return 0, nil
 	}
-	return 0, usageError{fmt.Sprintf("%s: unknown --device %q (auto, cpu or cuda)", cmd, device)}
+	return 0, badFlag(cmd, "device", device, "want auto, cpu or cuda")
 }
 
 // demoConfig is the demo's MLP for n workers (FFN rounded up to split evenly).
@@ -190,16 +182,17 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	const cmd = "bench mlp"
 	if *graph && *dev != "cuda" {
-		return usageError{"bench mlp: --graph needs --device cuda"}
+		return usageError{cmd + ": --graph needs --device cuda"}
 	}
-	ns, err := parseInts(*workers)
+	ns, err := parseCounts(cmd, "workers", *workers)
 	if err != nil {
-		return usageError{"bench mlp: --workers: " + err.Error()}
+		return err
 	}
 	dt, err := tensor.ParseDType(*dtype)
-	if err != nil {
-		return usageError{"bench mlp: --dtype: " + err.Error()}
+	if err != nil || (dt != tensor.Float32 && dt != tensor.Float16 && dt != tensor.BFloat16) {
+		return badFlag(cmd, "dtype", *dtype, "want float32, float16 or bfloat16")
 	}
 	device := tensor.CPUDevice
 	switch *dev {
@@ -207,15 +200,29 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case "cuda":
 		device = tensor.CUDADevice(0)
 	default:
-		return usageError{fmt.Sprintf("bench mlp: unknown --device %q", *dev)}
+		return badFlag(cmd, "device", *dev, "want cpu or cuda")
 	}
-	if *iters < 1 || *warmup < 0 {
-		return usageError{"bench mlp: need --iters >= 1 and --warmup >= 0"}
+	if *iters < 1 {
+		return badFlag(cmd, "iters", *iters, "want 1 or more")
+	}
+	if *warmup < 0 {
+		return badFlag(cmd, "warmup", *warmup, "want 0 or more")
+	}
+	for _, k := range strings.Split(*kinds, ",") {
+		k = strings.TrimSpace(k)
+		if err := checkSession(cmd, k); err != nil {
+			return badFlag(cmd, "sessions", k, "want a comma-separated list of threaded, process")
+		}
+		for _, n := range ns {
+			if err := checkWorkers(cmd, n, k); err != nil {
+				return err
+			}
+		}
 	}
 	cfg := mlp.Config{Batch: *batch, Hidden: *hidden, FFN: *ffn, DType: dt, Seed: 1}
 	for _, n := range ns {
 		if err := cfg.Validate(n); err != nil {
-			return usageError{"bench mlp: " + err.Error()}
+			return usageError{fmt.Sprintf("%s: --batch %d --hidden %d --ffn %d on %d workers: %v", cmd, *batch, *hidden, *ffn, n, err)}
 		}
 	}
 	what := "one call"
@@ -227,9 +234,6 @@ func benchMLP(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fmt.Fprintf(out, "%-9s %7s %12s %12s %10s %10s %10s %6s\n", "session", "workers", "peak_before", "peak_after", "p50_us", "min_us", "max_us", "check")
 	for _, k := range strings.Split(*kinds, ",") {
 		k = strings.TrimSpace(k)
-		if k != "threaded" && k != "process" {
-			return usageError{fmt.Sprintf("bench mlp: unknown session %q", k)}
-		}
 		if k == "threaded" && device.Kind == tensor.CUDA {
 			fmt.Fprintf(errOut, "skipping threaded sessions on GPUs (the custom all-reduce needs one process per GPU)\n")
 			continue

@@ -99,7 +99,7 @@ func TestDemoMLP(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
 	}
-	if code, out, errOut := runCLI(t, "demo", "--session", "threaded", "--workers", "1", "--device", "tpu"); code != 2 || !strings.Contains(errOut, "unknown --device") {
+	if code, out, errOut := runCLI(t, "demo", "--session", "threaded", "--workers", "1", "--device", "tpu"); code != 2 || !strings.Contains(errOut, `--device "tpu": want auto, cpu or cuda`) {
 		t.Errorf("--device tpu: code %d\n%s%s", code, out, errOut)
 	}
 }
@@ -130,8 +130,8 @@ func TestBenchMLP(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "mlp", "--workers", "3", "--ffn", "16"}, "does not split over 3 workers"},
-		{[]string{"bench", "mlp", "--device", "tpu"}, "unknown --device"},
-		{[]string{"bench", "mlp", "--sessions", "carrier"}, "unknown session"},
+		{[]string{"bench", "mlp", "--device", "tpu"}, `--device "tpu": want cpu or cuda`},
+		{[]string{"bench", "mlp", "--sessions", "carrier"}, `--sessions "carrier": want a comma-separated list of threaded, process`},
 		{[]string{"bench", "mlp", "--dtype", "int7"}, "--dtype"},
 	} {
 		if code, out, errOut := runCLI(t, c.args...); code != 2 || !strings.Contains(out+errOut, c.want) {

@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/chorus-rt/chorus/cluster/node"
 	"github.com/chorus-rt/chorus/net/cert"
 	"github.com/chorus-rt/chorus/net/link"
+	"github.com/chorus-rt/chorus/runtime/session"
 )
 
 // launchEnv is what a node agent takes from its launcher's environment
@@ -98,10 +103,12 @@ func cmdNode(ctx context.Context, args []string, out, errOut io.Writer) error {
 	switch {
 	case *connect == "":
 		return usageError{"node: --connect HOST:PORT is required"}
-	case *workers < 1:
-		return usageError{"node: --workers N is required"}
+	case *workers < 1 || *workers > session.MaxProcessWorkers:
+		return badFlag("node", "workers", *workers, fmt.Sprintf("want 1 to %d worker processes on this host (required)", session.MaxProcessWorkers))
+	case *rank < -1:
+		return badFlag("node", "node-rank", *rank, "want -1 (the next free one) or a rank >= 0")
 	case *nodes > 0 && *rank >= *nodes:
-		return usageError{fmt.Sprintf("node: node rank %d but only %d nodes", *rank, *nodes)}
+		return badFlag("node", "node-rank", *rank, fmt.Sprintf("want -1 or a rank below --nodes %d", *nodes))
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -114,16 +121,23 @@ func cmdNode(ctx context.Context, args []string, out, errOut io.Writer) error {
 }
 
 func cmdCert(args []string, out io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		return usageError{"cert: which? ca, node or token (chorus cert --help)"}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(out, `Usage:
-  chorus cert ca    --dir DIR [--days 365]              DIR/ca.pem, DIR/ca-key.pem
+  chorus cert ca    --dir DIR [--days 365]              DIR/ca.pem, DIR/ca-key.pem (DIR made, mode 0700, if its parent exists)
   chorus cert node  --dir DIR --name NAME [--host H]... DIR/NAME.pem, DIR/NAME-key.pem (signed by DIR/ca)
   chorus cert token -o FILE                             a random 32-byte token (hex)
+
+Existing files are never overwritten.
 `)
-		if len(args) == 0 {
-			return usageError{"cert: which?"}
-		}
 		return nil
+	}
+	switch args[0] {
+	case "ca", "node", "token":
+	default:
+		return usageError{fmt.Sprintf("cert: unknown %q: want ca, node or token (chorus cert --help)", args[0])}
 	}
 	fs := newFlags("cert "+args[0], "chorus cert "+args[0]+" [flags]", out)
 	dir := fs.String("dir", ".", "directory of the cluster's credentials")
@@ -135,10 +149,23 @@ func cmdCert(args []string, out io.Writer) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
+	cmd := "cert " + args[0]
+	if *days < 1 {
+		return badFlag(cmd, "days", *days, "want 1 or more")
+	}
+	if *name == "" || strings.ContainsAny(*name, `/\`) || *name == "ca" {
+		return badFlag(cmd, "name", *name, "want a plain file name other than ca (no folders)")
+	}
 	valid := time.Duration(*days) * 24 * time.Hour
 	now := time.Now().Add(-5 * time.Minute) // tolerate small clock skew
 	switch args[0] {
 	case "ca":
+		if err := credDir(cmd, *dir); err != nil {
+			return err
+		}
+		if err := refuseExisting(cmd, filepath.Join(*dir, "ca.pem"), filepath.Join(*dir, "ca-key.pem")); err != nil {
+			return err
+		}
 		ca, err := cert.NewCA("chorus cluster CA", now, valid)
 		if err != nil {
 			return err
@@ -151,6 +178,9 @@ func cmdCert(args []string, out io.Writer) error {
 	case "node":
 		ca, err := cert.Load(*dir+"/ca.pem", *dir+"/ca-key.pem")
 		if err != nil {
+			return err
+		}
+		if err := refuseExisting(cmd, filepath.Join(*dir, *name+".pem"), filepath.Join(*dir, *name+"-key.pem")); err != nil {
 			return err
 		}
 		n, err := ca.Issue(*name, hosts, now, valid)
@@ -166,12 +196,46 @@ func cmdCert(args []string, out io.Writer) error {
 		if *outFile == "" {
 			return usageError{"cert token: -o FILE is required"}
 		}
+		if err := refuseExisting(cmd, *outFile); err != nil {
+			return err
+		}
 		if err := cert.NewToken(*outFile); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "wrote %s\n", *outFile)
-	default:
-		return usageError{fmt.Sprintf("cert: unknown %q", args[0])}
+	}
+	return nil
+}
+
+// credDir makes the credentials folder dir (mode 0700) when its parent
+// exists; a missing parent is an error naming it.
+func credDir(cmd, dir string) error {
+	st, err := os.Stat(dir)
+	if err == nil {
+		if !st.IsDir() {
+			return badFlag(cmd, "dir", dir, "not a folder")
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: --dir %s: %w", cmd, dir, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return badFlag(cmd, "dir", dir, fmt.Sprintf("its parent folder %s does not exist (only the last folder is made)", filepath.Dir(filepath.Clean(dir))))
+		}
+		return fmt.Errorf("%s: --dir %s: %w", cmd, dir, err)
+	}
+	return nil
+}
+
+// refuseExisting fails when any of files exists, naming it: credentials
+// are never overwritten (and none is written when one would be).
+func refuseExisting(cmd string, files ...string) error {
+	for _, f := range files {
+		if _, err := os.Lstat(f); err == nil {
+			return fmt.Errorf("%s: %s exists; chorus never overwrites credentials (move it away, or give another --dir or -o)", cmd, f)
+		}
 	}
 	return nil
 }

@@ -38,11 +38,11 @@ Commands:
 `
 
 func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		return usageError{"plan: which command? show, run, build or verify (chorus plan --help)"}
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(out, planUsage)
-		if len(args) == 0 {
-			return usageError{"plan: which command?"}
-		}
 		return nil
 	}
 	switch args[0] {
@@ -55,7 +55,7 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case "verify":
 		return planVerify(args[1:], out)
 	}
-	return usageError{fmt.Sprintf("plan: unknown command %q", args[0])}
+	return usageError{fmt.Sprintf("plan: unknown command %q: want show, run, build or verify (chorus plan --help)", args[0])}
 }
 
 // splitFile takes the one positional argument (a file or name) from args,
@@ -279,42 +279,64 @@ func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
 	dev := fs.String("device", "cpu", "where the plan runs: cpu (CPU executor) or cuda (GPU executor)")
 	devs := fs.String("devices", "0", "with --device cuda: GPU ordinals, comma-separated (worker i on the (i mod len)-th; several workers may share one)")
 	graph := fs.Bool("graph", false, "with --device cuda: time replays of a CUDA graph of one call")
-	force := fs.Bool("force", false, "with --device cuda: run a plan the verifier rejects")
+	force := fs.Bool("force", false, "run a plan the verifier rejects (CPU and GPU executors)")
 	pf := addPlotFlags(fs)
 	return func() (sweep, error) {
 		sw := sweep{kind: *kind, tr: *tr, workers: *workers, step: *step, iters: *iters, warmup: *warmup, json: *asJSON,
 			device: *dev, graph: *graph, force: *force, plot: pf}
+		cmd := fs.Name()
 		var err error
 		if sw.device != "cpu" && sw.device != "cuda" {
-			return sw, usageError{fmt.Sprintf("--device %q: want cpu or cuda", sw.device)}
+			return sw, badFlag(cmd, "device", sw.device, "want cpu or cuda")
 		}
-		for _, f := range strings.Split(*devs, ",") {
-			var id int
-			if _, err := fmt.Sscan(strings.TrimSpace(f), &id); err != nil || id < 0 {
-				return sw, usageError{fmt.Sprintf("--devices %q: want GPU ordinals like 0,1", *devs)}
-			}
-			sw.devices = append(sw.devices, id)
+		if sw.devices, err = parseDevices(cmd, *devs); err != nil {
+			return sw, err
+		}
+		if len(sw.devices) == 0 {
+			return sw, badFlag(cmd, "devices", *devs, "want GPU ordinals like 0,1")
+		}
+		if err := checkSession(cmd, sw.kind); err != nil {
+			return sw, err
+		}
+		if err := checkTransport(cmd, sw.tr); err != nil {
+			return sw, err
 		}
 		if sw.device == "cuda" && sw.kind != "process" {
-			return sw, usageError{"--device cuda needs --session process (one process per rank; ranks may share a GPU)"}
+			return sw, usageError{cmd + ": --device cuda needs --session process (one process per rank; ranks may share a GPU)"}
 		}
-		if sw.dt, err = tensor.ParseDType(*dtype); err != nil || sw.dt == tensor.Bool {
-			return sw, usageError{fmt.Sprintf("--dtype %q: want a numeric dtype", *dtype)}
+		if err := checkWorkers(cmd, sw.workers, sw.kind); err != nil {
+			return sw, err
 		}
-		if sw.lo, err = bench.ParseSize(*minS); err != nil {
-			return sw, usageError{"--min: " + err.Error()}
+		if sw.dt, err = parseNumericDType(cmd, "dtype", *dtype); err != nil {
+			return sw, err
 		}
-		if sw.hi, err = bench.ParseSize(*maxS); err != nil {
-			return sw, usageError{"--max: " + err.Error()}
+		if sw.lo, err = parseSizeFlag(cmd, "min", *minS); err != nil {
+			return sw, err
 		}
-		if sw.workers < 1 || sw.step < 2 || sw.hi < sw.lo {
-			return sw, usageError{"need --workers >= 1, --step >= 2 and --min <= --max"}
+		if sw.hi, err = parseSizeFlag(cmd, "max", *maxS); err != nil {
+			return sw, err
 		}
-		if sw.kind != "process" && sw.kind != "threaded" {
-			return sw, usageError{fmt.Sprintf("unknown session kind %q", sw.kind)}
+		if err := checkSweep(cmd, sw.lo, sw.hi, sw.step); err != nil {
+			return sw, err
 		}
 		return sw, nil
 	}
+}
+
+// check refuses, before any session starts, a plan the verifier
+// rejects (unless --force; the CPU and the GPU executor alike) and a
+// largest size that does not fit the memory there is.
+func (sw sweep) check(cmd string, p *plan.Plan) error {
+	if !sw.force {
+		if _, err := verify.Verify(p); err != nil {
+			return fmt.Errorf("%s: plan %q: the verifier rejects it: %w (--force runs it anyway)", cmd, p.Name, err)
+		}
+	}
+	mc := bench.MemCheck{Bench: string(p.Collective), Workers: sw.workers, DType: sw.dt, Lo: sw.lo, Hi: sw.hi, Step: sw.step}
+	if sw.device == "cuda" {
+		mc.DeviceIDs = sw.devices
+	}
+	return checkMemory(cmd, bench.FormatSize(sw.hi), mc)
 }
 
 func (sw sweep) session(ctx context.Context) (*session.Session, error) {
@@ -365,6 +387,9 @@ func planRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if p.NumRanks() != sw.workers {
 		return usageError{fmt.Sprintf("plan run: plan %q has %d ranks; run it with --workers %d", p.Name, p.NumRanks(), p.NumRanks())}
 	}
+	if err := sw.check(fs.Name(), p); err != nil {
+		return err
+	}
 	if err := sw.plot.prepare(commandLine(append([]string{"plan", "run"}, args...)...), errOut); err != nil {
 		return err
 	}
@@ -407,6 +432,15 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 		}
 	}
 	es := int64(sw.dt.Size())
+	var events int64
+	for b := sw.lo; b <= sw.hi; b *= sw.step {
+		it, w := sw.itersWarm(b)
+		events += int64(sw.workers) * int64(it+w)
+	}
+	if compare {
+		events *= 2
+	}
+	traced := announceTrace(errOut, "plan "+p.Name, events)
 	var failed int64
 	prog := sw.progress(p.Name, errOut)
 	defer prog.End()
@@ -464,6 +498,7 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 	if err := s.Shutdown(); err != nil {
 		return err
 	}
+	traced()
 	if failed > 0 {
 		return fmt.Errorf("plan %q: %d wrong elements", p.Name, failed)
 	}
@@ -539,6 +574,9 @@ func benchPlan(ctx context.Context, name string, args []string, out, errOut io.W
 	want := strings.ReplaceAll(name, "_", "")
 	if string(p.Collective) != want {
 		return usageError{fmt.Sprintf("bench %s: plan %q is a %s", name, p.Name, p.Collective)}
+	}
+	if err := sw.check(fs.Name(), p); err != nil {
+		return err
 	}
 	if err := sw.plot.prepare(commandLine(append([]string{"bench", name}, args...)...), errOut); err != nil {
 		return err

@@ -10,9 +10,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/handplan"
 	planrun "github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/tensor"
 )
 
 // planOpsRow is one row of chorus bench planops.
@@ -53,29 +51,31 @@ func benchPlanOps(ctx context.Context, args []string, out, errOut io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	ks, err := parseInts(*opsS)
+	const cmd = "bench planops"
+	ks, err := parseCounts(cmd, "ops", *opsS)
 	if err != nil {
-		return usageError{"bench planops: --ops: " + err.Error()}
+		return err
 	}
-	dt, err := tensor.ParseDType(*dtype)
-	if err != nil || dt == tensor.Bool {
-		return usageError{fmt.Sprintf("--dtype %q: want a numeric dtype", *dtype)}
-	}
-	lo, err := bench.ParseSize(*minS)
+	dt, err := parseNumericDType(cmd, "dtype", *dtype)
 	if err != nil {
-		return usageError{"--min: " + err.Error()}
+		return err
 	}
-	hi, err := bench.ParseSize(*maxS)
+	lo, err := parseSizeFlag(cmd, "min", *minS)
 	if err != nil {
-		return usageError{"--max: " + err.Error()}
+		return err
 	}
-	if *step < 2 || hi < lo || *tbs < 1 || *devID < 0 {
-		return usageError{"need --step >= 2, --min <= --max, --tbs >= 1 and --device-id >= 0"}
+	hi, err := parseSizeFlag(cmd, "max", *maxS)
+	if err != nil {
+		return err
 	}
-	for _, k := range ks {
-		if k < 1 {
-			return usageError{fmt.Sprintf("--ops: %d: want counts >= 1", k)}
-		}
+	if err := checkSweep(cmd, lo, hi, *step); err != nil {
+		return err
+	}
+	if *tbs < 1 {
+		return badFlag(cmd, "tbs", *tbs, "want 1 or more")
+	}
+	if *devID < 0 {
+		return badFlag(cmd, "device-id", *devID, "want a GPU ordinal >= 0")
 	}
 	po := processOptions("shm")
 	po.NumWorkers, po.DeviceIDs = 1, []int{*devID}

@@ -160,10 +160,7 @@ func cmdPlot(args []string, out, errOut io.Writer) error {
 	var anchors fileList
 	fs.Var(&anchors, "anchor", "JSON lines drawn dashed, as anchors (repeatable)")
 	if err := fs.Parse(interleaved(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+		return flagErr(fs, err)
 	}
 	files := fs.Args()
 	if len(files) == 0 && len(anchors) == 0 {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl/hier"
-	"github.com/chorus-rt/chorus/cmd/chorus/internal/bench"
 	"github.com/chorus-rt/chorus/net/link"
 )
 
@@ -57,9 +56,16 @@ func clusterBenchStream(ctx context.Context, args []string, out, errOut io.Write
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	size, err := bench.ParseSize(*sizeS)
-	if err != nil || size <= 0 {
-		return usageError{fmt.Sprintf("cluster bench stream: --bytes %q", *sizeS)}
+	const cmd = "cluster bench stream"
+	size, err := parseSizeFlag(cmd, "bytes", *sizeS)
+	if err != nil {
+		return err
+	}
+	if *reps < 1 {
+		return badFlag(cmd, "reps", *reps, "want 1 or more")
+	}
+	if *conns < 1 {
+		return badFlag(cmd, "conns", *conns, "want 1 or more")
 	}
 	if *serve == (*connect != "") {
 		return usageError{"cluster bench stream: give one of --serve and --connect"}

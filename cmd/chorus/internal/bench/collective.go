@@ -713,21 +713,63 @@ func CollectiveRow(w io.Writer, r CollectiveResult) {
 	fmt.Fprintf(w, " %12d %12d %9s %10.2f %10.2f %10.2f %10.2f %11.3f %11.3f %8d %6s  %s\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.P50Us, r.P99Us, r.MaxUs, r.AlgBW, r.BusBW, r.Wrong, bound, alg)
 }
 
-// ParseSize reads 1K, 64M, 1G (powers of two) or plain bytes.
+// SizeSyntax says what ParseSize takes, for error messages.
+const SizeSyntax = "want a byte count with an optional suffix K, M or G (powers of 2: 64M is 67108864 bytes)"
+
+// ParseSize reads 1K, 64M, 1G (powers of two) or plain bytes (a B at the
+// end is allowed: 1KB, 512B).
 func ParseSize(s string) (int64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
-	mult := int64(1)
+	in := s
+	s = strings.TrimSuffix(strings.TrimSpace(strings.ToUpper(s)), "B")
+	shift := 0
 	switch {
 	case strings.HasSuffix(s, "K"):
-		mult, s = 1<<10, s[:len(s)-1]
+		shift, s = 10, s[:len(s)-1]
 	case strings.HasSuffix(s, "M"):
-		mult, s = 1<<20, s[:len(s)-1]
+		shift, s = 20, s[:len(s)-1]
 	case strings.HasSuffix(s, "G"):
-		mult, s = 1<<30, s[:len(s)-1]
+		shift, s = 30, s[:len(s)-1]
 	}
-	v, err := strconv.ParseInt(strings.TrimSuffix(s, "B"), 10, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("bad size %q", s)
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 || v > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("bad size %q: %s", in, SizeSyntax)
 	}
-	return v * mult, nil
+	return v << shift, nil
+}
+
+// MinCalls is a lower bound on the collective calls each worker makes in
+// a sweep of cfg: every round and size, its timed calls (or the calls of
+// its timed graph replays) and one batch of warm-up calls. Warm-up goes
+// on for WarmupTime per size and round, so small sizes make many more.
+func MinCalls(cfg CollectiveConfig) int64 {
+	rounds := int64(max(cfg.Rounds, 1))
+	if cfg.Rounds <= 0 {
+		rounds = 3
+	}
+	strategies := int64(max(len(cfg.Strategies), 1))
+	step := max(cfg.Step, 2)
+	var calls int64
+	for b := cfg.MinBytes; b > 0 && b <= cfg.MaxBytes; b *= step {
+		iters := cfg.Iters
+		if iters <= 0 {
+			iters = itersFor(b)
+			if cfg.IterCap > 0 {
+				iters = min(iters, cfg.IterCap)
+			}
+		}
+		warm := cfg.Warmup
+		if warm <= 0 {
+			warm = max(2, min(iters, MaxSamples)/10)
+		}
+		samples := int64(min(max(iters, MinSamples), MaxSamples))
+		if cfg.Graph {
+			per := int64(min(iters, MaxGraphCalls))
+			samples = min(max((int64(iters)+per-1)/per, MinSamples), MaxSamples) * per
+		}
+		calls += samples + int64(warm)
+		if b > cfg.MaxBytes/step {
+			break
+		}
+	}
+	return calls * rounds * strategies
 }
