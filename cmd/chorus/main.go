@@ -37,6 +37,8 @@ Commands:
   info            version, CPU, and which GPU libraries were found
   demo            run a session of workers and print what each computed, then
                   a tensor-parallel MLP compiled and run on the VM (GPUs if present)
+  generate        load a Hugging Face model folder sharded over the workers and generate
+                  from a prompt, streaming the text (--model DIR --prompt TEXT)
   model           a random transformer decoder written as safetensors, loaded sharded
                   over the workers, prefill + greedy decode, time per token (--check)
   compile FILE    run a compiler pipeline on a text IR file and print the IR
@@ -90,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdInfo(args[1:], stdout)
 	case "demo":
 		err = cmdDemo(ctx, args[1:], stdout)
+	case "generate":
+		err = cmdGenerate(ctx, args[1:], stdout, stderr)
 	case "model":
 		err = cmdModel(ctx, args[1:], stdout, stderr)
 	case "bench":
@@ -138,7 +142,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the commands run knows, for its one-line complaints.
-var commands = []string{"info", "demo", "model", "compile", "bench", "plot", "funcs", "plan", "node", "cluster", "cert", "trace"}
+var commands = []string{"info", "demo", "generate", "model", "compile", "bench", "plot", "funcs", "plan", "node", "cluster", "cert", "trace"}
 
 func cmdInfo(args []string, out io.Writer) error {
 	fs := newFlags("info", "chorus info", out)
