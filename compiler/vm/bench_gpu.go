@@ -52,7 +52,7 @@ const (
 	BenchLaunchFunc = "chorus.vm.bench_launch"
 	// RunStatsFunc (module) -> [calls, host seconds, ops, fused] of
 	// Module.Run and Capture since the last RunStatsFunc on this worker
-	// (fused: the gated projections fused at load): the host
+	// (fused: the instructions fuse.go made at load): the host
 	// time the VM spent issuing (interpreting and launching), which an
 	// eager step adds to the device time when nothing overlaps it.
 	RunStatsFunc = "chorus.vm.run_stats"
@@ -465,7 +465,7 @@ type RunStats struct {
 	Calls int64         // Run and Capture calls
 	Host  time.Duration // from each call's start to its return: interpreting and issuing
 	Ops   int64         // instructions executed
-	Fused int           // gated projections fused at load (fuse.go)
+	Fused int           // fused instructions made at load (fuse.go)
 }
 
 // RunStats fetches and resets every worker's RunStats of p's module (it

@@ -246,6 +246,20 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		}
 		return m.gated(env, t)
 
+	case opNT3:
+		t, err := ts()
+		if err != nil {
+			return err
+		}
+		return m.nt3(env, t)
+
+	case opAddNorm:
+		t, err := ts()
+		if err != nil {
+			return err
+		}
+		return m.addNorm(env, in, t)
+
 	case opNop:
 		return nil
 

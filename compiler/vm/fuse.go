@@ -16,7 +16,155 @@ const (
 	// matmul_nt(x, wg, g); matmul_nt(x, wu, u); silu(g, a); mul(a, u, out).
 	opGated ir.Op = 250
 	opNop   ir.Op = 251
+	// opNT3: refs [x, w0, w1, w2, o0, o1, o2] stand for three
+	// matmul_nt(x, wi, oi) (the q, k and v projections).
+	opNT3 ir.Op = 252
+	// opAddNorm: refs [x, y, sum, w, out] and f (eps) stand for
+	// add(x, y, sum); rms_norm(sum, w, eps, out).
+	opAddNorm ir.Op = 253
 )
+
+// fuse applies every fusion to a function's code (at load; results are
+// the slots the function returns) and returns how many instructions it
+// made.
+func fuse(code []instr, results []int) int {
+	return fuseGated(code, results) + fuseNT3(code) + fuseAddNorm(code)
+}
+
+// quiet reports ops that do no work of their own (allocations, views):
+// fusions look past them.
+func quiet(op ir.Op) bool {
+	switch op {
+	case ir.OpAllocTensor, ir.OpAllocStorage, ir.OpAllocTensorView, ir.OpReshape, ir.OpAlias, opNop:
+		return true
+	}
+	return false
+}
+
+// nextWork returns the indices of the next n instructions after i that
+// do work (fewer at the end of the code).
+func nextWork(code []instr, i, n int) []int {
+	var next []int
+	for j := i + 1; j < len(code) && len(next) < n; j++ {
+		if !quiet(code[j].op) {
+			next = append(next, j)
+		}
+	}
+	return next
+}
+
+// fuseNT3 finds three matmul_nt of one x, one after the other with only
+// allocations and views between (the q, k and v projections), and
+// replaces them with one opNT3 at the third and no-ops: one launch over
+// the three weights (gemv_nt3) where planGemv takes them, else the
+// three products.
+func fuseNT3(code []instr) int {
+	n := 0
+	for i := range code {
+		a := &code[i]
+		if a.op != ir.OpMatmulNT {
+			continue
+		}
+		next := nextWork(code, i, 2)
+		if len(next) < 2 {
+			continue
+		}
+		b, c := &code[next[0]], &code[next[1]]
+		if b.op != ir.OpMatmulNT || c.op != ir.OpMatmulNT || b.refs[0] != a.refs[0] || c.refs[0] != a.refs[0] {
+			continue
+		}
+		x := a.refs[0]
+		outs := map[int]bool{a.refs[2]: true, b.refs[2]: true, c.refs[2]: true}
+		if len(outs) != 3 || outs[x] {
+			continue
+		}
+		fused := instr{index: c.index, op: opNT3, def: -1, refs: []int{x, a.refs[1], b.refs[1], c.refs[1], a.refs[2], b.refs[2], c.refs[2]},
+			text: fmt.Sprintf("three products of one input (bindings %d, %d, %d fused)", a.index, b.index, c.index)}
+		*a, *b = nopOf(*a), nopOf(*b)
+		*c = fused
+		n++
+	}
+	return n
+}
+
+// fuseAddNorm finds add(%x, %y, %sum) followed, with only allocations
+// and views between, by rms_norm(%sum, %w, eps, %out) (a residual add and
+// the next layer's norm), and replaces the pair with one opAddNorm at
+// the norm: one kernel writes sum and out (add_rms_norm), or the two ops
+// run as before.
+func fuseAddNorm(code []instr) int {
+	n := 0
+	for i := range code {
+		a := &code[i]
+		if a.op != ir.OpAdd || len(a.refs) != 3 {
+			continue
+		}
+		next := nextWork(code, i, 1)
+		if len(next) < 1 {
+			continue
+		}
+		r := &code[next[0]]
+		if r.op != ir.OpRMSNorm || len(r.refs) != 3 || r.refs[0] != a.refs[2] {
+			continue
+		}
+		x, y, sum, w, out := a.refs[0], a.refs[1], a.refs[2], r.refs[1], r.refs[2]
+		if out == x || out == y || out == sum {
+			continue
+		}
+		fused := instr{index: r.index, op: opAddNorm, def: -1, refs: []int{x, y, sum, w, out}, f: r.f,
+			text: fmt.Sprintf("residual add and norm (bindings %d, %d fused)", a.index, r.index)}
+		*a = nopOf(*a)
+		*r = fused
+		n++
+	}
+	return n
+}
+
+// nt3 runs an opNT3 instruction.
+func (m *Module) nt3(env registry.Env, t []*tensor.Tensor) error {
+	if onGPU(t) {
+		g, err := m.gpuKernels(env)
+		if err != nil {
+			return err
+		}
+		if ok, err := g.tryNT3(t); ok || err != nil {
+			return err
+		}
+	}
+	for i := range 3 {
+		if err := m.kernel(env, ir.OpMatmulNT, []*tensor.Tensor{t[0], t[1+i], t[4+i]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addNorm runs an opAddNorm instruction.
+func (m *Module) addNorm(env registry.Env, in *instr, t []*tensor.Tensor) error {
+	if onGPU(t) {
+		g, err := m.gpuKernels(env)
+		if err != nil {
+			return err
+		}
+		if ok, err := g.tryAddNorm(t, in.f); ok || err != nil {
+			return err
+		}
+	}
+	if err := m.kernel(env, ir.OpAdd, []*tensor.Tensor{t[0], t[1], t[2]}); err != nil {
+		return err
+	}
+	return m.modelKernel(env, &instr{op: ir.OpRMSNorm, f: in.f}, []*tensor.Tensor{t[2], t[3], t[4]})
+}
+
+// onGPU reports whether every operand is in device memory.
+func onGPU(t []*tensor.Tensor) bool {
+	for _, x := range t {
+		if x.IsHost() {
+			return false
+		}
+	}
+	return true
+}
 
 // fuseGated finds, in a function's code, the gated MLP of a Llama-style
 // decoder in the Hugging Face layout,
@@ -24,26 +172,22 @@ const (
 //	matmul_nt(%x, %wg, %g)   matmul_nt(%x, %wu, %u)   silu(%g, %a)   mul(%a, %u, %out)
 //
 // in this order with only allocations and views between them, where g, u
-// and a are read by nothing else and nothing writes x, wg or wu in
-// between, and replaces the four with one opGated at the mul (where every
+// and a are read by nothing else and are not results (results lists the
+// function's result slots), and replaces the four with one opGated at the mul (where every
 // operand has been allocated) and no-ops. On a GPU opGated is one pass
 // over both weights with the activation and the product in its epilogue
 // (kernels_gemv.cu gemv_gated) when planGemv takes the shape; otherwise,
 // and on CPUs, it runs the four ops in order. It returns how many it
 // fused.
-func fuseGated(code []instr) int {
-	uses := map[int]int{} // slot -> instructions reading it
+func fuseGated(code []instr, results []int) int {
+	uses := map[int]int{} // slot -> instructions reading it (and results)
 	for _, in := range code {
 		for _, s := range readsOf(in) {
 			uses[s]++
 		}
 	}
-	quiet := func(op ir.Op) bool {
-		switch op {
-		case ir.OpAllocTensor, ir.OpAllocStorage, ir.OpAllocTensorView, ir.OpReshape, ir.OpAlias, opNop:
-			return true
-		}
-		return false
+	for _, s := range results {
+		uses[s]++
 	}
 	n := 0
 	for i := range code {
@@ -52,13 +196,7 @@ func fuseGated(code []instr) int {
 			continue
 		}
 		x, wg, g := gm.refs[0], gm.refs[1], gm.refs[2]
-		// the next three compute instructions, allocations skipped
-		var next []int
-		for j := i + 1; j < len(code) && len(next) < 3; j++ {
-			if !quiet(code[j].op) {
-				next = append(next, j)
-			}
-		}
+		next := nextWork(code, i, 3)
 		if len(next) < 3 {
 			continue
 		}
@@ -114,13 +252,7 @@ func readsOf(in instr) []int {
 
 // gated runs an opGated instruction (t: x, wg, wu, g, u, a, out).
 func (m *Module) gated(env registry.Env, t []*tensor.Tensor) error {
-	host := 0
-	for _, x := range t {
-		if x.IsHost() {
-			host++
-		}
-	}
-	if host == 0 {
+	if onGPU(t) {
 		g, err := m.gpuKernels(env)
 		if err != nil {
 			return err

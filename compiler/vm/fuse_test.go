@@ -32,29 +32,31 @@ func gatedCode(edit func([]instr) []instr) []instr {
 
 func TestFuseGated(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		edit func([]instr) []instr
-		want int
+		name    string
+		edit    func([]instr) []instr
+		results []int
+		want    int
 	}{
-		{"decoder", nil, 1},
-		{"mul_operands_swapped", func(c []instr) []instr { c[7].refs = []int{4, 5, 6}; return c }, 1},
+		{"decoder", nil, []int{8}, 1},
+		{"activation_returned", nil, []int{5, 8}, 0},
+		{"mul_operands_swapped", func(c []instr) []instr { c[7].refs = []int{4, 5, 6}; return c }, nil, 1},
 		{"gate_read_again", func(c []instr) []instr {
 			return append(c, instr{op: ir.OpAdd, def: -1, refs: []int{3, 3, 9}})
-		}, 0},
+		}, nil, 0},
 		{"act_read_again", func(c []instr) []instr {
 			return append(c, instr{op: ir.OpArgmax, def: -1, refs: []int{5, 9}})
-		}, 0},
-		{"other_input", func(c []instr) []instr { c[3].refs = []int{9, 2, 4}; return c }, 0},
-		{"gelu_not_silu", func(c []instr) []instr { c[5].op = ir.OpGelu; return c }, 0},
+		}, nil, 0},
+		{"other_input", func(c []instr) []instr { c[3].refs = []int{9, 2, 4}; return c }, nil, 0},
+		{"gelu_not_silu", func(c []instr) []instr { c[5].op = ir.OpGelu; return c }, nil, 0},
 		{"work_in_between", func(c []instr) []instr {
 			return append(c[:4], append([]instr{{op: ir.OpAdd, def: -1, refs: []int{0, 0, 0}}}, c[4:]...)...)
-		}, 0},
-		{"chorus_layout", func(c []instr) []instr { c[1].op, c[3].op = ir.OpMatmul, ir.OpMatmul; return c }, 0},
+		}, nil, 0},
+		{"chorus_layout", func(c []instr) []instr { c[1].op, c[3].op = ir.OpMatmul, ir.OpMatmul; return c }, nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code := gatedCode(c.edit)
 			before := append([]instr(nil), code...)
-			n := fuseGated(code)
+			n := fuseGated(code, c.results)
 			if n != c.want {
 				t.Fatalf("fused %d, want %d", n, c.want)
 			}
@@ -79,5 +81,52 @@ func TestFuseGated(t *testing.T) {
 				t.Errorf("the down projection became %v", code[8].op)
 			}
 		})
+	}
+}
+
+func TestFuseNT3AndAddNorm(t *testing.T) {
+	// q, k, v projections of x (slot 0) by w 1, 2, 3 into 4, 5, 6, then
+	// a residual add of 7 and 8 into 9 and its norm by 10 into 11.
+	code := []instr{
+		{op: ir.OpAllocTensor, def: 4},
+		{op: ir.OpMatmulNT, def: -1, refs: []int{0, 1, 4}},
+		{op: ir.OpAllocTensor, def: 5},
+		{op: ir.OpMatmulNT, def: -1, refs: []int{0, 2, 5}},
+		{op: ir.OpAllocTensor, def: 6},
+		{op: ir.OpMatmulNT, def: -1, refs: []int{0, 3, 6}},
+		{op: ir.OpAdd, def: -1, refs: []int{7, 8, 9}},
+		{op: ir.OpAllocTensor, def: 11},
+		{op: ir.OpRMSNorm, def: -1, refs: []int{9, 10, 11}, f: 1e-5},
+	}
+	for i := range code {
+		code[i].index = i
+	}
+	if n := fuse(code, nil); n != 2 {
+		t.Fatalf("fused %d, want 2", n)
+	}
+	if code[1].op != opNop || code[3].op != opNop || code[6].op != opNop {
+		t.Errorf("the replaced instructions are %v, %v, %v", code[1].op, code[3].op, code[6].op)
+	}
+	if c := code[5]; c.op != opNT3 || len(c.refs) != 7 || c.refs[0] != 0 || c.refs[3] != 3 || c.refs[4] != 4 || c.refs[6] != 6 {
+		t.Errorf("fused products %+v", c)
+	}
+	if c := code[8]; c.op != opAddNorm || len(c.refs) != 5 || c.refs[2] != 9 || c.refs[3] != 10 || c.refs[4] != 11 || c.f != 1e-5 {
+		t.Errorf("fused add and norm %+v", c)
+	}
+	// Not fused: two products only, a product of another input, a norm
+	// of something else than the sum, work in between.
+	for _, c := range []struct {
+		name string
+		code []instr
+	}{
+		{"two", []instr{{op: ir.OpMatmulNT, refs: []int{0, 1, 4}}, {op: ir.OpMatmulNT, refs: []int{0, 2, 5}}, {op: ir.OpSilu, refs: []int{4, 6}}}},
+		{"other_x", []instr{{op: ir.OpMatmulNT, refs: []int{0, 1, 4}}, {op: ir.OpMatmulNT, refs: []int{0, 2, 5}}, {op: ir.OpMatmulNT, refs: []int{9, 3, 6}}}},
+		{"norm_of_other", []instr{{op: ir.OpAdd, refs: []int{7, 8, 9}}, {op: ir.OpRMSNorm, refs: []int{7, 10, 11}}}},
+		{"work_between", []instr{{op: ir.OpAdd, refs: []int{7, 8, 9}}, {op: ir.OpSilu, refs: []int{9, 12}}, {op: ir.OpRMSNorm, refs: []int{9, 10, 11}}}},
+		{"layer_norm", []instr{{op: ir.OpAdd, refs: []int{7, 8, 9}}, {op: ir.OpLayerNorm, refs: []int{9, 10, 12, 11}}}},
+	} {
+		if n := fuse(c.code, nil); n != 0 {
+			t.Errorf("%s: fused %d", c.name, n)
+		}
 	}
 }

@@ -17,6 +17,9 @@ import (
 //go:embed kernels_gemv.cu
 var gemvKernelSource string
 
+//go:embed kernels_fused.cu
+var fusedKernelSource string
+
 // Shapes of the skinny-matrix kernels (kernels_gemv.cu).
 const (
 	gemvWarps = 8 // GEMV_WARPS: warps per block
@@ -129,7 +132,7 @@ func (g *gpuState) gemvKernels() error {
 		if g.sms, err = g.drv.DeviceAttribute(d, cuda.AttrMultiprocessorCount); err != nil {
 			return err
 		}
-		cubin, _, err := comp.CompileCached("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource+attnKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
+		cubin, _, err := comp.CompileCached("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource+attnKernelSource+fusedKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
 		if err != nil {
 			return err
 		}
@@ -137,7 +140,7 @@ func (g *gpuState) gemvKernels() error {
 		if err != nil {
 			return err
 		}
-		for _, kind := range []string{"nt", "gated"} {
+		for _, kind := range []string{"nt", "nt3", "gated"} {
 			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 				for _, mt := range gemvRowBuckets {
 					name := gemvName(kind, dt, mt)
@@ -151,7 +154,7 @@ func (g *gpuState) gemvKernels() error {
 			}
 		}
 		for _, dt := range []string{"f16", "bf16"} {
-			for _, name := range []string{"attn_split_" + dt + "_e2", "attn_split_" + dt + "_e4", "attn_split_" + dt + "_e8", "attn_combine_" + dt} {
+			for _, name := range []string{"attn_split_" + dt + "_e2", "attn_split_" + dt + "_e4", "attn_split_" + dt + "_e8", "attn_combine_" + dt, "add_rms_norm_" + dt} {
 				f, err := g.drv.ModuleGetFunction(mod, name)
 				if err != nil {
 					g.drv.ModuleUnload(mod)
@@ -160,6 +163,12 @@ func (g *gpuState) gemvKernels() error {
 				g.fns[name] = f
 			}
 		}
+		f, err := g.drv.ModuleGetFunction(mod, "add_rms_norm_f32")
+		if err != nil {
+			g.drv.ModuleUnload(mod)
+			return err
+		}
+		g.fns["add_rms_norm_f32"] = f
 		g.gemvMod = mod
 		return nil
 	})
@@ -241,4 +250,94 @@ func (g *gpuState) tryGated(t []*tensor.Tensor) (bool, error) {
 // overlaps reports whether byte ranges [a, a+na) and [b, b+nb) meet.
 func overlaps(a uint64, na int64, b uint64, nb int64) bool {
 	return a < b+uint64(nb) && b < a+uint64(na)
+}
+
+// tryNT3 runs three products of one x (t: x, w0, w1, w2, o0, o1, o2; the
+// q, k and v projections) as one gemv_nt3 launch when planGemv takes all
+// three with one split and no output overlaps x; else the caller runs
+// them one by one.
+func (g *gpuState) tryNT3(t []*tensor.Tensor) (bool, error) {
+	x := t[0]
+	var ns [3]int
+	var m, k int
+	for i := range 3 {
+		mi, ki, ni, err := matmulDimsT(x, t[1+i], t[4+i], true)
+		if err != nil || (i > 0 && (mi != m || ki != k)) {
+			return false, nil
+		}
+		m, k, ns[i] = mi, ki, ni
+	}
+	if int(gemvMaxRows.Load()) < m {
+		return false, nil
+	}
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	p, err := g.ptrs([]string{"x", "w_q", "w_k", "w_v", "q", "k", "v"}, t...)
+	if err != nil {
+		return false, err
+	}
+	pl, ok := planGemv(m, ns[0]+ns[1]+ns[2], k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
+	if !ok {
+		return false, nil
+	}
+	for i := range 3 {
+		if overlaps(p[0], x.NumBytes(), p[4+i], t[4+i].NumBytes()) {
+			return false, nil
+		}
+	}
+	rb := gemvWarps / pl.ks
+	blocks := 0
+	for _, n := range ns {
+		blocks += (n + rb - 1) / rb
+	}
+	a := &struct {
+		x, w0, w1, w2, o0, o1, o2 uint64
+		n0, n1, n2, m, k, ks      int32
+	}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), int32(pl.ks)}
+	err = g.launchGrid(gemvName("nt3", x.DType(), pl.mt), [3]uint32{uint32(blocks), 1, 1}, gemvWarps*32,
+		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
+		unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
+		unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2),
+		unsafe.Pointer(&a.m), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+	runtime.KeepAlive(a)
+	return true, err
+}
+
+// tryAddNorm runs a residual add and the RMSNorm of its sum (t: x, y,
+// sum, w, out) as one add_rms_norm launch when x, y and sum have one
+// shape [rows, h] and w is [h].
+func (g *gpuState) tryAddNorm(t []*tensor.Tensor, eps float64) (bool, error) {
+	x, y, sum, w, out := t[0], t[1], t[2], t[3], t[4]
+	if !tensor.SameLayout(x, y) || !tensor.SameLayout(x, sum) || !tensor.SameLayout(x, out) || w.DType() != x.DType() {
+		return false, nil
+	}
+	rows, h := rowsOf(x)
+	if len(w.Shape()) != 1 || int(w.Shape()[0]) != h || rows == 0 {
+		return false, nil
+	}
+	suf, err := kernelSuffix(x.DType())
+	if err != nil {
+		return false, nil
+	}
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	p, err := g.ptrs([]string{"x", "y", "sum", "w", "out"}, t...)
+	if err != nil {
+		return false, err
+	}
+	grid, err := gridRows(rows)
+	if err != nil {
+		return false, nil
+	}
+	a := &struct {
+		x, y, sum, w, out uint64
+		h                 int64
+		eps               float32
+	}{p[0], p[1], p[2], p[3], p[4], int64(h), float32(eps)}
+	err = g.launchGrid("add_rms_norm_"+suf, grid, normThreads, unsafe.Pointer(&a.x), unsafe.Pointer(&a.y), unsafe.Pointer(&a.sum),
+		unsafe.Pointer(&a.w), unsafe.Pointer(&a.out), unsafe.Pointer(&a.h), unsafe.Pointer(&a.eps))
+	runtime.KeepAlive(a)
+	return true, err
 }

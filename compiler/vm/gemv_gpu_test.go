@@ -194,3 +194,68 @@ func TestGPUSplitAttention(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUFused runs the instruction sequences the VM fuses at load (the
+// gated MLP, three products of one input, a residual add and its norm)
+// on cuda:0, where they become one kernel each, and on the CPU, where
+// they run op by op.
+func TestGPUFused(t *testing.T) {
+	requireGPU(t)
+	ctx := bg(t)
+	gs, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: 1, DeviceIDs: []int{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gs.Shutdown()
+	cs, err := session.NewThreaded(session.Options{NumWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Shutdown()
+	alloc := func(b *ir.FuncBuilder, dt tensor.DType, s ...int64) ir.Ref {
+		return b.AllocTensor("t", s, dt, vdevice.Unconstrained, "")
+	}
+	cases := []modelCase{
+		{"gated", []modelInput{floatIn(3, 512), floatIn(300, 512), floatIn(300, 512)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			g := alloc(b, dt, 3, 300)
+			b.MatmulNT(in[0], in[1], g)
+			u := alloc(b, dt, 3, 300)
+			b.MatmulNT(in[0], in[2], u)
+			a := alloc(b, dt, 3, 300)
+			b.Silu(g, a)
+			o := alloc(b, dt, 3, 300)
+			b.Mul(a, u, o)
+			return []ir.Ref{o}
+		}, nil},
+		{"qkv", []modelInput{floatIn(1, 1024), floatIn(512, 1024), floatIn(128, 1024), floatIn(136, 1024)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			var outs []ir.Ref
+			for i, n := range []int64{512, 128, 136} {
+				o := alloc(b, dt, 1, n)
+				b.MatmulNT(in[0], in[1+i], o)
+				outs = append(outs, o)
+			}
+			return outs
+		}, nil},
+		{"add_norm", []modelInput{floatIn(2, 1000), floatIn(2, 1000), floatIn(1000)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			s := alloc(b, dt, 2, 1000)
+			b.Add(in[0], in[1], s)
+			o := alloc(b, dt, 2, 1000)
+			b.RMSNorm(s, in[2], 1e-5, o)
+			return []ir.Ref{s, o}
+		}, nil},
+	}
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
+		for _, c := range cases {
+			t.Run(dt.String()+"/"+c.name, func(t *testing.T) {
+				gpu := runModelCase(t, ctx, gs, tensor.CUDADevice(0), c, dt)
+				cpu := runModelCase(t, ctx, cs, tensor.CPUDevice, c, dt)
+				for i := range gpu {
+					if err := tensor.AllClose(gpu[i], cpu[i], tol, tol); err != nil {
+						t.Errorf("result %d: GPU vs CPU: %v", i, err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -15,6 +15,9 @@
 // the result. The host (gemv_gpu.go) checks K % 8 == 0 and 16-byte
 // alignment and picks ks.
 //
+// gemv_nt3 is three gemv_nt of one x in one launch (the q, k and v
+// projections): blocks are dealt to the three weights in order.
+//
 // gemv_gated computes silu(x·wgᵀ) ⊙ (x·wuᵀ) in one pass: a warp reads
 // row n of both weights (the gate/up projections of a gated MLP), so the
 // activation and the product need no kernels of their own.
@@ -116,11 +119,11 @@ __device__ __forceinline__ void gemv_rows(const V4* const* w, const V4* x, int M
 // gemv_nt: grid.x = ceil(N / (GEMV_WARPS / ks)) blocks of GEMV_WARPS
 // warps; block b owns rows b*rb .. b*rb+rb-1 (rb = GEMV_WARPS / ks).
 template <class E, int MT>
-__device__ void gemv_nt_impl(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks) {
+__device__ void gemv_nt_impl(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks, int blk) {
   __shared__ float part[GEMV_WARPS][MT];
   const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
   const int rb = GEMV_WARPS / ks, k8 = K >> 3;
-  const long long row = (long long)blockIdx.x * rb + wp / ks;
+  const long long row = (long long)blk * rb + wp / ks;
   float acc[1][MT];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[0][m] = 0.0f;
@@ -137,7 +140,7 @@ __device__ void gemv_nt_impl(const u16* x, const u16* w, u16* out, int M, int N,
   const int t = threadIdx.x;
   if (t < rb * MT) {
     const int r = t / MT, m = t % MT;
-    const long long n = (long long)blockIdx.x * rb + r;
+    const long long n = (long long)blk * rb + r;
     if (n < N && m < M) {
       float s = 0.0f;
       for (int j = 0; j < ks; j++) s += part[r * ks + j][m];
@@ -194,7 +197,19 @@ __device__ void gemv_gated_impl(const u16* x, const u16* wg, const u16* wu, u16*
 #define GEMV_KERNELS(name, E, MT)                                                                                         \
   extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                           \
       gemv_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks) {                         \
-    gemv_nt_impl<E, MT>(x, w, out, M, N, K, ks);                                                                          \
+    gemv_nt_impl<E, MT>(x, w, out, M, N, K, ks, blockIdx.x);                                                              \
+  }                                                                                                                       \
+  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                           \
+      gemv_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,       \
+                              int n0, int n1, int n2, int M, int K, int ks) {                                             \
+    const int rb = GEMV_WARPS / ks, b0 = (n0 + rb - 1) / rb, b1 = (n1 + rb - 1) / rb;                                     \
+    const int b = blockIdx.x;                                                                                             \
+    if (b < b0)                                                                                                           \
+      gemv_nt_impl<E, MT>(x, w0, o0, M, n0, K, ks, b);                                                                    \
+    else if (b < b0 + b1)                                                                                                 \
+      gemv_nt_impl<E, MT>(x, w1, o1, M, n1, K, ks, b - b0);                                                               \
+    else                                                                                                                  \
+      gemv_nt_impl<E, MT>(x, w2, o2, M, n2, K, ks, b - b0 - b1);                                                          \
   }                                                                                                                       \
   extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                           \
       gemv_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int ks) {      \

@@ -58,7 +58,7 @@ type Module struct {
 	plans map[string]planRunner
 	// stats counts the host time of runs (RunStatsFunc).
 	stats runStats
-	// fused counts the gated projections fuseGated made at load.
+	// fused counts the instructions fuse made at load.
 	fused int
 }
 
@@ -173,7 +173,7 @@ func loadModule(env registry.Env, m *ir.Module, plans map[string]*plan.Plan) (*M
 		if err != nil {
 			return nil, fmt.Errorf("worker %d: func @%s: %w", env.WorkerID(), f.Name, err)
 		}
-		vm.fused += fuseGated(p.code)
+		vm.fused += fuse(p.code, p.results)
 		vm.funcs[f.Name] = p
 		for _, in := range p.code {
 			if _, ok := devs[in.plan]; in.plan != "" && !ok {
