@@ -108,7 +108,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	return c, nil
 }
 
-func newComm(l *gnccl.Lib, d *cuda.Driver, cfg ccl.Config, opts Options) *Comm {
+func newComm(l library, d driver, cfg ccl.Config, opts Options) *Comm {
 	c := &Comm{lib: l, drv: d, rank: cfg.Rank, n: cfg.Size, exec: cfg.Exec, opts: opts, dev: cfg.Device, control: cfg.Control}
 	if c.control != nil {
 		c.mine = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
@@ -174,8 +174,8 @@ func (c *Comm) Split(ctx context.Context, color, key int, control ccl.Comm) (ccl
 
 // Comm is one rank of an NCCL communicator.
 type Comm struct {
-	lib     *gnccl.Lib
-	drv     *cuda.Driver
+	lib     library
+	drv     driver
 	comm    gnccl.Comm
 	rank, n int
 	dev     tensor.Device
