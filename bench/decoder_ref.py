@@ -268,7 +268,196 @@ def sync():
         dist.barrier()
 
 
+# ---------------------------------------------------------------------------
+# --bench-decode: the PyTorch anchors of `chorus bench decode` (one GPU).
+#
+# The same shapes, dtype and batch as chorus's rows, written the way
+# gpt-fast writes a Llama decode step: weights [out, in] (nn.Linear's
+# layout), a static KV cache [B, kv_heads, max_seq, head_dim] written with
+# index_copy_, scaled_dot_product_attention over the whole cache with a
+# mask of the rows past the position (static shapes), rotary tables
+# precomputed. max_seq is ctx + the steps, so a row reads about ctx rows
+# of cache (gpt-fast sizes its cache to the prompt and the new tokens).
+# Three ways to run the step: eager (one Python call per step), graph
+# (the step captured once with torch.cuda.CUDAGraph, replayed), compile
+# (torch.compile(mode="max-autotune"): Inductor's fused kernels, GEMMs
+# autotuned, and CUDA graphs). Prints JSON lines
+# {"bench":"decode","what":"anchor","mode":"torch-eager",...,"ms":...}.
+
+PRESETS = {"llama3-8b": dict(vocab=128256, hidden=4096, layers=32, heads=32, kv_heads=8, ffn=14336, rope_theta=500000.0)}
+
+
+class StaticDecoder(torch.nn.Module):
+    """Every tensor is a registered buffer, as gpt-fast's KVCache and
+    nn.Linear weights are module state: torch.compile's CUDA graphs treat
+    module state as static (no copies), and accept the cache writes."""
+
+    def __init__(self, c, batch, max_seq, dtype, dev, seed=0):
+        super().__init__()
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed)
+        h, d = c["hidden"], c["hidden"] // c["heads"]
+        self.c, self.d, self.dtype = c, d, dtype
+        self.hq, self.hkv = c["heads"], c["kv_heads"]
+
+        def u(shape, scale):
+            return ((torch.rand(shape, generator=g, device=dev, dtype=torch.float32) * 2 - 1) * scale).to(dtype)
+
+        def buf(name, t):
+            self.register_buffer(name, t, persistent=False)
+
+        buf("embed", u((c["vocab"], h), 1.0))
+        self.nl = c["layers"]
+        for i in range(self.nl):
+            buf("an%d" % i, 1 + u((h,), 0.1))
+            buf("wq%d" % i, u((self.hq * d, h), h ** -0.5))
+            buf("wk%d" % i, u((self.hkv * d, h), h ** -0.5))
+            buf("wv%d" % i, u((self.hkv * d, h), h ** -0.5))
+            buf("wo%d" % i, u((h, self.hq * d), (self.hq * d) ** -0.5))
+            buf("mn%d" % i, 1 + u((h,), 0.1))
+            buf("wg%d" % i, u((c["ffn"], h), h ** -0.5))
+            buf("wu%d" % i, u((c["ffn"], h), h ** -0.5))
+            buf("wd%d" % i, u((h, c["ffn"]), c["ffn"] ** -0.5))
+            buf("kc%d" % i, torch.zeros(batch, self.hkv, max_seq, d, dtype=dtype, device=dev))
+            buf("vc%d" % i, torch.zeros(batch, self.hkv, max_seq, d, dtype=dtype, device=dev))
+        buf("norm", 1 + u((h,), 0.1))
+        buf("lm_head", u((c["vocab"], h), h ** -0.5))
+        inv = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, d, 2, device=dev, dtype=torch.float64) / d))
+        ang = torch.arange(max_seq, device=dev, dtype=torch.float64)[:, None] * inv[None, :]
+        buf("cos", ang.cos().to(torch.float32))
+        buf("sin", ang.sin().to(torch.float32))
+        buf("mask", torch.tril(torch.ones(max_seq, max_seq, dtype=torch.bool, device=dev)))
+        self.eps = 1e-5
+
+    def rms(self, x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * w
+
+    def rope(self, x, pos):  # x [B, T, heads, d]
+        half = self.d // 2
+        c, s = self.cos[pos][None, :, None, :], self.sin[pos][None, :, None, :]
+        x1, x2 = x[..., :half].float(), x[..., half:].float()
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1).to(x.dtype)
+
+    def step(self, ids, pos):  # ids [B, T], pos [T]
+        F = torch.nn.functional
+        B, T = ids.shape
+        x = F.embedding(ids, self.embed)
+        mask = self.mask[pos][None, None]  # [1, 1, T, max_seq]
+        for i in range(self.nl):
+            hn = self.rms(x, getattr(self, "an%d" % i))
+            q = F.linear(hn, getattr(self, "wq%d" % i)).view(B, T, self.hq, self.d)
+            k = F.linear(hn, getattr(self, "wk%d" % i)).view(B, T, self.hkv, self.d)
+            v = F.linear(hn, getattr(self, "wv%d" % i)).view(B, T, self.hkv, self.d)
+            q, k = self.rope(q, pos), self.rope(k, pos)
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            getattr(self, "kc%d" % i).index_copy_(2, pos, k)
+            getattr(self, "vc%d" % i).index_copy_(2, pos, v)
+            a = F.scaled_dot_product_attention(q, getattr(self, "kc%d" % i), getattr(self, "vc%d" % i), attn_mask=mask, enable_gqa=True)
+            x = x + F.linear(a.transpose(1, 2).reshape(B, T, self.hq * self.d), getattr(self, "wo%d" % i))
+            hn = self.rms(x, getattr(self, "mn%d" % i))
+            x = x + F.linear(F.silu(F.linear(hn, getattr(self, "wg%d" % i))) * F.linear(hn, getattr(self, "wu%d" % i)), getattr(self, "wd%d" % i))
+        logits = F.linear(self.rms(x, self.norm), self.lm_head)
+        return logits, logits.argmax(-1)
+
+    def forward(self, ids, pos):
+        return self.step(ids, pos)
+
+
+def bench_decode_main(argv):
+    ap = argparse.ArgumentParser(description="PyTorch anchors of chorus bench decode")
+    ap.add_argument("--bench-decode", action="store_true")
+    ap.add_argument("--preset", default="llama3-8b", choices=sorted(PRESETS))
+    for k in ("layers", "hidden", "heads", "kv-heads", "ffn", "vocab"):
+        ap.add_argument("--" + k, type=int)
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    ap.add_argument("--batch", default="1")
+    ap.add_argument("--ctx", default="128,4096")
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--modes", default="eager,graph,compile")
+    ap.add_argument("--compile-mode", default="max-autotune")
+    args = ap.parse_args(argv)
+    c = dict(PRESETS[args.preset])
+    for k in ("layers", "hidden", "heads", "kv-heads", "ffn", "vocab"):
+        v = getattr(args, k.replace("-", "_"))
+        if v is not None:
+            c[k.replace("-", "_")] = v
+    dtype, dev = DTYPES[args.dtype], torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    name = torch.cuda.get_device_name(dev)
+    modes = args.modes.split(",")
+    for batch in [int(b) for b in args.batch.split(",")]:
+        for ctx in [int(x) for x in args.ctx.split(",")]:
+            max_seq = ctx + args.warmup + args.steps + 8
+            m = StaticDecoder(c, batch, max_seq, dtype, dev)
+            with torch.no_grad():
+                # the cache holds ctx rows: a prefill of ctx tokens
+                for p0 in range(0, ctx, 512):
+                    t = min(512, ctx - p0)
+                    ids = torch.randint(0, c["vocab"], (batch, t), device=dev)
+                    m.step(ids, torch.arange(p0, p0 + t, device=dev))
+                torch.cuda.synchronize()
+                for mode in modes:
+                    ids = torch.ones(batch, 1, dtype=torch.long, device=dev)
+                    pos = torch.tensor([ctx], device=dev)
+                    t_compile = 0.0
+                    if mode == "eager":
+                        def run(p):
+                            pos.fill_(p)
+                            return m.step(ids, pos)
+                    elif mode == "graph":
+                        s = torch.cuda.Stream()
+                        s.wait_stream(torch.cuda.current_stream())
+                        with torch.cuda.stream(s):
+                            for _ in range(2):
+                                m.step(ids, pos)
+                        torch.cuda.current_stream().wait_stream(s)
+                        gr = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(gr):
+                            out = m.step(ids, pos)
+
+                        def run(p):
+                            pos.fill_(p)
+                            gr.replay()
+                            return out
+                    elif mode == "compile":
+                        f = torch.compile(m, mode=args.compile_mode, fullgraph=True)
+                        t0 = time.perf_counter()
+                        for _ in range(3):
+                            f(ids, pos)
+                        torch.cuda.synchronize()
+                        t_compile = time.perf_counter() - t0
+
+                        def run(p):
+                            pos.fill_(p)
+                            return f(ids, pos)
+                    else:
+                        sys.exit("decoder_ref: --modes: %r (eager, graph, compile)" % mode)
+                    for i in range(args.warmup):
+                        run(ctx + i)
+                    torch.cuda.synchronize()
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    e0.record()
+                    for i in range(args.steps):
+                        run(ctx + args.warmup + i)
+                    e1.record()
+                    torch.cuda.synchronize()
+                    ms = e0.elapsed_time(e1) / args.steps
+                    rec = {"bench": "decode", "what": "anchor", "mode": "torch-" + mode, "batch": batch, "ctx": ctx,
+                           "ms": ms, "tokens_per_s": batch * 1e3 / ms, "dtype": args.dtype, "device": name,
+                           "torch": torch.__version__, "config": c}
+                    if mode == "compile":
+                        rec["compile_s"] = t_compile
+                        rec["compile_mode"] = args.compile_mode
+                    print(json.dumps(rec), flush=True)
+            del m
+            torch.cuda.empty_cache()
+
+
 def main():
+    if "--bench-decode" in sys.argv[1:]:
+        return bench_decode_main(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="folder with config.json and *.safetensors")
     ap.add_argument("--random", type=int, help="chorus's random model with this seed")

@@ -242,6 +242,8 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return benchSession(ctx, args[1:], out, errOut)
 	case args[0] == "mlp":
 		return benchMLP(ctx, args[1:], out, errOut)
+	case args[0] == "decode":
+		return benchDecode(ctx, args[1:], out, errOut)
 	case args[0] == "hostpoll":
 		return benchHostPoll(args[1:], out)
 	case args[0] == "planops":
@@ -255,7 +257,7 @@ func cmdBench(ctx context.Context, args []string, out, errOut io.Writer) error {
 }
 
 // benchNames are the benchmarks of chorus bench.
-var benchNames = []string{"session", "membw", "allreduce", "allgather", "reducescatter", "broadcast", "hostpoll", "peercopy", "mlp", "planops"}
+var benchNames = []string{"session", "membw", "allreduce", "allgather", "reducescatter", "broadcast", "hostpoll", "peercopy", "mlp", "planops", "decode"}
 
 const benchUsage = `Usage: chorus bench <benchmark> [flags]
 
@@ -270,6 +272,7 @@ Benchmarks:
   peercopy        copy-engine transfers to a peer GPU, one way and both ways (GPUs)
   mlp             the tensor-parallel MLP on the VM: time per step, peak memory
   planops         cost per op of the GPU plan executor: 1-rank plans of K copy ops next to a device copy (GPU)
+  decode          decode steps of the transformer decoder
 
 Run 'chorus bench <benchmark> --help' for its flags.
 `

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// TestBenchDecodeFlags checks that bad flags are refused before any GPU
+// is looked for, naming the flag.
+func TestBenchDecodeFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "gpt2"}, "--preset"},
+		{[]string{"--dtype", "float32"}, "--dtype"},
+		{[]string{"--batch", "8"}, "--batch 8"},
+		{[]string{"--ctx", "0"}, "--ctx"},
+		{[]string{"--modes", "lazy"}, "--modes"},
+		{[]string{"--kernels", "cutlass"}, "--kernels"},
+		{[]string{"--steps", "0"}, "--steps"},
+		{[]string{"--heads", "32", "--kv-heads", "6"}, "kv heads"},
+	} {
+		var out bytes.Buffer
+		err := benchDecode(context.Background(), c.args, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("bench decode %v: %v, want an error naming %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestDecodeBytes checks the bytes a Llama-3-8B decode step reads and
+// the FLOPs of a prefill, against sums written out by hand.
+func TestDecodeBytes(t *testing.T) {
+	c := decodePresets["llama3-8b"]
+	c.DType, c.MaxSeq = tensor.BFloat16, 8192
+	// per layer: q, o 4096², k, v 1024·4096, gate, up, down 14336·4096,
+	// two norms; then the final norm, the LM head and one embedding row.
+	layer := 2.0*4096*4096 + 2*1024*4096 + 3*14336*4096 + 2*4096
+	weights := 32*layer + 4096 + 128256*4096 + 4096
+	kvRow := 32 * 2 * 1024.0 // K and V of every layer, per position
+	for _, n := range []int{1, 2} {
+		b := &decodeBench{c: c, n: n}
+		shard := weights
+		if n == 2 {
+			shard = 32*(layer-2*4096)/2 + 32*2*4096 + 4096 + 128256*4096 + 4096
+		}
+		for _, pos := range []int{0, 127, 4095} {
+			want := 2 * (shard + kvRow/float64(n)*float64(pos+1))
+			if got := b.stepBytes(pos); math.Abs(got-want) > 1 {
+				t.Errorf("%d workers, pos %d: %v bytes, want %v", n, pos, got, want)
+			}
+		}
+	}
+	b := &decodeBench{c: c, n: 1}
+	mat := 32*(layer-2*4096) + 128256*4096
+	want := 2*mat*512 + 4*32*4096*512*513/2
+	if got := b.prefillFLOPs(512); math.Abs(got-want) > 1e3 {
+		t.Errorf("prefill FLOPs %v, want %v", got, want)
+	}
+}
