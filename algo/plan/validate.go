@@ -337,20 +337,112 @@ var opSpecs = map[OpName]opSpec{
 	OpPipeline:              {class: classPipeline},
 }
 
+// opCheck is one op under check: where it is, its spec, and what the
+// channel and reference checks found, for the checks of its class.
+type opCheck struct {
+	*checker
+	gi, ti     int
+	where      string
+	op         *Op
+	spec       opSpec
+	g          *GPU
+	bufferForm bool // glre/gstore written with src_buff/dst_buff
+	hasBufs    bool // the op takes src_buff/dst_buff
+
+	peers              []int // per channel_ids entry, memory/port
+	chanOK             bool  // every channel_ids entry resolved
+	size               int   // the first reference's size (-1: none yet)
+	sameSize           bool
+	srcRanks, dstRanks []int // the rank each reference names (-1: none)
+}
+
 func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 	spec, ok := opSpecs[op.Name]
 	if !ok {
 		c.bad(where, "unknown op name %v", op.Name)
 		return
 	}
-	g := &c.p.GPUs[gi]
 	cl := spec.class
-	bufferForm := cl == classGroupOne && op.GroupBuffer == BufferNone && op.SrcChunk == nil && op.DstChunk == nil
-	hasBufs := cl == classCopy || cl == classPut || cl == classGet || cl == classReduce || cl == classGroupLRS || bufferForm
-	isReduce := cl == classReduce || cl == classGroupLRS || op.Name == OpGroupLoadReduce
+	o := &opCheck{checker: c, gi: gi, ti: ti, where: where, op: op, spec: spec, g: &c.p.GPUs[gi],
+		chanOK: true, size: -1, sameSize: true}
+	o.bufferForm = cl == classGroupOne && op.GroupBuffer == BufferNone && op.SrcChunk == nil && op.DstChunk == nil
+	o.hasBufs = cl == classCopy || cl == classPut || cl == classGet || cl == classReduce || cl == classGroupLRS || o.bufferForm
+	o.unusedFields()
+	o.channels()
+	o.srcRanks = make([]int, len(op.Src))
+	o.dstRanks = make([]int, len(op.Dst))
+	for i, b := range op.Src {
+		o.srcRanks[i], _ = o.ref("src_buff", i, b)
+	}
+	for i, b := range op.Dst {
+		o.dstRanks[i], _ = o.ref("dst_buff", i, b)
+	}
+	if o.hasBufs && !o.sameSize {
+		c.bad(where, "src_buff/dst_buff sizes differ")
+	}
 
-	// Fields the kind does not use.
-	if !hasBufs && (len(op.Src) > 0 || len(op.Dst) > 0) {
+	switch cl {
+	case classSync:
+		if len(op.ChannelIDs) == 0 {
+			c.bad(where, "%s without channel_ids", op.Name)
+		}
+	case classBarrier:
+		if op.BarrierID < 0 {
+			c.bad(where, "barrier_id %d negative", op.BarrierID)
+		}
+		if op.NumThreadBlocks < 1 || op.NumThreadBlocks > len(o.g.ThreadBlocks) {
+			c.bad(where, "num_threadblocks %d not in 1..%d", op.NumThreadBlocks, len(o.g.ThreadBlocks))
+		}
+	case classCopy:
+		o.copyOp()
+	case classPut:
+		o.putOp()
+	case classGet:
+		if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
+			c.bad(where, "get needs as many src_buff as dst_buff entries, at least one (has %d, %d)", len(op.Src), len(op.Dst))
+		}
+		o.wantKinds("src_buff", op.Src, RefRemote)
+		o.wantKinds("dst_buff", op.Dst, RefLocal)
+		o.peerCheck("src_buff", o.srcRanks)
+	case classReduce:
+		o.reduceOp()
+	case classGroupOne:
+		o.groupOneOp()
+	case classGroupLRS:
+		if len(op.Src) == 0 || len(op.Dst) == 0 {
+			c.bad(where, "glres needs src_buff and dst_buff entries")
+		}
+		o.wantKinds("src_buff", op.Src, RefSwitch)
+		o.wantKinds("dst_buff", op.Dst, RefSwitch)
+	case classSem:
+		if len(op.SemaphoreIDs) == 0 {
+			c.bad(where, "%s without semaphore_ids", op.Name)
+		}
+		for _, id := range op.SemaphoreIDs {
+			if id < 0 || id >= len(o.g.Semaphores) {
+				c.bad(where, "semaphore %d does not exist (gpu has %d)", id, len(o.g.Semaphores))
+			}
+		}
+	case classPipeline:
+		if inPipeline {
+			c.bad(where, "nested pipeline")
+		}
+		if op.Iter == nil {
+			c.bad(where, "pipeline without iter_context")
+		} else if op.Iter.UnitSize < 1 || op.Iter.NumChunks < 1 {
+			c.bad(where, "iter_context unit_size %d num_chunks %d (want both >= 1)", op.Iter.UnitSize, op.Iter.NumChunks)
+		}
+		if len(op.Ops) == 0 {
+			c.bad(where, "pipeline with an empty body")
+		}
+	}
+}
+
+// unusedFields reports the fields the op's kind does not take.
+func (o *opCheck) unusedFields() {
+	c, where, op, spec, cl := o.checker, o.where, o.op, o.spec, o.spec.class
+	isReduce := cl == classReduce || cl == classGroupLRS || op.Name == OpGroupLoadReduce
+	if !o.hasBufs && (len(op.Src) > 0 || len(op.Dst) > 0) {
 		c.bad(where, "%s takes no src_buff/dst_buff", op.Name)
 	}
 	if !isReduce && op.ReduceOp != ReduceNone {
@@ -362,7 +454,7 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 	if op.TBG != nil {
 		// glre/gstore in chunk form carry their ranges outside src_buff/
 		// dst_buff; MSCCL++'s DSL gives them tbg_info too.
-		if !hasBufs && cl != classGroupOne {
+		if !o.hasBufs && cl != classGroupOne {
 			c.bad(where, "%s takes no tbg_info", op.Name)
 		} else if op.TBG.Size < 1 || op.TBG.ID < 0 || op.TBG.ID >= op.TBG.Size {
 			c.bad(where, "tbg_info tb_id %d / tbg_size %d (want 0 <= tb_id < tbg_size)", op.TBG.ID, op.TBG.Size)
@@ -383,8 +475,12 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 	if spec.packet && c.p.Protocol != LL {
 		c.bad(where, "packet op %s in a %v plan (needs protocol LL)", op.Name, c.p.Protocol)
 	}
+}
 
-	// Channel type and ids.
+// channels checks the channel type and resolves every channel_ids entry
+// (the peer of each memory/port channel goes to o.peers).
+func (o *opCheck) channels() {
+	c, where, op, spec := o.checker, o.where, o.op, o.spec
 	if spec.channels == nil {
 		if op.ChannelType != ChannelNone {
 			c.bad(where, "%s takes no channel_type (has %v)", op.Name, op.ChannelType)
@@ -395,280 +491,245 @@ func (c *checker) op(gi, ti int, where string, op *Op, inPipeline bool) {
 	} else if !slices.Contains(spec.channels, op.ChannelType) {
 		c.bad(where, "%s on channel type %v (allowed: %v)", op.Name, op.ChannelType, spec.channels)
 	}
-	var peers []int // per channel_ids entry, memory/port
-	chanOK := true
 	for _, i := range op.ChannelIDs {
 		if op.ChannelType == ChannelNone {
 			break
 		}
 		if op.ChannelType == ChannelSwitch {
-			if _, err := c.p.SwitchGroupOf(gi, ti, i); err != nil {
+			if _, err := c.p.SwitchGroupOf(o.gi, o.ti, i); err != nil {
 				c.bad(where, "channel_ids entry %d: %v", i, stripResolve(err))
-				chanOK = false
+				o.chanOK = false
 			}
 			continue
 		}
-		id, err := c.p.TBChannel(gi, ti, op.ChannelType, i)
+		id, err := c.p.TBChannel(o.gi, o.ti, op.ChannelType, i)
 		if err == nil {
 			var peer int
-			if peer, err = c.p.ChannelPeer(gi, op.ChannelType, id); err == nil {
-				peers = append(peers, peer)
+			if peer, err = c.p.ChannelPeer(o.gi, op.ChannelType, id); err == nil {
+				o.peers = append(o.peers, peer)
 				continue
 			}
 		}
 		c.bad(where, "channel_ids entry %d: %v", i, stripResolve(err))
-		chanOK = false
+		o.chanOK = false
 	}
+}
 
-	// Buffer references.
-	size := -1
-	sameSize := true
-	refRank := func(field string, i int, b BufRef) (int, bool) {
-		rw := fmt.Sprintf("%s %s[%d]", where, field, i)
-		if size == -1 {
-			size = b.Size
-		} else if b.Size != size {
-			sameSize = false
-		}
-		if b.Index < 0 || b.Size < 1 {
-			c.bad(rw, "chunk range index %d size %d (want index >= 0, size >= 1)", b.Index, b.Size)
-			return -1, false
-		}
-		if b.HasRank && (b.Kind != RefLocal || b.Rank != gi) {
-			c.bad(rw, "\"rank\": %d on a %s reference (only a local reference may carry it, naming the executing rank %d)", b.Rank, kindName(b.Kind), gi)
-		}
-		switch b.Kind {
-		case RefLocal:
-			if !validBuf(b.Type) {
-				c.bad(rw, "buffer type %v", b.Type)
-				return -1, false
-			}
-			if n := g.Chunks(b.Type); b.Index+b.Size > n {
-				c.bad(rw, "%v[%d:%d] beyond rank %d's %d %v chunks", b.Type.Short(), b.Index, b.Index+b.Size, gi, n, b.Type.Short())
-			}
-			return gi, true
-		case RefRemote:
-			if op.ChannelType != ChannelMemory && op.ChannelType != ChannelPort {
-				c.bad(rw, "remote buffer_id needs a memory or port channel_type (has %v)", op.ChannelType)
-				return -1, false
-			}
-			_, rb, err := c.p.RemoteBufferOf(gi, ti, op.ChannelType, b.ID)
-			if err != nil {
-				c.bad(rw, "%v", stripResolve(err))
-				return -1, false
-			}
-			if !c.rankOK(rb.Rank) || !validBuf(rb.Type) {
-				return -1, false // reported with the GPU's remote buffers
-			}
-			if n := c.p.GPUs[rb.Rank].Chunks(rb.Type); b.Index+b.Size > n {
-				c.bad(rw, "rank %d %v[%d:%d] beyond its %d %v chunks", rb.Rank, rb.Type.Short(), b.Index, b.Index+b.Size, n, rb.Type.Short())
-			}
-			return rb.Rank, true
-		case RefSwitch:
-			sg, err := c.p.SwitchGroupOf(gi, ti, b.ID)
-			if err != nil {
-				c.bad(rw, "switch_channel_id: %v", stripResolve(err))
-				return -1, false
-			}
-			c.groupRange(rw, sg, sg.Buffer, b.Index, b.Size)
-			return -1, true
-		}
-		c.bad(rw, "bad reference kind %d", b.Kind)
+// ref checks one src_buff/dst_buff reference and returns the rank whose
+// memory it names (-1 for none or a switch group).
+func (o *opCheck) ref(field string, i int, b BufRef) (int, bool) {
+	c, op, gi := o.checker, o.op, o.gi
+	rw := fmt.Sprintf("%s %s[%d]", o.where, field, i)
+	if o.size == -1 {
+		o.size = b.Size
+	} else if b.Size != o.size {
+		o.sameSize = false
+	}
+	if b.Index < 0 || b.Size < 1 {
+		c.bad(rw, "chunk range index %d size %d (want index >= 0, size >= 1)", b.Index, b.Size)
 		return -1, false
 	}
-	srcRanks := make([]int, len(op.Src))
-	dstRanks := make([]int, len(op.Dst))
+	if b.HasRank && (b.Kind != RefLocal || b.Rank != gi) {
+		c.bad(rw, "\"rank\": %d on a %s reference (only a local reference may carry it, naming the executing rank %d)", b.Rank, kindName(b.Kind), gi)
+	}
+	switch b.Kind {
+	case RefLocal:
+		if !validBuf(b.Type) {
+			c.bad(rw, "buffer type %v", b.Type)
+			return -1, false
+		}
+		if n := o.g.Chunks(b.Type); b.Index+b.Size > n {
+			c.bad(rw, "%v[%d:%d] beyond rank %d's %d %v chunks", b.Type.Short(), b.Index, b.Index+b.Size, gi, n, b.Type.Short())
+		}
+		return gi, true
+	case RefRemote:
+		if op.ChannelType != ChannelMemory && op.ChannelType != ChannelPort {
+			c.bad(rw, "remote buffer_id needs a memory or port channel_type (has %v)", op.ChannelType)
+			return -1, false
+		}
+		_, rb, err := c.p.RemoteBufferOf(gi, o.ti, op.ChannelType, b.ID)
+		if err != nil {
+			c.bad(rw, "%v", stripResolve(err))
+			return -1, false
+		}
+		if !c.rankOK(rb.Rank) || !validBuf(rb.Type) {
+			return -1, false // reported with the GPU's remote buffers
+		}
+		if n := c.p.GPUs[rb.Rank].Chunks(rb.Type); b.Index+b.Size > n {
+			c.bad(rw, "rank %d %v[%d:%d] beyond its %d %v chunks", rb.Rank, rb.Type.Short(), b.Index, b.Index+b.Size, n, rb.Type.Short())
+		}
+		return rb.Rank, true
+	case RefSwitch:
+		sg, err := c.p.SwitchGroupOf(gi, o.ti, b.ID)
+		if err != nil {
+			c.bad(rw, "switch_channel_id: %v", stripResolve(err))
+			return -1, false
+		}
+		c.groupRange(rw, sg, sg.Buffer, b.Index, b.Size)
+		return -1, true
+	}
+	c.bad(rw, "bad reference kind %d", b.Kind)
+	return -1, false
+}
+
+// wantKinds reports references of field that are not of kind k.
+func (o *opCheck) wantKinds(field string, bs []BufRef, k RefKind) {
+	for i, b := range bs {
+		if b.Kind != k {
+			o.bad(fmt.Sprintf("%s %s[%d]", o.where, field, i), "%s wants %s references here", o.op.Name, kindName(k))
+		}
+	}
+}
+
+// scratch reports a packet source or destination (what) outside a
+// scratch buffer.
+func (o *opCheck) scratch(field string, i int, b BufRef, what string) {
+	t := b.Type
+	if b.Kind == RefRemote {
+		_, rb, err := o.p.RemoteBufferOf(o.gi, o.ti, o.op.ChannelType, b.ID)
+		if err != nil {
+			return
+		}
+		t = rb.Type
+	}
+	if t != Scratch {
+		o.bad(fmt.Sprintf("%s %s[%d]", o.where, field, i), "%s must be a scratch buffer (is %v)", what, t.Short())
+	}
+}
+
+// peerCheck reports remote references whose rank is not the peer of the
+// channel_ids entry beside them.
+func (o *opCheck) peerCheck(field string, ranks []int) {
+	op := o.op
+	if len(op.ChannelIDs) == 0 {
+		return
+	}
+	if len(op.ChannelIDs) != len(ranks) {
+		o.bad(o.where, "%d channel_ids for %d %s entries", len(op.ChannelIDs), len(ranks), field)
+		return
+	}
+	if !o.chanOK {
+		return
+	}
+	for i, r := range ranks {
+		if r >= 0 && i < len(o.peers) && o.peers[i] != r {
+			o.bad(fmt.Sprintf("%s %s[%d]", o.where, field, i), "remote buffer of rank %d but channel_ids[%d] connects to rank %d", r, i, o.peers[i])
+		}
+	}
+}
+
+// copyOp: copy, cpkt, upkt.
+func (o *opCheck) copyOp() {
+	op := o.op
+	if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
+		o.bad(o.where, "%s needs as many src_buff as dst_buff entries, at least one (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
+	}
+	o.wantKinds("src_buff", op.Src, RefLocal)
+	o.wantKinds("dst_buff", op.Dst, RefLocal)
+	for i, b := range op.Dst {
+		if op.Name == OpCopyPackets && b.Kind == RefLocal {
+			o.scratch("dst_buff", i, b, "packet destination")
+		}
+	}
 	for i, b := range op.Src {
-		srcRanks[i], _ = refRank("src_buff", i, b)
+		if op.Name == OpUnpackPackets && b.Kind == RefLocal {
+			o.scratch("src_buff", i, b, "packet source")
+		}
+	}
+}
+
+// putOp: put, pws, pwsf, ppkt, rppkt.
+func (o *opCheck) putOp() {
+	op, where := o.op, o.where
+	if op.Name == OpReadPutPackets {
+		// MSCCL++'s executor forwards src_buff[0] to every dst_buff
+		// entry (it reads no other source).
+		if len(op.Src) == 0 || len(op.Dst) == 0 {
+			o.bad(where, "rppkt needs src_buff and dst_buff entries (has %d, %d)", len(op.Src), len(op.Dst))
+		}
+		for i := 1; i < len(op.Src); i++ {
+			if op.Src[i] != op.Src[0] {
+				o.bad(fmt.Sprintf("%s src_buff[%d]", where, i), "rppkt forwards only src_buff[0] (MSCCL++'s executor reads no other source); use one rppkt per source")
+			}
+		}
+	} else if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
+		o.bad(where, "%s needs as many src_buff as dst_buff entries, at least one (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
+	}
+	o.wantKinds("src_buff", op.Src, RefLocal)
+	o.wantKinds("dst_buff", op.Dst, RefRemote)
+	if op.ChannelType == ChannelPort && len(op.ChannelIDs) == 0 {
+		o.bad(where, "%s on port channels needs channel_ids", op.Name)
+	}
+	o.peerCheck("dst_buff", o.dstRanks)
+	for i, b := range op.Dst {
+		if o.spec.packet && b.Kind == RefRemote {
+			o.scratch("dst_buff", i, b, "packet destination")
+		}
+	}
+	for i, b := range op.Src {
+		if op.Name == OpReadPutPackets && b.Kind == RefLocal {
+			o.scratch("src_buff", i, b, "packet source")
+		}
+	}
+}
+
+// reduceOp: re, rre, res, rres and their packet forms.
+func (o *opCheck) reduceOp() {
+	op := o.op
+	o.reduceShape(o.where, op, o.spec)
+	if !o.spec.packet {
+		return
+	}
+	for i, b := range op.Src {
+		if i > 0 && b.Kind == RefLocal {
+			o.scratch("src_buff", i, b, "packet source")
+		}
 	}
 	for i, b := range op.Dst {
-		dstRanks[i], _ = refRank("dst_buff", i, b)
-	}
-	if hasBufs && !sameSize {
-		c.bad(where, "src_buff/dst_buff sizes differ")
-	}
-	wantKinds := func(field string, bs []BufRef, k RefKind) {
-		for i, b := range bs {
-			if b.Kind != k {
-				c.bad(fmt.Sprintf("%s %s[%d]", where, field, i), "%s wants %s references here", op.Name, kindName(k))
-			}
+		if (i > 0 && b.Kind == RefLocal) || b.Kind == RefRemote {
+			o.scratch("dst_buff", i, b, "packet destination")
 		}
 	}
-	scratch := func(field string, i int, b BufRef, what string) {
-		t := b.Type
-		if b.Kind == RefRemote {
-			_, rb, err := c.p.RemoteBufferOf(gi, ti, op.ChannelType, b.ID)
-			if err != nil {
-				return
-			}
-			t = rb.Type
-		}
-		if t != Scratch {
-			c.bad(fmt.Sprintf("%s %s[%d]", where, field, i), "%s must be a scratch buffer (is %v)", what, t.Short())
-		}
-	}
-	peerCheck := func(field string, ranks []int) {
-		if len(op.ChannelIDs) == 0 {
-			return
-		}
-		if len(op.ChannelIDs) != len(ranks) {
-			c.bad(where, "%d channel_ids for %d %s entries", len(op.ChannelIDs), len(ranks), field)
-			return
-		}
-		if !chanOK {
-			return
-		}
-		for i, r := range ranks {
-			if r >= 0 && i < len(peers) && peers[i] != r {
-				c.bad(fmt.Sprintf("%s %s[%d]", where, field, i), "remote buffer of rank %d but channel_ids[%d] connects to rank %d", r, i, peers[i])
-			}
-		}
-	}
+}
 
-	switch cl {
-	case classSync:
-		if len(op.ChannelIDs) == 0 {
-			c.bad(where, "%s without channel_ids", op.Name)
-		}
-	case classBarrier:
-		if op.BarrierID < 0 {
-			c.bad(where, "barrier_id %d negative", op.BarrierID)
-		}
-		if op.NumThreadBlocks < 1 || op.NumThreadBlocks > len(g.ThreadBlocks) {
-			c.bad(where, "num_threadblocks %d not in 1..%d", op.NumThreadBlocks, len(g.ThreadBlocks))
-		}
-	case classCopy:
-		if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
-			c.bad(where, "%s needs as many src_buff as dst_buff entries, at least one (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
-		}
-		wantKinds("src_buff", op.Src, RefLocal)
-		wantKinds("dst_buff", op.Dst, RefLocal)
-		for i, b := range op.Dst {
-			if op.Name == OpCopyPackets && b.Kind == RefLocal {
-				scratch("dst_buff", i, b, "packet destination")
-			}
-		}
-		for i, b := range op.Src {
-			if op.Name == OpUnpackPackets && b.Kind == RefLocal {
-				scratch("src_buff", i, b, "packet source")
-			}
-		}
-	case classPut:
-		if op.Name == OpReadPutPackets {
-			// MSCCL++'s executor forwards src_buff[0] to every dst_buff
-			// entry (it reads no other source).
-			if len(op.Src) == 0 || len(op.Dst) == 0 {
-				c.bad(where, "rppkt needs src_buff and dst_buff entries (has %d, %d)", len(op.Src), len(op.Dst))
-			}
-			for i := 1; i < len(op.Src); i++ {
-				if op.Src[i] != op.Src[0] {
-					c.bad(fmt.Sprintf("%s src_buff[%d]", where, i), "rppkt forwards only src_buff[0] (MSCCL++'s executor reads no other source); use one rppkt per source")
-				}
-			}
-		} else if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
-			c.bad(where, "%s needs as many src_buff as dst_buff entries, at least one (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
-		}
-		wantKinds("src_buff", op.Src, RefLocal)
-		wantKinds("dst_buff", op.Dst, RefRemote)
-		if op.ChannelType == ChannelPort && len(op.ChannelIDs) == 0 {
-			c.bad(where, "%s on port channels needs channel_ids", op.Name)
-		}
-		peerCheck("dst_buff", dstRanks)
-		for i, b := range op.Dst {
-			if spec.packet && b.Kind == RefRemote {
-				scratch("dst_buff", i, b, "packet destination")
-			}
-		}
-		for i, b := range op.Src {
-			if op.Name == OpReadPutPackets && b.Kind == RefLocal {
-				scratch("src_buff", i, b, "packet source")
-			}
-		}
-	case classGet:
-		if len(op.Src) == 0 || len(op.Src) != len(op.Dst) {
-			c.bad(where, "get needs as many src_buff as dst_buff entries, at least one (has %d, %d)", len(op.Src), len(op.Dst))
-		}
-		wantKinds("src_buff", op.Src, RefRemote)
-		wantKinds("dst_buff", op.Dst, RefLocal)
-		peerCheck("src_buff", srcRanks)
-	case classReduce:
-		c.reduceShape(where, op, spec)
-		if spec.packet {
-			for i, b := range op.Src {
-				if i > 0 && b.Kind == RefLocal {
-					scratch("src_buff", i, b, "packet source")
-				}
-			}
-			for i, b := range op.Dst {
-				if (i > 0 && b.Kind == RefLocal) || b.Kind == RefRemote {
-					scratch("dst_buff", i, b, "packet destination")
-				}
-			}
-		}
-	case classGroupOne:
-		if bufferForm {
-			// Newer MSCCL++ writes gstore as local src -> switch dst (and
-			// glre, symmetrically, switch src -> local dst).
-			if len(op.Src) != 1 || len(op.Dst) != 1 {
-				c.bad(where, "%s in buffer form needs one src_buff and one dst_buff entry (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
-				break
-			}
-			srcK, dstK := RefLocal, RefSwitch
-			if op.Name == OpGroupLoadReduce {
-				srcK, dstK = RefSwitch, RefLocal
-			}
-			wantKinds("src_buff", op.Src, srcK)
-			wantKinds("dst_buff", op.Dst, dstK)
-			if len(op.ChannelIDs) > 1 {
-				c.bad(where, "%s takes at most one channel_ids entry (has %d)", op.Name, len(op.ChannelIDs))
-			}
-			if op.Name == OpGroupStorePackets {
-				if op.Src[0].Kind == RefLocal {
-					scratch("src_buff", 0, op.Src[0], "packet source")
-				}
-				if op.Dst[0].Kind == RefSwitch {
-					if sg, err := c.p.SwitchGroupOf(gi, ti, op.Dst[0].ID); err == nil && sg.Buffer != Scratch {
-						c.bad(where+" dst_buff[0]", "packet destination must be a scratch buffer (the switch channel binds %v)", sg.Buffer.Short())
-					}
-				}
-			}
-			break
-		}
-		c.groupOne(gi, ti, where, op)
+// groupOneOp: glre, gstore, gstorepkt, in buffer or chunk form.
+func (o *opCheck) groupOneOp() {
+	op, where := o.op, o.where
+	if !o.bufferForm {
+		o.groupOne(o.gi, o.ti, where, op)
 		if op.Name == OpGroupStorePackets {
 			if op.GroupBuffer != Scratch && validBuf(op.GroupBuffer) {
-				c.bad(where, "packet destination buffer_type must be scratch (is %v)", op.GroupBuffer.Short())
+				o.bad(where, "packet destination buffer_type must be scratch (is %v)", op.GroupBuffer.Short())
 			}
 			if op.SrcChunk != nil && op.SrcChunk.Type != Scratch && validBuf(op.SrcChunk.Type) {
-				c.bad(where+" src_chunk", "packet source must be a scratch buffer (is %v)", op.SrcChunk.Type.Short())
+				o.bad(where+" src_chunk", "packet source must be a scratch buffer (is %v)", op.SrcChunk.Type.Short())
 			}
 		}
-	case classGroupLRS:
-		if len(op.Src) == 0 || len(op.Dst) == 0 {
-			c.bad(where, "glres needs src_buff and dst_buff entries")
+		return
+	}
+	// Newer MSCCL++ writes gstore as local src -> switch dst (and glre,
+	// symmetrically, switch src -> local dst).
+	if len(op.Src) != 1 || len(op.Dst) != 1 {
+		o.bad(where, "%s in buffer form needs one src_buff and one dst_buff entry (has %d, %d)", op.Name, len(op.Src), len(op.Dst))
+		return
+	}
+	srcK, dstK := RefLocal, RefSwitch
+	if op.Name == OpGroupLoadReduce {
+		srcK, dstK = RefSwitch, RefLocal
+	}
+	o.wantKinds("src_buff", op.Src, srcK)
+	o.wantKinds("dst_buff", op.Dst, dstK)
+	if len(op.ChannelIDs) > 1 {
+		o.bad(where, "%s takes at most one channel_ids entry (has %d)", op.Name, len(op.ChannelIDs))
+	}
+	if op.Name == OpGroupStorePackets {
+		if op.Src[0].Kind == RefLocal {
+			o.scratch("src_buff", 0, op.Src[0], "packet source")
 		}
-		wantKinds("src_buff", op.Src, RefSwitch)
-		wantKinds("dst_buff", op.Dst, RefSwitch)
-	case classSem:
-		if len(op.SemaphoreIDs) == 0 {
-			c.bad(where, "%s without semaphore_ids", op.Name)
-		}
-		for _, id := range op.SemaphoreIDs {
-			if id < 0 || id >= len(g.Semaphores) {
-				c.bad(where, "semaphore %d does not exist (gpu has %d)", id, len(g.Semaphores))
+		if op.Dst[0].Kind == RefSwitch {
+			if sg, err := o.p.SwitchGroupOf(o.gi, o.ti, op.Dst[0].ID); err == nil && sg.Buffer != Scratch {
+				o.bad(where+" dst_buff[0]", "packet destination must be a scratch buffer (the switch channel binds %v)", sg.Buffer.Short())
 			}
-		}
-	case classPipeline:
-		if inPipeline {
-			c.bad(where, "nested pipeline")
-		}
-		if op.Iter == nil {
-			c.bad(where, "pipeline without iter_context")
-		} else if op.Iter.UnitSize < 1 || op.Iter.NumChunks < 1 {
-			c.bad(where, "iter_context unit_size %d num_chunks %d (want both >= 1)", op.Iter.UnitSize, op.Iter.NumChunks)
-		}
-		if len(op.Ops) == 0 {
-			c.bad(where, "pipeline with an empty body")
 		}
 	}
 }
