@@ -292,8 +292,11 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	if *idle < 0 {
 		return badFlag(cmd, "idle", *idle, "want a duration >= 0")
 	}
-	if *iters < 1 || *warmup < 0 {
-		return usageError{fmt.Sprintf("%s: --iters %d --warmup %d: want --iters >= 1 and --warmup >= 0", cmd, *iters, *warmup)}
+	if *iters < 1 {
+		return badFlag(cmd, "iters", *iters, "want 1 or more")
+	}
+	if *warmup < 0 {
+		return badFlag(cmd, "warmup", *warmup, "want 0 or more")
 	}
 	ns, err := parseCounts(cmd, "workers", *workers)
 	if err != nil {
