@@ -751,9 +751,22 @@ type ref struct {
 // data executes a data op: race checks on every cell it reads and writes,
 // then the symbolic values.
 func (v *verifier) data(t *agent, s *step) {
+	reads, writes := v.refs(t, s)
+	vals := v.readCells(s, reads)
+	outs, ok := v.values(s, reads, writes, vals)
+	if !ok {
+		return
+	}
+	v.writeCells(s, writes, outs)
+}
+
+// refs splits the op's accesses into reads and writes, each with the
+// agent that performs it (the thread block, or the proxy of a port
+// channel's put) and the clocks it carries: packet reads first acquire
+// the clocks of the packets' writers.
+func (v *verifier) refs(t *agent, s *step) (reads, writes []*ref) {
 	op := s.op
 	proxied := op.ChannelType == plan.ChannelPort && isPutOp(op.Name)
-	var reads, writes []*ref
 	issued := map[*agent]bool{}
 	var opC, opW clock // the thread block's clocks for this op (packet acquisitions added)
 	for _, a := range s.acc {
@@ -813,7 +826,13 @@ func (v *verifier) data(t *agent, s *step) {
 			r.C, r.W = r.ag.C, r.ag.W
 		}
 	}
-	// Reads.
+	return reads, writes
+}
+
+// readCells checks every cell the reads touch against earlier writes
+// (races, undefined data, packets read as plain data), records the reads
+// and returns the values read, per read.
+func (v *verifier) readCells(s *step, reads []*ref) [][]*value {
 	vals := make([][]*value, len(reads))
 	for ri, r := range reads {
 		vals[ri] = make([]*value, r.n)
@@ -850,7 +869,14 @@ func (v *verifier) data(t *agent, s *step) {
 			vals[ri][i] = c.val
 		}
 	}
-	// Values.
+	return vals
+}
+
+// values computes what each write stores: the reduction of the reads,
+// or a copy of the read beside it (or of the one read); false when the
+// shapes are not supported (reported once).
+func (v *verifier) values(s *step, reads, writes []*ref, vals [][]*value) ([][]*value, bool) {
+	op := s.op
 	outs := make([][]*value, len(writes))
 	switch {
 	case isReduceOp(op.Name):
@@ -864,7 +890,7 @@ func (v *verifier) data(t *agent, s *step) {
 		}
 		if n < 0 {
 			v.unsupportedOnce(s, "reduce over ranges of different sizes")
-			return
+			return nil, false
 		}
 		res := make([]*value, n)
 		rop := op.ReduceOp.Effective()
@@ -888,7 +914,7 @@ func (v *verifier) data(t *agent, s *step) {
 		for wi := range writes {
 			if writes[wi].n != reads[wi].n {
 				v.unsupportedOnce(s, "copy between ranges of different sizes")
-				return
+				return nil, false
 			}
 			outs[wi] = vals[wi]
 		}
@@ -896,15 +922,21 @@ func (v *verifier) data(t *agent, s *step) {
 		for wi := range writes {
 			if writes[wi].n != reads[0].n {
 				v.unsupportedOnce(s, "copy between ranges of different sizes")
-				return
+				return nil, false
 			}
 			outs[wi] = vals[0]
 		}
 	default:
 		v.unsupportedOnce(s, fmt.Sprintf("%d reads for %d writes", len(reads), len(writes)))
-		return
+		return nil, false
 	}
-	// Writes.
+	return outs, true
+}
+
+// writeCells checks every cell the writes touch against earlier reads
+// and writes (races) and stores the new values.
+func (v *verifier) writeCells(s *step, writes []*ref, outs [][]*value) {
+	op := s.op
 	for wi, r := range writes {
 		e := event{th: r.ag.id, ep: r.ag.seg, at: s}
 		var snapC, snapW clock
