@@ -10,6 +10,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -47,7 +48,7 @@ func TestGPUBuiltinsAcrossHosts(t *testing.T) {
 	})
 	t.Run("cuda", func(t *testing.T) {
 		if !realGPU() {
-			t.Skip("no GPU with NCCL here")
+			gputest.Skipf(t, "no GPU with NCCL here")
 		}
 		logs := t.TempDir()
 		gpuBuiltins(t, []int{1, 1, 1, 1}, 2, true, func(i int) []string { return ncclAgentEnv(i, "0", logs) })

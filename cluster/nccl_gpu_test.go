@@ -15,6 +15,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/cluster"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -27,21 +28,21 @@ func gpuCount(t *testing.T) int {
 	t.Helper()
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		gputest.Skipf(t, "no CUDA driver: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("CUDA driver: %v", err)
+		gputest.Skipf(t, "CUDA driver: %v", err)
 	}
 	n, err := d.DeviceCount()
 	if err != nil || n == 0 {
-		t.Skipf("no GPU: %v", err)
+		gputest.Skipf(t, "no GPU: %v", err)
 	}
 	if _, err := ccl.Lookup("nccl"); err != nil {
-		t.Skip(err)
+		gputest.Skipf(t, "%v", err)
 	}
 	if b, _ := ccl.Lookup("nccl"); b != nil {
 		if _, err := b.NewID(); err != nil {
-			t.Skipf("NCCL not loadable: %v", err)
+			gputest.Skipf(t, "NCCL not loadable: %v", err)
 		}
 	}
 	return n

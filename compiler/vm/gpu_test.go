@@ -16,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/compiler/vdevice"
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
@@ -46,14 +47,14 @@ func init() {
 func gpuCount(t *testing.T) int {
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		gputest.Skipf(t, "no CUDA driver: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("cuInit: %v", err)
+		gputest.Skipf(t, "cuInit: %v", err)
 	}
 	n, err := d.DeviceCount()
 	if err != nil || n < 1 {
-		t.Skipf("no GPU: %d, %v", n, err)
+		gputest.Skipf(t, "no GPU: %d, %v", n, err)
 	}
 	return n
 }

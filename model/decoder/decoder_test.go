@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/model/decoder"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -732,14 +733,14 @@ func TestDecoderGPU(t *testing.T) {
 func gpuCount(t *testing.T) int {
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		gputest.Skipf(t, "no CUDA driver: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("cuInit: %v", err)
+		gputest.Skipf(t, "cuInit: %v", err)
 	}
 	n, err := d.DeviceCount()
 	if err != nil || n < 1 {
-		t.Skipf("no GPU: %d, %v", n, err)
+		gputest.Skipf(t, "no GPU: %d, %v", n, err)
 	}
 	return n
 }

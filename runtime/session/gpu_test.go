@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
@@ -35,7 +36,7 @@ func gpuKinds(t *testing.T) map[string]func(t *testing.T, ids []int) *session.Se
 		ks["process-cuda"] = func(t *testing.T, _ []int) *session.Session {
 			n, err := d.DeviceCount()
 			if err != nil || n < 1 {
-				t.Skipf("no device to bind: %d, %v", n, err)
+				gputest.Skipf(t, "no device to bind: %d, %v", n, err)
 			}
 			ids := []int{0, 1 % n}
 			s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: 2, DeviceIDs: ids}})
@@ -109,7 +110,7 @@ func TestGPUTensorsInSessions(t *testing.T) {
 func TestNoDeviceMemoryLeakPerSession(t *testing.T) {
 	d, err := cuda.Load()
 	if err != nil || d.Init() != nil {
-		t.Skip("no CUDA driver")
+		gputest.Skipf(t, "no CUDA driver")
 	}
 	free := func() int64 {
 		s, err := session.NewThreaded(session.Options{NumWorkers: 1, DeviceIDs: []int{0}})

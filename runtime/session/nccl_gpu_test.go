@@ -11,6 +11,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
@@ -89,11 +90,11 @@ func init() {
 func TestNCCLBackend(t *testing.T) {
 	d, err := cuda.Load()
 	if err != nil || d.Init() != nil {
-		t.Skip("no CUDA driver")
+		gputest.Skipf(t, "no CUDA driver")
 	}
 	ngpu, err := d.DeviceCount()
 	if err != nil || ngpu < 1 {
-		t.Skipf("no GPU: %d, %v", ngpu, err)
+		gputest.Skipf(t, "no GPU: %d, %v", ngpu, err)
 	}
 	n := min(ngpu, 2)
 	ids := make([]int, n)
@@ -197,11 +198,10 @@ func needGPUs(t *testing.T, n int) {
 	t.Helper()
 	d, err := cuda.Load()
 	if err != nil || d.Init() != nil {
-		t.Skip("no CUDA driver")
+		gputest.Skipf(t, "no CUDA driver")
 	}
-	got, err := d.DeviceCount()
-	if err != nil || got < n {
-		t.Skipf("needs %d GPUs, have %d (%v)", n, got, err)
+	if got, err := d.DeviceCount(); err != nil || got < n {
+		gputest.Require(t, n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/mlp"
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -203,14 +204,14 @@ func TestDemo(t *testing.T) {
 func TestMLPGPU(t *testing.T) {
 	d, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		gputest.Skipf(t, "no CUDA driver: %v", err)
 	}
 	if err := d.Init(); err != nil {
-		t.Skipf("cuInit: %v", err)
+		gputest.Skipf(t, "cuInit: %v", err)
 	}
 	n, err := d.DeviceCount()
 	if err != nil || n < 1 {
-		t.Skipf("needs a GPU, have %d (%v)", n, err)
+		gputest.Skipf(t, "needs a GPU, have %d (%v)", n, err)
 	}
 	ids, backend := []int{0, 1}, "nccl"
 	if n < 2 {
