@@ -114,7 +114,7 @@ var layers = map[string]int{
 	"cmd/chorus/internal/demo":     7,
 	"cmd/chorus/internal/bench":    7,
 	"cmd/chorus/internal/mlp":      8, // the tensor-parallel MLP on the VM (demo, bench)
-	"cmd/chorus":                   9,
+	"cmd/chorus":                   10,
 	"cmd/benchdoc":                 0, // writes docs/benchmarks.md from bench/results; standard library only
 
 	"examples/hello": 7, // the README's usage as a program: registry, worker, session
