@@ -39,7 +39,7 @@ type decodeRow struct {
 	DType   string `json:"dtype,omitempty"`
 	Config  string `json:"config,omitempty"`
 	Mode    string `json:"mode,omitempty"`    // eager, graph (decode); torch-eager, ... (anchor)
-	Kernels string `json:"kernels,omitempty"` // gemv (skinny-matrix kernels up to 8 rows) or cublas
+	Kernels string `json:"kernels,omitempty"` // gemv (skinny-matrix kernels for a few rows) or cublas
 	Batch   int    `json:"batch,omitempty"`
 	Ctx     int    `json:"ctx,omitempty"`
 	Tokens  int    `json:"tokens,omitempty"` // prefill length
@@ -82,9 +82,9 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	warmup := fs.Int("warmup", 4, "untimed steps before them")
 	prefill := fs.Int("prefill", 512, "prompt length of the prefill row (0: none)")
 	modes := fs.String("modes", "eager,graph", "eager (a VM call per step), graph (a CUDA graph replay per step)")
-	kernels := fs.String("kernels", "gemv", "matrix paths for decode rows: gemv (skinny-matrix kernels for up to 8 rows, cuBLAS above), cublas (cuBLAS for every product)")
+	kernels := fs.String("kernels", "gemv", "matrix paths for decode rows: gemv (skinny-matrix kernels for up to vm.GemvDefaultRows rows, cuBLAS above), cublas (cuBLAS for every product)")
 	launches := fs.Int("launch", 1000, "launch-cost rows: this many empty kernels back to back (0: none)")
-	shapes := fs.Bool("shapes", false, "per-shape rows: every projection of a worker through cuBLAS and the skinny-matrix kernel at 1, 8 and 32 rows")
+	shapes := fs.Bool("shapes", false, "per-shape rows: every projection of a worker through cuBLAS and the skinny-matrix kernel at 1, 2, 4, 8 and 32 rows")
 	streamBytes := fs.Int64("stream-bytes", 2<<30, "buffer of the streaming-read bound (much larger than L2)")
 	gemmN := fs.Int64("gemm", 8192, "size of the cuBLAS n×n×n product of the GEMM peak")
 	anchor := fs.String("anchor", "", "JSON lines of bench/decoder_ref.py --bench-decode (PyTorch anchors of the same shapes), printed next to chorus's rows")
@@ -336,7 +336,7 @@ func (b *decodeBench) shapes(ctx context.Context) error {
 	es := float64(b.c.DType.Size())
 	var sweep []string
 	for _, p := range b.projections() {
-		for _, m := range []int{1, 8, 32} {
+		for _, m := range []int{1, 2, 4, 8, 32} {
 			var rowKS func(path string, ks int) (float64, error)
 			row := func(path string) (float64, error) {
 				return rowKS(path, 0)
@@ -484,7 +484,7 @@ func (b *decodeBench) setGemv(ctx context.Context, kernels string) error {
 		return err
 	}
 	defer f.Release()
-	rows := vm.GemvMaxM
+	rows := vm.GemvDefaultRows
 	if kernels == "cublas" {
 		rows = 0
 	}

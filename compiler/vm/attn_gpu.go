@@ -15,7 +15,8 @@ import (
 var attnKernelSource string
 
 const (
-	attnWarps = 4 // ATTN_WARPS
+	attnWarps     = 4    // ATTN_WARPS
+	attnMaxSplits = 1024 // ATTN_MAX_SPLITS
 	// attnScratchMax bounds the split results of one attention call
 	// (float32 max, sum and output per token, head and split); calls
 	// that would need more use fewer splits.
@@ -60,7 +61,7 @@ func planAttention(t, hq, hkv, d, maxSeq int, dt tensor.DType, aligned bool, sms
 		return attnPlan{}, false
 	}
 	want := 4 * max(sms, 1)
-	p.splits = max(1, min((want+hkv*t-1)/(hkv*t), (maxSeq+31)/32))
+	p.splits = max(1, min((want+hkv*t-1)/(hkv*t), (maxSeq+31)/32, attnMaxSplits))
 	for p.splits > 1 && p.scratch(t, hq, d) > attnScratchMax {
 		p.splits /= 2
 	}
@@ -124,7 +125,8 @@ func (g *gpuState) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64)
 		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.scale))
 	if err == nil && pl.splits > 1 {
 		err = g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
-			unsafe.Pointer(&a.part), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d), unsafe.Pointer(&a.splits))
+			unsafe.Pointer(&a.part), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d),
+			unsafe.Pointer(&a.splits), unsafe.Pointer(&a.chunk))
 	}
 	runtime.KeepAlive(a)
 	return true, err

@@ -12,7 +12,7 @@
 // split), the running max, the sum and the unnormalized output
 // (splits > 1), or the output itself (splits == 1).
 // attn_combine: grid (heads, tokens), one thread per element of the head
-// dim, merges the splits.
+// dim, merges the splits that reach the token's position.
 
 #define ATTN_WARPS 4
 
@@ -157,23 +157,55 @@ __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc,
 }
 
 // attn_combine: out[t, h, :] from the splits' (max, sum, output) triples.
+// Only the splits that reach the token's position are read (pos[t] /
+// chunk + 1 of them): a short context in a long cache costs what its
+// rows cost. The block finds the largest max and the splits' weights
+// together (a thread per split, at most ATTN_MAX_SPLITS), then every
+// thread sums its element over the splits, four loads in flight.
+#define ATTN_MAX_SPLITS 1024
 template <class E>
-__device__ void attn_combine_impl(const float* part, typename E::T* out, int hq, int d, int splits) {
+__device__ void attn_combine_impl(const float* part, const int* pos, typename E::T* out, int hq, int d, int splits, int chunk) {
+  __shared__ float scale[ATTN_MAX_SPLITS];
+  __shared__ float red[32];
   const int h = blockIdx.x, t = blockIdx.y, j = threadIdx.x;
-  if (j >= d) return;
+  const int lane = j & 31, w = j >> 5, nw = (blockDim.x + 31) >> 5;
   const float* pp = part + ((long long)t * hq + h) * splits * (d + 2);
+  const int p = pos[t];
+  const int na = p < 0 ? 1 : min(splits, p / chunk + 1);
+  // the largest max over the splits with rows
   float M = attn_neg_inf();
-  for (int s = 0; s < splits; s++)
+  for (int s = j; s < na; s += blockDim.x)
     if (pp[s * (d + 2) + 1] > 0.0f) M = fmaxf(M, pp[s * (d + 2)]);
-  float L = 0.0f, v = 0.0f;
-  for (int s = 0; s < splits; s++) {
-    const float* x = pp + s * (d + 2);
-    if (x[1] > 0.0f) {
-      float c = expf(x[0] - M);
-      L += x[1] * c;
-      v += x[2 + j] * c;
-    }
+  for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+  if (lane == 0) red[w] = M;
+  __syncthreads();
+  M = attn_neg_inf();
+  for (int i = 0; i < nw; i++) M = fmaxf(M, red[i]);
+  __syncthreads();
+  // each split's weight, and their sum with the sums
+  float L = 0.0f;
+  for (int s = j; s < na; s += blockDim.x) {
+    const float l = pp[s * (d + 2) + 1];
+    const float c = l > 0.0f ? expf(pp[s * (d + 2)] - M) : 0.0f;
+    scale[s] = c;
+    L += l * c;
   }
+  for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+  if (lane == 0) red[w] = L;
+  __syncthreads();
+  L = 0.0f;
+  for (int i = 0; i < nw; i++) L += red[i];
+  if (j >= d) return;
+  float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f, v3 = 0.0f;
+  int s = 0;
+  for (; s + 3 < na; s += 4) {
+    v0 += scale[s] * pp[s * (d + 2) + 2 + j];
+    v1 += scale[s + 1] * pp[(s + 1) * (d + 2) + 2 + j];
+    v2 += scale[s + 2] * pp[(s + 2) * (d + 2) + 2 + j];
+    v3 += scale[s + 3] * pp[(s + 3) * (d + 2) + 2 + j];
+  }
+  for (; s < na; s++) v0 += scale[s] * pp[s * (d + 2) + 2 + j];
+  float v = (v0 + v1) + (v2 + v3);
   // a position outside the cache leaves a NaN max in every split
   if (pp[0] != pp[0]) v = attn_qnan();
   out[((long long)t * hq + h) * d + j] = E::store(v / L);
@@ -195,8 +227,9 @@ __device__ void attn_combine_impl(const float* part, typename E::T* out, int hq,
                              int hq, int hkv, int seq, int chunk, float scale) {                                           \
     attn_split_impl<E, 8, 4>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale);                                       \
   }                                                                                                                        \
-  extern "C" __global__ void attn_combine_##name(const float* part, E::T* out, int hq, int d, int splits) {               \
-    attn_combine_impl<E>(part, out, hq, d, splits);                                                                        \
+  extern "C" __global__ void attn_combine_##name(const float* part, const int* pos, E::T* out, int hq, int d, int splits,  \
+                                                 int chunk) {                                                             \
+    attn_combine_impl<E>(part, pos, out, hq, d, splits, chunk);                                                            \
   }
 
 ATTN_KERNELS(f16, F16)
