@@ -1,29 +1,22 @@
 package vm_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
 	"github.com/chorus-rt/chorus/compiler/vm"
+	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// requireGPU skips a GPU test on a machine without one, unless
-// CHORUS_REQUIRE_GPU=1 asks for the GPU tests to run: then it fails.
+// requireGPU skips a GPU test on a machine without one, or fails it
+// when CHORUS_REQUIRE_GPU promises one (gputest.Require).
 func requireGPU(t *testing.T) {
 	t.Helper()
-	if os.Getenv("CHORUS_REQUIRE_GPU") != "1" {
-		gpuCount(t)
-		return
-	}
-	ok := false
-	t.Run("gpu", func(t *testing.T) { gpuCount(t); ok = true })
-	if !ok {
-		t.Fatal("CHORUS_REQUIRE_GPU=1 and no usable GPU")
-	}
+	gputest.Require(t, 1)
+	gpuCount(t)
 }
 
 // gemvCases are products the skinny-matrix kernel takes (K a multiple of
