@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chorus-rt/chorus/model/tokenizer"
 	"io"
 	"path/filepath"
 	"slices"
@@ -29,16 +30,19 @@ type textCodec interface {
 	Decode(ids []int, skipSpecial bool) (string, error)
 }
 
-// errNoTokenizer: this build reads no tokenizer.json yet.
-var errNoTokenizer = errors.New("this build has no tokenizer.json reader; give the prompt as token ids with --prompt-ids")
-
 // loadTokenizer reads DIR/tokenizer.json; renderChat applies the chat
 // template of DIR/tokenizer_config.json to one user message (with the
 // generation prompt). Set where a tokenizer and a template engine are
-// linked in.
+// linked in (tests replace them).
 var (
-	loadTokenizer = func(path string) (textCodec, error) { return nil, errNoTokenizer }
-	renderChat    = func(dir, user string) (string, error) {
+	loadTokenizer = func(path string) (textCodec, error) {
+		t, err := tokenizer.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	renderChat = func(dir, user string) (string, error) {
 		return "", errors.New("this build has no chat template engine")
 	}
 )

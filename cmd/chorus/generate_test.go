@@ -13,7 +13,8 @@ import (
 // TestGenerateCommand: chorus generate on the tiny Llama 3 checkpoint of
 // model/hf's testdata gives transformers' 16 greedy tokens (golden.json,
 // first prompt) on 1 and 2 workers, threaded and process sessions, in
-// its --json line; a seeded sampler repeats itself; bad flags are usage
+// its --json line, from the prompt's ids and from its text (the same ids
+// as transformers' tokenizer); a seeded sampler repeats itself; bad flags are usage
 // errors naming the flag.
 func TestGenerateCommand(t *testing.T) {
 	dir := filepath.Join("..", "..", "model", "hf", "testdata")
@@ -24,7 +25,8 @@ func TestGenerateCommand(t *testing.T) {
 	var g struct {
 		Models map[string]struct {
 			Prompts []struct {
-				IDs     []int `json:"ids"`
+				Text    string `json:"text"`
+				IDs     []int  `json:"ids"`
 				Float32 struct {
 					NewIDs []int `json:"new_ids"`
 				} `json:"float32"`
@@ -40,11 +42,17 @@ func TestGenerateCommand(t *testing.T) {
 	for _, tc := range []struct {
 		session string
 		workers int
-	}{{"threaded", 1}, {"process", 2}} {
-		t.Run(fmt.Sprintf("%s/%d", tc.session, tc.workers), func(t *testing.T) {
+		text    bool // the prompt as text, through model/tokenizer
+	}{{"threaded", 1, false}, {"process", 2, false}, {"threaded", 2, true}} {
+		t.Run(fmt.Sprintf("%s/%d/text=%v", tc.session, tc.workers, tc.text), func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			args := []string{"generate", "--model", model, "--prompt-ids", ids, "--max-tokens", "16", "--device", "cpu",
-				"--session", tc.session, "--workers", fmt.Sprint(tc.workers), "--json"}
+			prompt := []string{"--prompt-ids", ids}
+			if tc.text {
+				prompt = []string{"--prompt", p.Text}
+			}
+			args := append([]string{"generate", "--model", model}, prompt...)
+			args = append(args, "--max-tokens", "16", "--device", "cpu",
+				"--session", tc.session, "--workers", fmt.Sprint(tc.workers), "--json")
 			if code := run(args, &out, &errOut); code != 0 {
 				t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 			}
