@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chorus-rt/chorus/model/chat"
 	"github.com/chorus-rt/chorus/model/tokenizer"
 	"io"
 	"path/filepath"
@@ -30,10 +31,10 @@ type textCodec interface {
 	Decode(ids []int, skipSpecial bool) (string, error)
 }
 
-// loadTokenizer reads DIR/tokenizer.json; renderChat applies the chat
-// template of DIR/tokenizer_config.json to one user message (with the
-// generation prompt). Set where a tokenizer and a template engine are
-// linked in (tests replace them).
+// loadTokenizer reads DIR/tokenizer.json (model/tokenizer); renderChat
+// applies the folder's chat template (chat_template.jinja, else
+// tokenizer_config.json's chat_template: model/chat) to one user message
+// with the generation prompt. Variables, so tests can replace them.
 var (
 	loadTokenizer = func(path string) (textCodec, error) {
 		t, err := tokenizer.Load(path)
@@ -43,7 +44,11 @@ var (
 		return t, nil
 	}
 	renderChat = func(dir, user string) (string, error) {
-		return "", errors.New("this build has no chat template engine")
+		c, err := chat.LoadFolder(dir)
+		if err != nil {
+			return "", err
+		}
+		return c.Render([]chat.Message{{Role: "user", Content: user}}, chat.Options{AddGenerationPrompt: true})
 	}
 )
 
@@ -123,6 +128,12 @@ func cmdGenerate(ctx context.Context, args []string, out, errOut io.Writer) erro
 	}
 	if *graph && gpus == 0 {
 		return usageError{"generate: --graph needs GPUs (--device cuda)"}
+	}
+
+	// The folder's config first: a folder that is not a model is named as
+	// such, not by the first file the prompt needs.
+	if _, err := hf.ReadConfig(*dir); err != nil {
+		return fmt.Errorf("generate: --model %s: %w", *dir, err)
 	}
 
 	// The prompt's ids.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/chorus-rt/chorus/model/chat"
+	"github.com/chorus-rt/chorus/model/tokenizer"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +105,45 @@ func TestGenerateCommand(t *testing.T) {
 	if code := run([]string{"generate", "--model", model, "--prompt-ids", "1", "--workers", "3", "--device", "cpu"}, &out, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "num_key_value_heads") {
 		t.Errorf("3 workers: exit %d, %s", code, errOut.String())
+	}
+}
+
+// TestGenerateChat: --chat renders the folder's template around the
+// prompt (model/chat) and encodes it without added specials, as
+// transformers' apply_chat_template does; a folder that is not a model is
+// named by its config.json.
+func TestGenerateChat(t *testing.T) {
+	dir := filepath.Join("..", "..", "model", "hf", "testdata", "llama3")
+	c, err := chat.LoadFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := c.Render([]chat.Message{{Role: "user", Content: "Hello"}}, chat.Options{AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tok.Encode(text, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"generate", "--model", dir, "--prompt", "Hello", "--chat", "--max-tokens", "2", "--device", "cpu", "--session", "threaded", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	var res generateResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if fmt.Sprint(res.PromptIDs) != fmt.Sprint(want) || !strings.Contains(text, "<|start_header_id|>user") {
+		t.Errorf("prompt ids %v, want %v (%q)", res.PromptIDs, want, text)
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"generate", "--model", t.TempDir(), "--prompt", "Hello"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "config.json") {
+		t.Errorf("a folder with no config.json: exit %d, %q", code, errOut.String())
 	}
 }
