@@ -523,16 +523,27 @@ func (b *decodeBench) model(ctx context.Context, seed int64, ctxs []int, modes, 
 		return err
 	}
 	defer decoder.ReleaseWeights(w)
-	m, err := decoder.Load(ctx, b.s, b.c, tensor.CUDADevice(0), decoder.Options{PrefillLen: prefill, Strategy: "auto"}, w)
+	load := func() (*decoder.Model, error) {
+		return decoder.Load(ctx, b.s, b.c, tensor.CUDADevice(0), decoder.Options{PrefillLen: prefill, Strategy: "auto"}, w)
+	}
+	m, err := load()
 	if err != nil {
 		return err
 	}
-	defer m.Release()
+	defer func() { m.Release() }()
 	fmt.Fprintf(b.out, "# random weights on the workers and the model loaded in %v; per GPU a step reads %.2f GB of weights\n", time.Since(t0).Round(time.Millisecond), b.stepBytes(-1)/1e9)
 	fmt.Fprintf(b.out, "%-8s %-7s %5s %6s %9s %9s %8s %8s %8s %9s %8s %5s\n", "mode", "kernels", "batch", "ctx", "ms/step", "tokens/s", "GB/step", "GB/s", "of_bound", "host_ms", "ops", "fused")
-	for _, k := range kernels {
+	for i, k := range kernels {
 		if err := b.setGemv(ctx, k); err != nil {
 			return err
+		}
+		if i > 0 {
+			// A model captures its decode graph once: a fresh one, so the
+			// graph rows run this path's kernels.
+			m.Release()
+			if m, err = load(); err != nil {
+				return err
+			}
 		}
 		for _, cx := range ctxs {
 			for _, mode := range modes {
@@ -662,10 +673,17 @@ func readDecodeAnchors(path string) ([]decodeRow, error) {
 		if !strings.HasPrefix(line, "{") {
 			continue
 		}
-		var r decodeRow
-		if err := json.Unmarshal([]byte(line), &r); err != nil || r.What != "anchor" {
+		// decoder_ref.py's lines carry more than a decodeRow (its config
+		// as an object): only these fields are read.
+		var a struct {
+			What, Mode, Device, DType string
+			Batch, Ctx                int
+			MS                        float64
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil || a.What != "anchor" {
 			continue
 		}
+		r := decodeRow{What: "anchor", Mode: a.Mode, Batch: a.Batch, Ctx: a.Ctx, MS: a.MS}
 		rows = append(rows, r)
 	}
 	if err := sc.Err(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -62,5 +63,30 @@ func TestDecodeBytes(t *testing.T) {
 	want := 2*mat*512 + 4*32*4096*512*513/2
 	if got := b.prefillFLOPs(512); math.Abs(got-want) > 1e3 {
 		t.Errorf("prefill FLOPs %v, want %v", got, want)
+	}
+}
+
+// TestReadDecodeAnchors reads lines as bench/decoder_ref.py
+// --bench-decode prints them (the config as an object) and skips the
+// rest.
+func TestReadDecodeAnchors(t *testing.T) {
+	path := t.TempDir() + "/anchors.jsonl"
+	lines := `W1128 a warning of torch
+{"bench": "decode", "what": "anchor", "mode": "torch-graph", "batch": 1, "ctx": 128, "ms": 9.37, "tokens_per_s": 106.7, "dtype": "bfloat16", "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "config": {"vocab": 128256, "hidden": 4096}}
+{"bench": "decode", "what": "other", "ms": 1}
+{"bench": "decode", "what": "anchor", "mode": "torch-compile", "batch": 1, "ctx": 4096, "ms": 5.99, "compile_s": 120.5, "config": {}}
+`
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := readDecodeAnchors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Mode != "torch-graph" || rows[0].Ctx != 128 || rows[0].MS != 9.37 || rows[1].Mode != "torch-compile" || rows[1].Ctx != 4096 {
+		t.Errorf("read %+v", rows)
+	}
+	if _, err := readDecodeAnchors(path + ".missing"); err == nil || !strings.Contains(err.Error(), "--anchor") {
+		t.Errorf("missing file: %v", err)
 	}
 }
