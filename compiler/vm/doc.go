@@ -68,6 +68,22 @@
 // errors, ...). Nothing panics across the API: the worker recovers
 // panics anyway, but the VM checks operands before kernels index them.
 //
+// # Decode kernels and fusion at load
+//
+// On GPUs, matmul_nt with at most GemvDefaultRows rows of x (float16,
+// bfloat16) runs a skinny-matrix kernel that streams the weight once
+// (kernels_gemv.cu, planGemv); attention with head dims 64-256 runs
+// split-KV (kernels_attn.cu, planAttention). When a function is loaded,
+// fuse.go replaces three instruction patterns of the decoder with one
+// instruction each: the gated MLP (one pass over gate and up, SiLU and
+// the product in the epilogue), three products of one input (q, k, v in
+// one launch) and a residual add with the RMSNorm of its sum. The IR is
+// unchanged; where a kernel does not take the operands, and on CPUs, the
+// fused instruction runs the original ops. GemvFunc switches a worker's
+// products to cuBLAS; the measurement functions (BenchStreamFunc,
+// BenchGemmFunc, BenchMatmulNTFunc, BenchLaunchFunc, FillUniformFunc,
+// RunStatsFunc) serve chorus bench decode (docs/performance.md, Decode).
+//
 // # CPU and GPU programs
 //
 // IPC memory and the custom all-reduce exist only on GPU workers. CPU
