@@ -441,6 +441,57 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 		events *= 2
 	}
 	traced := announceTrace(errOut, "plan "+p.Name, events)
+	failed, err := sw.drive(p, out, errOut, func(b, inN, outN, msg int64) (planRow, error) {
+		iters, warm := sw.itersWarm(msg)
+		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: sw.kind, Workers: sw.workers, DType: sw.dt.String(), Bytes: msg}
+		if compare {
+			v, err := benchHandWritten(ctx, s, cpuBench, string(p.Collective), sw.dt, msg, iters, warm)
+			if err != nil {
+				return row, err
+			}
+			row.CPUTimeUs = v.TimeUs
+			row.Wrong += v.Wrong
+		}
+		r, err := c.Bench(ctx, sw.dt, inN, outN, iters, warm)
+		if err != nil {
+			return row, err
+		}
+		row.TimeUs, row.Wrong = r.TimeUs, row.Wrong+r.Wrong
+		if row.CPUTimeUs > 0 {
+			row.Ratio = row.TimeUs / row.CPUTimeUs
+		}
+		return row, nil
+	}, func(row planRow) {
+		if compare {
+			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.2f %11.3f %7.2f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.CPUTimeUs, row.TimeUs, row.BusBW, row.Ratio, row.Wrong)
+		} else {
+			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Close(); err != nil {
+		return err
+	}
+	if err := s.Shutdown(); err != nil {
+		return err
+	}
+	traced()
+	if failed > 0 {
+		return fmt.Errorf("plan %q: %d wrong elements", p.Name, failed)
+	}
+	return sw.plot.write(errOut)
+}
+
+// drive is the sweep loop of plan run and bench --plan on either
+// executor: for every size of the sweep that fits p it calls measure with
+// the element counts and the message bytes, completes the row's
+// bandwidths, adds it to the plot and prints it (a JSON line, or the
+// table line printRow writes), with the progress line in between. It
+// returns the wrong elements of all rows.
+func (sw sweep) drive(p *plan.Plan, out, errOut io.Writer, measure func(b, inN, outN, msg int64) (planRow, error), printRow func(planRow)) (int64, error) {
+	es := int64(sw.dt.Size())
 	var failed int64
 	prog := sw.progress(p.Name, errOut)
 	defer prog.End()
@@ -456,53 +507,26 @@ func planSweep(ctx context.Context, p *plan.Plan, sw sweep, compare bool, out, e
 		if p.Collective == plan.AllGather {
 			msg = outN * es
 		}
-		iters, warm := sw.itersWarm(msg)
-		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: sw.kind, Workers: sw.workers, DType: sw.dt.String(), Bytes: msg}
-		if compare {
-			v, err := benchHandWritten(ctx, s, cpuBench, string(p.Collective), sw.dt, msg, iters, warm)
-			if err != nil {
-				return err
-			}
-			row.CPUTimeUs = v.TimeUs
-			row.Wrong += v.Wrong
-		}
-		r, err := c.Bench(ctx, sw.dt, inN, outN, iters, warm)
+		row, err := measure(b, inN, outN, msg)
 		if err != nil {
-			return err
+			return failed, err
 		}
-		row.TimeUs, row.Wrong = r.TimeUs, row.Wrong+r.Wrong
 		if row.TimeUs > 0 {
 			row.AlgBW = float64(msg) / row.TimeUs / 1e3
 			row.BusBW = row.AlgBW * busFactor(p.Collective, sw.workers)
 		}
-		if row.CPUTimeUs > 0 {
-			row.Ratio = row.TimeUs / row.CPUTimeUs
-		}
 		failed += row.Wrong
 		prog.Clear()
 		sw.plot.add(row)
-		switch {
-		case sw.json:
+		if sw.json {
 			if err := json.NewEncoder(out).Encode(row); err != nil {
-				return err
+				return failed, err
 			}
-		case compare:
-			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.2f %11.3f %7.2f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.CPUTimeUs, row.TimeUs, row.BusBW, row.Ratio, row.Wrong)
-		default:
-			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong)
+		} else {
+			printRow(row)
 		}
 	}
-	if err := c.Close(); err != nil {
-		return err
-	}
-	if err := s.Shutdown(); err != nil {
-		return err
-	}
-	traced()
-	if failed > 0 {
-		return fmt.Errorf("plan %q: %d wrong elements", p.Name, failed)
-	}
-	return sw.plot.write(errOut)
+	return failed, nil
 }
 
 // benchHandWritten times the cpu backend's collective through the bench
@@ -625,57 +649,35 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 		fmt.Fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
 	}
 	es := int64(sw.dt.Size())
-	var failed int64
-	prog := sw.progress(p.Name, errOut)
-	defer prog.End()
-	for i, b := 0, sw.lo; b <= sw.hi; i, b = i+1, b*sw.step {
-		prog.Step(i)
-		inN, outN := planrun.Counts(p, sw.dt, b)
-		if inN == 0 {
-			prog.Clear()
-			fmt.Fprintf(errOut, "plan %q: no message size up to %d bytes fits the plan; row skipped\n", p.Name, b)
-			continue
-		}
-		msg := inN * es
-		if p.Collective == plan.AllGather {
-			msg = outN * es
-		}
+	failed, err := sw.drive(p, out, errOut, func(b, inN, outN, msg int64) (planRow, error) {
 		iters, warm := sw.itersWarm(msg)
-		var probeWrong int64
+		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: "process-cuda", Workers: sw.workers, DType: sw.dt.String(), Bytes: msg}
 		if sw.iters <= 0 {
 			// Calibrate: a few calls (also checked) give the time per call,
 			// and the size gets what fits in gpuSizeBudget.
 			pr, err := c.Bench(ctx, sw.dt, inN, outN, gpuProbeIters, 1, reduce.Sum, sw.graph, b)
 			if err != nil {
-				return err
+				return row, err
 			}
-			probeWrong = pr.Wrong
+			row.Wrong = pr.Wrong
 			iters, warm = gpuIters(pr.TimeUs, msg, sw.warmup)
 		}
 		r, err := c.Bench(ctx, sw.dt, inN, outN, iters, warm, reduce.Sum, sw.graph, b)
 		if err != nil {
-			return err
+			return row, err
 		}
-		row := planRow{Bench: string(p.Collective), Plan: p.Name, Session: "process-cuda", Workers: sw.workers, DType: sw.dt.String(), Bytes: msg, TimeUs: r.TimeUs, Wrong: r.Wrong + probeWrong}
+		row.TimeUs, row.Wrong = r.TimeUs, row.Wrong+r.Wrong
 		row.Backend = "chorus-plan-" + p.Name
 		if sw.graph {
 			row.Session = "process-cuda-graph"
 			row.Backend += "-graph"
 		}
-		if row.TimeUs > 0 {
-			row.AlgBW = float64(msg) / row.TimeUs / 1e3
-			row.BusBW = row.AlgBW * busFactor(p.Collective, sw.workers)
-		}
-		failed += row.Wrong
-		prog.Clear()
-		sw.plot.add(row)
-		if sw.json {
-			if err := json.NewEncoder(out).Encode(row); err != nil {
-				return err
-			}
-		} else {
-			fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong)
-		}
+		return row, nil
+	}, func(row planRow) {
+		fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong)
+	})
+	if err != nil {
+		return err
 	}
 	if err := c.Close(); err != nil {
 		return err
