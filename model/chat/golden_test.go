@@ -87,7 +87,7 @@ func (c *goldenCase) options(t *testing.T) Options {
 func (c *goldenCase) messages() []Message {
 	out := make([]Message, len(c.Messages))
 	for i, m := range c.Messages {
-		out[i] = Message{Role: m.Role, Content: m.Content}
+		out[i] = Message(m)
 	}
 	return out
 }
