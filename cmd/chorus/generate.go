@@ -17,7 +17,6 @@ import (
 
 	"github.com/chorus-rt/chorus/model/decoder"
 	"github.com/chorus-rt/chorus/model/hf"
-	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -178,32 +177,11 @@ func cmdGenerate(ctx context.Context, args []string, out, errOut io.Writer) erro
 			return usageError{fmt.Sprintf("generate: prompt token %d (index %d) is outside the vocabulary of %d", id, i, ck.Decoder.Vocab)}
 		}
 	}
-	var s *session.Session
-	device, backend, strategy := tensor.CPUDevice, "cpu", ""
-	if gpus > 0 {
-		dids := make([]int, *n)
-		for i := range dids {
-			dids[i] = i % gpus
-		}
-		po := processOptions("shm")
-		po.NumWorkers, po.DeviceIDs = *n, dids
-		s, err = session.NewProcess(ctx, po)
-		device, backend, strategy = tensor.CUDADevice(0), "nccl", "auto"
-		if gpus < *n {
-			backend = "ipc" // NCCL refuses two ranks on one GPU
-		}
-	} else {
-		s, err = newSession(ctx, *kind, "shm", *n)
-	}
+	s, device, strategy, err := modelSession(ctx, *kind, *n, gpus)
 	if err != nil {
 		return err
 	}
 	rerr := func() error {
-		if *n > 1 {
-			if err := s.InitCCL(ctx, backend, 0); err != nil {
-				return err
-			}
-		}
 		t0 := time.Now()
 		m, err := hf.Load(ctx, s, ck, device, hf.LoadOptions{Decoder: decoder.Options{PrefillLen: len(ids), Strategy: strategy}})
 		if err != nil {

@@ -111,34 +111,11 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return nil
 	}
 
-	// The session: CPU workers, or one process per GPU (several sharing
-	// one when there are fewer GPUs than workers).
-	var s *session.Session
-	device, backend, strategy := tensor.CPUDevice, "cpu", ""
-	if gpus > 0 {
-		ids := make([]int, *n)
-		for i := range ids {
-			ids[i] = i % gpus
-		}
-		po := processOptions("shm")
-		po.NumWorkers, po.DeviceIDs = *n, ids
-		s, err = session.NewProcess(ctx, po)
-		device, backend, strategy = tensor.CUDADevice(0), "nccl", "auto"
-		if gpus < *n {
-			backend = "ipc" // NCCL refuses two ranks on one GPU
-		}
-	} else {
-		s, err = newSession(ctx, *kind, "shm", *n)
-	}
+	s, device, strategy, err := modelSession(ctx, *kind, *n, gpus)
 	if err != nil {
 		return err
 	}
 	rerr := func() error {
-		if *n > 1 {
-			if err := s.InitCCL(ctx, backend, 0); err != nil {
-				return err
-			}
-		}
 		t0 := time.Now()
 		var w map[string]*session.DRef
 		if *hfFolder {
@@ -337,4 +314,43 @@ func checkTokens(c decoder.Config, seed uint64, prompt, got []int32, out io.Writ
 	}
 	fmt.Fprintf(out, "check: %d tokens equal the float64 reference's greedy choice, %d within rounding of it (the run's token fed on)\n", len(got)-ties, ties)
 	return nil
+}
+
+// modelSession starts the session a model runs on: n CPU workers of the
+// given kind, or (gpus > 0) one process per worker bound to GPU i % gpus,
+// several sharing one when there are fewer GPUs than workers; with n > 1
+// its communicator is joined: cpu, nccl, or ipc where ranks share a GPU
+// (NCCL refuses two ranks on one GPU). It returns the workers' device and
+// the custom all-reduce strategy for the decoder ("" on CPUs).
+func modelSession(ctx context.Context, kind string, n, gpus int) (*session.Session, tensor.Device, string, error) {
+	var (
+		s   *session.Session
+		err error
+	)
+	device, backend, strategy := tensor.CPUDevice, "cpu", ""
+	if gpus > 0 {
+		ids := make([]int, n)
+		for i := range ids {
+			ids[i] = i % gpus
+		}
+		po := processOptions("shm")
+		po.NumWorkers, po.DeviceIDs = n, ids
+		s, err = session.NewProcess(ctx, po)
+		device, backend, strategy = tensor.CUDADevice(0), "nccl", "auto"
+		if gpus < n {
+			backend = "ipc"
+		}
+	} else {
+		s, err = newSession(ctx, kind, "shm", n)
+	}
+	if err != nil {
+		return nil, device, "", err
+	}
+	if n > 1 {
+		if err := s.InitCCL(ctx, backend, 0); err != nil {
+			s.Shutdown()
+			return nil, device, "", err
+		}
+	}
+	return s, device, strategy, nil
 }
