@@ -22,8 +22,7 @@
 // naming the ranks that never arrived, and the communicator is then failed
 // for good (every rank's later calls return ErrFailed).
 //
-// Backends read their tuning variables (CHORUS_CCL_*, CHORUS_HIER_*,
-// CHORUS_IPC_*) through EnvInt: a value that is not a valid number fails
-// Join (or NewAllReducer) with ErrBadArgs naming the variable, never a
-// silent default.
+// Backends read no environment: their settings are options (cpu.Options,
+// hier.EndpointOptions, ipc.Options, nccl.Options) that the worker passes
+// at Join; the measured choices are the code (docs/configuration.md).
 package ccl

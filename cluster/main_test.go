@@ -46,7 +46,8 @@ func runAgent(addr string) int {
 		rank = -1
 	}
 	err = node.Run(context.Background(), node.Options{Connect: addr, NodeRank: rank, Workers: n,
-		Files: link.FilesFromEnv(), ConnectTimeout: 20 * time.Second})
+		Files:          link.Files{CA: os.Getenv("CHORUS_CA"), Cert: os.Getenv("CHORUS_CERT"), Key: os.Getenv("CHORUS_KEY"), Token: os.Getenv("CHORUS_TOKEN_FILE")},
+		ConnectTimeout: 20 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		return 1
@@ -155,7 +156,13 @@ func startAgent(t *testing.T, addr string, workers, rank int, files link.Files, 
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envAgent+"="+addr, envWorkers+"="+strconv.Itoa(workers), envRank+"="+strconv.Itoa(rank))
-	cmd.Env = append(append(cmd.Env, files.Env()...), extraEnv...)
+	// The agent reads its credentials as chorus node does.
+	for _, kv := range [][2]string{{"CHORUS_CA", files.CA}, {"CHORUS_CERT", files.Cert}, {"CHORUS_KEY", files.Key}, {"CHORUS_TOKEN_FILE", files.Token}} {
+		if kv[1] != "" {
+			cmd.Env = append(cmd.Env, kv[0]+"="+kv[1])
+		}
+	}
+	cmd.Env = append(cmd.Env, extraEnv...)
 	a := &agent{cmd: cmd, out: &syncBuf{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = a.out, a.out
 	if err := cmd.Start(); err != nil {

@@ -40,7 +40,7 @@ func (c *Comm) joinCMA(ctx context.Context) error {
 	c.pids = make([]int, c.n)
 	verdict, why := uint32(1), ""
 	if c.opts.NoCMA {
-		verdict, why = 2, "disabled (Options.NoCMA or CHORUS_CCL_CMA=0)"
+		verdict, why = 2, "disabled (Options.NoCMA)"
 	}
 	for r := range c.n {
 		ctl := c.seg.ctrl(r)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -771,24 +770,6 @@ func TestJoinErrors(t *testing.T) {
 			}
 		}
 	})
-	// A mistyped tuning variable fails Join, naming it, instead of
-	// running with the default.
-	for _, tc := range []struct{ name, v string }{
-		{"CHORUS_CCL_SLOT_BYTES", "256K"},
-		{"CHORUS_CCL_ONESHOT_MAX", "0"},
-		{"CHORUS_CCL_THREADS", "-1"},
-	} {
-		t.Run("bad-"+tc.name, func(t *testing.T) {
-			t.Setenv(tc.name, tc.v)
-			c, err := (&cpu.Backend{}).Join(context.Background(), ccl.Config{ID: newID(t), Rank: 0, Size: 1})
-			if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), tc.name) {
-				t.Errorf("%s=%q: Join: %v; want ErrBadArgs naming it", tc.name, tc.v, err)
-			}
-			if c != nil {
-				c.Close()
-			}
-		})
-	}
 }
 
 // TestClosed: calls after Close fail with ErrClosed.

@@ -1035,7 +1035,7 @@ func TestPath(t *testing.T) {
 	}{
 		{cpu.Options{}, "direct"},
 		{cpu.Options{NoDirect: true}, "cma"},
-		{cpu.Options{NoDirect: true, NoCMA: true}, "staged: disabled (Options.NoCMA or CHORUS_CCL_CMA=0)"},
+		{cpu.Options{NoDirect: true, NoCMA: true}, "staged: disabled (Options.NoCMA)"},
 	} {
 		errs := runRanks(t, tc.opts, 2, 0, func(ctx context.Context, c ccl.Comm) error {
 			cc := c.(*cpu.Comm)

@@ -202,7 +202,7 @@ func TestShmRankWithoutArena(t *testing.T) {
 		paths []string // PathFor after a large allreduce, by rank
 	}{
 		{smallShm, "cma (" + why + ")", []string{"mixed: 2 of 4", "shm", "mixed: 2 of 4"}},
-		{smallShmNoCMA, "staged: disabled (Options.NoCMA or CHORUS_CCL_CMA=0); " + why, []string{"staged: disabled", "staged: disabled", "staged: disabled"}},
+		{smallShmNoCMA, "staged: disabled (Options.NoCMA); " + why, []string{"staged: disabled", "staged: disabled", "staged: disabled"}},
 	} {
 		// Rank 1's tensors come from the process arena too, but it has
 		// no arena to locate them in: it publishes no offsets.

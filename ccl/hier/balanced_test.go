@@ -85,9 +85,11 @@ func TestChunkQueue(t *testing.T) {
 // than 64 bytes between leaders with stripes is a balanced ring, in
 // chunks of chunk bytes.
 func balanced(t *testing.T, chunk int) {
-	sm, rhd, ch, ri, mc, in := SmallMax, RHDMax, ChunkBytes, RingInlineMax, RingMinChunk, InlineMax
-	t.Cleanup(func() { SmallMax, RHDMax, ChunkBytes, RingInlineMax, RingMinChunk, InlineMax = sm, rhd, ch, ri, mc, in })
-	SmallMax, RHDMax, ChunkBytes, RingInlineMax, RingMinChunk, InlineMax = 64, 0, chunk, 0, chunk, 0
+	sm, rhd, ch, ri, mc, in := smallMax, rhdMax, chunkBytes, ringInlineMax, ringMinChunk, agreeInlineMax
+	t.Cleanup(func() {
+		smallMax, rhdMax, chunkBytes, ringInlineMax, ringMinChunk, agreeInlineMax = sm, rhd, ch, ri, mc, in
+	})
+	smallMax, rhdMax, chunkBytes, ringInlineMax, ringMinChunk, agreeInlineMax = 64, 0, chunk, 0, chunk, 0
 	stripesFrom(t, 0)
 }
 

@@ -13,15 +13,15 @@ import (
 
 // BenchmarkAllReduce: two simulated hosts of one rank each in this
 // process (TLS links over loopback), float32 sum, with the leader ring
-// in 1 and in DefaultStripes stripes (the same below StripeMin). Every
+// in 1 and in DefaultStripes stripes (the same below stripeMinBytes). Every
 // rank shares this process's cores: a loopback sanity check, not a
 // measurement of what stripes gain between hosts.
 func BenchmarkAllReduce(b *testing.B) {
 	for _, stripes := range []int{1, DefaultStripes} {
 		for _, size := range []int64{1 << 10, 256 << 10, 1 << 20, 4 << 20, 64 << 20} {
 			b.Run(fmt.Sprintf("s%d/%dB", stripes, size), func(b *testing.B) {
-				testStripesEnv = func(int) string { return strconv.Itoa(stripes) }
-				defer func() { testStripesEnv = nil }()
+				testStripes = func(int) string { return strconv.Itoa(stripes) }
+				defer func() { testStripes = nil }()
 				t := &testing.T{}
 				comms := world(t, []int{1, 1}, time.Minute)
 				defer func() {

@@ -117,15 +117,15 @@ const recHdrBytes = 4
 
 // gatherMax: allreduces of at most this many bytes are gathered (every
 // input to every rank, reduced in rank order). From bruckFrom hosts that
-// is only those that ride in the agreement (InlineMax); larger ones take
+// is only those that ride in the agreement (agreeInlineMax); larger ones take
 // RHD or the ring. On 8 hosts a 16 KiB allreduce took 225 us by RHD and
 // 239-258 us carried in an all-to-all agreement, but 386-396 us carried
 // through Bruck rounds (docs/multi-host.md).
 func (c *Comm) gatherMax() int {
 	if c.inRounds() {
-		return min(SmallMax, c.block-descBytes)
+		return min(smallMax, c.block-descBytes)
 	}
-	return SmallMax
+	return smallMax
 }
 
 // agreeBruck is agreeOnePerHost in Bruck rounds.

@@ -91,16 +91,16 @@ func sent(c *Comm) uint64 {
 // on) and without, allreduces of every kind of path (inline, carried
 // below bruckFrom, gathered, RHD or ring) and allgathers give the
 // float64 reference's results with the same bits everywhere; from
-// bruckFrom hosts nothing above InlineMax is carried or gathered;
+// bruckFrom hosts nothing above agreeInlineMax is carried or gathered;
 // mismatched or bad arguments fail every rank together; and a leader
 // sends ceil(log2 k) messages for an agreement in rounds, k-1 without.
 func TestBruckCollectives(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, in, cm, bf int) { SmallMax, InlineMax, CarryMax, bruckFrom = a, in, cm, bf }(SmallMax, InlineMax, CarryMax, bruckFrom)
-	SmallMax, InlineMax, CarryMax = 4096, 64, 2048
+	defer func(a, in, cm, bf int) { smallMax, agreeInlineMax, carryMaxBytes, bruckFrom = a, in, cm, bf }(smallMax, agreeInlineMax, carryMaxBytes, bruckFrom)
+	smallMax, agreeInlineMax, carryMaxBytes = 4096, 64, 2048
 	// One stripe: the worlds' links all shake hands with one endpoint.
-	testStripesEnv = func(int) string { return "1" }
-	defer func() { testStripesEnv = nil }()
+	testStripes = func(int) string { return "1" }
+	defer func() { testStripes = nil }()
 	ctx := context.Background()
 	for _, lay := range [][]int{{1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1}, {2, 1, 1, 3, 1}, {1, 1, 1, 1, 1, 1, 1}} {
 		for _, from := range []int{2, 1 << 30} {
@@ -249,8 +249,8 @@ func abs0(x int) int {
 	return x
 }
 
-// TestStripedByHosts: a leader ring is striped from StripeMin bytes on
-// up to stripeMinHosts hosts, and from StripeMin/stripeMinHosts bytes
+// TestStripedByHosts: a leader ring is striped from stripeMinBytes bytes on
+// up to stripeMinHosts hosts, and from stripeMinBytes/stripeMinHosts bytes
 // per host beyond.
 func TestStripedByHosts(t *testing.T) {
 	for _, tc := range []struct {

@@ -6,8 +6,8 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 )
 
-// Carried inputs. An allreduce of more than InlineMax bytes and at most
-// SmallMax is gathered: every rank's input reaches every rank, which
+// Carried inputs. An allreduce of more than agreeInlineMax bytes and at most
+// smallMax is gathered: every rank's input reaches every rank, which
 // reduces them in rank order. That used to take two rounds between the
 // hosts, the agreement (descriptors) and then the inputs. When every host
 // runs one rank (c.n == c.k, known to every rank from the id), the
@@ -18,20 +18,20 @@ import (
 //
 // Nothing is written to the output before every descriptor agrees: the
 // inputs land in the gathered scratch. Carrying is each rank's own choice
-// (CarryMax): a rank that receives an agreement message without an input
+// (carryMaxBytes): a rank that receives an agreement message without an input
 // from some rank, or with one of another size, runs the usual gather
 // round, and so does every other rank, since every rank sees every
-// rank's message; so ranks need not agree on CarryMax.
+// rank's message; so ranks need not agree on carryMaxBytes.
 
-// CarryMax: allreduces of at most this many bytes carry their input in
-// the agreement round where they can (CHORUS_HIER_CARRY_MAX, 0: never);
-// never more than SmallMax (16 KiB by default, so that is the limit). A communicator keeps the value it was joined
+// carryMaxBytes: allreduces of at most this many bytes carry their input in
+// the agreement round where they can (0: never);
+// never more than smallMax (16 KiB by default, so that is the limit). A communicator keeps the value it was joined
 // with. The default keeps a carried message inline (sent in one write
 // before the receives, as the agreement is): on the 16-core host's
 // namespaces 8-16 KiB allreduces got 1.5-1.9x faster on 2 and 4 hosts,
 // while carrying 64 KiB was 1.1-1.2x slower on 2 hosts (and faster on 4)
 // than agreeing first (docs/multi-host.md).
-var CarryMax = envInt0("CHORUS_HIER_CARRY_MAX", inlineMax-descBytes)
+var carryMaxBytes = inlineMax - descBytes
 
 // statusCarry marks an agreement message whose descriptor is followed by
 // the rank's input (header status byte).
@@ -45,7 +45,7 @@ func (c *Comm) carries(bytes int, local error) bool {
 
 // agreeOnePerHost is the agreement round between hosts that run one rank
 // each: every rank's descriptor, and its payload where that is inline
-// (at most InlineMax bytes), lands in its row of c.table. With carry, this
+// (at most agreeInlineMax bytes), lands in its row of c.table. With carry, this
 // rank's input (payload) follows its descriptor, and the inputs of every
 // rank that carried one of len(payload) bytes land in the gathered
 // scratch (rank order); c.carried says whether all did. A rank accepts
@@ -107,7 +107,7 @@ func (c *Comm) recvAgreement(p *peer, row, into []byte) (bool, error) {
 		// An inline payload that the descriptors say is not this
 		// allreduce's size is never read.
 		return false, c.recvInto(p, row[:m], nil)
-	case st == statusCarry && m > descBytes && m-descBytes <= SmallMax:
+	case st == statusCarry && m > descBytes && m-descBytes <= smallMax:
 	default:
 		return false, fmt.Errorf("%w: ccl/hier: rank %d: link protocol: rank %d sent an agreement of %d bytes (status %d)", ccl.ErrFailed, c.rank, p.rank, m, st)
 	}

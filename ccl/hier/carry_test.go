@@ -16,14 +16,14 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// TestCarriedAllReduce: sizes around InlineMax, CarryMax and SmallMax on
+// TestCarriedAllReduce: sizes around agreeInlineMax, carryMaxBytes and smallMax on
 // layouts with one rank per host (which carry) and without; every rank
 // says the same about carrying, PathFor says it too, and the results
 // match the float64 reference with identical bits everywhere.
 func TestCarriedAllReduce(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, in, cm int) { SmallMax, InlineMax, CarryMax = a, in, cm }(SmallMax, InlineMax, CarryMax)
-	SmallMax, InlineMax, CarryMax = 4096, 64, 2048
+	defer func(a, in, cm int) { smallMax, agreeInlineMax, carryMaxBytes = a, in, cm }(smallMax, agreeInlineMax, carryMaxBytes)
+	smallMax, agreeInlineMax, carryMaxBytes = 4096, 64, 2048
 	for _, lay := range [][]int{{1, 1}, {1, 1, 1}, {1, 1, 1, 1}, {2, 1}, {1, 2}} {
 		comms := world(t, lay, 10*time.Second)
 		onePerHost := len(comms) == len(lay)
@@ -37,9 +37,9 @@ func TestCarriedAllReduce(t *testing.T) {
 			{tensor.Int32, reduce.Sum, 16, false, "inline"},        // 64 bytes
 			{tensor.Int32, reduce.Sum, 17, true, "carried"},        // 68
 			{tensor.Float32, reduce.Avg, 300, true, "carried"},     // 1200
-			{tensor.Float64, reduce.Max, 256, true, "carried"},     // 2048 = CarryMax
+			{tensor.Float64, reduce.Max, 256, true, "carried"},     // 2048 = carryMaxBytes
 			{tensor.BFloat16, reduce.Sum, 1025, false, "gathered"}, // 2050
-			{tensor.Float32, reduce.Min, 1025, false, ""},          // 4100 > SmallMax: ring or RHD
+			{tensor.Float32, reduce.Min, 1025, false, ""},          // 4100 > smallMax: ring or RHD
 		} {
 			name := fmt.Sprintf("%v/%s/%s/%d", lay, tc.dt, tc.op, tc.count)
 			checkAllReduce(t, name, comms, tc.dt, tc.op, tc.count, uint64(tc.count), func(r int) bool { return r == 0 })
@@ -59,13 +59,13 @@ func TestCarriedAllReduce(t *testing.T) {
 	}
 }
 
-// TestCarryIsEachRanksChoice: ranks with different CarryMax (one carries,
+// TestCarryIsEachRanksChoice: ranks with different carryMaxBytes (one carries,
 // another does not) fall back to the gather round together and get the
 // right result; the communicator carries again once they agree.
 func TestCarryIsEachRanksChoice(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, in, cm int) { SmallMax, InlineMax, CarryMax = a, in, cm }(SmallMax, InlineMax, CarryMax)
-	SmallMax, InlineMax, CarryMax = 4096, 64, 2048
+	defer func(a, in, cm int) { smallMax, agreeInlineMax, carryMaxBytes = a, in, cm }(smallMax, agreeInlineMax, carryMaxBytes)
+	smallMax, agreeInlineMax, carryMaxBytes = 4096, 64, 2048
 	comms := world(t, []int{1, 1, 1}, 10*time.Second)
 	for _, tc := range []struct {
 		limits  []int // each rank's carry limit
@@ -96,8 +96,8 @@ func TestCarryIsEachRanksChoice(t *testing.T) {
 // communicator usable.
 func TestCarriedMismatch(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, in, cm int) { SmallMax, InlineMax, CarryMax = a, in, cm }(SmallMax, InlineMax, CarryMax)
-	SmallMax, InlineMax, CarryMax = 4096, 64, 2048
+	defer func(a, in, cm int) { smallMax, agreeInlineMax, carryMaxBytes = a, in, cm }(smallMax, agreeInlineMax, carryMaxBytes)
+	smallMax, agreeInlineMax, carryMaxBytes = 4096, 64, 2048
 	comms := world(t, []int{1, 1, 1}, 10*time.Second)
 	type arg struct {
 		dt       tensor.DType
@@ -166,7 +166,7 @@ func agreementMsg(kind ccl.Kind, status byte, announced int, body []byte) []byte
 // FuzzRecvAgreement: whatever a peer sends as its agreement message,
 // recvAgreement fails with ccl.ErrFailed or accepts exactly the two kinds
 // of message (a descriptor with up to the block's inline payload, or a
-// descriptor and a carried input of at most SmallMax bytes), and fills
+// descriptor and a carried input of at most smallMax bytes), and fills
 // the carried input only when its size is the one wanted.
 func FuzzRecvAgreement(f *testing.F) {
 	desc := make([]byte, descBytes)
@@ -175,15 +175,15 @@ func FuzzRecvAgreement(f *testing.F) {
 	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+16, append(desc, make([]byte, 16)...)), 16)
 	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+16, append(desc, make([]byte, 16)...)), 8)
 	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+1<<20, desc), 16)
-	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+100, append(desc, make([]byte, 100)...)), 20) // above SmallMax
+	f.Add(agreementMsg(kindAgree, statusCarry, descBytes+100, append(desc, make([]byte, 100)...)), 20) // above smallMax
 	f.Add(agreementMsg(kindAgree, 0, descBytes+33, append(desc, make([]byte, 33)...)), 0)              // above the block
 	f.Add(agreementMsg(kindAgree, 0, descBytes+1000, desc), 0)
 	f.Add(agreementMsg(kindAgree, 7, descBytes, desc), 0)
 	f.Add(agreementMsg(ccl.KindAllReduce, 0, descBytes, desc), 0)
 	f.Add(agreementMsg(kindAgree, 0, descBytes, desc)[:30], 0)
 	f.Fuzz(func(t *testing.T, msg []byte, want int) {
-		defer func(a int) { SmallMax = a }(SmallMax)
-		SmallMax = 64
+		defer func(a int) { smallMax = a }(smallMax)
+		smallMax = 64
 		a, b := net.Pipe()
 		defer a.Close()
 		go func() {
@@ -217,7 +217,7 @@ func FuzzRecvAgreement(f *testing.F) {
 				t.Fatalf("row holds %x, sent %x", row[:n], msg[hdrBytes:hdrBytes+n])
 			}
 		case statusCarry:
-			if n <= descBytes || n-descBytes > SmallMax || filled != (n-descBytes == want) {
+			if n <= descBytes || n-descBytes > smallMax || filled != (n-descBytes == want) {
 				t.Fatalf("accepted a carried agreement of %d bytes (filled %v, wanted %d)", n, filled, want)
 			}
 			if filled && string(into) != string(msg[hdrBytes+descBytes:hdrBytes+n]) {

@@ -18,25 +18,25 @@ const kindAgree ccl.Kind = 64
 
 // descBytes: a rank's descriptor in the agreement round: bad-arguments
 // flag, path, stripes, the collective's kind, dtype, op, root and count,
-// the gathered maximum (SmallMax), the multi-ring minimum, the stripe
-// minimum, and the tuning (RHDMax, ChunkBytes, RingMinChunk,
-// RingInlineMax).
+// the gathered maximum (smallMax), the multi-ring minimum, the stripe
+// minimum, and the tuning (rhdMax, chunkBytes, ringMinChunk,
+// ringInlineMax).
 const descBytes = 72
 
-// tuneNames name the tuning's variables, in the descriptor's order.
-var tuneNames = [4]string{"CHORUS_HIER_RHD_MAX", "CHORUS_HIER_CHUNK", "CHORUS_HIER_MIN_CHUNK", "CHORUS_HIER_RING_INLINE"}
+// tuneNames name the tuning's sizes, in the descriptor's order.
+var tuneNames = [4]string{"an RHD maximum", "a ring chunk", "a least ring chunk", "a ring inline maximum"}
 
 // tuning is what the process's tuning says now: whether a size takes RHD
-// (RHDMax), whether striped rings are balanced (RingMinChunk,
-// RingInlineMax) and how the balanced ring numbers its chunks
-// (ChunkBytes, RingMinChunk). Ranks that differ would break the link
+// (rhdMax), whether striped rings are balanced (ringMinChunk,
+// ringInlineMax) and how the balanced ring numbers its chunks
+// (chunkBytes, ringMinChunk). Ranks that differ would break the link
 // protocol in the middle of a collective, so every agreement compares
 // them.
 func (c *Comm) tuning() [4]int {
 	if c.testTuning != nil {
 		return *c.testTuning
 	}
-	return [4]int{RHDMax, ChunkBytes, RingMinChunk, RingInlineMax}
+	return [4]int{rhdMax, chunkBytes, ringMinChunk, ringInlineMax}
 }
 
 // putDesc fills a descriptor; c's settings that every rank must share
@@ -51,7 +51,7 @@ func (c *Comm) putDesc(b []byte, d ccl.Desc, bad bool) {
 	binary.LittleEndian.PutUint64(b[32:], uint64(c.stripeMin))
 	b[4], b[5], b[6] = byte(d.Kind), byte(d.DType), byte(d.Op)
 	binary.LittleEndian.PutUint32(b[8:], uint32(d.Root))
-	small := SmallMax
+	small := smallMax
 	if c.testSmallMax != 0 {
 		small = c.testSmallMax
 	}
@@ -116,30 +116,27 @@ func (c *Comm) gatherLeaders(kind ccl.Kind, ab []byte, blk int) error {
 	}, c.l*blk)
 }
 
-// InlineMax is the payload that rides with every rank's descriptor in
+// agreeInlineMax is the payload that rides with every rank's descriptor in
 // the agreement round: allreduces up to this size finish in that one
 // round (descriptors and data gathered together, reduced in rank order).
 // A communicator keeps the value it was joined with (0 to MaxInline;
 // below 0 counts as 0). It sizes every agreement message, so ranks on
 // different hosts must have the same: a join whose ranks differ fails
-// with ccl.ErrMismatch naming EnvInlineMax (the acceptor of each link
-// compares the dialer's, from its hello).
-var InlineMax = envInt(EnvInlineMax, 4096)
+// with ccl.ErrMismatch (the acceptor of each link compares the
+// dialer's, from its hello).
+var agreeInlineMax = 4096
 
-// EnvInlineMax overrides InlineMax (bytes).
-const EnvInlineMax = "CHORUS_HIER_INLINE_MAX"
-
-// MaxInline bounds InlineMax: every rank keeps a table of one block per
-// rank, each InlineMax bytes and a descriptor.
+// MaxInline bounds agreeInlineMax: every rank keeps a table of one block per
+// rank, each agreeInlineMax bytes and a descriptor.
 const MaxInline = 1 << 20
 
-// testInlineMax, when set (tests only), stands in for InlineMax by rank
+// testInlineMax, when set (tests only), stands in for agreeInlineMax by rank
 // at Join: ranks of one test process that differ as processes could.
 var testInlineMax func(rank int) int
 
 // agree compares every rank's descriptor; all ranks reach the same
 // verdict. local is this rank's own argument error; payload (at most
-// InlineMax bytes, else ignored) travels along and is found at
+// agreeInlineMax bytes, else ignored) travels along and is found at
 // c.inline(r) afterwards.
 func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byte) error {
 	c.pollFor(0)
@@ -168,33 +165,33 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 		}
 		descs[r] = dr
 		if p := tb[r*c.block+1]; p != c.path {
-			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d takes the %s path, rank %d the %s path (%s differs between their processes)",
-				ccl.ErrMismatch, c.rank, d.Kind, r, pathName(p), c.rank, pathName(c.path), EnvMultiRing)}
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d takes the %s path, rank %d the %s path (the paths differ between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, pathName(p), c.rank, pathName(c.path))}
 		}
 		if m, my := binary.LittleEndian.Uint32(tb[r*c.block+12:]), binary.LittleEndian.Uint32(b[12:]); m != my {
-			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d gathers allreduces up to %d bytes, rank %d up to %d (%s differs between their processes)",
-				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, my, EnvSmallMax)}
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d gathers allreduces up to %d bytes, rank %d up to %d (the gathered maximum differs between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, my)}
 		}
 		if m := binary.LittleEndian.Uint64(tb[r*c.block+24:]); m != uint64(c.multiMin) {
-			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has a multi-ring minimum of %d bytes, rank %d of %d (CHORUS_HIER_MULTIRING_MIN differs between their processes)",
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has a multi-ring minimum of %d bytes, rank %d of %d (the multi-ring minimum differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.multiMin)}
 		}
 		if p, my := tb[r*c.block+3], c.pipeByte(); p != my {
-			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d pipelines multi-ring allreduces in groups of %s, rank %d of %s (CHORUS_HIER_PIPE differs between their processes)",
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d pipelines multi-ring allreduces in groups of %s, rank %d of %s (the pipeline group size differs between their processes)",
 				ccl.ErrMismatch, c.rank, d.Kind, r, pipeName(p), c.rank, pipeName(my))}
 		}
 		if s := int(tb[r*c.block+2]); s != c.stripes {
-			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d runs the leader ring in %d stripes, rank %d in %d (%s differs between their processes)",
-				ccl.ErrMismatch, c.rank, d.Kind, r, s, c.rank, c.stripes, EnvStripes)}
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d runs the leader ring in %d stripes, rank %d in %d (the stripes differ between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, s, c.rank, c.stripes)}
 		}
 		if m := binary.LittleEndian.Uint64(tb[r*c.block+32:]); m != uint64(c.stripeMin) {
-			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d stripes the leader ring from %d bytes, rank %d from %d (%s differs between their processes)",
-				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.stripeMin, EnvStripeMin)}
+			return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d stripes the leader ring from %d bytes, rank %d from %d (the stripe minimum differs between their processes)",
+				ccl.ErrMismatch, c.rank, d.Kind, r, m, c.rank, c.stripeMin)}
 		}
 		for i := range tuneNames {
-			// Against this rank's own descriptor (b), as SmallMax above.
+			// Against this rank's own descriptor (b), as smallMax above.
 			if m, my := binary.LittleEndian.Uint64(tb[r*c.block+40+8*i:]), binary.LittleEndian.Uint64(b[40+8*i:]); m != my {
-				return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has %s=%d, rank %d %d (it differs between their processes)",
+				return agreedErr{fmt.Errorf("%w: rank %d: %s: rank %d has %s of %d bytes, rank %d of %d (it differs between their processes)",
 					ccl.ErrMismatch, c.rank, d.Kind, r, tuneNames[i], m, c.rank, my)}
 			}
 		}
@@ -210,7 +207,7 @@ func (c *Comm) agree(ctx context.Context, d ccl.Desc, local error, payload []byt
 // power of two or 0).
 func (c *Comm) pipeByte() byte { return byte(bits.Len(uint(c.pipe))) }
 
-// pipeName says what a descriptor's pipe byte (bits.Len of PipeBytes)
+// pipeName says what a descriptor's pipe byte (bits.Len of pipeBytes)
 // means.
 func pipeName(p byte) string {
 	if p == 0 {
@@ -330,29 +327,28 @@ func (c *Comm) hostsAllReduce(dst, src []byte, dt tensor.DType, op reduce.Op, to
 }
 
 // Ring pipelining: a segment (1/k of the message) travels in chunks of
-// at most ChunkBytes, and at least ringMinChunks of them (down to
-// RingMinChunk bytes), so that even a few-MiB message keeps every link
+// at most chunkBytes, and at least ringMinChunks of them (down to
+// ringMinChunk bytes), so that even a few-MiB message keeps every link
 // busy while chunks are reduced and forwarded.
 const ringMinChunks = 4
 
-// RingMinChunk is the smallest ring chunk (CHORUS_HIER_MIN_CHUNK).
-var RingMinChunk = envInt("CHORUS_HIER_MIN_CHUNK", 32<<10)
+// ringMinChunk is the smallest ring chunk.
+var ringMinChunk = 32 << 10
 
-// ReducePiece: the ring's reduce-scatter receives and reduces a chunk in
-// pieces of this many bytes (CHORUS_HIER_REDUCE_PIECE overrides it for
-// measurements), so that the bytes the kernel has just copied into the
+// reducePieceBytes: the ring's reduce-scatter receives and reduces a chunk in
+// pieces of this many bytes, so that the bytes the kernel has just copied into the
 // scratch are still in the core's cache when the reduction reads them,
 // and the scratch stays small; a 1 MiB chunk is as large as the L2 cache
 // of the 2-vCPU VM's cores.
-var ReducePiece = envInt("CHORUS_HIER_REDUCE_PIECE", 128<<10)
+var reducePieceBytes = 128 << 10
 
-// reducePiece is ReducePiece in whole elements of es bytes.
-func reducePiece(es int) int { return max(es, ReducePiece/es*es) }
+// reducePiece is reducePieceBytes in whole elements of es bytes.
+func reducePiece(es int) int { return max(es, reducePieceBytes/es*es) }
 
 // ringChunk is the chunk of a ring over segments of seg bytes, in
 // elements of es bytes.
 func ringChunk(seg, es int) int {
-	b := min(ChunkBytes, max(seg/ringMinChunks, RingMinChunk))
+	b := min(chunkBytes, max(seg/ringMinChunks, ringMinChunk))
 	return max(1, b/es)
 }
 
@@ -365,7 +361,7 @@ func ringChunk(seg, es int) int {
 // overlap the transfers. Every step is one link message (the 24-byte
 // header, checked by the receiver, then the segment's chunks).
 //
-// Received chunks of the reduce-scatter land in scratch, ReducePiece
+// Received chunks of the reduce-scatter land in scratch, reducePieceBytes
 // bytes at a time, each piece reduced with this rank's contribution (src)
 // into dst while it is in cache; allgather chunks land in dst directly.
 // Segment j is reduced along the ring in one order and then copied to
@@ -449,7 +445,7 @@ func (pl ringPlan) kind(t int) ccl.Kind {
 // rank, with stripe s's scratch (stripe.go runs several at once).
 func (c *Comm) ringOn(s int, next, prev *peer, dst, src []byte, dt tensor.DType, op reduce.Op) error {
 	pl := newRingPlan(c.k, c.me, len(dst), dt.Size(), ringChunk)
-	if pl.per*pl.es <= RingInlineMax {
+	if pl.per*pl.es <= ringInlineMax {
 		return c.ringInline(s, next, prev, pl, dst, src, dt, op)
 	}
 	steps, nch := pl.steps(), pl.nch
@@ -530,19 +526,19 @@ func (c *Comm) recvChunk(p *peer, pl ringPlan, t, i int, dst, src, tmp []byte, d
 // receives: chunk i of step t on stripe s (stripes run concurrently).
 var testRingHook func(c *Comm, s, t, i int)
 
-// RingInlineMax: a ring whose segments are at most this many bytes
-// (CHORUS_HIER_RING_INLINE; 0: never) runs on one goroutine per ring,
+// ringInlineMax: a ring whose segments are at most this many bytes
+// (0: never) runs on one goroutine per ring,
 // which sends a step's segment in one write and then receives the
 // next: no hand-off between a receiving and a sending goroutine, whose
 // wake-up costs more than a small segment's transfer. It is safe
 // without a separate sender for the same reason as inlineMax: the
 // next rank's socket receive buffer holds one segment even while that
 // rank is writing its own.
-var RingInlineMax = envInt0("CHORUS_HIER_RING_INLINE", inlineMax)
+var ringInlineMax = inlineMax
 
-// ringInline is ringOn for segments of at most RingInlineMax bytes.
+// ringInline is ringOn for segments of at most ringInlineMax bytes.
 func (c *Comm) ringInline(s int, next, prev *peer, pl ringPlan, dst, src []byte, dt tensor.DType, op reduce.Op) error {
-	tmp := c.scratchOf(s, min(RingInlineMax, len(dst)))
+	tmp := c.scratchOf(s, min(ringInlineMax, len(dst)))
 	err := func() error {
 		for t := range pl.steps() {
 			if err := c.send(next, pl.kind(t), 0, 0, pl.segment(pl.from(dst, src, t), pl.sendSeg(t))); err != nil {

@@ -25,76 +25,38 @@ import (
 // Name is the backend's name.
 const Name = "cpu-hier"
 
-// EnvSmallMax overrides SmallMax.
-const EnvSmallMax = "CHORUS_HIER_SMALL_MAX"
-
-// Tuning (bytes); CHORUS_HIER_SMALL_MAX, CHORUS_HIER_RHD_MAX,
-// CHORUS_HIER_CHUNK and CHORUS_HIER_MULTIRING_MIN override them for
-// measurements. SmallMax: allreduces up to this size are gathered (every
-// input to every rank); larger ones take RHD or the ring. It was 64 KiB
-// before: on the 16-core host's namespaces RHD and the ring
-// were 1.2-2.4x faster than gathering at 32-64 KiB with 1 and 2 ranks
-// per host on 4 hosts, and on 2 hosts with 2 (docs/multi-host.md); every
-// rank must have the same (checked in every agreement round).
-// MultiRingMin: allreduces from this size up take the
-// multi-ring path where it applies, smaller ones the leader path (on the
-// 2-vCPU VM the multi-ring was 10-25% slower at 256 KiB and faster from
-// 1 MiB, docs/multi-host.md); a communicator keeps the value it was
-// joined with, and every rank must have the same (checked in every
+// The sizes below are the measured choices (docs/multi-host.md); they
+// were environment variables while the comparisons ran. Tests in this
+// package vary them; every rank must have the same (checked in every
 // agreement round).
+//
+// smallMax: allreduces up to this size are gathered (every input to
+// every rank); larger ones take RHD or the ring. It was 64 KiB before:
+// on the 16-core host's namespaces RHD and the ring were 1.2-2.4x faster
+// than gathering at 32-64 KiB with 1 and 2 ranks per host on 4 hosts,
+// and on 2 hosts with 2 (docs/multi-host.md). rhdMax: larger than
+// smallMax up to this, recursive halving-doubling; above, the ring.
+// chunkBytes: the ring's chunk. multiRingMin: allreduces from this size
+// up take the multi-ring path where it applies, smaller ones the leader
+// path (on the 2-vCPU VM the multi-ring was 10-25% slower at 256 KiB and
+// faster from 1 MiB, docs/multi-host.md); a communicator keeps the value
+// it was joined with.
 var (
-	SmallMax     = envInt(EnvSmallMax, 16<<10)
-	RHDMax       = envInt("CHORUS_HIER_RHD_MAX", 128<<10)
-	ChunkBytes   = envInt("CHORUS_HIER_CHUNK", 1<<20)
-	MultiRingMin = envInt("CHORUS_HIER_MULTIRING_MIN", 1<<20)
-	// PipeBytes: a multi-ring allreduce larger than half of this runs in
-	// groups of at most PipeBytes (CHORUS_HIER_PIPE; 0: one group), the
-	// first and the last a quarter of it (cpu.PipeCuts), the host's
-	// reduction and copies of one group overlapping the rings of
-	// another (multiring.go). A power of two; a communicator keeps the
-	// value it was joined with, and every rank must have the same
-	// (checked in every agreement round).
-	PipeBytes = envPow2("CHORUS_HIER_PIPE", 8<<20)
-	// FlushBytes: a message on a TLS link is flushed every FlushBytes
-	// (CHORUS_HIER_FLUSH), so that its first records are on the wire
-	// while the rest is encrypted.
-	FlushBytes = envInt("CHORUS_HIER_FLUSH", LinkBuffer)
+	smallMax     = 16 << 10
+	rhdMax       = 128 << 10
+	chunkBytes   = 1 << 20
+	multiRingMin = 1 << 20
+	// pipeBytes: a multi-ring allreduce larger than half of this runs in
+	// groups of at most pipeBytes (0: one group), the first and the last
+	// a quarter of it (cpu.PipeCuts), the host's reduction and copies of
+	// one group overlapping the rings of another (multiring.go). A power
+	// of two; a communicator keeps the value it was joined with.
+	pipeBytes = 8 << 20
+	// flushBytes: a message on a TLS link is flushed every flushBytes,
+	// so that its first records are on the wire while the rest is
+	// encrypted.
+	flushBytes = LinkBuffer
 )
-
-// envErr holds the tuning variables that were set to something other
-// than a positive integer (read at package initialization); Join fails
-// with it rather than run with a default the user did not ask for.
-var envErr error
-
-// envInt is the tuning variable name's value, def when unset; a bad value
-// is recorded in envErr.
-func envInt(name string, def int) int {
-	v, err := ccl.EnvInt(name, def, 1)
-	if err != nil {
-		envErr = errors.Join(envErr, err)
-	}
-	return v
-}
-
-// envPow2 is envInt0 for variables that must be 0 or a power of two
-// (at most 1 TiB).
-func envPow2(name string, def int) int {
-	v := envInt0(name, def)
-	if v&(v-1) != 0 || v > 1<<40 {
-		envErr = errors.Join(envErr, fmt.Errorf("%s=%d: want 0 or a power of two up to 1 TiB", name, v))
-		return def
-	}
-	return v
-}
-
-// envInt0 is envInt for variables that may be 0.
-func envInt0(name string, def int) int {
-	v, err := ccl.EnvInt(name, def, 0)
-	if err != nil {
-		envErr = errors.Join(envErr, err)
-	}
-	return v
-}
 
 const dataMagic = "CHHD"
 
@@ -206,12 +168,12 @@ type Comm struct {
 
 	desc, table *tensor.Tensor // scratch for agreement
 	carried     bool           // the last agreement carried every rank's input (carry.go)
-	carryMax    int            // CarryMax at Join
+	carryMax    int            // carryMaxBytes at Join
 	carryBuf    []byte         // a carried agreement message
 	bruckBuf    []byte         // a Bruck round's message (bruck.go)
 	recLen      []int          // agreeBruck: each rank's record length
 
-	testSmallMax int            // tests: the SmallMax this rank's descriptors state, if not 0
+	testSmallMax int            // tests: the smallMax this rank's descriptors state, if not 0
 	testTuning   *[4]int        // tests: the tuning this rank's descriptors state, if set
 	block        int            // bytes per rank in the agreement table
 	tmp          []byte         // scratch of the rings and RHD
@@ -219,11 +181,11 @@ type Comm struct {
 
 	path     byte   // pathLeader or pathMulti (large allreduces)
 	pathWhy  string // Path's answer
-	multiMin int    // MultiRingMin at Join
-	pipe     int    // PipeBytes at Join
+	multiMin int    // multiRingMin at Join
+	pipe     int    // pipeBytes at Join
 
 	stripes   int       // the leader ring's stripes (stripe.go)
-	stripeMin int       // StripeMin at Join
+	stripeMin int       // stripeMinBytes at Join
 	extra     [][]*peer // extra[s-1][r]: stripe s's link to rank r (neighbouring leaders only)
 	tmps      [][]byte  // scratch of stripes 1..
 
@@ -246,9 +208,6 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if envErr != nil {
-		return nil, fmt.Errorf("%w: ccl/hier: %w", ccl.ErrBadArgs, envErr)
-	}
 	if cfg.Device != (tensor.Device{}) && cfg.Device.Kind != tensor.CPU {
 		return nil, fmt.Errorf("%w: cpu-hier works on host memory, not %v", ccl.ErrBadArgs, cfg.Device)
 	}
@@ -270,8 +229,8 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	c.me = c.hostOf[c.rank]
 	c.lrank, c.l = c.rank-c.hostLo[c.me], c.hostLo[c.me+1]-c.hostLo[c.me]
 	c.choosePath()
-	c.multiMin, c.pipe = MultiRingMin, PipeBytes
-	c.carryMax = CarryMax
+	c.multiMin, c.pipe = multiRingMin, pipeBytes
+	c.carryMax = carryMaxBytes
 	if err := c.chooseStripes(); err != nil {
 		return nil, err
 	}
@@ -284,12 +243,12 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 			c.extra[s] = make([]*peer, c.n)
 		}
 	}
-	inline := InlineMax
+	inline := agreeInlineMax
 	if testInlineMax != nil {
 		inline = testInlineMax(c.rank)
 	}
 	if inline > MaxInline {
-		return nil, fmt.Errorf("%w: ccl/hier: %s=%d: at most %d", ccl.ErrBadArgs, EnvInlineMax, inline, MaxInline)
+		return nil, fmt.Errorf("%w: ccl/hier: an agreement inline maximum of %d bytes: at most %d", ccl.ErrBadArgs, inline, MaxInline)
 	}
 	c.block = descBytes + max(0, inline)
 	c.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(c.block)})
@@ -315,7 +274,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 // connect makes the links to every rank of the other hosts: this rank
 // dials the lower ranks and waits for the higher ones.
 func (c *Comm) connect(ctx context.Context, id []byte, t *table) error {
-	if _, err := Endpoint(); err != nil {
+	if err := ensureEndpoint(); err != nil {
 		return err
 	}
 	key := commKey(id)
@@ -471,9 +430,9 @@ func (c *Comm) send(p *peer, kind ccl.Kind, dt tensor.DType, status byte, data [
 		return c.flush(p)
 	}
 	p.hold(h)
-	piece := ChunkBytes
+	piece := chunkBytes
 	if !p.bare {
-		piece = min(piece, FlushBytes)
+		piece = min(piece, flushBytes)
 	}
 	for off := 0; off < len(data); off += piece {
 		_ = p.c.SetWriteDeadline(time.Now().Add(c.timeout))
@@ -594,10 +553,10 @@ func (c *Comm) recvHdr(p *peer, kind ccl.Kind, size int) (dt tensor.DType, statu
 }
 
 // recvInto reads len(dst) bytes into dst, calling each (if set) on every
-// piece of about ChunkBytes as it arrives so that work overlaps the
+// piece of about chunkBytes as it arrives so that work overlaps the
 // transfer.
 func (c *Comm) recvInto(p *peer, dst []byte, each func(lo, hi int) error) error {
-	return c.recvPieces(p, dst, ChunkBytes, each)
+	return c.recvPieces(p, dst, chunkBytes, each)
 }
 
 // recvPieces is recvInto with pieces of about piece bytes.

@@ -10,16 +10,11 @@ import (
 	"io"
 	"log"
 	"net"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/chorus-rt/chorus/net/link"
 )
-
-// EnvAddr is the address this host's data listeners bind to (set by the
-// node agent: the address the controller reached the host at).
-const EnvAddr = "CHORUS_NODE_ADDR"
 
 // LinkBuffer is the data links' buffer under TLS (link.Config.Buffer).
 const LinkBuffer = 256 << 10
@@ -28,7 +23,7 @@ const LinkBuffer = 256 << 10
 const maxParked = 4096
 
 // helloBytes: magic, communicator key, from and to rank, stripe index,
-// the dialer's stripe count (stripe.go) and its InlineMax (which sizes
+// the dialer's stripe count (stripe.go) and its agreeInlineMax (which sizes
 // every agreement message, so the acceptor refuses a join whose ranks
 // differ in it).
 const helloBytes = 4 + 32 + 4 + 4 + 2 + 2 + 4
@@ -57,7 +52,7 @@ type connKey struct {
 
 // parkedConn is an accepted link waiting for its Join, with the number
 // of stripes its dialer makes to this rank (its hello's count) and the
-// dialer's InlineMax.
+// dialer's agreeInlineMax.
 type parkedConn struct {
 	c       net.Conn
 	stripes int
@@ -65,7 +60,7 @@ type parkedConn struct {
 }
 
 // encodeHello fills a hello (helloBytes) for link k with magic, the
-// dialer's stripe count and its InlineMax.
+// dialer's stripe count and its agreeInlineMax.
 func encodeHello(magic string, k connKey, stripes, inline int) []byte {
 	h := make([]byte, helloBytes)
 	copy(h[:4], magic)
@@ -79,9 +74,9 @@ func encodeHello(magic string, k connKey, stripes, inline int) []byte {
 }
 
 // parseHello decodes an (authenticated) hello: its magic, the link's key,
-// the dialer's stripe count and InlineMax. It refuses a stripe count
+// the dialer's stripe count and agreeInlineMax. It refuses a stripe count
 // outside 1 to MaxStripes, a stripe index not below the count and an
-// InlineMax above MaxInline.
+// agreeInlineMax above MaxInline.
 func parseHello(h []byte) (magic string, k connKey, stripes, inline int, err error) {
 	if len(h) != helloBytes {
 		return "", k, 0, 0, fmt.Errorf("a hello of %d bytes, want %d", len(h), helloBytes)
@@ -103,40 +98,76 @@ func parseHello(h []byte) (magic string, k connKey, stripes, inline int, err err
 	return magic, k, stripes, int(u), nil
 }
 
+// EndpointOptions configure this process's data listener. A node agent
+// hands them to its workers in their spec (session.ProcessOptions.Worker).
+type EndpointOptions struct {
+	// Addr is the address the listener binds to: the address the
+	// controller reached the host at. Default 127.0.0.1.
+	Addr string
+	// Files are the credentials that authenticate peers (the node
+	// agent's own).
+	Files link.Files
+	// Plaintext: after authentication the links carry plain TCP (plain.go;
+	// trusted networks only). Every host must have the same.
+	Plaintext bool
+}
+
 var (
-	epOnce sync.Once
+	epMu   sync.Mutex
 	ep     *endpoint
+	epOpts EndpointOptions
 	epErr  error
+	epDone bool
 )
 
-// Endpoint starts this process's data listener (once) on EnvAddr
-// (default 127.0.0.1), authenticating peers with the credentials in the
-// link.Env* variables, and returns its host:port.
-func Endpoint() (string, error) {
-	epOnce.Do(func() { ep, epErr = startEndpoint() })
+// ErrEndpointOptions: the process's endpoint was started with other
+// options than a later call asked for.
+var ErrEndpointOptions = errors.New("ccl/hier: the data endpoint runs with other options")
+
+// Endpoint starts this process's data listener (once) with options o and
+// returns its host:port; a later call must pass the same options.
+func Endpoint(o EndpointOptions) (string, error) {
+	epMu.Lock()
+	defer epMu.Unlock()
+	if !epDone {
+		epDone, epOpts = true, o
+		ep, epErr = startEndpoint(o)
+	}
 	if epErr != nil {
 		return "", epErr
+	}
+	if o != epOpts {
+		return "", fmt.Errorf("%w: started with address %q, plaintext %v; asked for %q, plaintext %v", ErrEndpointOptions, epOpts.Addr, epOpts.Plaintext, o.Addr, o.Plaintext)
 	}
 	return ep.addr, nil
 }
 
-func startEndpoint() (*endpoint, error) {
-	cfg, err := link.FilesFromEnv().Load()
+// ensureEndpoint starts the endpoint with the default options unless it
+// runs (Endpoint, called by chorus.hier.endpoint before the controller
+// makes the communicator's id, started it with the worker's).
+func ensureEndpoint() error {
+	epMu.Lock()
+	defer epMu.Unlock()
+	if !epDone {
+		epDone = true
+		ep, epErr = startEndpoint(EndpointOptions{})
+	}
+	return epErr
+}
+
+func startEndpoint(o EndpointOptions) (*endpoint, error) {
+	cfg, err := o.Files.Load()
 	if err != nil {
 		return nil, fmt.Errorf("ccl/hier: data link credentials: %w", err)
 	}
 	// Bulk links: buffer under TLS (one system call per 256 KiB instead of
 	// one per 16 KiB record); send flushes at the end of every message.
 	cfg.Buffer = LinkBuffer
-	mode, err := modeFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	host := os.Getenv(EnvAddr)
+	host := o.Addr
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	return newEndpoint(cfg, host, mode)
+	return newEndpoint(cfg, host, o.mode())
 }
 
 // newEndpoint listens on host and starts the accept loop, which lives as
@@ -192,7 +223,7 @@ func (e *endpoint) hello(tc *tls.Conn) {
 		return
 	}
 	if mode, _ := modeOf(m); mode != e.mode {
-		e.refuse(c, fmt.Sprintf("a %s data link to a %s endpoint (set %s and %s alike on every host)", mode, e.mode, EnvPlaintext, EnvSeal))
+		e.refuse(c, fmt.Sprintf("a %s data link to a %s endpoint (set the plaintext option alike on every host)", mode, e.mode))
 		return
 	}
 	switch e.mode {
@@ -228,7 +259,7 @@ func (e *endpoint) hello(tc *tls.Conn) {
 }
 
 // claim waits for the connection of k; stripes and inline are its
-// dialer's stripe count and InlineMax (its hello's).
+// dialer's stripe count and agreeInlineMax (its hello's).
 func (e *endpoint) claim(ctx context.Context, k connKey) (c net.Conn, stripes, inline int, err error) {
 	for {
 		e.mu.Lock()
@@ -253,7 +284,7 @@ func commKey(id []byte) [32]byte { return sha256.Sum256(id) }
 
 // dialPeer connects to a peer's endpoint and sends the hello, which
 // tells the peer that this rank makes stripes links to it (stripe.go)
-// and its InlineMax; mode says what the link carries after it (sealed
+// and its agreeInlineMax; mode says what the link carries after it (sealed
 // records, plain TCP or TLS records: seal.go, plain.go).
 func dialPeer(ctx context.Context, cfg *link.Config, addr string, k connKey, stripes, inline int, mode linkMode) (net.Conn, error) {
 	var last error

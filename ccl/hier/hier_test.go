@@ -30,16 +30,24 @@ func TestMain(m *testing.M) {
 	if err := cert.NewToken(tok); err != nil {
 		panic(err)
 	}
-	os.Setenv(link.EnvToken, tok)
+	testFiles = link.Files{Token: tok}
+	testOpts = EndpointOptions{Files: testFiles}
 	// The process-wide endpoint lives as long as the process (start it
 	// before the leak checks).
-	if _, err := Endpoint(); err != nil {
+	if _, err := Endpoint(testOpts); err != nil {
 		panic(err)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// testFiles are the tests' credentials (a token) and testOpts the
+// process endpoint's options, set by TestMain.
+var (
+	testFiles link.Files
+	testOpts  EndpointOptions
+)
 
 // world joins a communicator whose hosts run perHost[h] ranks each.
 func world(t *testing.T, perHost []int, timeout time.Duration) []*Comm {
@@ -62,7 +70,7 @@ func world(t *testing.T, perHost []int, timeout time.Duration) []*Comm {
 // Join failed) and error; the caller closes them.
 func joinWorld(t *testing.T, perHost []int, timeout time.Duration) ([]*Comm, []error) {
 	t.Helper()
-	addr, err := Endpoint()
+	addr, err := Endpoint(testOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,10 +166,10 @@ var layouts = [][]int{{2}, {1, 1}, {2, 1}, {1, 2, 1}, {2, 2}, {1, 1, 1, 1}, {2, 
 // every rank has identical bits.
 func TestAllReduce(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch, in int) { SmallMax, RHDMax, ChunkBytes, InlineMax = a, b, ch, in }(SmallMax, RHDMax, ChunkBytes, InlineMax)
+	defer func(a, b, ch, in int) { smallMax, rhdMax, chunkBytes, agreeInlineMax = a, b, ch, in }(smallMax, rhdMax, chunkBytes, agreeInlineMax)
 	// Exercise every path with small tensors: inline up to 64 bytes,
 	// gathered up to 256, then hierarchical (RHD up to 4096, then ring).
-	SmallMax, RHDMax, ChunkBytes, InlineMax = 256, 4096, 1000, 64
+	smallMax, rhdMax, chunkBytes, agreeInlineMax = 256, 4096, 1000, 64
 	for _, lay := range layouts {
 		comms := world(t, lay, 10*time.Second)
 		for _, tc := range []struct {
@@ -251,9 +259,9 @@ func checkAllReduce(t *testing.T, name string, comms []*Comm, dt tensor.DType, o
 func TestAllReduceRingProperty(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b, ch, in, rp, ri, fl int) {
-		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes = a, b, ch, in, rp, ri, fl
-	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes)
-	SmallMax, InlineMax = 64, 16
+		smallMax, rhdMax, chunkBytes, agreeInlineMax, reducePieceBytes, ringInlineMax, flushBytes = a, b, ch, in, rp, ri, fl
+	}(smallMax, rhdMax, chunkBytes, agreeInlineMax, reducePieceBytes, ringInlineMax, flushBytes)
+	smallMax, agreeInlineMax = 64, 16
 	rng := rand.New(rand.NewPCG(16, 2))
 	dts := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.BFloat16, tensor.Float16}
 	ops := []reduce.Op{reduce.Sum, reduce.Max, reduce.Min, reduce.Avg}
@@ -265,13 +273,13 @@ func TestAllReduceRingProperty(t *testing.T) {
 				op = reduce.Sum
 			}
 			count := int64(1 + rng.IntN(6000))
-			ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
-			RHDMax = []int{0, 1 << 30}[rng.IntN(2)]
-			ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
-			RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
-			FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
+			chunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
+			rhdMax = []int{0, 1 << 30}[rng.IntN(2)]
+			reducePieceBytes = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
+			ringInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
+			flushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
 			mask := rng.Uint64()
-			name := fmt.Sprintf("%v/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d", lay, dt, op, count, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes)
+			name := fmt.Sprintf("%v/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d", lay, dt, op, count, chunkBytes, rhdMax, reducePieceBytes, ringInlineMax, flushBytes)
 			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 	}
@@ -282,8 +290,8 @@ func TestAllReduceRingProperty(t *testing.T) {
 // receives on one goroutine, a larger one sends from another).
 func TestRHDSteps(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b int) { SmallMax, RHDMax = a, b }(SmallMax, RHDMax)
-	SmallMax, RHDMax = 64, 1<<30
+	defer func(a, b int) { smallMax, rhdMax = a, b }(smallMax, rhdMax)
+	smallMax, rhdMax = 64, 1<<30
 	for _, lay := range [][]int{{1, 1, 1, 1}, {1, 2, 1, 1}} {
 		comms := world(t, lay, 10*time.Second)
 		for _, count := range []int64{9000, 40000, 40001} { // first steps of 18 KB, 80 KB, 80 KB + 4
@@ -542,13 +550,13 @@ func TestParseIDGroups(t *testing.T) {
 	}
 }
 
-// TestGatheredScratchReused: gathered allreduces (InlineMax < size <=
-// SmallMax) reuse one scratch tensor, grown when a larger one comes,
+// TestGatheredScratchReused: gathered allreduces (agreeInlineMax < size <=
+// smallMax) reuse one scratch tensor, grown when a larger one comes,
 // instead of allocating every call; results stay right throughout.
 func TestGatheredScratchReused(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, in int) { SmallMax, InlineMax = a, in }(SmallMax, InlineMax)
-	SmallMax, InlineMax = 64<<10, 64
+	defer func(a, in int) { smallMax, agreeInlineMax = a, in }(smallMax, agreeInlineMax)
+	smallMax, agreeInlineMax = 64<<10, 64
 	comms := world(t, []int{2, 1}, 10*time.Second)
 	checkAllReduce(t, "first", comms, tensor.Float32, reduce.Sum, 1000, 1, func(int) bool { return false })
 	first := make([]*tensor.Tensor, len(comms))

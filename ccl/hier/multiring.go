@@ -3,7 +3,6 @@ package hier
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/chorus-rt/chorus/ccl"
@@ -12,12 +11,11 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// EnvMultiRing set to "0" makes communicators joined afterwards in this
-// process take the leader path even where the multi-ring path applies
-// (for measurements and as an escape hatch). Every rank must agree: the
-// agreement round compares the paths and fails a collective whose ranks
-// differ with ccl.ErrMismatch.
-const EnvMultiRing = "CHORUS_HIER_MULTIRING"
+// noMultiRing (tests only) makes communicators joined afterwards in this
+// process take the leader path even where the multi-ring path applies.
+// Every rank must agree: the agreement round compares the paths and
+// fails a collective whose ranks differ with ccl.ErrMismatch.
+var noMultiRing bool
 
 // Paths of large allreduces (descriptor byte 1).
 const (
@@ -27,7 +25,7 @@ const (
 
 // choosePath decides, at Join, how this communicator moves large
 // allreduces; every rank decides the same from the id's host table
-// (and EnvMultiRing, checked in every agreement).
+// (and noMultiRing, checked in every agreement).
 func (c *Comm) choosePath() {
 	c.path = pathLeader
 	counts := make([]string, c.k)
@@ -44,8 +42,8 @@ func (c *Comm) choosePath() {
 		c.pathWhy = "leader: one rank per host"
 	case !equal:
 		c.pathWhy = "leader: hosts have unequal rank counts (" + strings.Join(counts, ", ") + ")"
-	case os.Getenv(EnvMultiRing) == "0":
-		c.pathWhy = "leader: multi-ring disabled (" + EnvMultiRing + "=0)"
+	case noMultiRing:
+		c.pathWhy = "leader: multi-ring disabled"
 	default:
 		c.path = pathMulti
 		c.pathWhy = fmt.Sprintf("multi-ring: %d rings", c.l)
@@ -65,9 +63,9 @@ func (c *Comm) Path() string { return c.pathWhy }
 // "carried" (every rank reduces every input, which came with the
 // agreement: one rank per host, carry.go), "gathered" (every rank
 // reduces every input, gathered after the agreement), or Path's "multi-ring"
-// (from MultiRingMin up; ", G groups" where it runs in groups:
-// cpu.PipeCuts of PipeBytes) or "leader" with the algorithm between hosts ("ring", "ring,
-// S stripes" from StripeMin up, or "rhd");
+// (from multiRingMin up; ", G groups" where it runs in groups:
+// cpu.PipeCuts of pipeBytes) or "leader" with the algorithm between hosts ("ring", "ring,
+// S stripes" from stripeMinBytes up, or "rhd");
 // reduce-scatter as the allreduce of its whole buffer (never inline);
 // other collectives "leader" (host leaders exchange whole host blocks);
 // on one host, ccl/cpu's answer.
@@ -99,7 +97,7 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 	}
 	group, groups := bytes, ""
 	if c.local.Split() && !testNoSplit {
-		// cpu.PipeCuts in bytes: PipeBytes is a power of two, so from 32
+		// cpu.PipeCuts in bytes: pipeBytes is a power of two, so from 32
 		// bytes up whole elements of any dtype cut into as many groups.
 		if cuts := cpu.PipeCuts(bytes, c.pipe, 1); len(cuts) > 2 {
 			group, groups = 0, fmt.Sprintf(", %d groups", len(cuts)-1)
@@ -120,13 +118,13 @@ func (c *Comm) PathFor(kind ccl.Kind, bytes int) string {
 }
 
 // useRHD: recursive halving/doubling between a power of two (> 2) of
-// hosts for messages of at most RHDMax bytes; the pipelined ring
+// hosts for messages of at most rhdMax bytes; the pipelined ring
 // otherwise.
 func (c *Comm) useRHD(bytes int) bool {
-	return c.k > 2 && c.k&(c.k-1) == 0 && bytes <= RHDMax
+	return c.k > 2 && c.k&(c.k-1) == 0 && bytes <= rhdMax
 }
 
-// multiRing is an agreed allreduce above SmallMax on a communicator whose
+// multiRing is an agreed allreduce above smallMax on a communicator whose
 // hosts all hold l ranks. Local rank j owns part j of the message
 // (cpu.Part: ceil(count/l) elements each, the last parts shorter or
 // empty; the same on every host) and:
@@ -144,7 +142,7 @@ func (c *Comm) useRHD(bytes int) bool {
 // That is the host's allreduce plus the rings: no broadcast after it,
 // less memory traffic than the leader path. A host communicator without
 // the direct or single-copy path (processes that cannot read each other,
-// CHORUS_CCL_CMA=0) takes the staged allreduce, the rings on the parts in
+// cpu.Options.NoCMA) takes the staged allreduce, the rings on the parts in
 // recv, then a broadcast of each part from its owner.
 //
 // Every element is reduced along exactly one ring and then copied, so

@@ -18,26 +18,26 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// multiRingFrom sets MultiRingMin (read at Join) for the rest of the test.
+// multiRingFrom sets multiRingMin (read at Join) for the rest of the test.
 func multiRingFrom(t *testing.T, n int) {
-	old := MultiRingMin
-	MultiRingMin = n
-	t.Cleanup(func() { MultiRingMin = old })
+	old := multiRingMin
+	multiRingMin = n
+	t.Cleanup(func() { multiRingMin = old })
 }
 
-// pipeFrom sets PipeBytes (read at Join) for the rest of the test.
+// pipeFrom sets pipeBytes (read at Join) for the rest of the test.
 func pipeFrom(t *testing.T, n int) {
-	old := PipeBytes
-	PipeBytes = n
-	t.Cleanup(func() { PipeBytes = old })
+	old := pipeBytes
+	pipeBytes = n
+	t.Cleanup(func() { pipeBytes = old })
 }
 
 // TestPath: which path a communicator takes for large allreduces, by
 // rank layout, and what PathFor says by size.
 func TestPath(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b int) { SmallMax, RHDMax = a, b }(SmallMax, RHDMax)
-	SmallMax, RHDMax = 64<<10, 128<<10
+	defer func(a, b int) { smallMax, rhdMax = a, b }(smallMax, rhdMax)
+	smallMax, rhdMax = 64<<10, 128<<10
 	stripesFrom(t, 256<<10)
 	for _, tc := range []struct {
 		lay  []int
@@ -110,11 +110,18 @@ func TestPath(t *testing.T) {
 			t.Errorf("4x1: PathFor(allreduce, %d) = %q, want %q", tc.bytes, got, tc.want)
 		}
 	}
-	t.Setenv(EnvMultiRing, "0")
+	noMultiRingFor(t)
 	c = world(t, []int{2, 2}, 10*time.Second)[0]
 	if got := c.Path(); !strings.HasPrefix(got, "leader: multi-ring disabled") {
-		t.Errorf("%s=0: Path() = %q", EnvMultiRing, got)
+		t.Errorf("multi-ring off: Path() = %q", got)
 	}
+}
+
+// noMultiRingFor makes communicators joined until the test ends take the
+// leader path.
+func noMultiRingFor(t *testing.T) {
+	noMultiRing = true
+	t.Cleanup(func() { noMultiRing = false })
 }
 
 // TestAllReduceMultiRingProperty: random sizes (including counts that do
@@ -126,10 +133,10 @@ func TestPath(t *testing.T) {
 func TestAllReduceMultiRingProperty(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b, ch, in, rp, ri, fl int) {
-		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes = a, b, ch, in, rp, ri, fl
-	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes)
+		smallMax, rhdMax, chunkBytes, agreeInlineMax, reducePieceBytes, ringInlineMax, flushBytes = a, b, ch, in, rp, ri, fl
+	}(smallMax, rhdMax, chunkBytes, agreeInlineMax, reducePieceBytes, ringInlineMax, flushBytes)
 	defer func() { testNoSplit = false }()
-	InlineMax = 0 // nothing rides with the agreement: every size moves
+	agreeInlineMax = 0 // nothing rides with the agreement: every size moves
 	multiRingFrom(t, 0)
 	rng := rand.New(rand.NewPCG(16, 3))
 	dts := []tensor.DType{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.BFloat16, tensor.Float16}
@@ -154,24 +161,24 @@ func TestAllReduceMultiRingProperty(t *testing.T) {
 			if it == 0 {
 				count = int64(1 + rng.IntN(tc.lay[0])) // maybe fewer elements than local ranks
 			}
-			SmallMax = []int{0, 64}[rng.IntN(2)]
-			ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
-			RHDMax = []int{0, 1 << 30}[rng.IntN(2)]
-			ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
-			RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
-			FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
+			smallMax = []int{0, 64}[rng.IntN(2)]
+			chunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
+			rhdMax = []int{0, 1 << 30}[rng.IntN(2)]
+			reducePieceBytes = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
+			ringInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
+			flushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
 			testNoSplit = rng.IntN(3) == 0
 			pipe := []int{0, 4, 256, 4096, 8 << 20}[rng.IntN(5)] // groups of a few elements to one group
 			for _, c := range comms {
 				c.pipe = pipe
 			}
 			mask := rng.Uint64()
-			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/staged %v/pipe %d", tc.lay, dt, op, count, SmallMax, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes, testNoSplit, pipe)
+			name := fmt.Sprintf("%v/%s/%s/%d/small %d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/staged %v/pipe %d", tc.lay, dt, op, count, smallMax, chunkBytes, rhdMax, reducePieceBytes, ringInlineMax, flushBytes, testNoSplit, pipe)
 			checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 		}
 		// reduce-scatter goes through the same allreduce.
 		n := len(comms)
-		SmallMax, ChunkBytes = 0, 100
+		smallMax, chunkBytes = 0, 100
 		const blk = 37
 		ins := make([]*tensor.Tensor, n)
 		outs := make([]*tensor.Tensor, n)
@@ -201,15 +208,15 @@ func TestAllReduceMultiRingProperty(t *testing.T) {
 }
 
 // TestMultiRingMatchesLeader: exact (integer) results are the same on
-// both paths, and the leader path (EnvMultiRing=0) still works on
+// both paths, and the leader path (noMultiRing) still works on
 // layouts that could take the multi-ring path.
 func TestMultiRingMatchesLeader(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
-	SmallMax, ChunkBytes = 64, 512
+	defer func(a, ch int) { smallMax, chunkBytes = a, ch }(smallMax, chunkBytes)
+	smallMax, chunkBytes = 64, 512
 	multiRingFrom(t, 0)
 	multi := world(t, []int{2, 2, 2}, 10*time.Second)
-	t.Setenv(EnvMultiRing, "0")
+	noMultiRingFor(t)
 	leader := world(t, []int{2, 2, 2}, 10*time.Second)
 	if leader[0].path != pathLeader || multi[0].path != pathMulti {
 		t.Fatalf("paths %q and %q", multi[0].Path(), leader[0].Path())
@@ -224,8 +231,8 @@ func TestMultiRingMatchesLeader(t *testing.T) {
 	checkAllReduce(t, "leader path on 3x2", leader, tensor.Float32, reduce.Avg, count, 3, func(r int) bool { return r == 1 })
 }
 
-// TestPathMismatch: ranks that disagree on the path (EnvMultiRing set in
-// some processes only) or on the tuning they must share fail every
+// TestPathMismatch: ranks that disagree on the path (the multi-ring
+// path off in some processes only) or on the tuning they must share fail every
 // collective together with
 // ccl.ErrMismatch before any data moves; the communicator stays usable.
 func TestPathMismatch(t *testing.T) {
@@ -236,15 +243,15 @@ func TestPathMismatch(t *testing.T) {
 		set, reset func()
 		want       string
 	}{
-		{func() { comms[3].path = pathLeader }, func() { comms[3].path = pathMulti }, EnvMultiRing + " differs"},
-		{func() { comms[1].multiMin = 5 }, func() { comms[1].multiMin = 0 }, "CHORUS_HIER_MULTIRING_MIN differs"},
-		{func() { comms[2].testSmallMax = 5 }, func() { comms[2].testSmallMax = 0 }, EnvSmallMax + " differs"},
-		{func() { comms[1].pipe = 1 << 10 }, func() { comms[1].pipe = PipeBytes }, "CHORUS_HIER_PIPE differs"},
-		{func() { comms[2].pipe = 0 }, func() { comms[2].pipe = PipeBytes }, "of the whole message (0)"},
-		{func() { comms[0].testTuning = &[4]int{RHDMax + 1, ChunkBytes, RingMinChunk, RingInlineMax} }, func() { comms[0].testTuning = nil }, "CHORUS_HIER_RHD_MAX="},
-		{func() { comms[3].testTuning = &[4]int{RHDMax, 4096, RingMinChunk, RingInlineMax} }, func() { comms[3].testTuning = nil }, "CHORUS_HIER_CHUNK="},
-		{func() { comms[1].testTuning = &[4]int{RHDMax, ChunkBytes, 0, RingInlineMax} }, func() { comms[1].testTuning = nil }, "CHORUS_HIER_MIN_CHUNK="},
-		{func() { comms[2].testTuning = &[4]int{RHDMax, ChunkBytes, RingMinChunk, 0} }, func() { comms[2].testTuning = nil }, "CHORUS_HIER_RING_INLINE="},
+		{func() { comms[3].path = pathLeader }, func() { comms[3].path = pathMulti }, "the paths differ"},
+		{func() { comms[1].multiMin = 5 }, func() { comms[1].multiMin = 0 }, "the multi-ring minimum differs"},
+		{func() { comms[2].testSmallMax = 5 }, func() { comms[2].testSmallMax = 0 }, "the gathered maximum differs"},
+		{func() { comms[1].pipe = 1 << 10 }, func() { comms[1].pipe = pipeBytes }, "the pipeline group size differs"},
+		{func() { comms[2].pipe = 0 }, func() { comms[2].pipe = pipeBytes }, "of the whole message (0)"},
+		{func() { comms[0].testTuning = &[4]int{rhdMax + 1, chunkBytes, ringMinChunk, ringInlineMax} }, func() { comms[0].testTuning = nil }, "an RHD maximum of"},
+		{func() { comms[3].testTuning = &[4]int{rhdMax, 4096, ringMinChunk, ringInlineMax} }, func() { comms[3].testTuning = nil }, "a ring chunk of"},
+		{func() { comms[1].testTuning = &[4]int{rhdMax, chunkBytes, 0, ringInlineMax} }, func() { comms[1].testTuning = nil }, "a least ring chunk of"},
+		{func() { comms[2].testTuning = &[4]int{rhdMax, chunkBytes, ringMinChunk, 0} }, func() { comms[2].testTuning = nil }, "a ring inline maximum of"},
 	} {
 		tc.set()
 		errs := each(comms, func(r int, c *Comm) error {
@@ -267,8 +274,8 @@ func TestPathMismatch(t *testing.T) {
 // later calls fail with ccl.ErrFailed.
 func TestLinkClosedMidRing(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
-	SmallMax, ChunkBytes = 64, 1024
+	defer func(a, ch int) { smallMax, chunkBytes = a, ch }(smallMax, chunkBytes)
+	smallMax, chunkBytes = 64, 1024
 	multiRingFrom(t, 0)
 	defer func() { testNoSplit = false }()
 	for i, lay := range [][]int{{2, 2}, {2, 2, 2}, {2, 1}, {2, 2}, {2, 2, 2}} {
@@ -319,8 +326,8 @@ func TestLinkClosedMidRing(t *testing.T) {
 // (a tiny scratch once came from Go's tiny allocator, 2-byte aligned).
 func TestScratchAligned(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch, in int) { SmallMax, ChunkBytes, InlineMax = a, ch, in }(SmallMax, ChunkBytes, InlineMax)
-	SmallMax, ChunkBytes, InlineMax = 0, 7, 0
+	defer func(a, ch, in int) { smallMax, chunkBytes, agreeInlineMax = a, ch, in }(smallMax, chunkBytes, agreeInlineMax)
+	smallMax, chunkBytes, agreeInlineMax = 0, 7, 0
 	comms := world(t, []int{1, 1}, 10*time.Second)
 	for _, dt := range []tensor.DType{tensor.BFloat16, tensor.Int32, tensor.Float64, tensor.BFloat16, tensor.Int64} {
 		checkAllReduce(t, "scratch "+dt.String(), comms, dt, reduce.Sum, 100, 1, func(int) bool { return false })

@@ -9,14 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/chorus-rt/chorus/net/link"
 )
 
-// EnvPlaintext set to "1" on every host (the node agents pass it to their
-// workers) makes the data links of cross-host collectives plain TCP after
+// EndpointOptions.Plaintext set on every host (CHORUS_HIER_PLAINTEXT=1
+// in the node agents' environment; they pass it to their workers) makes the data links of cross-host collectives plain TCP after
 // they are authenticated: for trusted networks only (docs/multi-host.md,
 // "Plaintext data links"). Every link is still set up over TLS 1.3 with
 // the cluster's credentials (mutual TLS or the token proof); then both
@@ -26,7 +25,6 @@ import (
 // and without integrity protection from there on. Both ends must agree:
 // a TLS end refuses a plaintext request and the other way round (logged;
 // the communicator's Join then fails naming the ranks).
-const EnvPlaintext = "CHORUS_HIER_PLAINTEXT"
 
 // plainMagic starts the hello of a data link that asks for plain TCP.
 const plainMagic = "CHHP"
@@ -38,18 +36,6 @@ const (
 
 // errPlainProof: the plaintext switch's proof did not verify.
 var errPlainProof = errors.New("wrong plaintext-switch proof (not the peer of this TLS session)")
-
-// plaintextFromEnv reads EnvPlaintext: "" or "0" off, "1" on.
-func plaintextFromEnv() (bool, error) {
-	switch v := os.Getenv(EnvPlaintext); v {
-	case "", "0":
-		return false, nil
-	case "1":
-		return true, nil
-	default:
-		return false, fmt.Errorf("ccl/hier: %s=%q: want 0 or 1", EnvPlaintext, v)
-	}
-}
 
 // plainKey is the switch's HMAC key: keying material of this TLS session
 // for this hello (communicator and ranks), so that a proof made on one
@@ -139,7 +125,7 @@ func plainClient(tc *tls.Conn, hello []byte) (net.Conn, error) {
 	defer tc.SetDeadline(time.Time{})
 	acc := make([]byte, 33)
 	if _, err := io.ReadFull(tc, acc); err != nil || acc[0] != plainOK {
-		return nil, fmt.Errorf("the peer refused a plaintext data link (is %s=1 set on every host?): %v", EnvPlaintext, err)
+		return nil, fmt.Errorf("the peer refused a plaintext data link (is the plaintext option set on every host?): %v", err)
 	}
 	ns := acc[1:]
 	nc := make([]byte, 32)

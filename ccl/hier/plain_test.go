@@ -21,7 +21,7 @@ import (
 // the returned channel. The caller closes it.
 func testEndpoint(t *testing.T, mode linkMode) (*endpoint, <-chan string) {
 	t.Helper()
-	cfg, err := link.FilesFromEnv().Load()
+	cfg, err := testFiles.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +66,12 @@ func useEndpoint(t *testing.T, mode linkMode) (*endpoint, <-chan string) {
 	return pe, logs
 }
 
-// TestPlaintextAllReduce: with EnvPlaintext's endpoint the links are
+// TestPlaintextAllReduce: with a plaintext endpoint the links are
 // plain TCP (not TLS) and the collectives give the same results.
 func TestPlaintextAllReduce(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch, rp int) { SmallMax, ChunkBytes, ReducePiece = a, ch, rp }(SmallMax, ChunkBytes, ReducePiece)
-	SmallMax, ChunkBytes, ReducePiece = 64, 1000, 200
+	defer func(a, ch, rp int) { smallMax, chunkBytes, reducePieceBytes = a, ch, rp }(smallMax, chunkBytes, reducePieceBytes)
+	smallMax, chunkBytes, reducePieceBytes = 64, 1000, 200
 	multiRingFrom(t, 0)
 	usePlainEndpoint(t)
 	for _, lay := range [][]int{{2, 2}, {1, 1, 1}} {
@@ -151,7 +151,7 @@ func wantRefused(t *testing.T, pe *endpoint, logs <-chan string, c net.Conn, why
 // that far. A correct switch parks the link and data flows both ways.
 func TestPlaintextRefused(t *testing.T) {
 	leaktest.Check(t)
-	sealedAddr, err := Endpoint() // the process's (sealed) endpoint, before the swap
+	sealedAddr, err := Endpoint(testOpts) // the process's (sealed) endpoint, before the swap
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +188,10 @@ func TestPlaintextRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRefused(t, pe, logs, c, "a TLS-record (CHORUS_HIER_SEAL=0) data link to a plaintext (CHORUS_HIER_PLAINTEXT=1) endpoint")
+	wantRefused(t, pe, logs, c, "a TLS-record data link to a plaintext endpoint")
 
 	// A plaintext request to a sealed endpoint.
-	if _, err := dialPeer(context.Background(), pe.cfg, sealedAddr, k, 1, 0, modePlain); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), EnvPlaintext) {
+	if _, err := dialPeer(context.Background(), pe.cfg, sealedAddr, k, 1, 0, modePlain); !errors.Is(err, link.ErrAuth) || !strings.Contains(err.Error(), "plaintext") {
 		t.Fatalf("plaintext request to a TLS endpoint: %v", err)
 	}
 

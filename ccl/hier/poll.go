@@ -2,16 +2,15 @@ package hier
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"time"
 )
 
-// Polled reads (opt-in). A small collective between hosts is a few
-// short exchanges, and each read that parks in Go's network poller is
-// woken by epoll and the scheduler. With EnvSpin set, the links' reads
+// Polled reads (off; tests only). A small collective between hosts is a
+// few short exchanges, and each read that parks in Go's network poller
+// is woken by epoll and the scheduler. With spinMode set, the links' reads
 // poll the socket (internal/sys/pollread) for up to a budget before they
-// park, in every collective of at most SpinMax bytes and in every
+// park, in every collective of at most spinMax bytes and in every
 // agreement round; larger collectives park at once (they are limited by
 // the link, and a ring's polling readers would hold cores its senders'
 // encryption needs). "auto" polls only on hosts with at least
@@ -23,10 +22,12 @@ import (
 // polling up to 1 MiB made 64 KiB-1 MiB up to 1.5x slower. The cost of a
 // small step there is the kernel's send path (veth, bridge, qdisc), not
 // the wake-up.
+// spinMode is the budget (tests only): "off" or "0" (the default),
+// "auto", or a duration ("50us"). A rank's own choice: ranks need not
+// agree.
+var spinMode = ""
+
 const (
-	// EnvSpin sets the budget: "off" or "0" (default), "auto", or a
-	// duration ("50us"). A rank's own choice: ranks need not agree.
-	EnvSpin = "CHORUS_HIER_SPIN"
 	// DefaultSpin is auto's budget where it polls.
 	DefaultSpin = 50 * time.Microsecond
 	// spinCoresPerRank: auto polls when the host has at least this many
@@ -34,12 +35,12 @@ const (
 	spinCoresPerRank = 4
 )
 
-// SpinMax: collectives of at most this many bytes (one rank's send
-// buffer) poll (CHORUS_HIER_SPIN_MAX).
-var SpinMax = envInt("CHORUS_HIER_SPIN_MAX", 16<<10)
+// spinMax: collectives of at most this many bytes (one rank's send
+// buffer) poll.
+var spinMax = 16 << 10
 
 // spinFor is the polling budget for a rank with local ranks on its host
-// and cpus cores, given EnvSpin's value mode.
+// and cpus cores, given spinMode's value mode.
 func spinFor(mode string, cpus, local int) (time.Duration, error) {
 	switch mode {
 	case "auto":
@@ -52,14 +53,14 @@ func spinFor(mode string, cpus, local int) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(mode)
 	if err != nil || d < 0 || d > time.Second {
-		return 0, fmt.Errorf("%s=%q: want off, auto, or a duration from 0 to 1s", EnvSpin, mode)
+		return 0, fmt.Errorf("spin budget %q: want off, auto, or a duration from 0 to 1s", mode)
 	}
 	return d, nil
 }
 
-// chooseSpin sets c.spin from EnvSpin at Join.
+// chooseSpin sets c.spin from spinMode at Join.
 func (c *Comm) chooseSpin() error {
-	d, err := spinFor(os.Getenv(EnvSpin), runtime.NumCPU(), c.l)
+	d, err := spinFor(spinMode, runtime.NumCPU(), c.l)
 	if err != nil {
 		return err
 	}
@@ -68,10 +69,10 @@ func (c *Comm) chooseSpin() error {
 }
 
 // pollFor sets every link's polling budget for a collective of bytes
-// bytes (0: an agreement round): c.spin up to SpinMax, else none.
+// bytes (0: an agreement round): c.spin up to spinMax, else none.
 func (c *Comm) pollFor(bytes int) {
 	want := c.spin
-	if bytes > SpinMax {
+	if bytes > spinMax {
 		want = 0
 	}
 	if want == c.spinNow {

@@ -1,11 +1,14 @@
 package hier
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/tensor"
@@ -27,10 +30,10 @@ func TestSpinFor(t *testing.T) {
 		{"0", 64, 1, 0, ""},
 		{"20us", 2, 8, 20 * time.Microsecond, ""}, // asked for: polls anyway
 		{"1s", 2, 1, time.Second, ""},
-		{"2s", 64, 1, 0, EnvSpin},
-		{"-1us", 64, 1, 0, EnvSpin},
-		{"50", 64, 1, 0, EnvSpin}, // no unit
-		{"yes", 64, 1, 0, EnvSpin},
+		{"2s", 64, 1, 0, "spin budget"},
+		{"-1us", 64, 1, 0, "spin budget"},
+		{"50", 64, 1, 0, "spin budget"}, // no unit
+		{"yes", 64, 1, 0, "spin budget"},
 	} {
 		got, err := spinFor(tc.mode, tc.cpus, tc.l)
 		if tc.wantErrSub != "" {
@@ -45,23 +48,49 @@ func TestSpinFor(t *testing.T) {
 	}
 }
 
-// TestJoinRefusesBadSpin: a bad CHORUS_HIER_SPIN fails Join with
+// TestJoinRefusesBadSpin: a bad spin budget fails Join with
 // ccl.ErrBadArgs naming it.
 func TestJoinRefusesBadSpin(t *testing.T) {
-	t.Setenv(EnvSpin, "sometimes")
-	wantJoinRefused(t, EnvSpin)
+	setSpin(t, "sometimes")
+	wantJoinRefused(t, "spin budget")
+}
+
+// setSpin sets spinMode until the test ends.
+func setSpin(t *testing.T, mode string) {
+	old := spinMode
+	spinMode = mode
+	t.Cleanup(func() { spinMode = old })
+}
+
+// wantJoinRefused joins rank 0 of a two-host communicator, which must
+// fail before it connects with ccl.ErrBadArgs naming what is wrong.
+func wantJoinRefused(t *testing.T, name string) {
+	t.Helper()
+	addr, err := Endpoint(testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, _ := (&Backend{}).NewID()
+	id, err := MakeID(nonce, []int{0, 1}, []string{addr, addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&Backend{}).Join(context.Background(), ccl.Config{ID: id, Rank: 0, Size: 2})
+	if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("Join with a bad %s: %v; want ErrBadArgs naming it", name, err)
+	}
 }
 
 // TestPolledCollectives: with a polling budget, every link (TLS and
 // plaintext, every stripe) reads through a poller; collectives up to
-// SpinMax leave the budget on the links, larger ones take it off, and
+// spinMax leave the budget on the links, larger ones take it off, and
 // the results are those of the float64 reference either way.
 func TestPolledCollectives(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, b, ch, sp int) { SmallMax, ChunkBytes, SpinMax, StripeMin = a, ch, sp, b }(SmallMax, StripeMin, ChunkBytes, SpinMax)
-	SmallMax, ChunkBytes, SpinMax, StripeMin = 256, 1000, 8000, 4000
+	defer func(a, b, ch, sp int) { smallMax, chunkBytes, spinMax, stripeMinBytes = a, ch, sp, b }(smallMax, stripeMinBytes, chunkBytes, spinMax)
+	smallMax, chunkBytes, spinMax, stripeMinBytes = 256, 1000, 8000, 4000
 	const budget = 200 * time.Microsecond
-	t.Setenv(EnvSpin, budget.String())
+	setSpin(t, budget.String())
 	for _, plain := range []bool{false, true} {
 		if plain {
 			usePlainEndpoint(t)

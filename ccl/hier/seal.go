@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/chorus-rt/chorus/internal/sys/pollread"
@@ -13,16 +12,15 @@ import (
 	"github.com/chorus-rt/chorus/net/seal"
 )
 
-// EnvSeal chooses the record layer of encrypted data links: "" or "1"
-// (the default) sealed records (net/seal: AES-256-GCM records of up
-// to 256 KiB, keyed from the link's TLS 1.3 session after its
-// authentication), "0" crypto/tls's own records (16 KiB each). Sealed
-// records put 20 bytes per 256 KiB on the wire instead of 22 per 16 KiB
-// (0.008% instead of 0.13%: what separated chorus from gloo's plain TCP
-// on a 10 Gbit/s link) and skip crypto/tls's copies. Every host must
-// agree (a link between ends that differ is refused and logged, and the
-// Join fails); with EnvPlaintext=1 it does not apply.
-const EnvSeal = "CHORUS_HIER_SEAL"
+// Encrypted data links carry sealed records (net/seal: AES-256-GCM
+// records of up to 256 KiB, keyed from the link's TLS 1.3 session after
+// its authentication), not crypto/tls's own records (16 KiB each).
+// Sealed records put 20 bytes per 256 KiB on the wire instead of 22 per
+// 16 KiB (0.008% instead of 0.13%: what separated chorus from gloo's
+// plain TCP on a 10 Gbit/s link) and skip crypto/tls's copies
+// (docs/multi-host.md). The TLS-record mode stays for tests
+// (testEndpoint), which check that ends of different modes refuse each
+// other; with EndpointOptions.Plaintext neither applies.
 
 // sealMagic starts the hello of a data link that asks for sealed records.
 const sealMagic = "CHHS"
@@ -40,19 +38,19 @@ const sealReady = "chorus-hier-seal-ready-v1"
 type linkMode byte
 
 const (
-	modeTLS    linkMode = iota // crypto/tls records (EnvSeal=0)
+	modeTLS    linkMode = iota // crypto/tls records (tests)
 	modeSealed                 // net/seal records (the default)
-	modePlain                  // plain TCP (EnvPlaintext=1)
+	modePlain                  // plain TCP (EndpointOptions.Plaintext)
 )
 
 func (m linkMode) String() string {
 	switch m {
 	case modeTLS:
-		return fmt.Sprintf("TLS-record (%s=0)", EnvSeal)
+		return "TLS-record"
 	case modeSealed:
 		return "sealed"
 	case modePlain:
-		return fmt.Sprintf("plaintext (%s=1)", EnvPlaintext)
+		return "plaintext"
 	}
 	return fmt.Sprintf("linkMode(%d)", byte(m))
 }
@@ -81,23 +79,12 @@ func modeOf(magic string) (linkMode, bool) {
 	return 0, false
 }
 
-// modeFromEnv reads EnvPlaintext and EnvSeal.
-func modeFromEnv() (linkMode, error) {
-	plain, err := plaintextFromEnv()
-	if err != nil {
-		return 0, err
+// modeOf is the link mode of an endpoint with options o.
+func (o EndpointOptions) mode() linkMode {
+	if o.Plaintext {
+		return modePlain
 	}
-	if plain {
-		return modePlain, nil
-	}
-	switch v := os.Getenv(EnvSeal); v {
-	case "", "1":
-		return modeSealed, nil
-	case "0":
-		return modeTLS, nil
-	default:
-		return 0, fmt.Errorf("ccl/hier: %s=%q: want 0 or 1", EnvSeal, v)
-	}
+	return modeSealed
 }
 
 // sealedConn is a data link in sealed records, with the poller its
@@ -159,7 +146,7 @@ func sealClient(tc *tls.Conn, hello []byte) (net.Conn, error) {
 	_ = tc.SetDeadline(time.Now().Add(link.DefaultHandshakeTimeout))
 	acc := make([]byte, 1)
 	if _, err := io.ReadFull(tc, acc); err != nil || acc[0] != sealOK {
-		return nil, fmt.Errorf("the peer refused a sealed data link (is %s set alike on every host?): %v", EnvSeal, err)
+		return nil, fmt.Errorf("the peer refused a sealed data link (is the plaintext option set alike on every host?): %v", err)
 	}
 	s, err := newSealed(tc, hello, true)
 	if err != nil {

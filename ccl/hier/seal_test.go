@@ -18,42 +18,33 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// TestModeFromEnv: EnvPlaintext and EnvSeal choose the links' mode;
-// anything but 0 or 1 is refused, naming the variable.
-func TestModeFromEnv(t *testing.T) {
+// TestEndpointMode: sealed records unless the options ask for plaintext.
+func TestEndpointMode(t *testing.T) {
 	for _, tc := range []struct {
-		plain, seal string
-		want        linkMode
-		bad         string // the variable an error must name
+		o    EndpointOptions
+		want linkMode
 	}{
-		{"", "", modeSealed, ""},
-		{"0", "1", modeSealed, ""},
-		{"", "0", modeTLS, ""},
-		{"1", "", modePlain, ""},
-		{"1", "0", modePlain, ""},
-		{"", "yes", 0, EnvSeal},
-		{"true", "", 0, EnvPlaintext},
+		{EndpointOptions{}, modeSealed},
+		{EndpointOptions{Plaintext: true}, modePlain},
 	} {
-		t.Setenv(EnvPlaintext, tc.plain)
-		t.Setenv(EnvSeal, tc.seal)
-		got, err := modeFromEnv()
-		switch {
-		case tc.bad != "" && (err == nil || !strings.Contains(err.Error(), tc.bad)):
-			t.Fatalf("%s=%q %s=%q: %v, %v; want an error naming %s", EnvPlaintext, tc.plain, EnvSeal, tc.seal, got, err, tc.bad)
-		case tc.bad == "" && (err != nil || got != tc.want):
-			t.Fatalf("%s=%q %s=%q: %v, %v; want %v", EnvPlaintext, tc.plain, EnvSeal, tc.seal, got, err, tc.want)
+		if got := tc.o.mode(); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.o, got, tc.want)
 		}
+	}
+	// The process's endpoint runs with testOpts: other options are refused.
+	if _, err := Endpoint(EndpointOptions{Files: testFiles, Plaintext: true}); !errors.Is(err, ErrEndpointOptions) {
+		t.Errorf("Endpoint with other options: %v, want ErrEndpointOptions", err)
 	}
 }
 
 // TestLinkModes: the process's endpoint (the default) makes sealed links,
-// an EnvSeal=0 endpoint TLS-record links; on every layout (leader ring,
+// a TLS-record endpoint (tests only) TLS-record links; on every layout (leader ring,
 // multi-ring, striped) every link is of that kind, reads through a
 // poller, and the collectives match the float64 reference.
 func TestLinkModes(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch, rp int) { SmallMax, ChunkBytes, ReducePiece = a, ch, rp }(SmallMax, ChunkBytes, ReducePiece)
-	SmallMax, ChunkBytes, ReducePiece = 64, 1000, 200
+	defer func(a, ch, rp int) { smallMax, chunkBytes, reducePieceBytes = a, ch, rp }(smallMax, chunkBytes, reducePieceBytes)
+	smallMax, chunkBytes, reducePieceBytes = 64, 1000, 200
 	stripesFrom(t, 0)
 	multiRingFrom(t, 0)
 	for _, mode := range []linkMode{modeSealed, modeTLS} {
@@ -116,7 +107,7 @@ func sealedHello(t *testing.T, e *endpoint, k connKey) (*tls.Conn, []byte) {
 // data flows both ways.
 func TestSealRefused(t *testing.T) {
 	leaktest.Check(t)
-	sealedAddr, err := Endpoint()
+	sealedAddr, err := Endpoint(testOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

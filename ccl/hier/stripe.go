@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 
@@ -21,25 +20,16 @@ import (
 // Striped leader rings (as NCCL's several sockets and threads per
 // connection): one TLS connection per direction is one core encrypting
 // and one decrypting, so a single leader ring is bound by two cores'
-// AES-GCM however many the host has. From StripeMin bytes up, the leader
+// AES-GCM however many the host has. From stripeMinBytes bytes up, the leader
 // ring splits the message into S stripes (cpu.Part: ceil(count/S)
 // elements each, the same split on every rank) and runs S rings at once,
 // each on its own connection to the next and the previous leader, with
 // its own sender and receiver goroutines and scratch.
 const (
-	// EnvStripes sets the rings' stripes (1 to MaxStripes; unset:
-	// DefaultStripes on the leader path, DefaultMultiStripes on the
-	// multi-ring path, whose rings run in them from multiStripeMin).
-	// Every process must have the same: the agreement round fails a
-	// collective whose ranks differ with ccl.ErrMismatch naming it.
-	EnvStripes = "CHORUS_HIER_STRIPES"
-	// EnvStripeMin overrides StripeMin (bytes; every process alike, as
-	// EnvStripes).
-	EnvStripeMin = "CHORUS_HIER_STRIPE_MIN"
 	// MaxStripes bounds the stripes (and a hello's stripe count).
 	MaxStripes = 16
 	// DefaultStripes: the leader path's stripes (links to each
-	// neighbouring leader) unless EnvStripes says otherwise. A constant,
+	// neighbouring leader). A constant,
 	// not the host's core count: hosts may differ, and every rank must
 	// stripe alike. Messages below wideMin use at most narrowStripes.
 	DefaultStripes = 8
@@ -51,22 +41,22 @@ const (
 	narrowStripes = 4
 	// DefaultMultiStripes: the multi-ring path's stripes (links from each
 	// local rank to its counterparts on the neighbouring hosts) unless
-	// EnvStripes says otherwise; its rings run in them from
+	// its rings run in them from
 	// multiStripeMin. Two stripes made 2x2 at 64-256 MiB 1.2-3.4% faster
 	// (1.006-1.015x the wire bound instead of 1.035-1.046x) and 4x2 0-2%;
 	// below, they were 1-6% slower on 4x2 at 1 and 16 MiB and mixed on
 	// 2x2 at 16 MiB (two calls, docs/multi-host.md).
 	DefaultMultiStripes = 2
 	// multiFactor: on the multi-ring path rings are striped only for
-	// messages from multiFactor x StripeMin bytes (64 MiB by default).
+	// messages from multiFactor x stripeMinBytes bytes (64 MiB by default).
 	multiFactor = 256
-	// wideFactor: wideMin is wideFactor x the communicator's StripeMin
-	// (8 MiB by default), so it needs no variable of its own: StripeMin
+	// wideFactor: wideMin is wideFactor x the communicator's stripeMinBytes
+	// (8 MiB by default), so it needs no variable of its own: stripeMinBytes
 	// is checked in every agreement round, so every rank agrees on it.
 	wideFactor = 32
 )
 
-// StripeMin: leader-ring allreduces from this many bytes up are striped
+// stripeMinBytes: leader-ring allreduces from this many bytes up are striped
 // (when the communicator has more than one stripe); smaller ones run one
 // ring (or RHD). 256 KiB: there TLS cost the most against plaintext
 // links on the 16-core host (one worker per host, 2x1: 431 us against
@@ -74,21 +64,21 @@ const (
 // gloo. A
 // communicator keeps the value it was joined with; every rank must have
 // the same (checked in every agreement round).
-var StripeMin = envInt(EnvStripeMin, 256<<10)
+var stripeMinBytes = 256 << 10
 
 // chooseStripes decides, at Join, after choosePath, the leader ring's
-// stripes: EnvStripes, else DefaultStripes on the leader path and
-// DefaultMultiStripes on the multi-ring path (1 on one host).
+// stripes: DefaultStripes on the leader path and DefaultMultiStripes on
+// the multi-ring path (1 on one host), or the tests' testStripes.
 func (c *Comm) chooseStripes() error {
-	c.stripes, c.stripeMin = 1, StripeMin
-	v := os.Getenv(EnvStripes)
-	if testStripesEnv != nil {
-		v = testStripesEnv(c.rank)
+	c.stripes, c.stripeMin = 1, stripeMinBytes
+	v := ""
+	if testStripes != nil {
+		v = testStripes(c.rank)
 	}
 	if v != "" {
 		s, err := strconv.Atoi(v)
 		if err != nil || s < 1 || s > MaxStripes {
-			return fmt.Errorf("%w: ccl/hier: %s=%q: want 1 to %d (unset: %d on the leader path)", ccl.ErrBadArgs, EnvStripes, v, MaxStripes, DefaultStripes)
+			return fmt.Errorf("%w: ccl/hier: stripes %q: want 1 to %d (unset: %d on the leader path)", ccl.ErrBadArgs, v, MaxStripes, DefaultStripes)
 		}
 		c.stripes = s
 	} else if c.k > 1 {
@@ -110,9 +100,9 @@ func (c *Comm) chooseStripes() error {
 	return nil
 }
 
-// testStripesEnv, when set (tests only), stands in for EnvStripes by
-// rank: ranks of one test process that differ as processes could.
-var testStripesEnv func(rank int) string
+// testStripes, when set (tests only), gives rank's stripes ("": the
+// default): ranks of one test process that differ as processes could.
+var testStripes func(rank int) string
 
 // byteSize writes n bytes as Path does: "1 MiB", "64 KiB", else bytes.
 func byteSize(n int) string {
@@ -125,10 +115,10 @@ func byteSize(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// stripeMinHosts: StripeMin was measured on 2 and 4 hosts. With more,
-// a message of StripeMin bytes makes segments too small for stripes, so
+// stripeMinHosts: stripeMinBytes was measured on 2 and 4 hosts. With more,
+// a message of stripeMinBytes bytes makes segments too small for stripes, so
 // a ring is striped only where its segment (bytes/k) is at least
-// StripeMin/stripeMinHosts too: on 8 hosts from 512 KiB. There a 256
+// stripeMinBytes/stripeMinHosts too: on 8 hosts from 512 KiB. There a 256
 // KiB ring took 735-770 us in one stripe and 1171-1190 us in 4 over
 // TLS, 384 and 852 us over plaintext links
 // (docs/multi-host.md).
@@ -136,9 +126,9 @@ const stripeMinHosts = 4
 
 // striped reports whether a ring over bytes bytes of a message of total
 // bytes runs in stripes. On the multi-ring path (its rings, and the
-// leader ring below MultiRingMin) only for messages from multiStripeMin:
+// leader ring below multiRingMin) only for messages from multiStripeMin:
 // what decides there is the message (how many groups it pipelines), not
-// the ring's part, which is at most PipeBytes / L.
+// the ring's part, which is at most pipeBytes / L.
 func (c *Comm) striped(bytes, total int) bool {
 	if c.path == pathMulti && total < c.multiStripeMin() {
 		return false
@@ -147,7 +137,7 @@ func (c *Comm) striped(bytes, total int) bool {
 }
 
 // multiStripeMin: on the multi-ring path rings of messages from this
-// many bytes up run in stripes. Derived from StripeMin, which every agreement round
+// many bytes up run in stripes. Derived from stripeMinBytes, which every agreement round
 // checks, so that every rank stripes alike.
 func (c *Comm) multiStripeMin() int { return multiFactor * c.stripeMin }
 
@@ -232,8 +222,8 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 			return err
 		}
 		p.stripe = s
-		if want > 1 && NotSentLowat > 0 {
-			if err := link.SetNotSentLowat(p.c, NotSentLowat); err != nil {
+		if want > 1 && notSentLowat > 0 {
+			if err := link.SetNotSentLowat(p.c, notSentLowat); err != nil {
 				p.c.Close()
 				return err
 			}
@@ -274,7 +264,7 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 		// would break the link protocol. The dialer learns it from the
 		// closed link; the join fails here.
 		conn.Close()
-		return fmt.Errorf("%w: ccl/hier: rank %d: rank %d has %s=%d, rank %d %d (it differs between their processes)", ccl.ErrMismatch, c.rank, r, EnvInlineMax, inline, c.rank, my)
+		return fmt.Errorf("%w: ccl/hier: rank %d: rank %d has an agreement inline maximum of %d bytes, rank %d of %d (it differs between their processes)", ccl.ErrMismatch, c.rank, r, inline, c.rank, my)
 	}
 	if err := keep(0, conn); err != nil {
 		return err
@@ -300,11 +290,11 @@ func (c *Comm) linkTo(ctx context.Context, key [32]byte, addr string, r int) err
 }
 
 // stripedRing is the leader ring over ringStripes links to each
-// neighbour (the first ones). Where a stripe's segments would be at most RingInlineMax
+// neighbour (the first ones). Where a stripe's segments would be at most ringInlineMax
 // bytes, stripe s (cpu.Part of the message, the same split on every
 // leader) runs its own ring on the stripe-s links, all at once. Where
 // each link's share of a segment is at least ringMinChunks chunks of
-// RingMinChunk (128 KiB: a 2 MiB message on 4 hosts, 1 MiB on 2), one
+// ringMinChunk (128 KiB: a 2 MiB message on 4 hosts, 1 MiB on 2), one
 // balanced ring (balancedRing) runs over all the links instead: below,
 // its chunks are small and its hand-offs between goroutines as costly
 // as what balancing gains (4 hosts, 1 MiB: p50 0.5-1.3% slower than
@@ -329,7 +319,7 @@ func (c *Comm) stripedRing(dst, src []byte, dt tensor.DType, op reduce.Op) error
 	for len(c.tmps) < S-1 {
 		c.tmps = append(c.tmps, nil) // before the goroutines start: each then touches its own
 	}
-	if share := (len(dst)/es + k - 1) / k * es / S; share > RingInlineMax && share >= ringMinChunks*RingMinChunk {
+	if share := (len(dst)/es + k - 1) / k * es / S; share > ringInlineMax && share >= ringMinChunks*ringMinChunk {
 		return c.balancedRing(nexts, prevs, dst, src, dt, op)
 	}
 	errs := make([]error, S)
@@ -367,7 +357,7 @@ func eachStripe(S int, fn func(s int)) {
 // step t once chunk i of step t-1 is in) and write it, with its number,
 // on their own link; S receiver goroutines read whatever their link
 // from the previous leader brings and reduce or copy it in place. A
-// link's socket holds at most NotSentLowat bytes unsent
+// link's socket holds at most notSentLowat bytes unsent
 // (TCP_NOTSENT_LOWAT, set on every stripe link), so a sender whose flow
 // is slow stays in its write and the chunks go to the others. Every
 // sender ends with an end message; a receiver ends at its link's.
@@ -381,18 +371,18 @@ const (
 	endMsg   = 'e'
 )
 
-// NotSentLowat is TCP_NOTSENT_LOWAT on stripe links
-// (CHORUS_HIER_LOWAT, bytes; 0: the kernel's default, unbounded): about
+// notSentLowat is TCP_NOTSENT_LOWAT on stripe links (bytes; 0: the
+// kernel's default, unbounded): about
 // a millisecond of a 10 Gbit/s link's share per stripe, enough that no
 // flow runs dry while its sender takes the next chunk.
-var NotSentLowat = envInt0("CHORUS_HIER_LOWAT", 256<<10)
+var notSentLowat = 256 << 10
 
 // balancedChunk is a balanced ring's chunk (elements of es bytes) for
 // segments of seg bytes over S links: ringMinChunks per link and step,
-// between RingMinChunk and ChunkBytes.
+// between ringMinChunk and chunkBytes.
 func balancedChunk(S int) func(seg, es int) int {
 	return func(seg, es int) int {
-		b := min(ChunkBytes, max(seg/(ringMinChunks*S), RingMinChunk))
+		b := min(chunkBytes, max(seg/(ringMinChunks*S), ringMinChunk))
 		return max(1, b/es)
 	}
 }

@@ -19,18 +19,18 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// stripesFrom sets StripeMin (read at Join) for the rest of the test.
+// stripesFrom sets stripeMinBytes (read at Join) for the rest of the test.
 func stripesFrom(t *testing.T, n int) {
-	old := StripeMin
-	StripeMin = n
-	t.Cleanup(func() { StripeMin = old })
+	old := stripeMinBytes
+	stripeMinBytes = n
+	t.Cleanup(func() { stripeMinBytes = old })
 }
 
 // stripesByRank makes rank r join with EnvStripes = s[r] ("" unset) for
 // the rest of the test.
 func stripesByRank(t *testing.T, s ...string) {
-	testStripesEnv = func(r int) string { return s[r%len(s)] }
-	t.Cleanup(func() { testStripesEnv = nil })
+	testStripes = func(r int) string { return s[r%len(s)] }
+	t.Cleanup(func() { testStripes = nil })
 }
 
 // checkStripeLinks: every leader (on the multi-ring path every rank)
@@ -63,9 +63,9 @@ func checkStripeLinks(t *testing.T, name string, comms []*Comm) {
 func TestStripedAllReduceProperty(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b, ch, in, rp, ri, fl, mc int) {
-		SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes, RingMinChunk = a, b, ch, in, rp, ri, fl, mc
-	}(SmallMax, RHDMax, ChunkBytes, InlineMax, ReducePiece, RingInlineMax, FlushBytes, RingMinChunk)
-	InlineMax, SmallMax = 0, 0 // every size takes the leader ring
+		smallMax, rhdMax, chunkBytes, agreeInlineMax, reducePieceBytes, ringInlineMax, flushBytes, ringMinChunk = a, b, ch, in, rp, ri, fl, mc
+	}(smallMax, rhdMax, chunkBytes, agreeInlineMax, reducePieceBytes, ringInlineMax, flushBytes, ringMinChunk)
+	agreeInlineMax, smallMax = 0, 0 // every size takes the leader ring
 	stripesFrom(t, 0)
 	var balancedRuns atomic.Int64
 	testChunkNumber = func(c *Comm, n uint64) uint64 { balancedRuns.Add(1); return n }
@@ -98,20 +98,20 @@ func TestStripedAllReduceProperty(t *testing.T) {
 				if it == 0 {
 					count = int64(1 + rng.IntN(S)) // maybe fewer elements than stripes
 				}
-				ChunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
-				RHDMax = []int{0, 0, 1 << 30}[rng.IntN(3)]
-				ReducePiece = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
-				RingInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
-				FlushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
-				RingMinChunk = []int{4, 100, 32 << 10}[rng.IntN(3)] // balanced or fixed stripes
+				chunkBytes = []int{1, 7, 100, 1000, 4096, 1 << 20}[rng.IntN(6)]
+				rhdMax = []int{0, 0, 1 << 30}[rng.IntN(3)]
+				reducePieceBytes = []int{1, 24, 100, 4096, 128 << 10}[rng.IntN(5)]
+				ringInlineMax = []int{0, 100, inlineMax}[rng.IntN(3)] // pipelined or one-goroutine rings
+				flushBytes = []int{1000, LinkBuffer}[rng.IntN(2)]
+				ringMinChunk = []int{4, 100, 32 << 10}[rng.IntN(3)] // balanced or fixed stripes
 				mask := rng.Uint64()
-				name := fmt.Sprintf("%s/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/min chunk %d", name, dt, op, count, ChunkBytes, RHDMax, ReducePiece, RingInlineMax, FlushBytes, RingMinChunk)
+				name := fmt.Sprintf("%s/%s/%s/%d/chunk %d/rhd %d/piece %d/ring inline %d/flush %d/min chunk %d", name, dt, op, count, chunkBytes, rhdMax, reducePieceBytes, ringInlineMax, flushBytes, ringMinChunk)
 				checkAllReduce(t, name, comms, dt, op, count, rng.Uint64(), func(r int) bool { return mask>>r&1 == 1 })
 			}
 			// One more that certainly splits into every stripe (a ring,
 			// not RHD, of stripes with one-goroutine rings: a balanced
 			// ring may leave a link without a chunk).
-			RHDMax, RingInlineMax, RingMinChunk = 0, inlineMax, 32<<10
+			rhdMax, ringInlineMax, ringMinChunk = 0, inlineMax, 32<<10
 			for i := range seen {
 				seen[i].Store(0)
 			}
@@ -137,11 +137,11 @@ func TestStripedAllReduceProperty(t *testing.T) {
 func TestStripedMultiRing(t *testing.T) {
 	leaktest.Check(t)
 	defer func(a, b, in, ri, mc int) {
-		SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk = a, b, in, ri, mc
-	}(SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk)
+		smallMax, rhdMax, agreeInlineMax, ringInlineMax, ringMinChunk = a, b, in, ri, mc
+	}(smallMax, rhdMax, agreeInlineMax, ringInlineMax, ringMinChunk)
 	// The multi-ring for every size, rings in fixed stripes (each stripe
 	// then certainly gets a part) from 64 bytes.
-	InlineMax, SmallMax, RHDMax, RingInlineMax, RingMinChunk = 0, 0, 0, inlineMax, 32<<10
+	agreeInlineMax, smallMax, rhdMax, ringInlineMax, ringMinChunk = 0, 0, 0, inlineMax, 32<<10
 	stripesFrom(t, 64)
 	multiRingFrom(t, 0)
 	pipeFrom(t, 0)
@@ -195,7 +195,7 @@ func TestStripedMultiRing(t *testing.T) {
 			}
 		}
 	}
-	testStripesEnv = nil
+	testStripes = nil
 	comms := world(t, []int{2, 2}, 10*time.Second)
 	c := comms[1]
 	if c.stripes != DefaultMultiStripes || len(c.extra) != DefaultMultiStripes-1 {
@@ -227,7 +227,7 @@ func TestStripedMultiRing(t *testing.T) {
 }
 
 // TestRingStripesBySize: a striped leader ring runs on at most
-// narrowStripes links below wideMin (wideFactor x StripeMin) and on all
+// narrowStripes links below wideMin (wideFactor x stripeMinBytes) and on all
 // of them from there, every leader alike, with results against the
 // reference; PathFor says the same.
 func TestRingStripesBySize(t *testing.T) {
@@ -248,11 +248,11 @@ func TestRingStripesBySize(t *testing.T) {
 	}
 	leaktest.Check(t)
 	defer func(a, b, in, ri, mc int) {
-		SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk = a, b, in, ri, mc
-	}(SmallMax, RHDMax, InlineMax, RingInlineMax, RingMinChunk)
+		smallMax, rhdMax, agreeInlineMax, ringInlineMax, ringMinChunk = a, b, in, ri, mc
+	}(smallMax, rhdMax, agreeInlineMax, ringInlineMax, ringMinChunk)
 	// Every size takes the leader ring, in fixed stripes (each stripe
 	// then certainly gets a part).
-	InlineMax, SmallMax, RHDMax, RingInlineMax, RingMinChunk = 0, 0, 0, inlineMax, 32<<10
+	agreeInlineMax, smallMax, rhdMax, ringInlineMax, ringMinChunk = 0, 0, 0, inlineMax, 32<<10
 	stripesFrom(t, 256) // wide from 8 KiB
 	multiRingFrom(t, 1<<30)
 	stripesByRank(t, "6")
@@ -286,8 +286,8 @@ func TestRingStripesBySize(t *testing.T) {
 // without stripes (and float ones agree with the reference on both).
 func TestStripedMatchesUnstriped(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch, in int) { SmallMax, ChunkBytes, InlineMax = a, ch, in }(SmallMax, ChunkBytes, InlineMax)
-	SmallMax, ChunkBytes, InlineMax = 64, 512, 0
+	defer func(a, ch, in int) { smallMax, chunkBytes, agreeInlineMax = a, ch, in }(smallMax, chunkBytes, agreeInlineMax)
+	smallMax, chunkBytes, agreeInlineMax = 64, 512, 0
 	stripesFrom(t, 1024)
 	stripesByRank(t, "1")
 	one := world(t, []int{1, 1, 1}, 10*time.Second)
@@ -305,16 +305,16 @@ func TestStripedMatchesUnstriped(t *testing.T) {
 	}
 }
 
-// TestStripeMismatch: ranks whose stripe settings differ (EnvStripes
-// set differently in their processes, so that they even made different
-// numbers of links, or StripeMin) fail every collective together with
+// TestStripeMismatch: ranks whose stripe settings differ (testStripes
+// differing in their processes, so that they even made different
+// numbers of links, or stripeMinBytes) fail every collective together with
 // ccl.ErrMismatch naming the variable before any output is written (and
 // the communicator is not failed: every collective gets that verdict);
 // no link is left parked.
 func TestStripeMismatch(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, in int) { SmallMax, InlineMax = a, in }(SmallMax, InlineMax)
-	SmallMax, InlineMax = 64, 0
+	defer func(a, in int) { smallMax, agreeInlineMax = a, in }(smallMax, agreeInlineMax)
+	smallMax, agreeInlineMax = 64, 0
 	stripesFrom(t, 0)
 	for _, tc := range []struct {
 		lay     []int
@@ -322,11 +322,11 @@ func TestStripeMismatch(t *testing.T) {
 		set     func(comms []*Comm)
 		want    string
 	}{
-		{[]int{1, 1, 1}, []string{"4", "2", "4"}, nil, EnvStripes + " differs"},
-		{[]int{1, 1, 1}, []string{"2", "4", "2"}, nil, EnvStripes + " differs"},
-		{[]int{1, 1}, []string{"", "1"}, nil, EnvStripes + " differs"},
-		{[]int{2, 1, 1}, []string{"3", "3", "3", "1"}, nil, EnvStripes + " differs"},
-		{[]int{1, 1}, []string{"4"}, func(comms []*Comm) { comms[1].stripeMin = 5 }, EnvStripeMin + " differs"},
+		{[]int{1, 1, 1}, []string{"4", "2", "4"}, nil, "the stripes differ"},
+		{[]int{1, 1, 1}, []string{"2", "4", "2"}, nil, "the stripes differ"},
+		{[]int{1, 1}, []string{"", "1"}, nil, "the stripes differ"},
+		{[]int{2, 1, 1}, []string{"3", "3", "3", "1"}, nil, "the stripes differ"},
+		{[]int{1, 1}, []string{"4"}, func(comms []*Comm) { comms[1].stripeMin = 5 }, "the stripe minimum differs"},
 	} {
 		stripesByRank(t, tc.stripes...)
 		comms := world(t, tc.lay, 10*time.Second)
@@ -366,18 +366,18 @@ func TestStripeMismatch(t *testing.T) {
 			t.Fatalf("%s: %d links left parked", name, parked)
 		}
 	}
-	// A bad setting fails Join with ErrBadArgs naming the variable.
-	testStripesEnv = nil
+	// A bad setting fails Join with ErrBadArgs naming it.
+	t.Cleanup(func() { testStripes = nil })
 	for _, v := range []string{"0", "17", "four"} {
-		t.Setenv(EnvStripes, v)
+		testStripes = func(int) string { return v }
 		nonce, _ := (&Backend{}).NewID()
 		id, err := MakeID(nonce, []int{0, 1}, []string{"127.0.0.1:1", "127.0.0.1:1"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = (&Backend{}).Join(context.Background(), ccl.Config{ID: id, Rank: 0, Size: 2, Timeout: time.Second})
-		if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), EnvStripes) {
-			t.Fatalf("%s=%s: Join: %v", EnvStripes, v, err)
+		if !errors.Is(err, ccl.ErrBadArgs) || !strings.Contains(err.Error(), "stripes") {
+			t.Fatalf("stripes %s: Join: %v", v, err)
 		}
 	}
 }
@@ -388,8 +388,8 @@ func TestStripeMismatch(t *testing.T) {
 // not through the timeout; later calls fail with ccl.ErrFailed.
 func TestStripeLinkClosed(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
-	SmallMax, ChunkBytes = 64, 1024
+	defer func(a, ch int) { smallMax, chunkBytes = a, ch }(smallMax, chunkBytes)
+	smallMax, chunkBytes = 64, 1024
 	stripesFrom(t, 0)
 	for _, tc := range []struct {
 		lay []int
@@ -442,8 +442,8 @@ func TestStripeLinkClosed(t *testing.T) {
 // every rank's allreduce with ccl.ErrFailed.
 func TestStripedAbort(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
-	SmallMax, ChunkBytes = 64, 1024
+	defer func(a, ch int) { smallMax, chunkBytes = a, ch }(smallMax, chunkBytes)
+	smallMax, chunkBytes = 64, 1024
 	stripesFrom(t, 0)
 	stripesByRank(t, "4")
 	comms := world(t, []int{1, 1, 1}, time.Minute)
@@ -469,8 +469,8 @@ func TestStripedAbort(t *testing.T) {
 }
 
 // TestInlineMaxMismatch: ranks on different hosts that differ in
-// InlineMax (which sizes every agreement message) fail the join with
-// ccl.ErrMismatch naming EnvInlineMax; ranks that share a non-default
+// agreeInlineMax (which sizes every agreement message) fail the join with
+// ccl.ErrMismatch naming the agreement inline maximum; ranks that share a non-default
 // one join and reduce.
 func TestInlineMaxMismatch(t *testing.T) {
 	leaktest.Check(t)
@@ -489,7 +489,7 @@ func TestInlineMaxMismatch(t *testing.T) {
 		for r, err := range errs {
 			switch {
 			case err == nil:
-			case errors.Is(err, ccl.ErrMismatch) && strings.Contains(err.Error(), EnvInlineMax):
+			case errors.Is(err, ccl.ErrMismatch) && strings.Contains(err.Error(), "agreement inline maximum"):
 				mismatch++
 			default:
 				t.Errorf("%v rank %d: %v", lay, r, err)
@@ -501,7 +501,7 @@ func TestInlineMaxMismatch(t *testing.T) {
 			}
 		}
 		if mismatch == 0 {
-			t.Fatalf("%v: every rank joined although the last differs in %s: %v", lay, EnvInlineMax, errs)
+			t.Fatalf("%v: every rank joined although the last differs in its agreement inline maximum: %v", lay, errs)
 		}
 		// The same non-default value everywhere: joined, and an
 		// allreduce that rides inline with it (and not with the default)
@@ -529,7 +529,7 @@ func ranksOf(perHost []int) (s int) {
 
 // TestHelloStripeRefused: an authenticated peer whose hello names a
 // stripe outside its count (or a count of 0 or above MaxStripes, or an
-// InlineMax above MaxInline) is refused and logged, and nothing is
+// agreeInlineMax above MaxInline) is refused and logged, and nothing is
 // parked.
 func TestHelloStripeRefused(t *testing.T) {
 	leaktest.Check(t)
@@ -607,8 +607,8 @@ func FuzzHello(f *testing.F) {
 // allreduce fails (none hangs), the stuck rank's once it is released.
 func TestStripeStalled(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
-	SmallMax, ChunkBytes = 64, 1024
+	defer func(a, ch int) { smallMax, chunkBytes = a, ch }(smallMax, chunkBytes)
+	smallMax, chunkBytes = 64, 1024
 	stripesFrom(t, 0)
 	stripesByRank(t, "3")
 	// Joined with a long timeout (a loaded machine may take longer than
@@ -673,8 +673,8 @@ func TestStripeStalled(t *testing.T) {
 // ring gives the same results.
 func TestStripedPlaintext(t *testing.T) {
 	leaktest.Check(t)
-	defer func(a, ch int) { SmallMax, ChunkBytes = a, ch }(SmallMax, ChunkBytes)
-	SmallMax, ChunkBytes = 64, 1000
+	defer func(a, ch int) { smallMax, chunkBytes = a, ch }(smallMax, chunkBytes)
+	smallMax, chunkBytes = 64, 1000
 	stripesFrom(t, 0)
 	stripesByRank(t, "3")
 	usePlainEndpoint(t)

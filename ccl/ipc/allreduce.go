@@ -6,10 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 	"unsafe"
 
@@ -57,7 +57,7 @@ func ParseStrategy(s string) (Strategy, error) {
 // Pick is auto's choice for an eager call of bytes per rank on n ranks,
 // from the built-in table (autotable.json, AutoTable); one-shot where the
 // table has no rule. AllReducer uses the table it loaded (which
-// CHORUS_IPC_AUTO_TABLE may replace) and the capture state.
+// Options.AutoTable may replace) and the capture state.
 func Pick(bytes int64, n int) Strategy {
 	t, err := ParseAutoTable(defaultAutoTable)
 	if err != nil {
@@ -121,14 +121,20 @@ const (
 
 // Options tune the all-reducer.
 type Options struct {
-	// Threads per block and the most blocks per launch (0: defaults;
-	// CHORUS_IPC_THREADS and CHORUS_IPC_BLOCKS override for experiments).
+	// Threads per block and the most blocks per launch (0: defaults).
 	Threads, MaxBlocks int
 	// Timeout bounds a kernel's wait for its peers (0: 30 s).
 	Timeout time.Duration
 	// Capturing reports whether the rank's stream is being captured into
 	// a CUDA graph, for auto's table (nil: never).
 	Capturing func() bool
+	// AutoTable names a JSON table file replacing the built-in
+	// strategies (LoadAutoTable); "": the built-in table.
+	AutoTable string
+	// SkipChecks drops the cross-rank argument checks, so that tests
+	// reach the kernels' own behaviour on a lost peer. Only test binaries
+	// may set it (testing.Testing); elsewhere NewAllReducer refuses it.
+	SkipChecks bool
 }
 
 // AllReducer runs custom all-reduces on IPC memory.
@@ -179,8 +185,8 @@ type AllReducer struct {
 // pushMode: when one-shot inputs up to PushMax take the push path.
 // pushAuto (the default): when the input is not directly readable IPC
 // memory (it saves the staging copy; IPC inputs take the pull path,
-// whose barriers are cheaper). CHORUS_IPC_PUSH=always|never overrides it,
-// for measurements.
+// whose barriers are cheaper). Tests set pushAlways or pushNever to
+// reach both kernels.
 type pushMode uint8
 
 const (
@@ -221,22 +227,10 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 			r.release()
 		}
 	}()
-	if r.opts.Threads, err = ccl.EnvInt("CHORUS_IPC_THREADS", r.opts.Threads, 1); err != nil {
-		return nil, fmt.Errorf("%w: ccl/ipc: %w", ccl.ErrBadArgs, err)
+	if opts.SkipChecks && !testing.Testing() {
+		return nil, fmt.Errorf("%w: ccl/ipc: rank %d: Options.SkipChecks is for tests only", ccl.ErrBadArgs, a.cfg.Rank)
 	}
-	if r.opts.MaxBlocks, err = ccl.EnvInt("CHORUS_IPC_BLOCKS", r.opts.MaxBlocks, 1); err != nil {
-		return nil, fmt.Errorf("%w: ccl/ipc: %w", ccl.ErrBadArgs, err)
-	}
-	r.skipChecks = os.Getenv("CHORUS_IPC_SKIP_CHECKS") == "1"
-	switch v := os.Getenv("CHORUS_IPC_PUSH"); v {
-	case "", "auto":
-	case "always":
-		r.pushMode = pushAlways
-	case "never":
-		r.pushMode = pushNever
-	default:
-		return nil, fmt.Errorf("%w: ccl/ipc: CHORUS_IPC_PUSH=%q: want always, never or auto", ccl.ErrBadArgs, v)
-	}
+	r.skipChecks = opts.SkipChecks
 	if r.opts.Threads <= 0 {
 		r.opts.Threads = 512
 	}
@@ -244,7 +238,7 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	if r.opts.Timeout <= 0 {
 		r.opts.Timeout = 30 * time.Second
 	}
-	auto, err := LoadAutoTable()
+	auto, err := LoadAutoTable(opts.AutoTable)
 	if err != nil {
 		return nil, fmt.Errorf("ipc: rank %d: %w", a.cfg.Rank, err)
 	}

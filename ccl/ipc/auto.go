@@ -114,42 +114,52 @@ func (t *AutoTable) Ranks() []int {
 	return out
 }
 
-// AutoTableEnv names a table file that replaces the built-in one.
-const AutoTableEnv = "CHORUS_IPC_AUTO_TABLE"
+type autoLoad struct {
+	t   *AutoTable
+	err error
+}
 
 var (
-	autoOnce  sync.Once
-	autoTable *AutoTable
-	autoErr   error
+	autoMu     sync.Mutex
+	autoTables = map[string]autoLoad{}
 )
 
-// LoadAutoTable returns the table auto uses: the file named by
-// CHORUS_IPC_AUTO_TABLE, with the built-in rules (autotable.json) for the
-// rank counts and modes it lacks; else the built-in table. A file that
+// LoadAutoTable returns the table auto uses: the table file named file
+// (Options.AutoTable; CHORUS_IPC_AUTO_TABLE in the controller's
+// environment), with the built-in rules (autotable.json) for the rank
+// counts and modes it lacks; or, for "", the built-in table. A file that
 // cannot be read or parsed is an error (the all-reducer is not made).
-func LoadAutoTable() (*AutoTable, error) {
-	autoOnce.Do(func() {
-		data, name := defaultAutoTable, "built-in autotable.json"
-		if f := os.Getenv(AutoTableEnv); f != "" {
-			var err error
-			if data, err = os.ReadFile(f); err != nil {
-				autoErr = fmt.Errorf("%w: %s: %v", ccl.ErrBadArgs, AutoTableEnv, err)
-				return
-			}
-			name = f
+// Each file is read once per process.
+func LoadAutoTable(file string) (*AutoTable, error) {
+	autoMu.Lock()
+	defer autoMu.Unlock()
+	if l, ok := autoTables[file]; ok {
+		return l.t, l.err
+	}
+	t, err := loadAutoTable(file)
+	autoTables[file] = autoLoad{t, err}
+	return t, err
+}
+
+func loadAutoTable(file string) (*AutoTable, error) {
+	data, name := defaultAutoTable, "built-in autotable.json"
+	if file != "" {
+		var err error
+		if data, err = os.ReadFile(file); err != nil {
+			return nil, fmt.Errorf("%w: auto table: %v", ccl.ErrBadArgs, err)
 		}
-		if autoTable, autoErr = ParseAutoTable(data); autoErr != nil {
-			autoErr = fmt.Errorf("%s: %w", name, autoErr)
-			return
-		}
-		// A measured file may cover only the rank counts it was measured
-		// on: the built-in rules fill in the others (docs/ipc.md).
-		def, err := ParseAutoTable(defaultAutoTable)
-		if err != nil {
-			autoErr = err
-			return
-		}
-		autoTable.fill(def)
-	})
-	return autoTable, autoErr
+		name = file
+	}
+	t, err := ParseAutoTable(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	// A measured file may cover only the rank counts it was measured
+	// on: the built-in rules fill in the others (docs/ipc.md).
+	def, err := ParseAutoTable(defaultAutoTable)
+	if err != nil {
+		return nil, err
+	}
+	t.fill(def)
+	return t, nil
 }

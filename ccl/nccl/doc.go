@@ -10,5 +10,5 @@
 // arguments were valid) and every rank checks them, exactly as the cpu
 // backend does: on the host through ccl.Config.Control when there is one
 // (about a microsecond), else through NCCL and a stream synchronization.
-// CHORUS_NCCL_SKIP_CHECKS=1 turns the checks off for measurements.
+// Options.SkipChecks turns the checks off, in test binaries only.
 package nccl

@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
+	"testing"
 
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
@@ -18,7 +18,9 @@ import (
 
 // Options tune the backend.
 type Options struct {
-	// SkipChecks skips the cross-rank descriptor exchange.
+	// SkipChecks skips the cross-rank descriptor exchange, so that tests
+	// reach NCCL's own behaviour on mismatched calls. Only test binaries
+	// may set it (testing.Testing); elsewhere Join refuses it.
 	SkipChecks bool
 }
 
@@ -90,9 +92,8 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 		return nil, err
 	}
 	opts := b.Options
-	if os.Getenv("CHORUS_NCCL_SKIP_CHECKS") == "1" {
-		// For measurements: NCCL's own behaviour on mismatched calls.
-		opts.SkipChecks = true
+	if opts.SkipChecks && !testing.Testing() {
+		return nil, fmt.Errorf("%w: ccl/nccl: rank %d: Options.SkipChecks is for tests only", ccl.ErrBadArgs, cfg.Rank)
 	}
 	c := newComm(l, d, cfg, opts)
 	err = c.exec(func(uintptr) error {

@@ -12,16 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/runtime/wire"
+	"github.com/chorus-rt/chorus/runtime/worker"
 )
-
-// EnvAddr tells workers the address their host is reached at (the data
-// listeners of cross-host collectives bind to it).
-const EnvAddr = "CHORUS_NODE_ADDR"
 
 // Options configure an agent.
 type Options struct {
@@ -36,9 +34,14 @@ type Options struct {
 	Program string
 	Args    []string
 	Env     []string
-	// Files are the credentials; workers get them too (through the
-	// environment) for their data links.
+	// Files are the credentials; workers get them too (in their spec)
+	// for their data links.
 	Files link.Files
+	// Plaintext: the workers' data links between hosts carry plain TCP
+	// after authentication (hier.EndpointOptions.Plaintext; trusted
+	// networks only, every agent alike; chorus node reads
+	// CHORUS_HIER_PLAINTEXT).
+	Plaintext bool
 	// ConnectTimeout bounds finding the controller (it may start later)
 	// and waiting for the assignment (default 120 s).
 	ConnectTimeout time.Duration
@@ -112,10 +115,10 @@ func Run(ctx context.Context, o Options) error {
 	hb, deadline := time.Duration(a.HeartbeatMs)*time.Millisecond, time.Duration(a.DeadlineMs)*time.Millisecond
 	grace := time.Duration(a.GraceMs) * time.Millisecond
 	c.SetIdle(deadline)
-	env := append(append(append([]string(nil), o.Env...), o.Files.Env()...), EnvAddr+"="+a.Addr)
 	popts := session.ProcessOptions{
-		Options:   session.Options{NumWorkers: o.Workers, NumGroups: a.Groups, DeviceIDs: a.DeviceIDs, ShutdownGrace: grace},
-		Transport: a.Transport, Program: o.Program, Args: o.Args, Env: env, Stderr: o.Stderr,
+		Options: session.Options{NumWorkers: o.Workers, NumGroups: a.Groups, DeviceIDs: a.DeviceIDs, ShutdownGrace: grace,
+			Worker: worker.Options{Endpoint: hier.EndpointOptions{Addr: a.Addr, Files: o.Files, Plaintext: o.Plaintext}}},
+		Transport: a.Transport, Program: o.Program, Args: o.Args, Env: o.Env, Stderr: o.Stderr,
 	}
 	var tr *agentTrace
 	if a.Trace {

@@ -19,6 +19,7 @@ import (
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/demo"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/gpuprobe"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
+	"github.com/chorus-rt/chorus/internal/config"
 	_ "github.com/chorus-rt/chorus/model/shardload" // chorus.shard.* on the CLI's workers
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -72,7 +73,17 @@ Run 'chorus <command> --help' for a command's flags.
 func main() {
 	// A process started by a session becomes a worker here and never returns.
 	worker.Main()
+	warnUnknownEnv(os.Stderr)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// warnUnknownEnv names the CHORUS_ variables that chorus does not read:
+// a misspelt name, or a setting that was removed because its measured
+// choice is now the code (docs/configuration.md lists the variables).
+func warnUnknownEnv(w io.Writer) {
+	for _, name := range config.Unknown(config.Inherited()) {
+		fmt.Fprintf(w, "chorus: %s is not a chorus variable (misspelt, or removed: docs/configuration.md lists them); ignored\n", name)
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/cluster/node"
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/net/cert"
 	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -30,6 +31,15 @@ type launchEnv struct {
 	Nodes    int // 0: unset
 	Workers  int // 0: unset
 	Files    link.Files
+}
+
+// launcherEnv reads a variable of the agent's launcher: chorus's own
+// through internal/config, the launchers' (torchrun, Slurm) as they are.
+func launcherEnv(name string) string {
+	if v, ok := config.Lookup(name); ok {
+		return config.Process().Get(&v)
+	}
+	return os.Getenv(name)
 }
 
 func firstEnv(get func(string) string, names ...string) string {
@@ -84,7 +94,11 @@ func credFlags(fs interface {
 }
 
 func cmdNode(ctx context.Context, args []string, out, errOut io.Writer) error {
-	env, err := fromEnv(os.Getenv)
+	env, err := fromEnv(launcherEnv)
+	if err != nil {
+		return usageError{"node: " + err.Error()}
+	}
+	plain, err := config.Process().Bool(config.Plaintext)
 	if err != nil {
 		return usageError{"node: " + err.Error()}
 	}
@@ -112,7 +126,7 @@ func cmdNode(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	o := node.Options{Connect: *connect, NodeRank: *rank, Workers: *workers, Program: *program, Files: files,
+	o := node.Options{Connect: *connect, NodeRank: *rank, Workers: *workers, Program: *program, Files: files, Plaintext: plain,
 		ConnectTimeout: *timeout, Stderr: errOut, Log: func(s string) { fmt.Fprintln(errOut, s) }}
 	if *program == "" {
 		o.Args = []string{"worker"}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/plot"
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
 )
@@ -199,7 +200,7 @@ const traceEventBytes = 170
 // The function it returns reports the trace file's size when the
 // benchmark is done.
 func announceTrace(errOut io.Writer, cmd string, minEvents int64) func() {
-	path := os.Getenv(session.EnvTrace)
+	path := config.Process().Get(config.Trace)
 	if path == "" {
 		return func() {}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/internal/sys/dl"
 )
 
@@ -116,7 +117,7 @@ func (c *Compiler) log(prog uintptr) string {
 // CacheDir is where CompileCached keeps cubins: $CHORUS_KERNEL_CACHE, or
 // chorus/kernels under the user's cache directory.
 func CacheDir() (string, error) {
-	if d := os.Getenv("CHORUS_KERNEL_CACHE"); d != "" {
+	if d := config.Process().Get(config.KernelCache); d != "" {
 		return d, nil
 	}
 	base, err := os.UserCacheDir()

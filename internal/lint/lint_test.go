@@ -43,7 +43,8 @@ var layers = map[string]int{
 	"internal/sys/shmem":         0,
 	"internal/sys/segment":       1, // the /dev/shm rendezvous file of ccl/cpu and algo/cpuexec
 	"internal/sys/shmarena":      1, // shared tensor arena (memfd); tensor stays below it, worker installs it
-	"internal/sys/tsc":           0, // a cheap clock: the time-stamp counter calibrated against an OS clock
+	"internal/sys/tsc":           1, // a cheap clock: the time-stamp counter calibrated against an OS clock
+	"internal/config":            0, // the one reader of the environment: the table of CHORUS_ variables
 	"internal/testutil/leaktest": 0,
 	"internal/testutil/loopback": 0, // loopback TCP pairs for tests
 	"internal/testutil/gputest":  1, // the GPU tests' gate (CHORUS_REQUIRE_GPU); finds GPUs through internal/sys/dl
@@ -69,7 +70,7 @@ var layers = map[string]int{
 	"ccl/nccl":   4,
 	"ccl/ipc":    4,
 
-	"runtime/trace":                   1, // events, flight ring, Trace Event Format; imports only internal/sys/tsc
+	"runtime/trace":                   2, // events, flight ring, Trace Event Format; imports only internal/sys/tsc and internal/config
 	"runtime/value":                   1,
 	"runtime/registry":                2,
 	"runtime/wire":                    2, // codes only: runtime/worker registers the registry's and ccl's sentinels (MatchCode)
@@ -109,13 +110,14 @@ var layers = map[string]int{
 	"cluster/node": 7, // the node agent: session.StartLocal behind a control connection
 
 	"cmd/chorus/internal/plot":     0, // SVG pictures (gonum/plot): benchmark curves, timelines
-	"cmd/chorus/internal/progress": 0, // progress line on a terminal's stderr
+	"cmd/chorus/internal/progress": 1, // progress line on a terminal's stderr
 	"cmd/chorus/internal/gpuprobe": 1,
 	"cmd/chorus/internal/demo":     7,
 	"cmd/chorus/internal/bench":    7,
 	"cmd/chorus/internal/mlp":      8, // the tensor-parallel MLP on the VM (demo, bench)
 	"cmd/chorus":                   10,
 	"cmd/benchdoc":                 0, // writes docs/benchmarks.md from bench/results; standard library only
+	"cmd/confdoc":                  1, // writes docs/configuration.md from internal/config
 
 	"examples/hello": 7, // the README's usage as a program: registry, worker, session
 }

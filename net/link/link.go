@@ -96,35 +96,11 @@ func (c *Config) logf(format string, args ...any) {
 	log.Print(msg)
 }
 
-// Files names credential files; they are what node agents hand to their
-// workers (through the environment) so that workers authenticate their
-// data links the same way.
+// Files names credential files; node agents hand them to their workers
+// (in the worker spec) so that workers authenticate their data links the
+// same way.
 type Files struct {
 	CA, Cert, Key, Token string
-}
-
-// Environment variables carrying Files to worker processes.
-const (
-	EnvCA    = "CHORUS_LINK_CA"
-	EnvCert  = "CHORUS_LINK_CERT"
-	EnvKey   = "CHORUS_LINK_KEY"
-	EnvToken = "CHORUS_LINK_TOKEN_FILE"
-)
-
-// Env returns the variables that pass f to a child process.
-func (f Files) Env() []string {
-	var out []string
-	for _, kv := range [][2]string{{EnvCA, f.CA}, {EnvCert, f.Cert}, {EnvKey, f.Key}, {EnvToken, f.Token}} {
-		if kv[1] != "" {
-			out = append(out, kv[0]+"="+kv[1])
-		}
-	}
-	return out
-}
-
-// FilesFromEnv reads the variables Env sets.
-func FilesFromEnv() Files {
-	return Files{CA: os.Getenv(EnvCA), Cert: os.Getenv(EnvCert), Key: os.Getenv(EnvKey), Token: os.Getenv(EnvToken)}
 }
 
 // Load reads the files into a Config.

@@ -344,7 +344,9 @@ func TestWorkerDeadlineFullLog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leaktest.Check(t)
-			t.Setenv("CHORUS_SHM_LOG", tc.log)
+			if tc.log == "0" {
+				session.NoBroadcastLog(t)
+			}
 			var out lockedBuffer
 			s, err := session.NewProcess(bg(t), session.ProcessOptions{Transport: tc.transport, Options: session.Options{
 				NumWorkers: 2, ShutdownGrace: 2 * time.Second,

@@ -73,8 +73,7 @@ func TestCustomAllReduceAbort(t *testing.T) {
 	// stuck in their kernels (or in the stream sync behind them), not in
 	// the control communicator, which the abort also ends.
 	s, err := session.NewProcess(bg(t), session.ProcessOptions{
-		Options: session.Options{NumWorkers: n, DeviceIDs: ids},
-		Env:     []string{"CHORUS_IPC_SKIP_CHECKS=1"},
+		Options: session.Options{NumWorkers: n, DeviceIDs: ids, Worker: worker.Options{SkipChecks: true}},
 	})
 	if err != nil {
 		t.Fatal(err)

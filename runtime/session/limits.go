@@ -3,8 +3,8 @@ package session
 import (
 	"errors"
 	"fmt"
-	"os"
 
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/transport/shm"
 	"github.com/chorus-rt/chorus/runtime/worker"
 )
@@ -55,5 +55,5 @@ func refuseInsideWorker() error {
 		return nil
 	}
 	return fmt.Errorf("session: %w (%s=%q is set: this process was started as a worker); call worker.Main() before anything else in main (or TestMain), after registering functions",
-		ErrInsideWorker, worker.EnvSpec, os.Getenv(worker.EnvSpec))
+		ErrInsideWorker, worker.EnvSpec, config.Process().Get(config.WorkerSpec))
 }

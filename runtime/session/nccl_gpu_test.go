@@ -278,8 +278,8 @@ func TestNCCLLonelyCollective(t *testing.T) {
 		}
 	})
 	t.Run("unchecked-abort-at-shutdown", func(t *testing.T) {
-		t.Setenv("CHORUS_NCCL_SKIP_CHECKS", "1")
-		s, err := session.NewThreaded(session.Options{NumWorkers: 2, DeviceIDs: []int{0, 1}, ShutdownGrace: time.Second})
+		s, err := session.NewThreaded(session.Options{NumWorkers: 2, DeviceIDs: []int{0, 1}, ShutdownGrace: time.Second,
+			Worker: worker.Options{SkipChecks: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,8 +299,8 @@ func TestNCCLLonelyCollective(t *testing.T) {
 	})
 	t.Run("process-peer-killed", func(t *testing.T) {
 		var logs lockedBuffer
-		s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: 2, DeviceIDs: []int{0, 1}, ShutdownGrace: 5 * time.Second},
-			Env: []string{"CHORUS_NCCL_SKIP_CHECKS=1"}, Stderr: &logs})
+		s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: 2, DeviceIDs: []int{0, 1}, ShutdownGrace: 5 * time.Second,
+			Worker: worker.Options{SkipChecks: true}}, Stderr: &logs})
 		if err != nil {
 			t.Fatal(err)
 		}

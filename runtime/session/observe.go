@@ -11,11 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/runtime/wire"
 )
 
-// Environment variables that configure every session (options win).
+// Environment variables that configure every session (options win;
+// internal/config decodes them).
 const (
 	// EnvTrace=FILE writes a trace of the session to FILE at Shutdown.
 	EnvTrace = "CHORUS_TRACE"
@@ -58,19 +60,17 @@ type observer struct {
 	done chan struct{}
 }
 
-func envDuration(name string) (time.Duration, bool, error) {
-	v := os.Getenv(name)
-	if v == "" {
-		return 0, false, nil
+// envDuration decodes a duration variable of the controller's
+// environment (0 turns it off; negative is refused).
+func envDuration(v *config.Var) (time.Duration, bool, error) {
+	d, set, err := config.Process().Duration(v)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("%s=%v: negative", v.Name, d)
 	}
-	if v == "0" {
-		return 0, true, nil
+	if err != nil {
+		return 0, false, fmt.Errorf("session: %w (0 turns it off)", err)
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, false, fmt.Errorf("session: %s=%q: want a duration such as 10s (0 turns it off)", name, v)
-	}
-	return d, true, nil
+	return d, set, nil
 }
 
 // ResolveTrace is the trace file a session with Options.Trace == path
@@ -81,7 +81,7 @@ func ResolveTrace(path string) string {
 	if path != "" {
 		return path
 	}
-	return os.Getenv(EnvTrace)
+	return config.Process().Get(config.Trace)
 }
 
 // newObserver resolves the options against the environment.
@@ -107,7 +107,7 @@ func newObserver(o Options, n int) (*observer, error) {
 	case o.HangReport > 0:
 		ob.hang = o.HangReport
 	default:
-		d, set, err := envDuration(EnvHangReport)
+		d, set, err := envDuration(config.HangReport)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +121,7 @@ func newObserver(o Options, n int) (*observer, error) {
 	case o.WorkerDeadline > 0:
 		ob.deadline = o.WorkerDeadline
 	default:
-		d, _, err := envDuration(EnvWorkerDeadline)
+		d, _, err := envDuration(config.WorkerDeadline)
 		if err != nil {
 			return nil, err
 		}

@@ -1,8 +1,12 @@
 package session
 
 import (
+	"fmt"
 	"io"
 	"time"
+
+	"github.com/chorus-rt/chorus/internal/config"
+	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 // ProcessOptions configure NewProcess.
@@ -16,7 +20,9 @@ type ProcessOptions struct {
 	Program string
 	// Args follow the program name on the worker's command line.
 	Args []string
-	// Env is added to the inherited environment.
+	// Env is added to the inherited environment. The session reads the
+	// chorus variables among them as it reads its own environment's
+	// (CHORUS_FAKE_GPU=1 here gives these workers fake GPUs).
 	Env []string
 	// Stderr receives the workers' stdout and stderr; default os.Stderr.
 	Stderr io.Writer
@@ -27,4 +33,25 @@ type ProcessOptions struct {
 	// Spin bounds how long a shared-memory waiter polls before it sleeps
 	// (0: the transport's default, negative: never poll).
 	Spin time.Duration
+}
+
+// workerOptions fills the fields of o.Worker left zero from the
+// controller's environment with env (a process session's Env) over it.
+func (o Options) workerOptions(env []string) (worker.Options, error) {
+	w := o.Worker
+	e := config.Process().With(env)
+	if !w.FakeGPU {
+		fake, err := e.Bool(config.FakeGPU)
+		if err != nil {
+			return w, fmt.Errorf("session: %w", err)
+		}
+		w.FakeGPU = fake
+	}
+	if w.CPUProfile == "" {
+		w.CPUProfile = e.Get(config.CPUProfile)
+	}
+	if w.IPCAutoTable == "" {
+		w.IPCAutoTable = e.Get(config.IPCAutoTable)
+	}
+	return w, nil
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/internal/sys/shmem"
 	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/runtime/transport"
@@ -42,8 +43,8 @@ type process struct {
 	stopping atomic.Bool
 	frame    []byte      // encode buffer, used under the session lock
 	shmConns []*shm.Conn // every connection, when all are shared memory
-	// log carries every command to every worker (shm, unless
-	// CHORUS_SHM_LOG=0); frames larger than an entry are redirects to
+	// log carries every command to every worker (shm, unless a test
+	// set testNoLog); frames larger than an entry are redirects to
 	// the workers' connections. Nil: commands go through the connections.
 	log *shm.LogWriter
 	// cur is the command being sent; blocked (set by NewProcess) puts a
@@ -136,6 +137,11 @@ func NewProcess(ctx context.Context, opts ProcessOptions) (*Session, error) {
 // startProcesses starts count worker processes with global ids base,
 // base+1, ... of a session of total workers.
 func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, count, total, groups int, tracePath string) (*process, error) {
+	wo, err := opts.workerOptions(opts.Env)
+	if err != nil {
+		return nil, err
+	}
+	opts.Worker = wo
 	p := &process{base: base}
 	lr, lw, err := os.Pipe()
 	if err != nil {
@@ -145,12 +151,7 @@ func startProcesses(opts ProcessOptions, prog string, stderr io.Writer, base, co
 	defer lr.Close()
 	var logFile *os.File
 	if opts.Transport == "shm" {
-		on, err := useLog()
-		if err != nil {
-			lw.Close()
-			return nil, err
-		}
-		if on {
+		if !testNoLog.Load() {
 			lg, f, err := shm.CreateLog(count, shm.Options{SpinDuration: opts.Spin, Yield: yieldFor(count)})
 			if err != nil {
 				lw.Close()
@@ -212,27 +213,17 @@ func (p *process) sendWaits(i int, what string) (end func()) {
 	return p.blocked(p.curSeq, p.curAct, p.base+i, what)
 }
 
-// useLog reads CHORUS_SHM_LOG: 0 sends a process session's commands
-// through each worker's connection instead of the broadcast log (to
-// compare the two); unset or 1 uses the log.
-func useLog() (bool, error) {
-	switch v := os.Getenv("CHORUS_SHM_LOG"); v {
-	case "", "1":
-		return true, nil
-	case "0":
-		return false, nil
-	default:
-		return false, fmt.Errorf("session: %w: CHORUS_SHM_LOG=%q (want 0 or 1)", ErrBadArgs, v)
-	}
-}
+// testNoLog (tests only, export_test.go) sends a process session's
+// commands through each worker's ring instead of the broadcast log, so
+// that both stay tested; the log made 8 workers 1.5x and 12 workers 1.8x
+// faster (docs/performance.md), so programs always use it.
+var testNoLog atomic.Bool
 
 // yieldFor decides whether shared-memory waiters should yield their CPU
 // while polling: yes when the controller and n workers outnumber the CPUs,
-// since a busy poller would then delay the very process it waits for.
+// since a busy poller would then delay the very process it waits for
+// (docs/performance.md, "Polling").
 func yieldFor(n int) bool {
-	if v := os.Getenv("CHORUS_SHM_YIELD"); v != "" {
-		return v == "1"
-	}
 	return n+1 > runtime.NumCPU()
 }
 
@@ -309,15 +300,16 @@ func (p *process) start(i, n, total, groups int, prog string, opts ProcessOption
 		return nil, err
 	}
 	defer flight.Close()
-	spec := worker.Spec{ID: p.base + i, NumWorkers: total, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i), Log: -1}
+	spec := worker.Spec{ID: p.base + i, NumWorkers: total, NumGroups: groups, Transport: opts.Transport, Device: opts.deviceOf(i), Log: -1,
+		Flight: true, Options: opts.Worker}
 	if logFile != nil {
 		spec.Log = i
 	}
-	cmd := exec.Command(prog, opts.Args...)
-	cmd.Env = append(append(os.Environ(), opts.Env...), worker.EnvSpec+"="+spec.String(), worker.EnvFlight+"=1")
 	if tracePath != "" {
-		cmd.Env = append(cmd.Env, worker.EnvTrace+"="+partPath(tracePath, p.base+i))
+		spec.TraceFile = partPath(tracePath, p.base+i)
 	}
+	cmd := exec.Command(prog, opts.Args...)
+	cmd.Env = append(append(config.Inherited(), opts.Env...), worker.EnvSpec+"="+spec.String())
 	cmd.ExtraFiles = []*os.File{lifeline, child, flight} // fds 3, 4 and 5
 	if logFile != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, logFile) // fd 6

@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -52,27 +51,28 @@ func init() {
 
 // A process session on the host allocates large tensors in each worker's
 // shared arena and its allreduces read them through the peers' mappings;
-// CHORUS_SHM_TENSORS=0 brings back process_vm_readv; a threaded session
-// reads directly. chorus.memory reports the arena.
+// worker.Options.NoSharedTensors (tests only) brings back
+// process_vm_readv; a threaded session reads directly. chorus.memory
+// reports the arena.
 func TestSharedTensorsInProcessSession(t *testing.T) {
 	for _, tc := range []struct {
 		name, path string
-		env        []string
+		noArena    bool
 		threaded   bool
 	}{
-		{"process", "shm", []string{"CHORUS_SHM_TENSORS=1"}, false},
-		{"process-opt-out", "cma", []string{"CHORUS_SHM_TENSORS=0"}, false},
-		{"threaded", "direct", nil, true},
+		{"process", "shm", false, false},
+		{"process-opt-out", "cma", true, false},
+		{"threaded", "direct", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leaktest.Check(t)
-			opts := session.Options{NumWorkers: 3, ShutdownGrace: 2 * time.Second}
+			opts := session.Options{NumWorkers: 3, ShutdownGrace: 2 * time.Second, Worker: worker.Options{NoSharedTensors: tc.noArena}}
 			var s *session.Session
 			var err error
 			if tc.threaded {
 				s, err = session.NewThreaded(opts)
 			} else {
-				s, err = session.NewProcess(bg(t), session.ProcessOptions{Options: opts, Transport: "shm", Env: tc.env})
+				s, err = session.NewProcess(bg(t), session.ProcessOptions{Options: opts, Transport: "shm"})
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -110,17 +110,19 @@ func TestSharedTensorsInProcessSession(t *testing.T) {
 	}
 }
 
-// A process session sends its commands through the broadcast log
-// (CHORUS_SHM_LOG unset or 1) or through each worker's ring (0): both
-// deliver broadcasts and targeted commands, small (in a log entry) and
-// large (a redirect to the ring, also larger than the ring), in order,
-// also while the controller runs more than a log's worth of commands
-// ahead of the workers. Any other value fails the start.
+// A process session sends its commands through the broadcast log (the
+// default) or through each worker's ring (session.NoBroadcastLog, tests
+// only): both deliver broadcasts and targeted commands, small (in a log
+// entry) and large (a redirect to the ring, also larger than the ring),
+// in order, also while the controller runs more than a log's worth of
+// commands ahead of the workers.
 func TestBroadcastLog(t *testing.T) {
 	for _, env := range []string{"1", "0"} {
-		t.Run("CHORUS_SHM_LOG="+env, func(t *testing.T) {
+		t.Run("log="+env, func(t *testing.T) {
 			leaktest.Check(t)
-			t.Setenv("CHORUS_SHM_LOG", env)
+			if env == "0" {
+				session.NoBroadcastLog(t)
+			}
 			s, err := session.NewProcess(bg(t), session.ProcessOptions{
 				Options:   session.Options{NumWorkers: 3, ShutdownGrace: 2 * time.Second},
 				Transport: "shm", RingSize: 4096,
@@ -187,12 +189,5 @@ func TestBroadcastLog(t *testing.T) {
 				t.Fatalf("worker 1 changed: %d bytes", len(got.(string)))
 			}
 		})
-	}
-	t.Setenv("CHORUS_SHM_LOG", "yes")
-	if s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: 1}, Transport: "shm"}); !errors.Is(err, session.ErrBadArgs) {
-		if err == nil {
-			s.Shutdown()
-		}
-		t.Fatalf("CHORUS_SHM_LOG=yes: %v, want ErrBadArgs", err)
 	}
 }

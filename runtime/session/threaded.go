@@ -33,9 +33,22 @@ type Options struct {
 	// empty means every worker works on the host (cpu).
 	DeviceIDs []int
 	// OpenDevice opens the GPUs of a threaded session's workers; nil means
-	// the real CUDA devices (worker.OpenFake gives host-memory fakes).
-	// Process workers use CUDA, or fakes when CHORUS_FAKE_GPU=1.
+	// the real CUDA devices (worker.OpenFake gives host-memory fakes), or
+	// fakes when CHORUS_FAKE_GPU=1. Process workers use CUDA, or fakes
+	// (ProcessOptions.Worker.FakeGPU).
 	OpenDevice worker.DeviceOpener
+	// Worker are the workers' settings; a process session sends them in
+	// each worker's spec (workers read no environment of their own).
+	// Fields left zero come from the controller's environment (and a
+	// process session's Env over it): FakeGPU from CHORUS_FAKE_GPU,
+	// CPUProfile from CHORUS_CPUPROFILE, IPCAutoTable from
+	// CHORUS_IPC_AUTO_TABLE (docs/configuration.md). Threaded workers use
+	// FakeGPU (unless OpenDevice is set), IPCAutoTable and SkipChecks.
+	Worker worker.Options
+	// Wait is a threaded session's wait policy: "auto", "busy", "yield"
+	// or "park" (docs/performance.md); "" means CHORUS_SESSION_WAIT, or
+	// auto.
+	Wait string
 
 	// Trace writes a trace of the session (Trace Event Format) to this
 	// file at Shutdown; "" means the CHORUS_TRACE environment variable,
@@ -156,9 +169,16 @@ func NewThreaded(opts Options) (*Session, error) {
 		return nil, err
 	}
 	n := opts.NumWorkers
-	pol, err := sessionWaitPolicy(n)
+	pol, err := sessionWaitPolicy(n, opts.Wait)
 	if err != nil {
 		return nil, err
+	}
+	wo, err := opts.workerOptions(nil)
+	if err != nil {
+		return nil, err
+	}
+	if opts.OpenDevice == nil && wo.FakeGPU {
+		opts.OpenDevice = worker.OpenFake
 	}
 	obs, err := newObserver(opts, n)
 	if err != nil {
@@ -171,7 +191,8 @@ func NewThreaded(opts Options) (*Session, error) {
 		rec := trace.NewRecorder(trace.ProcWorker(i), ring, obs.path != "")
 		obs.rings[i] = ring
 		obs.workerRecs = append(obs.workerRecs, rec)
-		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: opts.deviceOf(i), Registry: opts.Registry, OpenDevice: opts.OpenDevice, Trace: rec})
+		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: opts.deviceOf(i), Registry: opts.Registry, OpenDevice: opts.OpenDevice, Trace: rec,
+			IPCAutoTable: wo.IPCAutoTable, SkipChecks: wo.SkipChecks})
 		if err != nil {
 			for _, o := range ws[:i] {
 				o.Close()

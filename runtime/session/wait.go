@@ -2,9 +2,10 @@ package session
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"time"
+
+	"github.com/chorus-rt/chorus/internal/config"
 )
 
 // How a waiting goroutine of a threaded session (a worker waiting for its
@@ -66,13 +67,14 @@ func nextBudget(p waitPolicy, budget, waited time.Duration) time.Duration {
 	return min(p.maxSpin, max(budget, 2*waited, p.minSpin))
 }
 
-// EnvSessionWait overrides the threaded session's wait policy: "busy",
-// "yield" or "park" (no polling at all); unset or "auto" picks by
-// GOMAXPROCS and the worker count.
+// EnvSessionWait is the default of Options.Wait: the threaded session's
+// wait policy, "busy", "yield" or "park" (no polling at all); unset or
+// "auto" picks by GOMAXPROCS and the worker count.
 const EnvSessionWait = "CHORUS_SESSION_WAIT"
 
 // waitPolicyFor picks the policy for a session of workers goroutines on a
-// runtime with procs Ps (GOMAXPROCS). mode is EnvSessionWait's value.
+// runtime with procs Ps (GOMAXPROCS). mode is Options.Wait, or else
+// EnvSessionWait's value.
 func waitPolicyFor(workers, procs int, mode string) (waitPolicy, error) {
 	busy := waitPolicy{busy: true, minSpin: minBusySpin, maxSpin: maxBusySpin}
 	yield := waitPolicy{workerYields: 8, controllerYields: 64}
@@ -89,12 +91,16 @@ func waitPolicyFor(workers, procs int, mode string) (waitPolicy, error) {
 	case "park":
 		return waitPolicy{}, nil
 	}
-	return waitPolicy{}, fmt.Errorf("session: %s=%q: want auto, busy, yield or park", EnvSessionWait, mode)
+	return waitPolicy{}, fmt.Errorf("session: wait policy %q (Options.Wait or %s): want auto, busy, yield or park", mode, EnvSessionWait)
 }
 
-// sessionWaitPolicy is waitPolicyFor for this process.
-func sessionWaitPolicy(workers int) (waitPolicy, error) {
-	return waitPolicyFor(workers, runtime.GOMAXPROCS(0), os.Getenv(EnvSessionWait))
+// sessionWaitPolicy is waitPolicyFor for this process: mode, or else
+// the environment's.
+func sessionWaitPolicy(workers int, mode string) (waitPolicy, error) {
+	if mode == "" {
+		mode = config.Process().Get(config.SessionWait)
+	}
+	return waitPolicyFor(workers, runtime.GOMAXPROCS(0), mode)
 }
 
 func (p waitPolicy) String() string {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chorus-rt/chorus/internal/config"
 )
 
 // Phase is an event's Trace Event Format phase.
@@ -121,7 +123,7 @@ var (
 const EnvSkew = "CHORUS_TRACE_SKEW"
 
 func skew() int64 {
-	v := os.Getenv(EnvSkew)
+	v := config.Process().Get(config.TraceSkew)
 	if v == "" {
 		return 0
 	}

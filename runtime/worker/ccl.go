@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
-	_ "github.com/chorus-rt/chorus/ccl/cpu"  // every worker offers the cpu backend
-	_ "github.com/chorus-rt/chorus/ccl/nccl" // and the nccl backend (needs GPUs)
+	_ "github.com/chorus-rt/chorus/ccl/cpu" // every worker offers the cpu backend
+	"github.com/chorus-rt/chorus/ccl/nccl"  // and the nccl backend (needs GPUs)
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/device"
@@ -48,6 +48,9 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 	b, err := ccl.Lookup(backend)
 	if err != nil {
 		return err
+	}
+	if backend == "nccl" && w.cfg.SkipChecks {
+		b = &nccl.Backend{Options: nccl.Options{SkipChecks: true}}
 	}
 	if err := w.graphsInUse(); err != nil {
 		return err

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -16,8 +15,11 @@ import (
 // DeviceOpener opens the GPU a worker is bound to.
 type DeviceOpener func(tensor.Device) (device.Device, error)
 
-// EnvFakeGPU, set to "1" in a worker process's environment, binds workers
-// to host-memory fake GPUs (tests and CI without a GPU).
+// EnvFakeGPU, set to "1" in a controller's environment or in a process
+// session's ProcessOptions.Env, binds its workers to host-memory fake
+// GPUs (tests and CI without a GPU): the session constructor decodes it
+// into Options.FakeGPU (process workers) or Options.OpenDevice
+// (threaded ones).
 const EnvFakeGPU = "CHORUS_FAKE_GPU"
 
 // OpenCUDA opens a real GPU through the CUDA driver.
@@ -35,20 +37,13 @@ func OpenCUDA(d tensor.Device) (device.Device, error) {
 // OpenFake opens a 1 GiB fake GPU in host memory.
 func OpenFake(d tensor.Device) (device.Device, error) { return device.NewFake(d.ID, 1<<30), nil }
 
-func defaultOpener() DeviceOpener {
-	if os.Getenv(EnvFakeGPU) == "1" {
-		return OpenFake
-	}
-	return OpenCUDA
-}
-
 // openDevice binds the worker's GPU, if its device is one.
 func (w *Worker) openDevice(open DeviceOpener) error {
 	if w.cfg.Device.Kind != tensor.CUDA {
 		return nil
 	}
 	if open == nil {
-		open = defaultOpener()
+		open = OpenCUDA
 	}
 	dev, err := open(w.cfg.Device)
 	if err != nil {

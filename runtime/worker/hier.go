@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"fmt"
+
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/runtime/registry"
@@ -17,7 +19,11 @@ func init() {
 	// multi-host sessions collect the addresses before InitCCL
 	// (cluster).
 	must("chorus.hier.endpoint", func(env registry.Env) (string, error) {
-		return hier.Endpoint()
+		w, ok := env.(*Worker)
+		if !ok {
+			return "", fmt.Errorf("chorus.hier.endpoint needs a chorus worker, got %T", env)
+		}
+		return hier.Endpoint(w.cfg.Endpoint)
 	})
 	// chorus.nccl.unique_id() makes an NCCL unique id on worker 0 (nil
 	// elsewhere): multi-host sessions hand it out, so the controller needs

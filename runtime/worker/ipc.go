@@ -133,7 +133,7 @@ func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
 		c, ok := w.dev.(device.Capturer)
 		return ok && c.Capturing()
 	}
-	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{Capturing: capturing})
+	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{Capturing: capturing, AutoTable: w.cfg.IPCAutoTable, SkipChecks: w.cfg.SkipChecks})
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"testing"
 
+	"github.com/chorus-rt/chorus/ccl/hier"
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/runtime/transport"
 	"github.com/chorus-rt/chorus/runtime/transport/shm"
@@ -20,8 +24,11 @@ import (
 )
 
 // EnvSpec is the environment variable through which a controller tells a
-// child process that it is a chorus worker, and which one.
-const EnvSpec = "CHORUS_WORKER"
+// child process that it is a chorus worker, which one, and with what
+// settings (Spec). It is internal: the only variable a worker process
+// reads, written by the controller, never by users
+// (docs/configuration.md).
+const EnvSpec = "CHORUS_INTERNAL_WORKER"
 
 // File descriptors a worker process inherits (exec.Cmd.ExtraFiles order).
 const (
@@ -30,27 +37,45 @@ const (
 	FDLifeline = 3
 	// FDTransport is the transport: a memfd (shm) or a socket (stream).
 	FDTransport = 4
-	// FDFlight is the flight recorder's memfd, when EnvFlight is set.
+	// FDFlight is the flight recorder's memfd, when Spec.Flight is set.
 	FDFlight = 5
 	// FDLog is the session's broadcast log (shm.OpenLog), when the spec
 	// names the worker's place in it (Spec.Log).
 	FDLog = 6
 )
 
-// Environment of a worker process besides EnvSpec.
-const (
-	// EnvFlight=1: fd FDFlight holds the flight recorder (trace.Ring)
-	// the controller reads.
-	EnvFlight = "CHORUS_WORKER_FLIGHT"
-	// EnvTrace names the file the worker appends its trace events to
-	// (trace part lines); the controller merges it at Shutdown.
-	EnvTrace = "CHORUS_WORKER_TRACE"
-	// EnvCPUProfile names a directory: the worker writes a CPU profile
+// Options are a process worker's settings. The controller fills them
+// from its session's options (session.ProcessOptions.Worker, whose
+// defaults come from the controller's environment) and sends them in
+// the spec; the worker reads no other variable.
+type Options struct {
+	// FakeGPU binds host-memory fake GPUs (OpenFake) instead of CUDA
+	// (tests and CI without a GPU).
+	FakeGPU bool
+	// CPUProfile names a directory: the worker writes a CPU profile
 	// (runtime/pprof) of its whole life to DIR/worker-<id>.pprof, for
 	// finding where a workload spends its time (e.g. a cross-host
-	// collective). Unset: no profile.
-	EnvCPUProfile = "CHORUS_CPUPROFILE"
-)
+	// collective). "": no profile.
+	CPUProfile string
+	// IPCAutoTable names a JSON file of strategies replacing the custom
+	// all-reduce's built-in table (ipc.Options.AutoTable); "": the
+	// built-in one.
+	IPCAutoTable string
+	// SkipChecks (test binaries only: ccl/ipc and ccl/nccl refuse it
+	// elsewhere) drops the cross-rank argument checks of the custom
+	// all-reduce and of NCCL, so that tests reach the kernels' and NCCL's
+	// own behaviour on mismatched calls and lost peers.
+	SkipChecks bool
+	// NoSharedTensors (test binaries only; a worker refuses it
+	// elsewhere) keeps a host worker's tensors in the Go heap, so that
+	// tests reach the cpu backend's process_vm_readv path, which
+	// programs take only where the shared arena cannot be made.
+	NoSharedTensors bool
+	// Endpoint configures the data listener of cross-host collectives
+	// (ccl/hier): a node agent passes its address, its credentials and
+	// the plaintext switch.
+	Endpoint hier.EndpointOptions
+}
 
 // Exit codes of a worker process.
 const (
@@ -67,15 +92,58 @@ type Spec struct {
 	// Log is the worker's consumer index in the broadcast log at FDLog
 	// (shm only: commands come through it), or -1: none.
 	Log int
+	// Flight: fd FDFlight holds the flight recorder (trace.Ring) the
+	// controller reads.
+	Flight bool
+	// TraceFile names the file the worker appends its trace events to
+	// (trace part lines); the controller merges it at Shutdown. "": the
+	// session does not trace.
+	TraceFile string
+	Options
 }
 
-// String encodes the spec for EnvSpec.
+// String encodes the spec for EnvSpec: comma-separated fields, strings
+// query-escaped.
 func (s Spec) String() string {
 	v := fmt.Sprintf("v1,id=%d,n=%d,groups=%d,transport=%s,device=%s", s.ID, s.NumWorkers, s.NumGroups, s.Transport, s.Device)
 	if s.Log >= 0 {
 		v += fmt.Sprintf(",log=%d", s.Log)
 	}
+	flag := func(k string, on bool) {
+		if on {
+			v += "," + k + "=1"
+		}
+	}
+	str := func(k, val string) {
+		if val != "" {
+			v += "," + k + "=" + url.QueryEscape(val)
+		}
+	}
+	flag("flight", s.Flight)
+	str("trace", s.TraceFile)
+	flag("fake", s.FakeGPU)
+	str("profile", s.CPUProfile)
+	str("ipctable", s.IPCAutoTable)
+	str("addr", s.Endpoint.Addr)
+	str("ca", s.Endpoint.Files.CA)
+	str("cert", s.Endpoint.Files.Cert)
+	str("key", s.Endpoint.Files.Key)
+	str("token", s.Endpoint.Files.Token)
+	flag("plain", s.Endpoint.Plaintext)
+	flag("unchecked", s.SkipChecks)
+	flag("noarena", s.NoSharedTensors)
 	return v
+}
+
+// specFlag decodes a 0/1 field.
+func specFlag(val string) (bool, error) {
+	switch val {
+	case "0":
+		return false, nil
+	case "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("want 0 or 1")
 }
 
 // ParseSpec decodes EnvSpec's value.
@@ -111,6 +179,22 @@ func ParseSpec(v string) (Spec, error) {
 			if err == nil && s.Log < 0 {
 				err = fmt.Errorf("negative index")
 			}
+		case "flight":
+			s.Flight, err = specFlag(val)
+		case "fake":
+			s.FakeGPU, err = specFlag(val)
+		case "plain":
+			s.Endpoint.Plaintext, err = specFlag(val)
+		case "unchecked":
+			s.SkipChecks, err = specFlag(val)
+		case "noarena":
+			s.NoSharedTensors, err = specFlag(val)
+		case "trace", "profile", "ipctable", "addr", "ca", "cert", "key", "token":
+			var u string
+			if u, err = url.QueryUnescape(val); err == nil {
+				*map[string]*string{"trace": &s.TraceFile, "profile": &s.CPUProfile, "ipctable": &s.IPCAutoTable, "addr": &s.Endpoint.Addr,
+					"ca": &s.Endpoint.Files.CA, "cert": &s.Endpoint.Files.Cert, "key": &s.Endpoint.Files.Key, "token": &s.Endpoint.Files.Token}[k] = u
+			}
 		default:
 			err = fmt.Errorf("unknown field")
 		}
@@ -131,7 +215,7 @@ func ParseSpec(v string) (Spec, error) {
 }
 
 // IsWorkerProcess reports whether this process was started as a worker.
-func IsWorkerProcess() bool { return os.Getenv(EnvSpec) != "" }
+func IsWorkerProcess() bool { return config.Process().Get(config.WorkerSpec) != "" }
 
 // Main turns the process into a worker if it was started as one, and never
 // returns in that case; otherwise it returns at once. Programs call it
@@ -145,9 +229,13 @@ func Main() {
 
 // Run is the worker process body; it returns the exit code.
 func Run() int {
-	spec, err := ParseSpec(os.Getenv(EnvSpec))
+	spec, err := ParseSpec(config.Process().Get(config.WorkerSpec))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chorus worker:", err)
+		return ExitError
+	}
+	if spec.NoSharedTensors && !testing.Testing() {
+		fmt.Fprintf(os.Stderr, "chorus worker %d: Options.NoSharedTensors is for tests only\n", spec.ID)
 		return ExitError
 	}
 	installSharedTensors(spec)
@@ -181,7 +269,7 @@ func Run() int {
 		conn = transport.NewStream(f, 0)
 	}
 	defer conn.Close()
-	if dir := os.Getenv(EnvCPUProfile); dir != "" {
+	if dir := spec.CPUProfile; dir != "" {
 		stop, err := startProfile(dir, spec.ID)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
@@ -189,8 +277,12 @@ func Run() int {
 		}
 		defer stop()
 	}
-	cfg := Config{ID: spec.ID, NumWorkers: spec.NumWorkers, NumGroups: spec.NumGroups, Device: spec.Device}
-	rec, out, err := processTrace(spec.ID)
+	cfg := Config{ID: spec.ID, NumWorkers: spec.NumWorkers, NumGroups: spec.NumGroups, Device: spec.Device, Endpoint: spec.Endpoint,
+		IPCAutoTable: spec.IPCAutoTable, SkipChecks: spec.SkipChecks}
+	if spec.FakeGPU {
+		cfg.OpenDevice = OpenFake
+	}
+	rec, out, err := processTrace(spec)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chorus worker %d: %v\n", spec.ID, err)
 		return ExitError
@@ -244,11 +336,12 @@ func Run() int {
 }
 
 // processTrace makes a process worker's recorder: the flight recorder
-// the controller shares with it (EnvFlight), and a trace part file
-// (EnvTrace) when the session traces.
-func processTrace(id int) (*trace.Recorder, *os.File, error) {
+// the controller shares with it (Spec.Flight), and a trace part file
+// (Spec.TraceFile) when the session traces.
+func processTrace(spec Spec) (*trace.Recorder, *os.File, error) {
+	id := spec.ID
 	var ring *trace.Ring
-	if os.Getenv(EnvFlight) == "1" {
+	if spec.Flight {
 		syscall.CloseOnExec(FDFlight)
 		r, err := attachFlight()
 		if err != nil {
@@ -258,7 +351,7 @@ func processTrace(id int) (*trace.Recorder, *os.File, error) {
 	} else {
 		ring = trace.NewHeapRing(trace.DefaultRingSlots, id)
 	}
-	path := os.Getenv(EnvTrace)
+	path := spec.TraceFile
 	if path == "" {
 		return trace.NewRecorder(trace.ProcWorker(id), ring, false), nil, nil
 	}
@@ -274,11 +367,11 @@ func processTrace(id int) (*trace.Recorder, *os.File, error) {
 func startProfile(dir string, id int) (stop func(), err error) {
 	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.pprof", id)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvCPUProfile, err)
+		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w", EnvCPUProfile, err)
+		return nil, fmt.Errorf("cpu profile: %w", err)
 	}
 	return func() {
 		pprof.StopCPUProfile()

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/trace"
@@ -31,9 +32,18 @@ type Config struct {
 	Device     tensor.Device
 	// Registry is searched after the built-ins; nil means registry.Global.
 	Registry *registry.Registry
-	// OpenDevice binds a cuda:N Device; nil means the real GPU (or a fake
-	// when CHORUS_FAKE_GPU=1).
+	// OpenDevice binds a cuda:N Device; nil means the real GPU (OpenFake
+	// gives a host-memory fake).
 	OpenDevice DeviceOpener
+	// Endpoint configures this process's data listener of cross-host
+	// collectives (process workers of node agents; Options.Endpoint).
+	Endpoint hier.EndpointOptions
+	// IPCAutoTable replaces the custom all-reduce's strategy table
+	// (Options.IPCAutoTable).
+	IPCAutoTable string
+	// SkipChecks drops the cross-rank argument checks of the custom
+	// all-reduce and NCCL (test binaries only; Options.SkipChecks).
+	SkipChecks bool
 	// Trace records the worker's events; nil means a recorder with a
 	// flight recorder in ordinary memory and no timeline.
 	Trace *trace.Recorder

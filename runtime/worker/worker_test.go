@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/value"
 	"github.com/chorus-rt/chorus/runtime/wire"
@@ -214,6 +216,11 @@ func TestSpecRoundTrip(t *testing.T) {
 		{ID: 2, NumWorkers: 4, NumGroups: 2, Transport: "stream", Device: tensor.CUDADevice(1), Log: -1},
 		{ID: 3, NumWorkers: 4, NumGroups: 1, Transport: "shm", Device: tensor.CPUDevice, Log: -1},
 		{ID: 3, NumWorkers: 4, NumGroups: 1, Transport: "shm", Device: tensor.CPUDevice, Log: 1},
+		// The options travel too; their strings may hold commas and
+		// equals signs.
+		{ID: 0, NumWorkers: 2, NumGroups: 1, Transport: "shm", Device: tensor.CPUDevice, Log: 0, Flight: true, TraceFile: "/tmp/a,b=c.worker-0.part",
+			Options: Options{FakeGPU: true, CPUProfile: "/tmp/prof dir", IPCAutoTable: "t.json", SkipChecks: true, NoSharedTensors: true,
+				Endpoint: hier.EndpointOptions{Addr: "10.0.0.1", Files: link.Files{CA: "ca.pem", Cert: "c%2C.pem", Key: "k.pem", Token: "tok"}, Plaintext: true}}},
 	} {
 		got, err := ParseSpec(s.String())
 		if err != nil || got != s {
@@ -227,6 +234,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		"v1,id=0,n=1,groups=1,transport=udp,device=cpu", "v1,id=5,n=1,groups=1,transport=shm,device=cpu",
 		"v1,id=x,n=1,groups=1,transport=shm,device=cpu", "v1,id=0,n=1,groups=1,transport=shm,device=cpu,extra=1",
 		"v1,id", "v1,id=0,n=4,groups=3,transport=shm,device=cpu",
+		"v1,id=0,n=1,groups=1,transport=shm,device=cpu,flight=yes", "v1,id=0,n=1,groups=1,transport=shm,device=cpu,trace=%zz",
 	} {
 		if _, err := ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) accepted", bad)

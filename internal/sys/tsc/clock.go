@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/chorus-rt/chorus/internal/config"
 )
 
 // Env chooses the clock of the flight recorder and of benchmark
@@ -25,7 +27,7 @@ var (
 // Enabled reports whether Clocks of this process read the counter
 // (decided once, from Env and the kernel's clocksource).
 func Enabled() bool {
-	once.Do(func() { enabled = choose(os.Getenv(Env), clocksourceFile) })
+	once.Do(func() { enabled = choose(config.Process().Get(config.Clock), clocksourceFile) })
 	return enabled
 }
 

@@ -5,6 +5,7 @@
 // nanoseconds of an OS clock its owner supplies, calibrated against it
 // as it runs; where the counter is not trustworthy (the kernel does not
 // keep time with it) or CHORUS_CLOCK=os, every read is the OS clock.
+// internal/config reads the variable.
 //
-// It imports nothing of chorus.
+// It imports nothing of chorus but internal/config.
 package tsc

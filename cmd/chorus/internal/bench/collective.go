@@ -15,6 +15,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/cmd/chorus/internal/progress"
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
@@ -421,7 +422,7 @@ const EnvLaps = "CHORUS_BENCH_LAPS"
 
 // writeLaps writes one round's laps into $CHORUS_BENCH_LAPS, if set.
 func writeLaps(w int, name string, bytes int64, laps []time.Duration) error {
-	dir := os.Getenv(EnvLaps)
+	dir := config.Process().Get(config.BenchLaps)
 	if dir == "" {
 		return nil
 	}

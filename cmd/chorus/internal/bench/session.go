@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"time"
 
+	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/session"
 )
 
@@ -53,7 +53,7 @@ func Session(ctx context.Context, cfg SessionConfig) (SessionResult, error) {
 	res := SessionResult{Bench: "session", Session: cfg.Session, Transport: cfg.Transport, Workers: cfg.Workers, Iters: cfg.Iters,
 		IdleUs: float64(cfg.Idle) / float64(time.Microsecond), Procs: runtime.GOMAXPROCS(0)}
 	if cfg.Session == "threaded" {
-		res.Wait = os.Getenv(session.EnvSessionWait)
+		res.Wait = config.Process().Get(config.SessionWait)
 		if res.Wait == "" {
 			res.Wait = "auto"
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/chorus-rt/chorus/internal/config"
 )
 
 // Mode says whether a Reporter writes.
@@ -95,7 +97,7 @@ func New(w io.Writer, opt Options) *Reporter {
 	case On:
 		r.on = true
 	case Auto:
-		switch strings.ToLower(os.Getenv(EnvProgress)) {
+		switch strings.ToLower(config.Process().Get(config.Progress)) {
 		case "0", "off", "false", "no":
 		case "1", "on", "true", "yes":
 			r.on = true
