@@ -16,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/runtime/wire"
+	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 // ErrHostLost: a host of the session died, stalled or was cut off.
@@ -71,6 +72,13 @@ type Options struct {
 	// Log receives refusals and faults; nil: the standard logger.
 	Log func(msg string)
 
+	// Worker are every worker's settings (session.Options.Worker; the
+	// agents set the data endpoint), sent to the agents in their
+	// assignment. Fields left zero come from the controller's environment
+	// (CHORUS_FAKE_GPU, CHORUS_CPUPROFILE, CHORUS_IPC_AUTO_TABLE), then
+	// from each agent's.
+	Worker worker.Options
+
 	// Trace writes a trace of the session, with every host's workers'
 	// events, to this file at Shutdown; "" means CHORUS_TRACE, or none
 	// (docs/observability.md).
@@ -107,6 +115,11 @@ func (o *Options) defaults() error {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 60 * time.Second
 	}
+	w, err := session.ResolveWorker(o.Worker)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	o.Worker = w
 	if o.Transport == "" {
 		o.Transport = "shm"
 	}
@@ -261,6 +274,9 @@ func (l *Listener) Accept(ctx context.Context) (*session.Session, error) {
 		if d.tracing {
 			a.Trace, a.TraceBytes = true, o.TraceLimit
 		}
+		w := o.Worker
+		a.Worker = ctrl.WorkerSettings{FakeGPU: w.FakeGPU, CPUProfile: w.CPUProfile, IPCAutoTable: w.IPCAutoTable,
+			SkipChecks: w.SkipChecks, NoSharedTensors: w.NoSharedTensors}
 		if err := h.conn.WriteJSON(ctrl.TAssign, a); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("cluster: node %d (%s): %w", h.node, h.addr, err)

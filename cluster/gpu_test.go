@@ -37,31 +37,36 @@ func realGPU() bool {
 
 // TestGPUBuiltinsAcrossHosts: the session's built-ins on GPU tensors of
 // workers on other hosts. "fake" (every machine, CI included) binds the
-// workers to fake GPUs (CHORUS_FAKE_GPU: device memory in host memory
-// behind the device interface); "cuda" (where a GPU and NCCL are) binds
+// workers to fake GPUs (CHORUS_FAKE_GPU in the agents' environment:
+// device memory in host memory behind the device interface); "fake from
+// the controller" does so through cluster.Options.Worker, which the
+// agents receive in their assignment; "cuda" (where a GPU and NCCL are) binds
 // four agents to GPU 0, each its own NCCL host (ncclAgentEnv), and runs
 // the collective built-ins through NCCL too, globally and in two groups
 // that span hosts.
 func TestGPUBuiltinsAcrossHosts(t *testing.T) {
 	t.Run("fake", func(t *testing.T) {
-		gpuBuiltins(t, []int{1, 1, 1}, 0, false, func(int) []string { return []string{worker.EnvFakeGPU + "=1"} })
+		gpuBuiltins(t, []int{1, 1, 1}, 0, false, worker.Options{}, func(int) []string { return []string{worker.EnvFakeGPU + "=1"} })
+	})
+	t.Run("fake from the controller", func(t *testing.T) {
+		gpuBuiltins(t, []int{1, 1, 1}, 0, false, worker.Options{FakeGPU: true}, func(int) []string { return nil })
 	})
 	t.Run("cuda", func(t *testing.T) {
 		if !realGPU() {
 			gputest.Skipf(t, "no GPU with NCCL here")
 		}
 		logs := t.TempDir()
-		gpuBuiltins(t, []int{1, 1, 1, 1}, 2, true, func(i int) []string { return ncclAgentEnv(i, "0", logs) })
+		gpuBuiltins(t, []int{1, 1, 1, 1}, 2, true, worker.Options{}, func(i int) []string { return ncclAgentEnv(i, "0", logs) })
 		checkNCCLNet(t, logs, 4, true)
 	})
 }
 
-func gpuBuiltins(t *testing.T, layout []int, groups int, nccl bool, env func(host int) []string) {
+func gpuBuiltins(t *testing.T, layout []int, groups int, nccl bool, wo worker.Options, env func(host int) []string) {
 	leaktest.Check(t)
 	n := len(layout)
 	c := tokenCreds(t)
 	lb := &logBuf{}
-	l, err := cluster.Listen(cluster.Options{Nodes: n, NumGroups: groups, Security: c.cfg, Log: lb.log, DeviceIDs: []int{0}, StartTimeout: 60 * time.Second})
+	l, err := cluster.Listen(cluster.Options{Nodes: n, NumGroups: groups, Security: c.cfg, Log: lb.log, DeviceIDs: []int{0}, StartTimeout: 60 * time.Second, Worker: wo})
 	if err != nil {
 		t.Fatal(err)
 	}

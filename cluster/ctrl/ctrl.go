@@ -104,6 +104,19 @@ type Assign struct {
 	// them as TTrace frames and a TTraceEnd, at most TraceBytes of them.
 	Trace      bool  `json:"trace,omitempty"`
 	TraceBytes int64 `json:"trace_bytes,omitempty"`
+	// Worker are the controller's settings of every worker (its
+	// session's worker.Options, less the data endpoint, which each agent
+	// sets); the agent sends them to its workers in their spec.
+	Worker WorkerSettings `json:"worker,omitzero"`
+}
+
+// WorkerSettings are worker.Options as the controller sends them.
+type WorkerSettings struct {
+	FakeGPU         bool   `json:"fake_gpu,omitempty"`
+	CPUProfile      string `json:"cpu_profile,omitempty"`
+	IPCAutoTable    string `json:"ipc_auto_table,omitempty"`
+	SkipChecks      bool   `json:"skip_checks,omitempty"`
+	NoSharedTensors bool   `json:"no_shared_tensors,omitempty"`
 }
 
 // Ready says the agent's workers started.

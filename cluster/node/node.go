@@ -117,7 +117,9 @@ func Run(ctx context.Context, o Options) error {
 	c.SetIdle(deadline)
 	popts := session.ProcessOptions{
 		Options: session.Options{NumWorkers: o.Workers, NumGroups: a.Groups, DeviceIDs: a.DeviceIDs, ShutdownGrace: grace,
-			Worker: worker.Options{Endpoint: hier.EndpointOptions{Addr: a.Addr, Files: o.Files, Plaintext: o.Plaintext}}},
+			Worker: worker.Options{FakeGPU: a.Worker.FakeGPU, CPUProfile: a.Worker.CPUProfile, IPCAutoTable: a.Worker.IPCAutoTable,
+				SkipChecks: a.Worker.SkipChecks, NoSharedTensors: a.Worker.NoSharedTensors,
+				Endpoint: hier.EndpointOptions{Addr: a.Addr, Files: o.Files, Plaintext: o.Plaintext}}},
 		Transport: a.Transport, Program: o.Program, Args: o.Args, Env: o.Env, Stderr: o.Stderr,
 	}
 	var tr *agentTrace

@@ -35,6 +35,14 @@ type ProcessOptions struct {
 	Spin time.Duration
 }
 
+// ResolveWorker is the worker.Options a session with Options.Worker == w
+// sends its workers: the fields left zero filled from the controller's
+// environment. A driver that must tell its workers before the session
+// exists (cluster) asks here.
+func ResolveWorker(w worker.Options) (worker.Options, error) {
+	return Options{Worker: w}.workerOptions(nil)
+}
+
 // workerOptions fills the fields of o.Worker left zero from the
 // controller's environment with env (a process session's Env) over it.
 func (o Options) workerOptions(env []string) (worker.Options, error) {
