@@ -9,7 +9,6 @@ import (
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 // Options tune Load.
@@ -27,14 +26,18 @@ type Executor struct {
 }
 
 // Load makes the GPU executor of p on the worker env describes. A worker
-// without a GPU fails with worker.ErrNoDevice, one without IPC memory
-// (no InitCCL with a GPU backend) with worker.ErrNoIPC.
+// without a GPU fails with registry.ErrNoDevice, one without IPC memory
+// (no InitCCL with a GPU backend) with registry.ErrNoIPC.
 func Load(env registry.Env, p *plan.Plan, o Options) (*Executor, error) {
-	cd, ok := worker.CUDADevice(env)
-	if !ok {
-		return nil, fmt.Errorf("worker %d: %w: plans on GPUs need workers bound to GPUs (session DeviceIDs)", env.WorkerID(), worker.ErrNoDevice)
+	cd, err := registry.CUDAOf(env)
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w: plans on GPUs need workers bound to GPUs (session DeviceIDs)", env.WorkerID(), registry.ErrNoDevice)
 	}
-	alloc, control, err := worker.IPC(env)
+	ipcm, err := registry.IPCOf(env)
+	if err != nil {
+		return nil, err
+	}
+	alloc, control, err := ipcm.IPCMemory()
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +52,7 @@ func Load(env registry.Env, p *plan.Plan, o Options) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	remove, err := worker.AddDeviceHook(env, x)
+	remove, err := ipcm.AddDeviceHook(x)
 	if err != nil {
 		x.Close()
 		return nil, err

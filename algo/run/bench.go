@@ -8,7 +8,6 @@ import (
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -107,7 +106,7 @@ func benchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iter
 	t0 := time.Now()
 	comm, backend := "plan "+p.Name, "plan/"+p.Name
 	for range iters {
-		span := worker.BeginCollective(env, string(p.Collective), comm, backend, send.NumBytes())
+		span := registry.BeginCollective(env, string(p.Collective), comm, backend, send.NumBytes())
 		err := x.Run(ctx, send, recv, reduce.Sum)
 		span.End(err)
 		if err != nil {

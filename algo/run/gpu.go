@@ -11,7 +11,6 @@ import (
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -55,7 +54,7 @@ func init() {
 			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
 		}
 		span := traceRun(env, x.Plan(), "gpuplan/", send)
-		g := worker.BeginGPU(env)
+		g := registry.BeginGPU(env)
 		err = x.Run(env.Context(), send, recv, o)
 		g.End(string(x.Plan().Collective)+" gpuplan/"+x.Plan().Name, send.NumBytes())
 		span.End(err)
@@ -66,7 +65,7 @@ func init() {
 		if !ok || hd == nil {
 			return fmt.Errorf("%w: got %T", ErrBadHandle, h)
 		}
-		if err := worker.SyncDevice(env); err != nil {
+		if err := registry.SyncDevice(env); err != nil {
 			hd.Close()
 			return err
 		}
@@ -183,7 +182,7 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 	if err := tensor.SetFromFloat64(host, vals); err != nil {
 		return nil, err
 	}
-	if err := worker.FromHost(env, send, host); err != nil {
+	if err := registry.FromHost(env, send, host); err != nil {
 		return nil, err
 	}
 	for range warmup + 1 {
@@ -191,7 +190,7 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 			return nil, err
 		}
 	}
-	if err := worker.SyncDevice(env); err != nil {
+	if err := registry.SyncDevice(env); err != nil {
 		return nil, err
 	}
 	poison, err := tensor.New(dt, tensor.Shape{outN})
@@ -199,12 +198,12 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 		return nil, err
 	}
 	tensor.Poison(poison)
-	if err := worker.FromHost(env, recv, poison); err != nil {
+	if err := registry.FromHost(env, recv, poison); err != nil {
 		return nil, err
 	}
 	call := func() error { return x.Run(ctx, send, recv, op) }
 	if graph {
-		g, err := worker.Capture(env, call)
+		g, err := registry.Capture(env, call)
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +213,7 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 		if err := call(); err != nil {
 			return nil, err
 		}
-		if err := worker.SyncDevice(env); err != nil {
+		if err := registry.SyncDevice(env); err != nil {
 			return nil, err
 		}
 	}
@@ -224,11 +223,11 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 			return nil, err
 		}
 	}
-	if err := worker.SyncDevice(env); err != nil {
+	if err := registry.SyncDevice(env); err != nil {
 		return nil, err
 	}
 	el := time.Since(t0)
-	got, err := worker.ToHost(env, recv)
+	got, err := registry.ToHost(env, recv)
 	if err != nil {
 		return nil, err
 	}

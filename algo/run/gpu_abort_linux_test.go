@@ -17,7 +17,6 @@ import (
 	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -52,7 +51,7 @@ func gpuLoop(env registry.Env, h any, count int64, started string) error {
 			return err
 		}
 		if it%16 == 15 {
-			if err := worker.SyncDevice(env); err != nil {
+			if err := registry.SyncDevice(env); err != nil {
 				return err
 			}
 			if it == 15 {

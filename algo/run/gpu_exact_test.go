@@ -22,7 +22,6 @@ import (
 	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -37,7 +36,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return t, worker.FromHost(env, t, h)
+		return t, registry.FromHost(env, t, h)
 	})
 	registry.MustRegisterTyped("runtest.gpu_poisoned", func(env registry.Env, dt tensor.DType, count int64) (*tensor.Tensor, error) {
 		h, err := tensor.New(dt, tensor.Shape{count})
@@ -51,10 +50,10 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return t, worker.FromHost(env, t, h)
+		return t, registry.FromHost(env, t, h)
 	})
 	registry.MustRegisterTyped("runtest.to_host", func(env registry.Env, t *tensor.Tensor) (*tensor.Tensor, error) {
-		return worker.ToHost(env, t)
+		return registry.ToHost(env, t)
 	})
 }
 

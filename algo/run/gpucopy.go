@@ -7,7 +7,6 @@ import (
 
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -21,13 +20,13 @@ func init() {
 }
 
 // gpuCopyBenchWorker copies count elements of dt between two tensors of
-// the worker's GPU with worker.CopyTensor (cuMemcpyDtoDAsync on the
+// the worker's GPU with registry.CopyTensor (cuMemcpyDtoDAsync on the
 // worker's stream), warmup times, then iters timed times (eager, or
 // replays of a CUDA graph of one copy), and returns the mean time per
 // copy. The copy is checked once (the destination must equal the source).
 func gpuCopyBenchWorker(env registry.Env, dt tensor.DType, count int64, iters, warmup int, graph bool) (*tensor.Tensor, error) {
-	if _, ok := worker.CUDADevice(env); !ok {
-		return nil, fmt.Errorf("worker %d: %w: the copy anchor runs on GPUs", env.WorkerID(), worker.ErrNoDevice)
+	if _, err := registry.CUDAOf(env); err != nil {
+		return nil, fmt.Errorf("worker %d: %w: the copy anchor runs on GPUs", env.WorkerID(), registry.ErrNoDevice)
 	}
 	if count < 1 || iters < 1 || warmup < 0 {
 		return nil, fmt.Errorf("%w: %s: count %d, iters %d, warmup %d", registry.ErrBadArgs, FuncGPUCopyBench, count, iters, warmup)
@@ -47,16 +46,16 @@ func gpuCopyBenchWorker(env registry.Env, dt tensor.DType, count int64, iters, w
 	if err := tensor.Random(host, uint64(count)); err != nil {
 		return nil, err
 	}
-	if err := worker.FromHost(env, src, host); err != nil {
+	if err := registry.FromHost(env, src, host); err != nil {
 		return nil, err
 	}
-	call := func() error { return worker.CopyTensor(env, dst, src) }
+	call := func() error { return registry.CopyTensor(env, dst, src) }
 	for range warmup + 1 {
 		if err := call(); err != nil {
 			return nil, err
 		}
 	}
-	got, err := worker.ToHost(env, dst)
+	got, err := registry.ToHost(env, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +63,7 @@ func gpuCopyBenchWorker(env registry.Env, dt tensor.DType, count int64, iters, w
 		return nil, fmt.Errorf("worker %d: %s: the copy is wrong: %w", env.WorkerID(), FuncGPUCopyBench, err)
 	}
 	if graph {
-		g, err := worker.Capture(env, call)
+		g, err := registry.Capture(env, call)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +73,7 @@ func gpuCopyBenchWorker(env registry.Env, dt tensor.DType, count int64, iters, w
 			return nil, err
 		}
 	}
-	if err := worker.SyncDevice(env); err != nil {
+	if err := registry.SyncDevice(env); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
@@ -83,7 +82,7 @@ func gpuCopyBenchWorker(env registry.Env, dt tensor.DType, count int64, iters, w
 			return nil, err
 		}
 	}
-	if err := worker.SyncDevice(env); err != nil {
+	if err := registry.SyncDevice(env); err != nil {
 		return nil, err
 	}
 	return tensor.FromSlice([]float64{float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(iters)}), nil

@@ -16,7 +16,6 @@ import (
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -109,12 +108,12 @@ func init() {
 
 // traceRun records a run of plan p as a collective of the worker's trace
 // (numbered per plan name, so runs match across ranks).
-func traceRun(env registry.Env, p *plan.Plan, kind string, send *tensor.Tensor) worker.CollectiveSpan {
+func traceRun(env registry.Env, p *plan.Plan, kind string, send *tensor.Tensor) registry.CollectiveSpan {
 	var n int64
 	if send != nil {
 		n = send.NumBytes()
 	}
-	return worker.BeginCollective(env, string(p.Collective), "plan "+p.Name, kind+p.Name, n)
+	return registry.BeginCollective(env, string(p.Collective), "plan "+p.Name, kind+p.Name, n)
 }
 
 // Collective is a plan loaded on every worker of a session: a collective

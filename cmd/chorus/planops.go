@@ -34,7 +34,7 @@ type planOpsRow struct {
 // benchPlanOps: what one op of the GPU executor costs, on one GPU. A
 // 1-rank plan of K copy ops (handplan.CopyOps: op i copies chunk i of K,
 // so the plan moves the bytes of one copy) is timed next to a plain
-// device copy of the same bytes (worker.CopyTensor, cuMemcpyDtoDAsync),
+// device copy of the same bytes (registry.CopyTensor, cuMemcpyDtoDAsync),
 // eager and replayed from CUDA graphs, in one worker process; the cost
 // per op is (plan - copy) / K. Every plan result is checked.
 func benchPlanOps(ctx context.Context, args []string, out, errOut io.Writer) error {

@@ -68,11 +68,11 @@ var layers = map[string]int{
 	"ccl/cpu":    3, // imports only ccl, ccl/reduce, internal/sys/shmem, internal/sys/shmarena, tensor; ccl/hier builds on it
 	"ccl/hier":   4,
 	"ccl/nccl":   4,
-	"ccl/ipc":    4,
+	"ccl/ipc":    3, // below runtime/registry, whose IPC capability hands out its allocator
 
 	"runtime/trace":                   2, // events, flight ring, Trace Event Format; imports only internal/sys/tsc and internal/config
 	"runtime/value":                   1,
-	"runtime/registry":                2,
+	"runtime/registry":                4, // Env and the worker's capabilities (GPU, Comms, IPC, Tracer): imports gpu/device, ccl, ccl/ipc, runtime/trace
 	"runtime/wire":                    2, // codes only: runtime/worker registers the registry's and ccl's sentinels (MatchCode)
 	"runtime/transport":               3,
 	"runtime/transport/shm":           4,

@@ -62,7 +62,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return t, worker.FromHost(env, t, h)
+		return t, registry.FromHost(env, t, h)
 	})
 	registry.MustRegisterTyped(SetInt32sFunc, func(env registry.Env, t *tensor.Tensor, data []byte) error {
 		h, err := int32sHost(data)
@@ -72,7 +72,7 @@ func init() {
 		if t.DType() != tensor.Int32 || !t.Shape().Equal(h.Shape()) {
 			return fmt.Errorf("%w: %d int32 values into %s%v", registry.ErrBadArgs, h.NumElements(), t.DType(), t.Shape())
 		}
-		return worker.FromHost(env, t, h)
+		return registry.FromHost(env, t, h)
 	})
 }
 

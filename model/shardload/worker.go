@@ -12,7 +12,6 @@ import (
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/model/shard"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -79,12 +78,12 @@ func open(env registry.Env, path, specJSON string, stagingBytes int64) (*Handle,
 	}
 	h := &Handle{state: &state{l: l}, worker: env.WorkerID(), chunk: stagingBytes}
 	if env.Device().Kind == tensor.CUDA {
-		dev, ok := worker.GPU(env)
-		if !ok {
+		g, err := registry.GPUOf(env)
+		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("shardload: worker %d on %v has no device bound", env.WorkerID(), env.Device())
 		}
-		h.dev = dev
+		h.dev = g.GPUDevice()
 	}
 	// A handle dropped without close still gives its pinned memory and
 	// files back.

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,8 +15,9 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// ErrNoCCL: a collective was called before InitCCL.
-var ErrNoCCL = errors.New("no communicator: call InitCCL first")
+// ErrNoCCL: a collective was called before InitCCL (the sentinel of the
+// registry's Comms capability).
+var ErrNoCCL = registry.ErrNoCCL
 
 // Comm returns the communicator a function running on this worker should
 // use: the group's when inGroup is set (and there are groups), else the

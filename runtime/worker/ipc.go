@@ -17,11 +17,12 @@ import (
 )
 
 // ScopeIPC is the memory scope of CUDA IPC memory: every worker of the
-// session can read it (see package ccl/ipc).
-const ScopeIPC = "ipc_memory"
+// session can read it (see package ccl/ipc; registry.ScopeIPC).
+const ScopeIPC = registry.ScopeIPC
 
-// ErrNoIPC: IPC memory needs workers on GPUs and a GPU communicator.
-var ErrNoIPC = errors.New("ipc_memory needs GPU workers and InitCCL with a GPU backend (nccl)")
+// ErrNoIPC: IPC memory needs workers on GPUs and a GPU communicator
+// (registry.ErrNoIPC).
+var ErrNoIPC = registry.ErrNoIPC
 
 // ipcState is a worker's IPC allocator and all-reducer, made on first use
 // after InitCCL and closed with the communicators.

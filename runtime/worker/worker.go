@@ -171,8 +171,9 @@ func (w *Worker) WorkerRank() int          { return w.cfg.ID % w.groupN }
 func (w *Worker) Device() tensor.Device    { return w.cfg.Device }
 func (w *Worker) Context() context.Context { return w.ctx }
 
-// ErrNoDevice: a device the worker cannot allocate on.
-var ErrNoDevice = errors.New("device not available")
+// ErrNoDevice: a device the worker cannot allocate on (the sentinel of
+// the registry's GPU capability).
+var ErrNoDevice = registry.ErrNoDevice
 
 // Alloc allocates host tensors; device memory needs a GPU backend, which
 // this worker does not have, and that is an error rather than a silent

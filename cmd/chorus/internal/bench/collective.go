@@ -18,7 +18,6 @@ import (
 	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -150,7 +149,7 @@ func init() {
 // graph and times replays of it instead. It returns [mean time per call
 // in us, wrong elements].
 func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64, iters, warmup int, graph bool) (*tensor.Tensor, error) {
-	c, err := worker.Comm(env, false)
+	c, err := registry.Comm(env, false)
 	if err != nil {
 		return nil, err
 	}
@@ -165,11 +164,11 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		if !slices.Contains(PeerCopyModes, strategy) || n < 2 {
 			return nil, fmt.Errorf("%w: peercopy needs a mode (%v) and 2 or more workers", registry.ErrBadArgs, PeerCopyModes)
 		}
-		recvScope = worker.ScopeIPC
+		recvScope = registry.ScopeIPC
 	case custom && name != "allreduce":
 		return nil, fmt.Errorf("%w: a strategy applies to allreduce only, not %q", registry.ErrBadArgs, name)
 	case custom:
-		scope = worker.ScopeIPC
+		scope = registry.ScopeIPC
 	}
 	es := int64(dt.Size())
 	count := bytes / es // elements of the buffer that "size" refers to
@@ -206,7 +205,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err := tensor.SetFromFloat64(hostSend, vals); err != nil {
 		return nil, err
 	}
-	if err := worker.FromHost(env, send, hostSend); err != nil {
+	if err := registry.FromHost(env, send, hostSend); err != nil {
 		return nil, err
 	}
 	run := func() error {
@@ -215,10 +214,14 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			if strategy == "uni" && r != 0 {
 				return nil
 			}
-			return worker.PeerCopy(env, recv, send, (r+1)%n)
+			ipcm, err := registry.IPCOf(env)
+			if err != nil {
+				return err
+			}
+			return ipcm.PeerCopy(recv, send, (r+1)%n)
 		case "allreduce":
 			if custom {
-				return worker.CustomAllReduce(env, send, recv, "sum", strategy)
+				return registry.CustomAllReduce(env, send, recv, "sum", strategy)
 			}
 			return c.AllReduce(ctx, send, recv, reduce.Sum)
 		case "allgather":
@@ -239,7 +242,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 				return nil, err
 			}
 		}
-		if err := worker.SyncDevice(env); err != nil {
+		if err := registry.SyncDevice(env); err != nil {
 			return nil, err
 		}
 		done, err := allAgree(env, c, strategy, time.Since(warmStart) >= WarmupTime || batch >= 1000)
@@ -258,7 +261,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		}
 		perSample = min(iters, MaxGraphCalls)
 		samples = min(max((iters+perSample-1)/perSample, MinSamples), MaxSamples)
-		g, err := worker.Capture(env, func() error {
+		g, err := registry.Capture(env, func() error {
 			for range perSample {
 				if err := run(); err != nil {
 					return err
@@ -276,7 +279,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 		}
 		run = g.Launch
 	}
-	sw, err := worker.NewStopwatch(env, samples+1)
+	sw, err := registry.NewStopwatch(env, samples+1)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +293,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err := c.Barrier(ctx); err != nil {
 		return nil, err
 	}
-	if err := worker.SyncDevice(env); err != nil {
+	if err := registry.SyncDevice(env); err != nil {
 		return nil, err
 	}
 	// Every call (or replay) between two marks: on GPUs CUDA events, so
@@ -310,14 +313,14 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err != nil {
 		return nil, err
 	}
-	if err := worker.SyncDevice(env); err != nil {
+	if err := registry.SyncDevice(env); err != nil {
 		return nil, err
 	}
 	st := summarize(laps, perSample)
 	if err := writeLaps(env.WorkerID(), name, bytes, laps); err != nil {
 		return nil, err
 	}
-	hostRecv, err := worker.ToHost(env, recv)
+	hostRecv, err := registry.ToHost(env, recv)
 	if err != nil {
 		return nil, err
 	}
@@ -393,18 +396,18 @@ func allAgree(env registry.Env, c ccl.Comm, strategy string, ok bool) (bool, err
 	if err != nil {
 		return false, err
 	}
-	if err := worker.FromHost(env, t, h); err != nil {
+	if err := registry.FromHost(env, t, h); err != nil {
 		return false, err
 	}
 	if strategy != "" && env.Device().Kind == tensor.CUDA {
-		err = worker.CustomAllReduce(env, t, t, "min", "oneshot")
+		err = registry.CustomAllReduce(env, t, t, "min", "oneshot")
 	} else {
 		err = c.AllReduce(env.Context(), t, t, reduce.Min)
 	}
 	if err != nil {
 		return false, err
 	}
-	out, err := worker.ToHost(env, t)
+	out, err := registry.ToHost(env, t)
 	if err != nil {
 		return false, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -227,7 +226,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return t, worker.FromHost(env, t, h)
+		return t, registry.FromHost(env, t, h)
 	})
 }
 

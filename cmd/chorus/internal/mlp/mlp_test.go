@@ -278,7 +278,7 @@ func init() {
 	registry.MustRegisterTyped("mlptest.poison", func(env registry.Env, x *tensor.Tensor) error {
 		p := tensor.MustNew(x.DType(), x.Shape())
 		tensor.Poison(p)
-		return worker.FromHost(env, x, p)
+		return registry.FromHost(env, x, p)
 	})
 }
 
