@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/net/link"
 	"github.com/chorus-rt/chorus/runtime/session"
@@ -277,6 +279,9 @@ func (l *Listener) Accept(ctx context.Context) (*session.Session, error) {
 		w := o.Worker
 		a.Worker = ctrl.WorkerSettings{FakeGPU: w.FakeGPU, CPUProfile: w.CPUProfile, IPCAutoTable: w.IPCAutoTable,
 			SkipChecks: w.SkipChecks, NoSharedTensors: w.NoSharedTensors}
+		if w.CPU != (cpu.Options{}) {
+			a.Worker.CPU, _ = json.Marshal(w.CPU) // plain numbers and booleans: cannot fail
+		}
 		if err := h.conn.WriteJSON(ctrl.TAssign, a); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("cluster: node %d (%s): %w", h.node, h.addr, err)

@@ -61,7 +61,10 @@ var (
 const dataMagic = "CHHD"
 
 // Backend is the cpu-hier backend.
-type Backend struct{}
+type Backend struct {
+	// CPU are the options of each host's ccl/cpu communicator.
+	CPU cpu.Options
+}
 
 func init() {
 	if err := ccl.Register(&Backend{}); err != nil {
@@ -256,7 +259,7 @@ func (b *Backend) Join(ctx context.Context, cfg ccl.Config) (ccl.Comm, error) {
 	jctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if c.l > 1 || c.k == 1 {
-		lc, err := (&cpu.Backend{}).Join(jctx, ccl.Config{ID: ccl.SubID(cfg.ID, "hier-local/"+strconv.Itoa(c.me)), Rank: c.lrank, Size: c.l, Timeout: c.timeout})
+		lc, err := (&cpu.Backend{Options: b.CPU}).Join(jctx, ccl.Config{ID: ccl.SubID(cfg.ID, "hier-local/"+strconv.Itoa(c.me)), Rank: c.lrank, Size: c.l, Timeout: c.timeout})
 		if err != nil {
 			return nil, fmt.Errorf("ccl/hier: rank %d: join host communicator: %w", c.rank, err)
 		}

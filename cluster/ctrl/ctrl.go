@@ -117,6 +117,10 @@ type WorkerSettings struct {
 	IPCAutoTable    string `json:"ipc_auto_table,omitempty"`
 	SkipChecks      bool   `json:"skip_checks,omitempty"`
 	NoSharedTensors bool   `json:"no_shared_tensors,omitempty"`
+	// CPU are the cpu backend's options, cpu.Options in JSON (every
+	// host's workers get the controller's, so they agree); empty: the
+	// defaults.
+	CPU json.RawMessage `json:"cpu,omitempty"`
 }
 
 // Ready says the agent's workers started.

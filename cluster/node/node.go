@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/cluster/ctrl"
 	"github.com/chorus-rt/chorus/net/link"
@@ -112,6 +114,12 @@ func Run(ctx context.Context, o Options) error {
 	if a.HeartbeatMs <= 0 || a.DeadlineMs <= a.HeartbeatMs || a.Base < 0 || a.Base+o.Workers > a.Total {
 		return fmt.Errorf("node: bad assignment %+v", a)
 	}
+	var cpuOpts cpu.Options
+	if len(a.Worker.CPU) > 0 {
+		if err := json.Unmarshal(a.Worker.CPU, &cpuOpts); err != nil {
+			return fmt.Errorf("node: the assignment's cpu options: %w", err)
+		}
+	}
 	hb, deadline := time.Duration(a.HeartbeatMs)*time.Millisecond, time.Duration(a.DeadlineMs)*time.Millisecond
 	grace := time.Duration(a.GraceMs) * time.Millisecond
 	c.SetIdle(deadline)
@@ -119,7 +127,7 @@ func Run(ctx context.Context, o Options) error {
 		Options: session.Options{NumWorkers: o.Workers, NumGroups: a.Groups, DeviceIDs: a.DeviceIDs, ShutdownGrace: grace,
 			Worker: worker.Options{FakeGPU: a.Worker.FakeGPU, CPUProfile: a.Worker.CPUProfile, IPCAutoTable: a.Worker.IPCAutoTable,
 				SkipChecks: a.Worker.SkipChecks, NoSharedTensors: a.Worker.NoSharedTensors,
-				Endpoint: hier.EndpointOptions{Addr: a.Addr, Files: o.Files, Plaintext: o.Plaintext}}},
+				CPU: cpuOpts, Endpoint: hier.EndpointOptions{Addr: a.Addr, Files: o.Files, Plaintext: o.Plaintext}}},
 		Transport: a.Transport, Program: o.Program, Args: o.Args, Env: o.Env, Stderr: o.Stderr,
 	}
 	var tr *agentTrace

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/runtime/registry"
@@ -59,14 +60,16 @@ func TestSharedTensorsInProcessSession(t *testing.T) {
 		name, path string
 		noArena    bool
 		threaded   bool
+		cpu        cpu.Options // reach every worker's communicator
 	}{
-		{"process", "shm", false, false},
-		{"process-opt-out", "cma", true, false},
-		{"threaded", "direct", false, true},
+		{"process", "shm", false, false, cpu.Options{}},
+		{"process-opt-out", "cma", true, false, cpu.Options{}},
+		{"process-no-cma", "staged: disabled (Options.NoCMA)", true, false, cpu.Options{NoCMA: true}},
+		{"threaded", "direct", false, true, cpu.Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leaktest.Check(t)
-			opts := session.Options{NumWorkers: 3, ShutdownGrace: 2 * time.Second, Worker: worker.Options{NoSharedTensors: tc.noArena}}
+			opts := session.Options{NumWorkers: 3, ShutdownGrace: 2 * time.Second, Worker: worker.Options{NoSharedTensors: tc.noArena, CPU: tc.cpu}}
 			var s *session.Session
 			var err error
 			if tc.threaded {

@@ -43,7 +43,8 @@ type Options struct {
 	// process session's Env over it): FakeGPU from CHORUS_FAKE_GPU,
 	// CPUProfile from CHORUS_CPUPROFILE, IPCAutoTable from
 	// CHORUS_IPC_AUTO_TABLE (docs/configuration.md). Threaded workers use
-	// FakeGPU (unless OpenDevice is set), IPCAutoTable and SkipChecks.
+	// FakeGPU (unless OpenDevice is set), IPCAutoTable, SkipChecks and
+	// CPU.
 	Worker worker.Options
 	// Wait is a threaded session's wait policy: "auto", "busy", "yield"
 	// or "park" (docs/performance.md); "" means CHORUS_SESSION_WAIT, or
@@ -192,7 +193,7 @@ func NewThreaded(opts Options) (*Session, error) {
 		obs.rings[i] = ring
 		obs.workerRecs = append(obs.workerRecs, rec)
 		w, err := worker.New(worker.Config{ID: i, NumWorkers: n, NumGroups: groups, Device: opts.deviceOf(i), Registry: opts.Registry, OpenDevice: opts.OpenDevice, Trace: rec,
-			IPCAutoTable: wo.IPCAutoTable, SkipChecks: wo.SkipChecks})
+			IPCAutoTable: wo.IPCAutoTable, SkipChecks: wo.SkipChecks, CPU: wo.CPU})
 		if err != nil {
 			for _, o := range ws[:i] {
 				o.Close()

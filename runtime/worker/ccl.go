@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
-	_ "github.com/chorus-rt/chorus/ccl/cpu" // every worker offers the cpu backend
-	"github.com/chorus-rt/chorus/ccl/nccl"  // and the nccl backend (needs GPUs)
+	_ "github.com/chorus-rt/chorus/ccl/cpu"  // every worker offers the cpu backend
+	_ "github.com/chorus-rt/chorus/ccl/nccl" // and the nccl backend (needs GPUs)
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/device"
@@ -45,12 +45,9 @@ func (w *Worker) comm(inGroup bool) (ccl.Comm, error) {
 // initCCL joins the global communicator and, with several groups, this
 // worker's group communicator (in that order on every worker).
 func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeoutMs int64) error {
-	b, err := ccl.Lookup(backend)
+	b, err := w.backend(backend)
 	if err != nil {
 		return err
-	}
-	if backend == "nccl" && w.cfg.SkipChecks {
-		b = &nccl.Backend{Options: nccl.Options{SkipChecks: true}}
 	}
 	if err := w.graphsInUse(); err != nil {
 		return err
@@ -87,7 +84,7 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 		// a cpu communicator over the same workers.
 		ccfg := cfg
 		ccfg.ID = ctlID
-		if cs.control, err = joinControl(ctx, ccfg, "control"); err != nil {
+		if cs.control, err = w.joinControl(ctx, ccfg, "control"); err != nil {
 			return err
 		}
 		cfg.Control = cs.control
@@ -101,7 +98,7 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 		if cfg.Control != nil {
 			gccfg := gcfg
 			gccfg.ID = ccl.SubID(ctlID, fmt.Sprintf("group/%d", w.GroupID()))
-			if cs.groupControl, err = joinControl(ctx, gccfg, "control"); err != nil {
+			if cs.groupControl, err = w.joinControl(ctx, gccfg, "control"); err != nil {
 				return err
 			}
 			gcfg.Control = cs.groupControl
@@ -126,8 +123,8 @@ func (w *Worker) initCCL(backend string, id []byte, devices tensor.Shape, timeou
 }
 
 // joinControl joins the host communicator that shadows cfg's ranks.
-func joinControl(ctx context.Context, cfg ccl.Config, tag string) (ccl.Comm, error) {
-	cb, err := ccl.Lookup(controlBackend(cfg.ID))
+func (w *Worker) joinControl(ctx context.Context, cfg ccl.Config, tag string) (ccl.Comm, error) {
+	cb, err := w.backend(controlBackend(cfg.ID))
 	if err != nil {
 		return nil, err
 	}

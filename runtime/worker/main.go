@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/internal/config"
 	"github.com/chorus-rt/chorus/runtime/trace"
@@ -71,6 +73,10 @@ type Options struct {
 	// tests reach the cpu backend's process_vm_readv path, which
 	// programs take only where the shared arena cannot be made.
 	NoSharedTensors bool
+	// CPU are the options of the cpu backend's communicators (every
+	// rank gets the controller's, so they agree); zero: the measured
+	// defaults (docs/performance.md).
+	CPU cpu.Options
 	// Endpoint configures the data listener of cross-host collectives
 	// (ccl/hier): a node agent passes its address, its credentials and
 	// the plaintext switch.
@@ -132,6 +138,10 @@ func (s Spec) String() string {
 	flag("plain", s.Endpoint.Plaintext)
 	flag("unchecked", s.SkipChecks)
 	flag("noarena", s.NoSharedTensors)
+	if s.CPU != (cpu.Options{}) {
+		js, _ := json.Marshal(s.CPU) // plain numbers and booleans: cannot fail
+		str("cpu", string(js))
+	}
 	return v
 }
 
@@ -189,6 +199,14 @@ func ParseSpec(v string) (Spec, error) {
 			s.SkipChecks, err = specFlag(val)
 		case "noarena":
 			s.NoSharedTensors, err = specFlag(val)
+		case "cpu":
+			var u string
+			if u, err = url.QueryUnescape(val); err == nil {
+				d := json.NewDecoder(strings.NewReader(u))
+				d.DisallowUnknownFields()
+				s.CPU = cpu.Options{}
+				err = d.Decode(&s.CPU)
+			}
 		case "trace", "profile", "ipctable", "addr", "ca", "cert", "key", "token":
 			var u string
 			if u, err = url.QueryUnescape(val); err == nil {
@@ -278,7 +296,7 @@ func Run() int {
 		defer stop()
 	}
 	cfg := Config{ID: spec.ID, NumWorkers: spec.NumWorkers, NumGroups: spec.NumGroups, Device: spec.Device, Endpoint: spec.Endpoint,
-		IPCAutoTable: spec.IPCAutoTable, SkipChecks: spec.SkipChecks}
+		IPCAutoTable: spec.IPCAutoTable, SkipChecks: spec.SkipChecks, CPU: spec.CPU}
 	if spec.FakeGPU {
 		cfg.OpenDevice = OpenFake
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/runtime/registry"
@@ -44,6 +45,9 @@ type Config struct {
 	// SkipChecks drops the cross-rank argument checks of the custom
 	// all-reduce and NCCL (test binaries only; Options.SkipChecks).
 	SkipChecks bool
+	// CPU are the options of the cpu backend's communicators (and of
+	// cpu-hier's communicators within a host).
+	CPU cpu.Options
 	// Trace records the worker's events; nil means a recorder with a
 	// flight recorder in ordinary memory and no timeline.
 	Trace *trace.Recorder

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chorus-rt/chorus/ccl"
+	"github.com/chorus-rt/chorus/ccl/cpu"
 	"github.com/chorus-rt/chorus/ccl/hier"
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/net/link"
@@ -220,6 +222,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		// equals signs.
 		{ID: 0, NumWorkers: 2, NumGroups: 1, Transport: "shm", Device: tensor.CPUDevice, Log: 0, Flight: true, TraceFile: "/tmp/a,b=c.worker-0.part",
 			Options: Options{FakeGPU: true, CPUProfile: "/tmp/prof dir", IPCAutoTable: "t.json", SkipChecks: true, NoSharedTensors: true,
+				CPU:      cpu.Options{SlotBytes: 4096, OneShotMax: 1024, NoCMA: true, Threads: 2, Spin: time.Millisecond, CMAChunk: 1 << 20},
 				Endpoint: hier.EndpointOptions{Addr: "10.0.0.1", Files: link.Files{CA: "ca.pem", Cert: "c%2C.pem", Key: "k.pem", Token: "tok"}, Plaintext: true}}},
 	} {
 		got, err := ParseSpec(s.String())
@@ -235,6 +238,7 @@ func TestSpecRoundTrip(t *testing.T) {
 		"v1,id=x,n=1,groups=1,transport=shm,device=cpu", "v1,id=0,n=1,groups=1,transport=shm,device=cpu,extra=1",
 		"v1,id", "v1,id=0,n=4,groups=3,transport=shm,device=cpu",
 		"v1,id=0,n=1,groups=1,transport=shm,device=cpu,flight=yes", "v1,id=0,n=1,groups=1,transport=shm,device=cpu,trace=%zz",
+		"v1,id=0,n=1,groups=1,transport=shm,device=cpu,cpu=%7B%22Slots%22%3A1%7D", "v1,id=0,n=1,groups=1,transport=shm,device=cpu,cpu=x",
 	} {
 		if _, err := ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) accepted", bad)
