@@ -24,7 +24,6 @@
 #      HOST_TARGET_S     anchor seconds per size and rep (default 0.2)
 #      HOST_ITERS        session iterations per row (default 20000)
 #      HOST_MODE_ITERS   iterations per row of the wait-policy session runs (default 5000)
-#      HOST_CCL_EXPERIMENTS 0: skip the allreduce experiments (ccl-experiments.txt)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin=${1:-}
@@ -169,31 +168,9 @@ for n in "${cws[@]}"; do
   fi
 done
 
-# ---- 4. why process allreduces stay below the bound (docs/performance.md) -----
-# (and the A/B of shared tensors: CHORUS_SHM_TENSORS=0 gives the cma path)
-# At the most collective workers: the staged path at 64K-1M with one-shot
-# limited to 32K (two-step reduce-scatter/all-gather from 64K, or cma above
-# it), and 16M-64M cma with 1 thread per rank against the default share.
-# Tables only (not in host.jsonl, whose rows do not carry these settings).
-if [ "${HOST_CCL_EXPERIMENTS:-1}" = 1 ]; then
-  n=${cws[${#cws[@]}-1]}
-  x=$out/ccl-experiments.txt
-  : >"$x"
-  for setting in "CHORUS_CCL_ONESHOT_MAX=32768 64K 1M" "CHORUS_CCL_CMA=0 64K 1M" "CHORUS_CCL_THREADS=1 16M 64M" "CHORUS_CCL_CMA=0 16M 64M"; do
-    set -- $setting
-    log "chorus allreduce, process session, $n workers, $1, $2-$3"
-    { echo "## $1, $n workers, $2-$3"; env "$1" "$chorus" bench allreduce --backend cpu --session process --workers "$n" --dtype float32 --min "$2" --max "$3" --rounds 1 --membw "${bw:-0}"; } >>"$x" 2>&1 ||
-      note "allreduce experiment $1 failed"
-  done
-  # Shared tensors off (the cma path, as before shared tensors) at
-  # every worker count: the A/B against the process rows above (shm).
-  for m in "${cws[@]}"; do
-    log "chorus allreduce, process session, $m workers, CHORUS_SHM_TENSORS=0, 1M-64M"
-    { echo "## CHORUS_SHM_TENSORS=0, $m workers, 1M-64M"; CHORUS_SHM_TENSORS=0 "$chorus" bench allreduce --backend cpu --session process --workers "$m" --dtype float32 --min 1M --max 64M --rounds 1 --membw "${bw:-0}"; } >>"$x" 2>&1 ||
-      note "allreduce experiment CHORUS_SHM_TENSORS=0 $m failed"
-  done
-  note "allreduce experiments ($n workers: one-shot limit, staged instead of cma, threads per rank; every worker count: shared tensors off) in ccl-experiments.txt; compare with the process rows above"
-fi
+# ---- 4. (the allreduce experiments of settled settings: one-shot limit,
+# staging instead of cma, one thread per rank, shared tensors off; their
+# variables became the code, docs/configuration.md)
 
 # ---- tables -------------------------------------------------------------------
 summ=$(src host_summary.py) || { note "host_summary.py missing: no table"; exit 0; }

@@ -29,9 +29,6 @@ if [ "${GRAPH:-}" = 1 ]; then gflag=--graph gsuf=-graph; fi
 "$bin/chorus" bench allreduce --backend nccl --strategy "$(echo ${STRATEGIES:-auto oneshot twoshot} | tr ' ' ,)" --rounds "$reps" \
   --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
   | sed "s/\"backend\":\"ipc-\([a-z]*\)\"/\"backend\":\"chorus-ipc-\1$gsuf\"/" >>"$out/allreduce.jsonl"
-# one-shot pushing its IPC input as well (CHORUS_IPC_PUSH=always)
-CHORUS_IPC_PUSH=always "$bin/chorus" bench allreduce --backend nccl --strategy oneshot --rounds "$reps" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
-  | sed "s/\"backend\":\"ipc-oneshot\"/\"backend\":\"chorus-ipc-push$gsuf\"/" >>"$out/allreduce.jsonl"
 "$bin/chorus" bench allreduce --backend nccl --rounds "$reps" --devices "$devs" --workers "$ngpu" --dtype bfloat16 --min 1K --max "$max" --json $gflag \
   | sed "s/\"backend\":\"nccl\"/\"backend\":\"chorus-nccl$gsuf\"/" >>"$out/allreduce.jsonl"
 # chorus's DSL plans on the GPU executor (algo/gpuexec), one process per

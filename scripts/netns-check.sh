@@ -28,10 +28,8 @@
 # (allreduce-*-old.jsonl); BENCH_PLAIN=1 also runs every shape with plaintext
 # data links (CHORUS_HIER_PLAINTEXT=1 on every agent; allreduce-*-plain.jsonl;
 # with BENCH_OLD_BIN the old binary too, right before: *-old-plain.jsonl);
-# BENCH_STRIPES (e.g. "1 4") runs every new-binary sweep once per leader-ring
-# stripe setting (CHORUS_HIER_STRIPES=N on every agent, so every worker;
-# allreduce-*-sN.jsonl, *-plain-sN.jsonl), BENCH_STRIPE_MIN (e.g. 256K) sets
-# CHORUS_HIER_STRIPE_MIN on every agent. MPI_SHAPES ("2x1 2x2 4x1 4x2")
+# (BENCH_STRIPES and BENCH_STRIPE_MIN, the sweeps per stripe setting, are
+# refused: the stripes are the code's measured choice.) MPI_SHAPES ("2x1 2x2 4x1 4x2")
 # narrows the Open MPI anchor, MPI_ARGS adds mpirun arguments, MPI_UTS=0
 # keeps the host namespaces' hostname (by default each gets its own with
 # unshare --uts, where unshare exists); a failed run leaves its stderr in
@@ -61,6 +59,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ -n "${BENCH_STRIPES:-}${BENCH_STRIPE_MIN:-}" ]; then
+  echo "netns-check.sh: BENCH_STRIPES and BENCH_STRIPE_MIN are gone: the stripes are the code's measured choice (docs/multi-host.md)" >&2
+  exit 2
+fi
 HOSTS=${HOSTS:-3}
 WORKERS=${WORKERS:-2}
 RATE=${RATE:-10gbit}
