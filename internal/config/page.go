@@ -17,9 +17,11 @@ Programs take their settings as options structs and flags. The
 variables below are decoded in one place, ` + "`internal/config`" + `, at the
 program's edge: the chorus command, a session constructor's defaults
 for options left zero (an option set in code wins), and process-wide
-settings on first use. Library code (the collective backends, the
-worker interpreter) reads no environment: a worker process gets its
-settings from its controller in its spec, and the settings every rank
+settings on first use (the clock, the kernel cache, the trace clock's
+skew, the bench's laps folder: workers inherit them). Library code (the
+collective backends, the worker interpreter) reads no environment: a
+worker process gets its session's settings from its controller in its
+spec (session.Options.Worker, cluster.Options.Worker), and the settings every rank
 must share are the code's measured choices (docs/performance.md,
 docs/multi-host.md, docs/ipc.md), not variables. A variable with a bad
 value is an error naming it, unless the table says otherwise.

@@ -9,7 +9,7 @@ package config
 // ProcessOptions.Env).
 var (
 	Trace = define(Var{Name: "CHORUS_TRACE", Default: "unset", Reader: "runtime/session (Options.Trace)",
-		Meaning: "write a Trace Event Format trace of every session to FILE at Shutdown (docs/observability.md); the chorus commands' `--trace FILE` sets the option"})
+		Meaning: "write a Trace Event Format trace of every session to FILE at Shutdown (docs/observability.md); `--trace FILE` on a chorus command sets it for that command"})
 	HangReport = define(Var{Name: "CHORUS_HANG_REPORT", Default: "`10s`", Reader: "runtime/session (Options.HangReport)",
 		Meaning: "a blocking call that waits longer reports which workers have not answered (Go duration; `0` off)"})
 	WorkerDeadline = define(Var{Name: "CHORUS_WORKER_DEADLINE", Default: "`0` (none)", Reader: "runtime/session (Options.WorkerDeadline)",
@@ -23,7 +23,7 @@ var (
 )
 
 // Process-wide settings, decided on first use in every process that
-// needs them (controllers and workers alike inherit them).
+// needs them (workers inherit them from their controller's environment).
 var (
 	Clock = define(Var{Name: "CHORUS_CLOCK", Default: "`auto`", Reader: "internal/sys/tsc",
 		Meaning: "clock of the flight recorder and stopwatches: `tsc`, `os`; `auto`: tsc where the kernel's clocksource is tsc; a bad value warns and uses `os`"})
@@ -57,7 +57,7 @@ var (
 		Meaning: "`1`: data links between hosts without encryption after a TLS-keyed proof (trusted networks only; every node agent alike)"})
 	Progress = define(Var{Name: "CHORUS_PROGRESS", Default: "terminal check", Reader: "cmd/chorus",
 		Meaning: "`0`/`off` or `1`/`on`: the progress line of long commands"})
-	BenchLaps = define(Var{Name: "CHORUS_BENCH_LAPS", Default: "unset", Reader: "cmd/chorus (bench)",
+	BenchLaps = define(Var{Name: "CHORUS_BENCH_LAPS", Default: "unset", Reader: "cmd/chorus (bench; its workers, which inherit it)",
 		Meaning: "DIR: every worker writes each call's time per round (where slow calls fall)"})
 )
 
