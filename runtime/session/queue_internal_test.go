@@ -307,6 +307,17 @@ func TestThreadedUnderEveryPolicy(t *testing.T) {
 		s.Shutdown()
 		t.Fatal("NewThreaded accepted CHORUS_SESSION_WAIT=fast")
 	}
+	// The option wins over the environment; a bad option is refused too.
+	s, err := NewThreaded(Options{NumWorkers: 2, Wait: "park"})
+	if err != nil {
+		t.Fatalf("Options.Wait park under CHORUS_SESSION_WAIT=fast: %v", err)
+	}
+	s.Shutdown()
+	t.Setenv(EnvSessionWait, "")
+	if s, err := NewThreaded(Options{NumWorkers: 2, Wait: "fast"}); err == nil {
+		s.Shutdown()
+		t.Fatal("NewThreaded accepted Options.Wait fast")
+	}
 }
 
 // collect takes replies as they arrive (worker 0 answers last here) and
