@@ -25,8 +25,9 @@
 //	                                                (passes.IPCAllocStorageFunc)
 //
 // Loading translates each function once: operands become slot numbers,
-// immediates are decoded, registered functions are looked up (built-ins
-// first, then registry.Global: an unknown name fails the load), and
+// immediates are decoded, registered functions are looked up as
+// GetGlobalFunc does (registry.LookupFunc: the worker's built-ins, then
+// its registry; an unknown name fails the load), and
 // virtual devices are mapped to the worker: {cpu} is host memory and
 // {cuda:0} is the worker's own GPU (Session Options.DeviceIDs picks it);
 // a module for cuda on a CPU worker, other virtual ids, and ipc_memory or
@@ -49,13 +50,14 @@
 //     immediates (ints as int64, symbols as strings, devices mapped);
 //     a declared storage result may be a storage or a tensor.
 //   - allreduce, allgather, reduce_scatter, broadcast (from worker 0):
-//     the session's communicator, worker.Comm(env, false) (InitCCL first).
-//   - custom_allreduce: worker.CustomAllReduce (GPU tensors; strategy
+//     the session's communicator, registry.Comm(env, false) (InitCCL first).
+//   - custom_allreduce: registry.CustomAllReduce (GPU tensors; strategy
 //     one_shot/two_shot/auto); a string strategy names an execution plan
 //     (ResolvePlan) run by the GPU executor (algo/gpuworker), loaded with
 //     the module.
-//   - device_copy: through worker.ToHost / worker.FromHost.
-//   - matmul, add (numpy broadcasting), gelu (tanh approximation): on
+//   - device_copy: through registry.ToHost / registry.FromHost.
+//   - matmul, add (numpy broadcasting), gelu (tanh approximation) and
+//     the decoder ops: the kernels of package compiler/kernels. On
 //     the host in Go; float32, float16 and bfloat16 compute in float32
 //     (half inputs widened, one rounding per output), float64 in float64;
 //     matmul is blocked over k and n. On a GPU: matmul through cuBLAS
@@ -71,9 +73,8 @@
 // # Decode kernels and fusion at load
 //
 // On GPUs, matmul_nt with at most GemvDefaultRows rows of x (float16,
-// bfloat16) runs a skinny-matrix kernel that streams the weight once
-// (kernels_gemv.cu, planGemv); attention with head dims 64-256 runs
-// split-KV (kernels_attn.cu, planAttention). When a function is loaded,
+// bfloat16) runs a skinny-matrix kernel that streams the weight once;
+// attention with head dims 64-256 runs split-KV (compiler/kernels). When a function is loaded,
 // fuse.go replaces three instruction patterns of the decoder with one
 // instruction each: the gated MLP (one pass over gate and up, SiLU and
 // the product in the epilogue), three products of one input (q, k, v in

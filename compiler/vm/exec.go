@@ -2,12 +2,13 @@ package vm
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/compiler/ir"
+	"github.com/chorus-rt/chorus/compiler/kernels"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -208,7 +209,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 			if r == nil {
 				return fmt.Errorf("%w: custom_allreduce plan %q was not loaded", ErrLoad, in.plan)
 			}
-			g := worker.BeginGPU(env)
+			g := registry.BeginGPU(env)
 			err := r.Run(env.Context(), t[0], t[1], reduce.Sum)
 			g.End("allreduce plan "+in.plan, t[0].NumBytes())
 			return err
@@ -216,7 +217,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		if t[0].IsHost() || t[1].IsHost() {
 			return fmt.Errorf("%w: custom_allreduce of host memory: the IPC all-reduce runs on GPUs only", ErrUnsupported)
 		}
-		return customAllReduce(env, t[0], t[1], "sum", in.strat)
+		return registry.CustomAllReduce(env, t[0], t[1], "sum", in.strat)
 
 	case ir.OpDeviceCopy:
 		t, err := ts()
@@ -319,7 +320,7 @@ func checkResult(in *instr, r any) (any, error) {
 // collective runs allreduce, allgather, reduce_scatter or broadcast (from
 // worker 0) over all workers of the session.
 func collective(env registry.Env, in *instr, x, out *tensor.Tensor) error {
-	c, err := worker.Comm(env, false)
+	c, err := registry.Comm(env, false)
 	if err != nil {
 		return err
 	}
@@ -342,11 +343,26 @@ func deviceCopy(env registry.Env, x, out *tensor.Tensor) error {
 	if !tensor.SameLayout(x, out) {
 		return fmt.Errorf("%w: device_copy of %s%v into %s%v", ErrShape, x.DType(), x.Shape(), out.DType(), out.Shape())
 	}
-	h, err := worker.ToHost(env, x)
+	h, err := registry.ToHost(env, x)
 	if err != nil {
 		return err
 	}
-	return worker.FromHost(env, out, h)
+	return registry.FromHost(env, out, h)
+}
+
+// gpuKernels returns the module's GPU kernels on env's worker, made at
+// the first GPU op and freed with the module.
+func (m *Module) gpuKernels(env registry.Env) (*kernels.GPU, error) {
+	if m.gpu != nil {
+		return m.gpu, nil
+	}
+	g, err := kernels.Open(env)
+	if err != nil {
+		return nil, err
+	}
+	m.gpu = g
+	runtime.AddCleanup(m, func(g *kernels.GPU) { g.Close() }, g)
+	return g, nil
 }
 
 // kernel runs matmul, matmul_nt, add or gelu on the operands' device.
@@ -360,16 +376,16 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 		if err != nil {
 			return err
 		}
-		span := worker.BeginGPU(env)
+		span := registry.BeginGPU(env)
 		switch op {
 		case ir.OpMatmul:
-			err = g.matmul(t[0], t[1], t[2])
+			err = g.Matmul(t[0], t[1], t[2])
 		case ir.OpMatmulNT:
-			err = g.matmulNT(t[0], t[1], t[2])
+			err = g.MatmulNT(t[0], t[1], t[2])
 		case ir.OpAdd:
-			err = g.add(t[0], t[1], t[2])
+			err = g.Add(t[0], t[1], t[2])
 		default:
-			err = g.gelu(t[0], t[1])
+			err = g.Gelu(t[0], t[1])
 		}
 		out := t[len(t)-1]
 		span.End(op.String(), out.NumBytes())
@@ -377,13 +393,13 @@ func (m *Module) kernel(env registry.Env, op ir.Op, t []*tensor.Tensor) error {
 	}
 	switch op {
 	case ir.OpMatmul:
-		return cpuMatmul(t[0], t[1], t[2])
+		return kernels.CPUMatmul(t[0], t[1], t[2])
 	case ir.OpMatmulNT:
-		return cpuMatmulNT(t[0], t[1], t[2])
+		return kernels.CPUMatmulNT(t[0], t[1], t[2])
 	case ir.OpAdd:
-		return cpuAdd(t[0], t[1], t[2])
+		return kernels.CPUAdd(t[0], t[1], t[2])
 	}
-	return cpuGelu(t[0], t[1])
+	return kernels.CPUGelu(t[0], t[1])
 }
 
 // modelKernel runs one of the decoder ops on the operands' device (every
@@ -405,35 +421,35 @@ func (m *Module) modelKernel(env registry.Env, in *instr, t []*tensor.Tensor) er
 		if err != nil {
 			return err
 		}
-		span := worker.BeginGPU(env)
+		span := registry.BeginGPU(env)
 		if in.op == ir.OpRope && in.freqs != nil {
-			err = g.ropeTable(t, in.freqs)
+			err = g.RopeTable(t, in.freqs)
 		} else {
-			err = g.model(in.op, in.f, t)
+			err = g.Model(in.op, in.f, t)
 		}
 		span.End(in.op.String(), t[len(t)-1].NumBytes())
 		return err
 	}
 	switch in.op {
 	case ir.OpEmbedding:
-		return cpuEmbedding(t[0], t[1], t[2])
+		return kernels.CPUEmbedding(t[0], t[1], t[2])
 	case ir.OpRMSNorm:
-		return cpuRMSNorm(t[0], t[1], in.f, t[2])
+		return kernels.CPURMSNorm(t[0], t[1], in.f, t[2])
 	case ir.OpLayerNorm:
-		return cpuLayerNorm(t[0], t[1], t[2], in.f, t[3])
+		return kernels.CPULayerNorm(t[0], t[1], t[2], in.f, t[3])
 	case ir.OpRope:
 		if in.freqs != nil {
-			return cpuRopeTable(t[0], t[1], in.freqs, t[2])
+			return kernels.CPURopeTable(t[0], t[1], in.freqs, t[2])
 		}
-		return cpuRope(t[0], t[1], in.f, t[2])
+		return kernels.CPURope(t[0], t[1], in.f, t[2])
 	case ir.OpAttention:
-		return cpuAttention(t[0], t[1], t[2], t[3], t[4], t[5], t[6])
+		return kernels.CPUAttention(t[0], t[1], t[2], t[3], t[4], t[5], t[6])
 	case ir.OpSilu:
-		return cpuSilu(t[0], t[1])
+		return kernels.CPUSilu(t[0], t[1])
 	case ir.OpMul:
-		return cpuMul(t[0], t[1], t[2])
+		return kernels.CPUMul(t[0], t[1], t[2])
 	case ir.OpArgmax:
-		return cpuArgmax(t[0], t[1])
+		return kernels.CPUArgmax(t[0], t[1])
 	}
 	return fmt.Errorf("%w: op %v", ErrUnsupported, in.op)
 }

@@ -127,7 +127,7 @@ func (m *Module) nt3(env registry.Env, t []*tensor.Tensor) error {
 		if err != nil {
 			return err
 		}
-		if ok, err := g.tryNT3(t); ok || err != nil {
+		if ok, err := g.TryNT3(t); ok || err != nil {
 			return err
 		}
 	}
@@ -146,7 +146,7 @@ func (m *Module) addNorm(env registry.Env, in *instr, t []*tensor.Tensor) error 
 		if err != nil {
 			return err
 		}
-		if ok, err := g.tryAddNorm(t, in.f); ok || err != nil {
+		if ok, err := g.TryAddNorm(t, in.f); ok || err != nil {
 			return err
 		}
 	}
@@ -257,7 +257,7 @@ func (m *Module) gated(env registry.Env, t []*tensor.Tensor) error {
 		if err != nil {
 			return err
 		}
-		if ok, err := g.tryGated(t); ok || err != nil {
+		if ok, err := g.TryGated(t); ok || err != nil {
 			return err
 		}
 	}

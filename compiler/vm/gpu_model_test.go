@@ -13,7 +13,6 @@ import (
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -32,7 +31,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return t, worker.FromHost(env, t, h)
+		return t, registry.FromHost(env, t, h)
 	})
 	// int32_steps_on(shape, lo, hi): n distinct int32 values spread evenly
 	// over [lo, hi], in decreasing order (positions of one attention call:
@@ -62,7 +61,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return t, worker.FromHost(env, t, h)
+		return t, registry.FromHost(env, t, h)
 	})
 }
 

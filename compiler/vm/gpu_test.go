@@ -20,7 +20,6 @@ import (
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/trace"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -39,7 +38,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return t, worker.FromHost(env, t, h)
+		return t, registry.FromHost(env, t, h)
 	})
 }
 

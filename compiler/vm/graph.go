@@ -7,7 +7,6 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/worker"
 )
 
 // Graph is one function of a module captured as a CUDA graph on one
@@ -27,7 +26,7 @@ type Graph struct {
 // Capture runs function name once as Run does (the warm-up makes the
 // workspace, loads kernels and makes the custom all-reducer's
 // workspaces: nothing may be allocated inside a capture), then runs it
-// again inside worker.Capture, reusing the warm-up's result allocations.
+// again inside registry.Capture, reusing the warm-up's result allocations.
 // The graph computes into those results at every replay; the warm-up's
 // result is the value Replay returns. Functions whose work runs on the
 // host (CPU tensors, call_packed, device_copy) cannot be captured and fail
@@ -42,7 +41,7 @@ func (m *Module) Capture(env registry.Env, name string, args []any) (*Graph, err
 	if err != nil {
 		return nil, err
 	}
-	g, err := worker.Capture(env, func() error {
+	g, err := registry.Capture(env, func() error {
 		_, err := m.run(env, name, args, &runMode{reuse: rec.record})
 		return err
 	})

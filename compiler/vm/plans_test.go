@@ -20,7 +20,6 @@ import (
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -42,7 +41,7 @@ func (r *fakeRunner) Run(ctx context.Context, send, recv *tensor.Tensor, op redu
 	r.f.mu.Lock()
 	r.f.calls[fmt.Sprintf("%d %s %s", r.env.WorkerID(), r.name, op)]++
 	r.f.mu.Unlock()
-	c, err := worker.Comm(r.env, false)
+	c, err := registry.Comm(r.env, false)
 	if err != nil {
 		return err
 	}

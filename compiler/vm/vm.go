@@ -10,10 +10,10 @@ import (
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/compiler/ir"
+	"github.com/chorus-rt/chorus/compiler/kernels"
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -25,13 +25,13 @@ var (
 	// ErrUnsupported: the module needs something this worker cannot do
 	// (a GPU op on a CPU worker, ipc_memory or custom_allreduce on the
 	// host, a dtype a kernel lacks).
-	ErrUnsupported = errors.New("vm: unsupported")
+	ErrUnsupported = kernels.ErrUnsupported
 	// ErrShape: operands whose dtype or shape do not fit the op.
-	ErrShape = errors.New("vm: shape mismatch")
+	ErrShape = kernels.ErrShape
 	// ErrArgs: a call with the wrong function name, argument count or
 	// argument types (wraps registry.ErrBadArgs, so the session reports it
 	// as bad arguments).
-	ErrArgs = fmt.Errorf("vm: %w", registry.ErrBadArgs)
+	ErrArgs = kernels.ErrArgs
 )
 
 // Names of the worker functions the VM registers in registry.Global.
@@ -52,7 +52,7 @@ type Module struct {
 	ir     *ir.Module
 	funcs  map[string]*program
 	worker int
-	gpu    *gpuState // made on the first GPU kernel
+	gpu    *kernels.GPU // made on the first GPU kernel
 	// plans are the executors of the plans custom_allreduce calls name
 	// (plans.go), made at load.
 	plans map[string]planRunner
@@ -230,15 +230,6 @@ func deviceOf(env registry.Env, vd vdevice.VirtualDevice) (tensor.Device, error)
 		return own, nil
 	}
 	return tensor.Device{}, fmt.Errorf("%w: value without a planned device %v (run plan-devices)", ErrLoad, vd)
-}
-
-// lookupFunc finds a registered function the way workers do: built-ins
-// first, then registry.Global.
-func lookupFunc(name string) (registry.Func, error) {
-	if f, err := worker.Builtins.Lookup(name); err == nil {
-		return f, nil
-	}
-	return registry.Global.Lookup(name)
 }
 
 // roots maps every value to the value whose memory it uses (through
@@ -423,7 +414,7 @@ func decode(env registry.Env, b *ir.Binding, slots map[string]int, types map[str
 		// the operands' own devices drive the copy.
 	case ir.OpCallPacked:
 		in.fname = string(b.Args[0].(ir.Str))
-		fn, err := lookupFunc(in.fname)
+		fn, err := registry.LookupFunc(env, in.fname)
 		if err != nil {
 			return in, fmt.Errorf("%w: call_packed: %w", ErrLoad, err)
 		}

@@ -389,7 +389,7 @@ func TestRunErrors(t *testing.T) {
 		{"packed call fails", cpu, "module @m\nfunc @f(%x: " + planned + ") {\n  block {\n    call_packed(\"vmtest.fail\", %x)\n  }\n  return\n}\n",
 			[]any{x4}, nil, `func @f: binding 0 (call_packed("vmtest.fail", %x)): call_packed "vmtest.fail": vmtest.fail refuses`},
 		{"no communicator", cpu, "module @m\nfunc @f(%x: " + planned + ", %y: " + planned + ") {\n  block {\n    allreduce(%x, sum, %y)\n  }\n  return %y\n}\n",
-			[]any{x4, x4}, worker.ErrNoCCL, "binding 0 (allreduce(%x, sum, %y))"},
+			[]any{x4, x4}, registry.ErrNoCCL, "binding 0 (allreduce(%x, sum, %y))"},
 		{"host tensor for a GPU parameter", fakeGPU, "module @m\nfunc @f(%x: tensor<[4], float32, {cuda:0 scope=\"global\"}>) {\n  return %x\n}\n",
 			[]any{x4}, vm.ErrArgs, "want a tensor on cuda:0, got one on cpu"},
 		{"wrong function", cpu, "module @m\nfunc @f() {\n  return\n}\n", nil, vm.ErrArgs, "no function @g"},
@@ -530,7 +530,7 @@ func TestCapture(t *testing.T) {
 		msg  string
 	}{
 		{"cpu worker", cpu, "module @m\nfunc @f(%x: " + planned + ", %y: " + planned + ") {\n  block {\n    gelu(%x, %y)\n  }\n  return %y\n}\n",
-			[]any{x4, x4}, worker.ErrNoDevice, "graph capture needs a GPU"},
+			[]any{x4, x4}, registry.ErrNoDevice, "graph capture needs a GPU"},
 		{"host kernel on a GPU worker", fakeGPU, "module @m\nfunc @f(%x: " + planned + ", %y: " + planned + ") {\n  block {\n    gelu(%x, %y)\n  }\n  return %y\n}\n",
 			[]any{x4, x4}, vm.ErrUnsupported, "gelu of host memory in a captured function"},
 		{"call_packed", fakeGPU, "module @m\nfunc @f(%x: " + planned + ") {\n  block {\n    %y = call_packed(\"vmtest.scale_by_rank\", %x) : " + planned + "\n  }\n  return %y\n}\n",

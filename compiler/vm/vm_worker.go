@@ -4,27 +4,8 @@ import (
 	"fmt"
 
 	"github.com/chorus-rt/chorus/compiler/passes"
-	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
-)
-
-// What the VM needs from package worker beyond registry.Env, in one place
-// so the runtime can wire it.
-var (
-	// customAllReduce runs the IPC all-reduce (custom_allreduce).
-	customAllReduce = worker.CustomAllReduce
-
-	// workerCUDA returns the CUDA device whose context and stream a worker
-	// runs its GPU work on, so the VM's kernels are ordered with the
-	// worker's copies and collectives.
-	workerCUDA = func(env registry.Env) (*device.CUDA, error) {
-		if c, ok := worker.CUDADevice(env); ok {
-			return c, nil
-		}
-		return nil, fmt.Errorf("%w: worker %d (%v) has no CUDA device", ErrUnsupported, env.WorkerID(), env.Device())
-	}
 )
 
 func init() {
@@ -80,7 +61,7 @@ func ipcAllocStorage(env registry.Env, nbytes, alignment int64) (*tensor.Storage
 	if env.Device().Kind != tensor.CUDA {
 		return nil, fmt.Errorf("%w: %s on worker %d (%v): ipc_memory needs GPU workers", ErrUnsupported, passes.IPCAllocStorageFunc, env.WorkerID(), env.Device())
 	}
-	t, err := env.Alloc(tensor.Uint8, tensor.Shape{nbytes}, env.Device(), worker.ScopeIPC)
+	t, err := env.Alloc(tensor.Uint8, tensor.Shape{nbytes}, env.Device(), registry.ScopeIPC)
 	if err != nil {
 		return nil, err
 	}

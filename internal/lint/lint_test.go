@@ -95,6 +95,7 @@ var layers = map[string]int{
 	"compiler/vdevice": 1,
 	"compiler/ir":      2,
 	"compiler/passes":  3,
+	"compiler/kernels": 5, // the VM's CPU and GPU kernels and measurement functions: tensor, gpu/*, registry
 	"compiler/vm":      7, // runs compiled IR on workers: registry, worker, session
 
 	"model/safetensors": 1,

@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	_ "embed"
@@ -74,7 +74,7 @@ func planAttention(t, hq, hkv, d, maxSeq int, dt tensor.DType, aligned bool, sms
 // attnScratch returns a device buffer of at least n bytes for split
 // results. Buffers are kept until the state closes (a captured graph
 // holds their addresses); none is made while the stream is captured.
-func (g *gpuState) attnScratch(n int64) (*device.Buffer, error) {
+func (g *GPU) attnScratch(n int64) (*device.Buffer, error) {
 	for _, b := range g.attnBufs {
 		if b.Size() >= n {
 			return b, nil
@@ -93,7 +93,7 @@ func (g *gpuState) attnScratch(n int64) (*device.Buffer, error) {
 
 // trySplitAttention runs the attention half of the op (after the cache
 // append) through the split-KV kernels when planAttention takes it.
-func (g *gpuState) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (bool, error) {
+func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (bool, error) {
 	if err := g.gemvKernels(); err != nil {
 		return false, err
 	}

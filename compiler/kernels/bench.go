@@ -1,7 +1,6 @@
-package vm
+package kernels
 
 import (
-	"context"
 	_ "embed"
 	"fmt"
 	"runtime"
@@ -14,8 +13,6 @@ import (
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -50,18 +47,12 @@ const (
 	// replay of the n launches captured as a CUDA graph (wall, per
 	// kernel)], host clocks.
 	BenchLaunchFunc = "chorus.vm.bench_launch"
-	// RunStatsFunc (module) -> [calls, host seconds, ops, fused] of
-	// Module.Run and Capture since the last RunStatsFunc on this worker
-	// (fused: the instructions fuse.go made at load): the host
-	// time the VM spent issuing (interpreting and launching), which an
-	// eager step adds to the device time when nothing overlaps it.
-	RunStatsFunc = "chorus.vm.run_stats"
 )
 
 var benchKernelNames = []string{"bench_stream", "bench_noop", "fill_uniform_f32", "fill_uniform_f16", "fill_uniform_bf16"}
 
 // benchKernels loads kernels_bench.cu (and the skinny-matrix kernels).
-func (g *gpuState) benchKernels() error {
+func (g *GPU) benchKernels() error {
 	if err := g.gemvKernels(); err != nil {
 		return err
 	}
@@ -108,17 +99,17 @@ func (g *gpuState) benchKernels() error {
 
 // benchState is a GPU state of its own for one measurement (closed by
 // the caller), with the measurement kernels loaded.
-func benchState(env registry.Env) (*gpuState, error) {
+func benchState(env registry.Env) (*GPU, error) {
 	dev, err := workerCUDA(env)
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGPUState(dev)
+	g, err := newGPU(dev)
 	if err != nil {
 		return nil, err
 	}
 	if err := g.benchKernels(); err != nil {
-		g.close()
+		g.Close()
 		return nil, fmt.Errorf("vm: measurement kernels on cuda:%d: %w", dev.Ordinal(), err)
 	}
 	return g, nil
@@ -135,7 +126,7 @@ func float64s(v []float64) (*tensor.Tensor, error) {
 }
 
 // fillBuffer fills n elements of dt at ptr with uniform values.
-func (g *gpuState) fillBuffer(ptr uint64, n int64, dt tensor.DType, seed uint64, lo, hi float64) error {
+func (g *GPU) fillBuffer(ptr uint64, n int64, dt tensor.DType, seed uint64, lo, hi float64) error {
 	suf, err := kernelSuffix(dt)
 	if err != nil {
 		return err
@@ -156,7 +147,7 @@ func (g *gpuState) fillBuffer(ptr uint64, n int64, dt tensor.DType, seed uint64,
 
 // timeLaps runs f iters times between stopwatch marks and returns each
 // run's device time.
-func (g *gpuState) timeLaps(iters int, f func(i int) error) ([]time.Duration, error) {
+func (g *GPU) timeLaps(iters int, f func(i int) error) ([]time.Duration, error) {
 	sw, err := g.dev.NewStopwatch(iters + 1)
 	if err != nil {
 		return nil, err
@@ -204,7 +195,7 @@ func benchStream(env registry.Env, bytes int64, iters int) (*tensor.Tensor, erro
 	if err != nil {
 		return nil, err
 	}
-	defer g.close()
+	defer g.Close()
 	blocks := uint32(max(g.sms, 1) * 8)
 	bufs, free, err := scratch(g.dev, bytes, 4*int64(blocks))
 	if err != nil {
@@ -237,7 +228,7 @@ func benchGemm(env registry.Env, n int64, dt tensor.DType, iters int) (*tensor.T
 	if err != nil {
 		return nil, err
 	}
-	defer g.close()
+	defer g.Close()
 	sz := n * n * int64(dt.Size())
 	bufs, free, err := scratch(g.dev, sz, sz, sz)
 	if err != nil {
@@ -277,7 +268,7 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 	if err != nil {
 		return nil, err
 	}
-	defer g.close()
+	defer g.Close()
 	es := int64(dt.Size())
 	wBytes := n * k * es
 	copies := max(2, (l2Rotation+wBytes-1)/wBytes)
@@ -345,7 +336,7 @@ func benchLaunch(env registry.Env, n int) (*tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer g.close()
+	defer g.Close()
 	f := g.fns["bench_noop"]
 	launchAll := func() error {
 		for range n {
@@ -388,7 +379,7 @@ func benchLaunch(env registry.Env, n int) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	wall := time.Since(t0)
-	gr, err := worker.Capture(env, launchAll)
+	gr, err := registry.Capture(env, launchAll)
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +406,7 @@ func benchLaunch(env registry.Env, n int) (*tensor.Tensor, error) {
 // weights are filled one call per parameter).
 var (
 	fillMu     sync.Mutex
-	fillStates = map[int]*gpuState{}
+	fillStates = map[int]*GPU{}
 )
 
 func fillUniform(env registry.Env, t *tensor.Tensor, seed int64, lo, hi float64) error {
@@ -448,57 +439,4 @@ func init() {
 	registry.MustRegisterTyped(BenchGemmFunc, benchGemm)
 	registry.MustRegisterTyped(BenchMatmulNTFunc, benchMatmulNT)
 	registry.MustRegisterTyped(BenchLaunchFunc, benchLaunch)
-	registry.MustRegisterTyped(RunStatsFunc, func(m any) (*tensor.Tensor, error) {
-		mod, ok := m.(*Module)
-		if !ok || mod == nil {
-			return nil, fmt.Errorf("%w: %s: argument is a %T, not a module loaded by %s", ErrArgs, RunStatsFunc, m, LoadFunc)
-		}
-		s := mod.stats
-		mod.stats = runStats{}
-		return float64s([]float64{float64(s.calls), s.host.Seconds(), float64(s.ops), float64(mod.fused)})
-	})
-}
-
-// RunStats is the host side of a loaded module's runs on one worker
-// since the last RunStats (RunStatsFunc).
-type RunStats struct {
-	Calls int64         // Run and Capture calls
-	Host  time.Duration // from each call's start to its return: interpreting and issuing
-	Ops   int64         // instructions executed
-	Fused int           // fused instructions made at load (fuse.go)
-}
-
-// RunStats fetches and resets every worker's RunStats of p's module (it
-// waits for the work sent before it).
-func (p *Program) RunStats(ctx context.Context) ([]RunStats, error) {
-	if p.handle == nil {
-		return nil, fmt.Errorf("vm: run stats: %w", session.ErrReleased)
-	}
-	f, err := p.s.GetGlobalFunc(ctx, RunStatsFunc)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Release()
-	r, err := p.s.CallPacked(f, p.handle)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Release()
-	out := make([]RunStats, p.s.NumWorkers())
-	for w := range out {
-		v, err := p.s.DebugGetFromRemote(ctx, r, w)
-		if err != nil {
-			return nil, err
-		}
-		t, ok := v.(*tensor.Tensor)
-		if !ok {
-			return nil, fmt.Errorf("vm: run stats of worker %d: got a %T", w, v)
-		}
-		d, err := tensor.ToFloat64(t)
-		if err != nil || len(d) != 4 {
-			return nil, fmt.Errorf("vm: run stats of worker %d: %v (%v)", w, d, err)
-		}
-		out[w] = RunStats{Calls: int64(d[0]), Host: time.Duration(d[1] * 1e9), Ops: int64(d[2]), Fused: int(d[3])}
-	}
-	return out, nil
 }

@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	"fmt"
@@ -129,11 +129,11 @@ func matmulDimsT(a, b, out *tensor.Tensor, bT bool) (m, k, n int, err error) {
 	return m, k, n, nil
 }
 
-// cpuMatmul computes out = a·b on host tensors.
-func cpuMatmul(a, b, out *tensor.Tensor) error { return cpuGemm(a, b, out, false) }
+// CPUMatmul computes out = a·b on host tensors.
+func CPUMatmul(a, b, out *tensor.Tensor) error { return cpuGemm(a, b, out, false) }
 
-// cpuMatmulNT computes out = a·bᵀ on host tensors, b [n, k].
-func cpuMatmulNT(a, b, out *tensor.Tensor) error { return cpuGemm(a, b, out, true) }
+// CPUMatmulNT computes out = a·bᵀ on host tensors, b [n, k].
+func CPUMatmulNT(a, b, out *tensor.Tensor) error { return cpuGemm(a, b, out, true) }
 
 // cpuGemm computes out = a·b, or a·bᵀ when bT is set, in float64 for
 // float64 tensors and in float32 (stored back in out's type) otherwise.
@@ -358,8 +358,8 @@ func checkAdd(x, y, out *tensor.Tensor) (broadcast, error) {
 	return newBroadcast(x.Shape(), y.Shape(), out.Shape())
 }
 
-// cpuAdd computes out = x + y with broadcasting on host tensors.
-func cpuAdd(x, y, out *tensor.Tensor) error {
+// CPUAdd computes out = x + y with broadcasting on host tensors.
+func CPUAdd(x, y, out *tensor.Tensor) error {
 	bc, err := checkAdd(x, y, out)
 	if err != nil {
 		return err
@@ -418,8 +418,8 @@ func gelu32(x float32) float32 {
 	return float32(0.5 * float64(x) * (1 + math.Tanh(geluC*(float64(x)+0.044715*float64(x)*float64(x)*float64(x)))))
 }
 
-// cpuGelu computes out = gelu(x) on host tensors.
-func cpuGelu(x, out *tensor.Tensor) error {
+// CPUGelu computes out = gelu(x) on host tensors.
+func CPUGelu(x, out *tensor.Tensor) error {
 	if !tensor.SameLayout(x, out) {
 		return fmt.Errorf("%w: gelu of %s%v into %s%v", ErrShape, x.DType(), x.Shape(), out.DType(), out.Shape())
 	}

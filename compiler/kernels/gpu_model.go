@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	_ "embed"
@@ -31,7 +31,7 @@ const (
 // modelKernels compiles and loads kernels_model.cu at the first decoder
 // op (a module of its own, so the add/gelu/matmul path does not depend
 // on it).
-func (g *gpuState) modelKernels() error {
+func (g *GPU) modelKernels() error {
 	if g.modelMod != 0 {
 		return nil
 	}
@@ -81,7 +81,7 @@ func (g *gpuState) modelKernels() error {
 
 // launchGrid launches kernel name with the given grid and block size on
 // the worker's stream. params point at the kernel's arguments in order.
-func (g *gpuState) launchGrid(name string, grid [3]uint32, threads uint32, params ...unsafe.Pointer) error {
+func (g *GPU) launchGrid(name string, grid [3]uint32, threads uint32, params ...unsafe.Pointer) error {
 	f, ok := g.fns[name]
 	if !ok {
 		return fmt.Errorf("%w: no GPU kernel %s", ErrUnsupported, name)
@@ -99,8 +99,8 @@ func gridRows(rows int) ([3]uint32, error) {
 	return [3]uint32{uint32(rows), 1, 1}, nil
 }
 
-// model runs a decoder op on the GPU; f is eps or theta.
-func (g *gpuState) model(op ir.Op, f float64, t []*tensor.Tensor) error {
+// Model runs a decoder op on the GPU; f is eps or theta.
+func (g *GPU) Model(op ir.Op, f float64, t []*tensor.Tensor) error {
 	if err := g.modelKernels(); err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (g *gpuState) model(op ir.Op, f float64, t []*tensor.Tensor) error {
 	return fmt.Errorf("%w: op %v on the GPU", ErrUnsupported, op)
 }
 
-func (g *gpuState) embedding(t []*tensor.Tensor, p []uint64) error {
+func (g *GPU) embedding(t []*tensor.Tensor, p []uint64) error {
 	vocab, h, err := checkEmbedding(t[0], t[1], t[2])
 	if err != nil {
 		return err
@@ -151,7 +151,7 @@ func (g *gpuState) embedding(t []*tensor.Tensor, p []uint64) error {
 	return err
 }
 
-func (g *gpuState) norm(op ir.Op, t []*tensor.Tensor, p []uint64, eps float64) error {
+func (g *GPU) norm(op ir.Op, t []*tensor.Tensor, p []uint64, eps float64) error {
 	x, out := t[0], t[len(t)-1]
 	name := "rms_norm"
 	if op == ir.OpLayerNorm {
@@ -188,7 +188,7 @@ func (g *gpuState) norm(op ir.Op, t []*tensor.Tensor, p []uint64, eps float64) e
 	return err
 }
 
-func (g *gpuState) rope(t []*tensor.Tensor, p []uint64, theta float64) error {
+func (g *GPU) rope(t []*tensor.Tensor, p []uint64, theta float64) error {
 	tok, heads, d, err := checkRope(t[0], t[1], t[2])
 	if err != nil {
 		return err
@@ -216,9 +216,9 @@ func (g *gpuState) rope(t []*tensor.Tensor, p []uint64, theta float64) error {
 // frequencies (head_dim / 2) the table form takes on the GPU.
 const ropeMaxHalf = 256
 
-// ropeTable is rope's table form on the GPU: the table is a kernel
+// RopeTable is rope's table form on the GPU: the table is a kernel
 // parameter (by value), so a captured CUDA graph replays with it.
-func (g *gpuState) ropeTable(t []*tensor.Tensor, freqs []float32) error {
+func (g *GPU) RopeTable(t []*tensor.Tensor, freqs []float32) error {
 	if err := g.modelKernels(); err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func (g *gpuState) ropeTable(t []*tensor.Tensor, freqs []float32) error {
 
 // attention is two launches on the worker's stream: the cache append,
 // then attention over the cache (ordered by the stream).
-func (g *gpuState) attention(t []*tensor.Tensor, p []uint64) error {
+func (g *GPU) attention(t []*tensor.Tensor, p []uint64) error {
 	dims, err := checkAttention(t[0], t[1], t[2], t[3], t[4], t[5], t[6])
 	if err != nil {
 		return err
@@ -299,7 +299,7 @@ func (g *gpuState) attention(t []*tensor.Tensor, p []uint64) error {
 	return err
 }
 
-func (g *gpuState) silu(t []*tensor.Tensor, p []uint64) error {
+func (g *GPU) silu(t []*tensor.Tensor, p []uint64) error {
 	if err := sameFloatLayout("silu", t[0], t[1]); err != nil {
 		return err
 	}
@@ -317,7 +317,7 @@ func (g *gpuState) silu(t []*tensor.Tensor, p []uint64) error {
 	return err
 }
 
-func (g *gpuState) mul(t []*tensor.Tensor, p []uint64) error {
+func (g *GPU) mul(t []*tensor.Tensor, p []uint64) error {
 	x, y, out := t[0], t[1], t[2]
 	if x.DType() != y.DType() || x.DType() != out.DType() {
 		return fmt.Errorf("%w: mul dtypes %s, %s -> %s", ErrShape, x.DType(), y.DType(), out.DType())
@@ -346,7 +346,7 @@ func (g *gpuState) mul(t []*tensor.Tensor, p []uint64) error {
 	return err
 }
 
-func (g *gpuState) argmax(t []*tensor.Tensor, p []uint64) error {
+func (g *GPU) argmax(t []*tensor.Tensor, p []uint64) error {
 	rows, n, err := checkArgmax(t[0], t[1])
 	if err != nil {
 		return err

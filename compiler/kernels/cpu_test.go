@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	"errors"
@@ -62,7 +62,7 @@ func TestCPUMatmul(t *testing.T) {
 				if err := tensor.Poison(out); err != nil {
 					t.Fatal(err)
 				}
-				if err := cpuMatmul(a, b, out); err != nil {
+				if err := CPUMatmul(a, b, out); err != nil {
 					t.Fatal(err)
 				}
 				af, bf := floats(t, a), floats(t, b)
@@ -106,7 +106,7 @@ func TestCPUMatmulNT(t *testing.T) {
 				if err := tensor.Poison(out); err != nil {
 					t.Fatal(err)
 				}
-				if err := cpuMatmulNT(a, b, out); err != nil {
+				if err := CPUMatmulNT(a, b, out); err != nil {
 					t.Fatal(err)
 				}
 				af, bf := floats(t, a), floats(t, b)
@@ -146,7 +146,7 @@ func TestCPUAdd(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", dt, i), func(t *testing.T) {
 				x, y := randTensor(t, dt, c.x, 3), randTensor(t, dt, c.y, 4)
 				out := tensor.MustNew(dt, c.out)
-				if err := cpuAdd(x, y, out); err != nil {
+				if err := CPUAdd(x, y, out); err != nil {
 					t.Fatal(err)
 				}
 				xf, yf := floats(t, x), floats(t, y)
@@ -188,7 +188,7 @@ func TestCPUGelu(t *testing.T) {
 	for _, dt := range floatTypes {
 		x := randTensor(t, dt, tensor.Shape{5, 9}, 5)
 		out := tensor.MustNew(dt, tensor.Shape{5, 9})
-		if err := cpuGelu(x, out); err != nil {
+		if err := CPUGelu(x, out); err != nil {
 			t.Fatal(err)
 		}
 		xf := floats(t, x)
@@ -216,22 +216,22 @@ func TestCPUKernelErrors(t *testing.T) {
 		run  func() error
 		want error
 	}{
-		{"matmul inner", func() error { return cpuMatmul(f32(2, 3), f32(4, 5), f32(2, 5)) }, ErrShape},
-		{"matmul_nt inner", func() error { return cpuMatmulNT(f32(2, 3), f32(3, 5), f32(2, 3)) }, ErrShape},
-		{"matmul_nt out", func() error { return cpuMatmulNT(f32(2, 3), f32(5, 3), f32(2, 3)) }, ErrShape},
-		{"matmul_nt rank", func() error { return cpuMatmulNT(f32(2, 3), f32(5, 3, 1), f32(2, 5)) }, ErrShape},
-		{"matmul out", func() error { return cpuMatmul(f32(2, 3), f32(3, 5), f32(2, 4)) }, ErrShape},
-		{"matmul rank", func() error { return cpuMatmul(f32(3), f32(3, 5), f32(5)) }, ErrShape},
+		{"matmul inner", func() error { return CPUMatmul(f32(2, 3), f32(4, 5), f32(2, 5)) }, ErrShape},
+		{"matmul_nt inner", func() error { return CPUMatmulNT(f32(2, 3), f32(3, 5), f32(2, 3)) }, ErrShape},
+		{"matmul_nt out", func() error { return CPUMatmulNT(f32(2, 3), f32(5, 3), f32(2, 3)) }, ErrShape},
+		{"matmul_nt rank", func() error { return CPUMatmulNT(f32(2, 3), f32(5, 3, 1), f32(2, 5)) }, ErrShape},
+		{"matmul out", func() error { return CPUMatmul(f32(2, 3), f32(3, 5), f32(2, 4)) }, ErrShape},
+		{"matmul rank", func() error { return CPUMatmul(f32(3), f32(3, 5), f32(5)) }, ErrShape},
 		{"matmul dtype", func() error {
-			return cpuMatmul(f32(2, 3), tensor.MustNew(tensor.Float16, tensor.Shape{3, 5}), f32(2, 5))
+			return CPUMatmul(f32(2, 3), tensor.MustNew(tensor.Float16, tensor.Shape{3, 5}), f32(2, 5))
 		}, ErrShape},
 		{"matmul int", func() error {
 			i := func(s ...int64) *tensor.Tensor { return tensor.MustNew(tensor.Int32, s) }
-			return cpuMatmul(i(2, 3), i(3, 5), i(2, 5))
+			return CPUMatmul(i(2, 3), i(3, 5), i(2, 5))
 		}, ErrUnsupported},
-		{"add broadcast", func() error { return cpuAdd(f32(4, 6), f32(5), f32(4, 6)) }, ErrShape},
-		{"add out", func() error { return cpuAdd(f32(4, 6), f32(6), f32(4, 7)) }, ErrShape},
-		{"gelu layout", func() error { return cpuGelu(f32(4), f32(5)) }, ErrShape},
+		{"add broadcast", func() error { return CPUAdd(f32(4, 6), f32(5), f32(4, 6)) }, ErrShape},
+		{"add out", func() error { return CPUAdd(f32(4, 6), f32(6), f32(4, 7)) }, ErrShape},
+		{"gelu layout", func() error { return CPUGelu(f32(4), f32(5)) }, ErrShape},
 	}
 	for _, c := range cases {
 		if err := c.run(); !errors.Is(err, c.want) {

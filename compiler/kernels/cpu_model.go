@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	"fmt"
@@ -69,9 +69,9 @@ func checkEmbedding(ids, table, out *tensor.Tensor) (vocab, h int, err error) {
 	return int(ts[0]), int(ts[1]), nil
 }
 
-// cpuEmbedding copies rows of table into out (no arithmetic: the rows are
+// CPUEmbedding copies rows of table into out (no arithmetic: the rows are
 // copied as bytes, so every dtype is exact).
-func cpuEmbedding(ids, table, out *tensor.Tensor) error {
+func CPUEmbedding(ids, table, out *tensor.Tensor) error {
 	vocab, h, err := checkEmbedding(ids, table, out)
 	if err != nil {
 		return err
@@ -119,8 +119,8 @@ func rmsNorm[T float32 | float64](x, w, out []T, rows, h int, eps float64) {
 	}
 }
 
-// cpuRMSNorm computes out = x / sqrt(mean(x²) + eps) · w over the last dim.
-func cpuRMSNorm(x, w *tensor.Tensor, eps float64, out *tensor.Tensor) error {
+// CPURMSNorm computes out = x / sqrt(mean(x²) + eps) · w over the last dim.
+func CPURMSNorm(x, w *tensor.Tensor, eps float64, out *tensor.Tensor) error {
 	if err := checkNorm("rms_norm", x, out, w); err != nil {
 		return err
 	}
@@ -159,8 +159,8 @@ func layerNorm[T float32 | float64](x, w, b, out []T, rows, h int, eps float64) 
 	}
 }
 
-// cpuLayerNorm computes out = (x - mean) / sqrt(var + eps) · w + b.
-func cpuLayerNorm(x, w, b *tensor.Tensor, eps float64, out *tensor.Tensor) error {
+// CPULayerNorm computes out = (x - mean) / sqrt(var + eps) · w + b.
+func CPULayerNorm(x, w, b *tensor.Tensor, eps float64, out *tensor.Tensor) error {
 	if err := checkNorm("layer_norm", x, out, w, b); err != nil {
 		return err
 	}
@@ -219,8 +219,8 @@ func rope[T float32 | float64](x, out []T, pos []int32, t, heads, d int, theta f
 	}
 }
 
-// cpuRope applies the rotate-half rotary embedding at the given positions.
-func cpuRope(x, pos *tensor.Tensor, theta float64, out *tensor.Tensor) error {
+// CPURope applies the rotate-half rotary embedding at the given positions.
+func CPURope(x, pos *tensor.Tensor, theta float64, out *tensor.Tensor) error {
 	t, heads, d, err := checkRope(x, pos, out)
 	if err != nil {
 		return err
@@ -270,8 +270,8 @@ func ropeTable[T float32 | float64](x, out []T, pos []int32, t, heads, d int, fr
 	}
 }
 
-// cpuRopeTable is rope's table form: pair i turns by float32(pos)·freqs[i].
-func cpuRopeTable(x, pos *tensor.Tensor, freqs []float32, out *tensor.Tensor) error {
+// CPURopeTable is rope's table form: pair i turns by float32(pos)·freqs[i].
+func CPURopeTable(x, pos *tensor.Tensor, freqs []float32, out *tensor.Tensor) error {
 	t, heads, d, err := checkRope(x, pos, out)
 	if err != nil {
 		return err
@@ -326,9 +326,9 @@ func checkAttention(q, k, v, kc, vc, pos, out *tensor.Tensor) (attnDims, error) 
 	return a, nil
 }
 
-// cpuAttention appends k and v into the caches at rows pos, then computes
+// CPUAttention appends k and v into the caches at rows pos, then computes
 // causal grouped-query attention of q over cache rows 0..pos[t].
-func cpuAttention(q, k, v, kc, vc, pos, out *tensor.Tensor) error {
+func CPUAttention(q, k, v, kc, vc, pos, out *tensor.Tensor) error {
 	a, err := checkAttention(q, k, v, kc, vc, pos, out)
 	if err != nil {
 		return err
@@ -434,8 +434,8 @@ func slicesMax(p []int32) int32 {
 // Silu is x · sigmoid(x) in float64.
 func Silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
 
-// cpuSilu computes out = silu(x).
-func cpuSilu(x, out *tensor.Tensor) error {
+// CPUSilu computes out = silu(x).
+func CPUSilu(x, out *tensor.Tensor) error {
 	if err := sameFloatLayout("silu", x, out); err != nil {
 		return err
 	}
@@ -457,8 +457,8 @@ func cpuSilu(x, out *tensor.Tensor) error {
 	})
 }
 
-// cpuMul computes out = x · y with broadcasting.
-func cpuMul(x, y, out *tensor.Tensor) error {
+// CPUMul computes out = x · y with broadcasting.
+func CPUMul(x, y, out *tensor.Tensor) error {
 	if x.DType() != y.DType() || x.DType() != out.DType() {
 		return fmt.Errorf("%w: mul dtypes %s, %s -> %s", ErrShape, x.DType(), y.DType(), out.DType())
 	}
@@ -509,9 +509,9 @@ func argmax[T float32 | float64](x []T, o []int32, rows, n int) {
 	}
 }
 
-// cpuArgmax writes the index of the largest element of every row (the
+// CPUArgmax writes the index of the largest element of every row (the
 // first on ties; NaN never wins; a row of NaNs gives 0).
-func cpuArgmax(x, out *tensor.Tensor) error {
+func CPUArgmax(x, out *tensor.Tensor) error {
 	rows, n, err := checkArgmax(x, out)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	_ "embed"
@@ -118,7 +118,7 @@ func gemvName(kind string, dt tensor.DType, mt int) string {
 // gemvKernels compiles and loads kernels_gemv.cu and kernels_attn.cu
 // (one module) at the first skinny product or split-KV attention, and
 // reads the multiprocessor count.
-func (g *gpuState) gemvKernels() error {
+func (g *GPU) gemvKernels() error {
 	if g.gemvMod != 0 {
 		return nil
 	}
@@ -197,7 +197,7 @@ type gemvArgs struct {
 
 // tryGemvNT runs out = a·bᵀ through the skinny-matrix kernel when
 // planGemv takes the shape (ok), else leaves it to the caller.
-func (g *gpuState) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err error) {
+func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err error) {
 	if int(gemvMaxRows.Load()) < m {
 		return false, nil
 	}
@@ -225,11 +225,11 @@ func aligned16(p ...uint64) bool {
 	return true
 }
 
-// tryGated runs a fused gated projection (fuse.go; t: x, wg, wu, g, u, a,
+// TryGated runs a fused gated projection (the VM's gated fusion; t: x, wg, wu, g, u, a,
 // out) as one gemv_gated launch when planGemv takes the shape, out does
 // not overlap x, and the kernels are on; else the caller runs the four
 // ops.
-func (g *gpuState) tryGated(t []*tensor.Tensor) (bool, error) {
+func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 	x, wg, wu, out := t[0], t[1], t[2], t[6]
 	m, k, n, err := matmulDimsT(x, wg, out, true)
 	if err != nil {
@@ -262,11 +262,11 @@ func overlaps(a uint64, na int64, b uint64, nb int64) bool {
 	return a < b+uint64(nb) && b < a+uint64(na)
 }
 
-// tryNT3 runs three products of one x (t: x, w0, w1, w2, o0, o1, o2; the
+// TryNT3 runs three products of one x (t: x, w0, w1, w2, o0, o1, o2; the
 // q, k and v projections) as one gemv_nt3 launch when planGemv takes all
 // three with one split and no output overlaps x; else the caller runs
 // them one by one.
-func (g *gpuState) tryNT3(t []*tensor.Tensor) (bool, error) {
+func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 	x := t[0]
 	var ns [3]int
 	var m, k int
@@ -314,10 +314,10 @@ func (g *gpuState) tryNT3(t []*tensor.Tensor) (bool, error) {
 	return true, err
 }
 
-// tryAddNorm runs a residual add and the RMSNorm of its sum (t: x, y,
+// TryAddNorm runs a residual add and the RMSNorm of its sum (t: x, y,
 // sum, w, out) as one add_rms_norm launch when x, y and sum have one
 // shape [rows, h] and w is [h].
-func (g *gpuState) tryAddNorm(t []*tensor.Tensor, eps float64) (bool, error) {
+func (g *GPU) TryAddNorm(t []*tensor.Tensor, eps float64) (bool, error) {
 	x, y, sum, w, out := t[0], t[1], t[2], t[3], t[4]
 	if !tensor.SameLayout(x, y) || !tensor.SameLayout(x, sum) || !tensor.SameLayout(x, out) || w.DType() != x.DType() {
 		return false, nil

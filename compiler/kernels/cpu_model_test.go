@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	"errors"
@@ -123,11 +123,11 @@ func TestCPUNorms(t *testing.T) {
 				b := randTensor(t, dt, tensor.Shape{int64(h)}, 3)
 				out := tensor.MustNew(dt, shape)
 				rtol, atol := tol(dt, h)
-				if err := cpuRMSNorm(x, w, 1e-5, out); err != nil {
+				if err := CPURMSNorm(x, w, 1e-5, out); err != nil {
 					t.Fatal(err)
 				}
 				checkClose(t, "rms_norm", out, refRMSNorm(floats(t, x), floats(t, w), h, 1e-5), rtol, atol)
-				if err := cpuLayerNorm(x, w, b, 1e-3, out); err != nil {
+				if err := CPULayerNorm(x, w, b, 1e-3, out); err != nil {
 					t.Fatal(err)
 				}
 				checkClose(t, "layer_norm", out, refLayerNorm(floats(t, x), floats(t, w), floats(t, b), h, 1e-3), rtol, atol)
@@ -143,7 +143,7 @@ func TestCPURope(t *testing.T) {
 			x := randTensor(t, dt, tensor.Shape{tok, heads, d}, 4)
 			pos := int32Tensor(t, tensor.Shape{tok}, 0, 7, 1000)
 			out := tensor.MustNew(dt, x.Shape())
-			if err := cpuRope(x, pos, 10000, out); err != nil {
+			if err := CPURope(x, pos, 10000, out); err != nil {
 				t.Fatal(err)
 			}
 			rtol, atol := tol(dt, 2)
@@ -176,7 +176,7 @@ func TestCPURopeTable(t *testing.T) {
 			x := randTensor(t, dt, tensor.Shape{tok, heads, d}, 4)
 			pos := int32Tensor(t, tensor.Shape{tok}, positions...)
 			out := tensor.MustNew(dt, x.Shape())
-			if err := cpuRopeTable(x, pos, freqs, out); err != nil {
+			if err := CPURopeTable(x, pos, freqs, out); err != nil {
 				t.Fatal(err)
 			}
 			xs := floats(t, x)
@@ -204,20 +204,20 @@ func TestCPURopeTable(t *testing.T) {
 			tab[i] = float32(math.Pow(10000, -2*float64(i)/d))
 		}
 		a, b := tensor.MustNew(tensor.Float64, x.Shape()), tensor.MustNew(tensor.Float64, x.Shape())
-		if err := cpuRopeTable(x, pos, tab, a); err != nil {
+		if err := CPURopeTable(x, pos, tab, a); err != nil {
 			t.Fatal(err)
 		}
-		if err := cpuRope(x, pos, 10000, b); err != nil {
+		if err := CPURope(x, pos, 10000, b); err != nil {
 			t.Fatal(err)
 		}
 		// float32 angles of up to 100 rad: about 1e-5 apart at most.
 		checkClose(t, "rope table vs theta", a, floats(t, b), 0, 2e-5)
 	})
 	x := randTensor(t, tensor.Float32, tensor.Shape{1, 1, d}, 6)
-	if err := cpuRopeTable(x, int32Tensor(t, tensor.Shape{1}, 1), freqs[:3], tensor.MustNew(tensor.Float32, x.Shape())); !errors.Is(err, ErrShape) {
+	if err := CPURopeTable(x, int32Tensor(t, tensor.Shape{1}, 1), freqs[:3], tensor.MustNew(tensor.Float32, x.Shape())); !errors.Is(err, ErrShape) {
 		t.Errorf("short table: %v, want ErrShape", err)
 	}
-	if err := cpuRopeTable(x, int32Tensor(t, tensor.Shape{1}, -1), freqs, tensor.MustNew(tensor.Float32, x.Shape())); !errors.Is(err, ErrShape) {
+	if err := CPURopeTable(x, int32Tensor(t, tensor.Shape{1}, -1), freqs, tensor.MustNew(tensor.Float32, x.Shape())); !errors.Is(err, ErrShape) {
 		t.Errorf("negative position: %v, want ErrShape", err)
 	}
 }
@@ -240,7 +240,7 @@ func TestCPUAttention(t *testing.T) {
 				k := randTensor(t, dt, tensor.Shape{n, hkv, d}, uint64(20+step))
 				v := randTensor(t, dt, tensor.Shape{n, hkv, d}, uint64(30+step))
 				out := tensor.MustNew(dt, tensor.Shape{n, hq, d})
-				if err := cpuAttention(q, k, v, kc, vc, int32Tensor(t, tensor.Shape{n}, pos...), out); err != nil {
+				if err := CPUAttention(q, k, v, kc, vc, int32Tensor(t, tensor.Shape{n}, pos...), out); err != nil {
 					t.Fatal(err)
 				}
 				var want []float64
@@ -253,7 +253,7 @@ func TestCPUAttention(t *testing.T) {
 			q := randTensor(t, dt, tensor.Shape{1, hq, d}, 1)
 			k := randTensor(t, dt, tensor.Shape{1, hkv, d}, 1)
 			before := floats(t, kc)
-			err := cpuAttention(q, k, k, kc, vc, int32Tensor(t, tensor.Shape{1}, seq), tensor.MustNew(dt, q.Shape()))
+			err := CPUAttention(q, k, k, kc, vc, int32Tensor(t, tensor.Shape{1}, seq), tensor.MustNew(dt, q.Shape()))
 			if !errors.Is(err, ErrShape) {
 				t.Errorf("position %d of a %d-row cache: %v", seq, seq, err)
 			}
@@ -270,7 +270,7 @@ func TestCPUElementwiseModelOps(t *testing.T) {
 			out := tensor.MustNew(dt, x.Shape())
 			rtol, atol := tol(dt, 1)
 			xs, ys := floats(t, x), floats(t, y)
-			if err := cpuSilu(x, out); err != nil {
+			if err := CPUSilu(x, out); err != nil {
 				t.Fatal(err)
 			}
 			want := make([]float64, len(xs))
@@ -278,7 +278,7 @@ func TestCPUElementwiseModelOps(t *testing.T) {
 				want[i] = v / (1 + math.Exp(-v))
 			}
 			checkClose(t, "silu", out, want, rtol, atol)
-			if err := cpuMul(x, y, out); err != nil {
+			if err := CPUMul(x, y, out); err != nil {
 				t.Fatal(err)
 			}
 			for i, v := range xs {
@@ -295,7 +295,7 @@ func TestCPUEmbeddingArgmax(t *testing.T) {
 			table := randTensor(t, dt, tensor.Shape{7, 4}, 8)
 			ids := int32Tensor(t, tensor.Shape{2, 2}, 6, 0, 3, 6)
 			out := tensor.MustNew(dt, tensor.Shape{2, 2, 4})
-			if err := cpuEmbedding(ids, table, out); err != nil {
+			if err := CPUEmbedding(ids, table, out); err != nil {
 				t.Fatal(err)
 			}
 			tv := floats(t, table)
@@ -305,7 +305,7 @@ func TestCPUEmbeddingArgmax(t *testing.T) {
 			}
 			checkClose(t, "embedding", out, want, 0, 0)
 			bad := int32Tensor(t, tensor.Shape{2, 2}, 6, 7, 0, 0)
-			if err := cpuEmbedding(bad, table, out); !errors.Is(err, ErrShape) {
+			if err := CPUEmbedding(bad, table, out); !errors.Is(err, ErrShape) {
 				t.Errorf("id 7 of a 7-row table: %v", err)
 			}
 
@@ -316,7 +316,7 @@ func TestCPUEmbeddingArgmax(t *testing.T) {
 				t.Fatal(err)
 			}
 			am := tensor.MustNew(tensor.Int32, tensor.Shape{4})
-			if err := cpuArgmax(x, am); err != nil {
+			if err := CPUArgmax(x, am); err != nil {
 				t.Fatal(err)
 			}
 			checkClose(t, "argmax", am, []float64{1, 1, 2, 0}, 0, 0)
@@ -328,16 +328,16 @@ func TestCPUModelKernelErrors(t *testing.T) {
 	f32 := func(s ...int64) *tensor.Tensor { return tensor.MustNew(tensor.Float32, s) }
 	i32 := func(s ...int64) *tensor.Tensor { return tensor.MustNew(tensor.Int32, s) }
 	for name, err := range map[string]error{
-		"rms_norm weight size":  cpuRMSNorm(f32(2, 4), f32(3), 1e-5, f32(2, 4)),
-		"layer_norm out shape":  cpuLayerNorm(f32(2, 4), f32(4), f32(4), 1e-5, f32(4, 2)),
-		"rope odd head dim":     cpuRope(f32(1, 1, 3), i32(1), 1e4, f32(1, 1, 3)),
-		"rope float positions":  cpuRope(f32(1, 1, 4), f32(1), 1e4, f32(1, 1, 4)),
-		"rope negative pos":     cpuRope(f32(1, 1, 4), int32Tensor(t, tensor.Shape{1}, -1), 1e4, f32(1, 1, 4)),
-		"attention heads":       cpuAttention(f32(1, 3, 4), f32(1, 2, 4), f32(1, 2, 4), f32(4, 2, 4), f32(4, 2, 4), i32(1), f32(1, 3, 4)),
-		"attention cache width": cpuAttention(f32(1, 2, 4), f32(1, 2, 4), f32(1, 2, 4), f32(4, 1, 4), f32(4, 1, 4), i32(1), f32(1, 2, 4)),
-		"argmax out dtype":      cpuArgmax(f32(2, 3), f32(2)),
-		"embedding float ids":   cpuEmbedding(f32(2), f32(3, 4), f32(2, 4)),
-		"mul dtypes":            cpuMul(f32(2), i32(2), f32(2)),
+		"rms_norm weight size":  CPURMSNorm(f32(2, 4), f32(3), 1e-5, f32(2, 4)),
+		"layer_norm out shape":  CPULayerNorm(f32(2, 4), f32(4), f32(4), 1e-5, f32(4, 2)),
+		"rope odd head dim":     CPURope(f32(1, 1, 3), i32(1), 1e4, f32(1, 1, 3)),
+		"rope float positions":  CPURope(f32(1, 1, 4), f32(1), 1e4, f32(1, 1, 4)),
+		"rope negative pos":     CPURope(f32(1, 1, 4), int32Tensor(t, tensor.Shape{1}, -1), 1e4, f32(1, 1, 4)),
+		"attention heads":       CPUAttention(f32(1, 3, 4), f32(1, 2, 4), f32(1, 2, 4), f32(4, 2, 4), f32(4, 2, 4), i32(1), f32(1, 3, 4)),
+		"attention cache width": CPUAttention(f32(1, 2, 4), f32(1, 2, 4), f32(1, 2, 4), f32(4, 1, 4), f32(4, 1, 4), i32(1), f32(1, 2, 4)),
+		"argmax out dtype":      CPUArgmax(f32(2, 3), f32(2)),
+		"embedding float ids":   CPUEmbedding(f32(2), f32(3, 4), f32(2, 4)),
+		"mul dtypes":            CPUMul(f32(2), i32(2), f32(2)),
 	} {
 		if !errors.Is(err, ErrShape) {
 			t.Errorf("%s: %v, want ErrShape", name, err)

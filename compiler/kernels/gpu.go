@@ -1,4 +1,4 @@
-package vm
+package kernels
 
 import (
 	_ "embed"
@@ -18,12 +18,14 @@ import (
 //go:embed kernels.cu
 var kernelSource string
 
-// gpuState is a loaded module's GPU machinery on one worker: a cuBLAS
-// handle bound to the worker's stream and the add/gelu kernels. Every
+// GPU is the kernels of one worker's GPU (a loaded VM module holds one):
+// a cuBLAS handle bound to the worker's stream and the CUDA C modules,
+// loaded at their first use. It is used by its worker's goroutine only
+// (the measurement functions' fill state excepted: fillMu). Every
 // call runs on the worker's device executor (device.CUDA.Do), so kernels
 // are ordered with the worker's copies, NCCL calls and IPC all-reduces,
 // and a session Sync covers them.
-type gpuState struct {
+type GPU struct {
 	dev  *device.CUDA
 	drv  *cuda.Driver
 	blas *cublas.Lib
@@ -39,31 +41,38 @@ type gpuState struct {
 	sms     int
 	// benchMod holds the measurement kernels (kernels_bench.cu).
 	benchMod cuda.Module
-	// attnBufs are the split-KV attention's scratch buffers (attn_gpu.go).
+	// attnBufs are the split-KV attention's scratch buffers (attn.go).
 	attnBufs []*device.Buffer
 }
 
 // kernelThreads is the block size of the elementwise kernels.
 const kernelThreads = 256
 
-func (m *Module) gpuKernels(env registry.Env) (*gpuState, error) {
-	if m.gpu != nil {
-		return m.gpu, nil
-	}
+// Open makes the kernels of env's worker, on its CUDA device and stream
+// (ErrUnsupported on a worker without one). Close frees them.
+func Open(env registry.Env) (*GPU, error) {
 	dev, err := workerCUDA(env)
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGPUState(dev)
+	g, err := newGPU(dev)
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", env.WorkerID(), err)
 	}
-	m.gpu = g
-	runtime.AddCleanup(m, func(g *gpuState) { g.close() }, g)
 	return g, nil
 }
 
-func newGPUState(dev *device.CUDA) (*gpuState, error) {
+// workerCUDA returns the CUDA device whose context and stream a worker
+// runs its GPU work on, so the kernels are ordered with the worker's
+// copies and collectives.
+func workerCUDA(env registry.Env) (*device.CUDA, error) {
+	if c, err := registry.CUDAOf(env); err == nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: worker %d (%v) has no CUDA device", ErrUnsupported, env.WorkerID(), env.Device())
+}
+
+func newGPU(dev *device.CUDA) (*GPU, error) {
 	drv, err := cuda.Load()
 	if err != nil {
 		return nil, err
@@ -76,7 +85,7 @@ func newGPUState(dev *device.CUDA) (*gpuState, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gpuState{dev: dev, drv: drv, blas: blas, fns: map[string]cuda.Function{}}
+	g := &GPU{dev: dev, drv: drv, blas: blas, fns: map[string]cuda.Function{}}
 	err = dev.Do(func(s cuda.Stream) error {
 		d, err := drv.DeviceGet(dev.Ordinal())
 		if err != nil {
@@ -118,15 +127,15 @@ func newGPUState(dev *device.CUDA) (*gpuState, error) {
 		return blas.SetMathMode(g.h, cublas.DefaultMath)
 	})
 	if err != nil {
-		g.close()
+		g.Close()
 		return nil, fmt.Errorf("vm: GPU kernels on cuda:%d: %w", dev.Ordinal(), err)
 	}
 	return g, nil
 }
 
-// close releases the handle and the module (on the device executor; a
+// Close releases the handle and the module (on the device executor; a
 // closed device has released its context already).
-func (g *gpuState) close() {
+func (g *GPU) Close() {
 	_ = g.dev.Do(func(cuda.Stream) error {
 		if g.h != 0 {
 			g.blas.Destroy(g.h)
@@ -157,7 +166,7 @@ func (g *gpuState) close() {
 }
 
 // devPtr is the device address of t's first element on this GPU.
-func (g *gpuState) devPtr(what string, t *tensor.Tensor) (uint64, error) {
+func (g *GPU) devPtr(what string, t *tensor.Tensor) (uint64, error) {
 	b, ok := t.Storage().Buffer().(*device.Buffer)
 	if !ok || b.Ordinal() != g.dev.Ordinal() {
 		return 0, fmt.Errorf("%w: %s is on %v, the kernel runs on cuda:%d", ErrUnsupported, what, t.Device(), g.dev.Ordinal())
@@ -177,7 +186,7 @@ func kernelSuffix(dt tensor.DType) (string, error) {
 	return "", fmt.Errorf("%w: GPU kernel for %s (float32, float16, bfloat16)", ErrUnsupported, dt)
 }
 
-func (g *gpuState) ptrs(names []string, ts ...*tensor.Tensor) ([]uint64, error) {
+func (g *GPU) ptrs(names []string, ts ...*tensor.Tensor) ([]uint64, error) {
 	out := make([]uint64, len(ts))
 	for i, t := range ts {
 		p, err := g.devPtr(names[i], t)
@@ -189,7 +198,9 @@ func (g *gpuState) ptrs(names []string, ts ...*tensor.Tensor) ([]uint64, error) 
 	return out, nil
 }
 
-func (g *gpuState) matmul(a, b, out *tensor.Tensor) error {
+// Matmul computes out = a·b through cuBLAS (cublasGemmEx, float
+// accumulation, no TF32).
+func (g *GPU) Matmul(a, b, out *tensor.Tensor) error {
 	m, k, n, err := matmulDims(a, b, out)
 	if err != nil {
 		return err
@@ -203,9 +214,9 @@ func (g *gpuState) matmul(a, b, out *tensor.Tensor) error {
 	})
 }
 
-// matmulNT is out = a·bᵀ with b [n, k]: the skinny-matrix kernel for a
+// MatmulNT is out = a·bᵀ with b [n, k]: the skinny-matrix kernel for a
 // few rows of a (planGemv), else cuBLAS with op T on b (no copy).
-func (g *gpuState) matmulNT(a, b, out *tensor.Tensor) error {
+func (g *GPU) MatmulNT(a, b, out *tensor.Tensor) error {
 	m, k, n, err := matmulDimsT(a, b, out, true)
 	if err != nil {
 		return err
@@ -243,14 +254,15 @@ func blocks(n int64) uint32 {
 	return uint32(min(max((n+kernelThreads-1)/kernelThreads, 1), 65535))
 }
 
-func (g *gpuState) launch(name string, n int64, params []unsafe.Pointer) error {
+func (g *GPU) launch(name string, n int64, params []unsafe.Pointer) error {
 	f := g.fns[name]
 	return g.dev.Do(func(s cuda.Stream) error {
 		return g.drv.LaunchKernel(f, [3]uint32{blocks(n), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, params)
 	})
 }
 
-func (g *gpuState) add(x, y, out *tensor.Tensor) error {
+// Add computes out = x + y with broadcasting.
+func (g *GPU) Add(x, y, out *tensor.Tensor) error {
 	bc, err := checkAdd(x, y, out)
 	if err != nil {
 		return err
@@ -279,7 +291,8 @@ func (g *gpuState) add(x, y, out *tensor.Tensor) error {
 	return err
 }
 
-func (g *gpuState) gelu(x, out *tensor.Tensor) error {
+// Gelu computes out = gelu(x) (tanh approximation).
+func (g *GPU) Gelu(x, out *tensor.Tensor) error {
 	if !tensor.SameLayout(x, out) {
 		return fmt.Errorf("%w: gelu of %s%v into %s%v", ErrShape, x.DType(), x.Shape(), out.DType(), out.Shape())
 	}

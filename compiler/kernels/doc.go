@@ -1,0 +1,39 @@
+// Package kernels is the compute of the compiler's VM (compiler/vm): the
+// kernels its instructions run, on the host in Go and on a worker's GPU
+// through cuBLAS and CUDA C compiled at run time by NVRTC, and the
+// measurement functions built on them.
+//
+// # Host
+//
+// CPUMatmul, CPUMatmulNT (blocked over k and n), CPUAdd (numpy
+// broadcasting), CPUGelu (tanh approximation) and the decoder ops
+// (CPUEmbedding, CPURMSNorm, CPULayerNorm, CPURope, CPURopeTable,
+// CPUAttention, CPUSilu, CPUMul, CPUArgmax): float32, float16 and
+// bfloat16 compute in float32 (half inputs widened, one rounding per
+// output), float64 in float64. Gelu, Silu, RopeAngle and RopeTableAngle
+// are the scalar definitions the kernels and their tests share.
+//
+// # GPU
+//
+// A GPU (Open) is one worker's kernels: a cuBLAS handle bound to the
+// worker's stream and the CUDA C modules (kernels*.cu, cached on disk by
+// gpu/nvrtc), every call on the worker's device executor
+// (device.CUDA.Do), so kernels are ordered with the worker's copies,
+// collectives and IPC all-reduces, and a session Sync covers them.
+// Matmul goes through cublasGemmEx (float accumulation, no TF32);
+// MatmulNT with at most GemvMaxM rows of x (float16, bfloat16) runs a
+// skinny-matrix kernel that streams the weight once (kernels_gemv.cu,
+// planGemv; GemvFunc sets the threshold per worker process, default
+// GemvDefaultRows); attention with head dims 64-256 runs split-KV
+// (kernels_attn.cu, planAttention). TryGated, TryNT3 and TryAddNorm are
+// the fused kernels the VM's fusions at load run where they take the
+// operands (false: run the original ops).
+//
+// # Measurements
+//
+// FillUniformFunc, BenchStreamFunc, BenchGemmFunc, BenchMatmulNTFunc and
+// BenchLaunchFunc are worker functions (registered in registry.Global)
+// that serve chorus bench decode (docs/performance.md, Decode): the
+// bounds a decode step is compared with, measured in the same run, and
+// the costs it is made of.
+package kernels

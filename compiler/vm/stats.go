@@ -1,0 +1,74 @@
+package vm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chorus-rt/chorus/runtime/registry"
+	"github.com/chorus-rt/chorus/runtime/session"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// RunStatsFunc (module) -> [calls, host seconds, ops, fused] of
+// Module.Run and Capture since the last RunStatsFunc on this worker
+// (fused: the instructions fuse.go made at load): the host time the VM
+// spent issuing (interpreting and launching), which an eager step adds
+// to the device time when nothing overlaps it.
+const RunStatsFunc = "chorus.vm.run_stats"
+
+func init() {
+	registry.MustRegisterTyped(RunStatsFunc, func(m any) (*tensor.Tensor, error) {
+		mod, ok := m.(*Module)
+		if !ok || mod == nil {
+			return nil, fmt.Errorf("%w: %s: argument is a %T, not a module loaded by %s", ErrArgs, RunStatsFunc, m, LoadFunc)
+		}
+		s := mod.stats
+		mod.stats = runStats{}
+		return tensor.FromSlice([]float64{float64(s.calls), s.host.Seconds(), float64(s.ops), float64(mod.fused)}), nil
+	})
+}
+
+// RunStats is the host side of a loaded module's runs on one worker
+// since the last RunStats (RunStatsFunc).
+type RunStats struct {
+	Calls int64         // Run and Capture calls
+	Host  time.Duration // from each call's start to its return: interpreting and issuing
+	Ops   int64         // instructions executed
+	Fused int           // fused instructions made at load (fuse.go)
+}
+
+// RunStats fetches and resets every worker's RunStats of p's module (it
+// waits for the work sent before it).
+func (p *Program) RunStats(ctx context.Context) ([]RunStats, error) {
+	if p.handle == nil {
+		return nil, fmt.Errorf("vm: run stats: %w", session.ErrReleased)
+	}
+	f, err := p.s.GetGlobalFunc(ctx, RunStatsFunc)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Release()
+	r, err := p.s.CallPacked(f, p.handle)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	out := make([]RunStats, p.s.NumWorkers())
+	for w := range out {
+		v, err := p.s.DebugGetFromRemote(ctx, r, w)
+		if err != nil {
+			return nil, err
+		}
+		t, ok := v.(*tensor.Tensor)
+		if !ok {
+			return nil, fmt.Errorf("vm: run stats of worker %d: got a %T", w, v)
+		}
+		d, err := tensor.ToFloat64(t)
+		if err != nil || len(d) != 4 {
+			return nil, fmt.Errorf("vm: run stats of worker %d: %v (%v)", w, d, err)
+		}
+		out[w] = RunStats{Calls: int64(d[0]), Host: time.Duration(d[1] * 1e9), Ops: int64(d[2]), Fused: int(d[3])}
+	}
+	return out, nil
+}
