@@ -60,8 +60,11 @@ func forgetfulMain() int {
 // A program that forgets worker.Main: its workers run main again, and
 // NewProcess refuses there (ErrInsideWorker) instead of each worker
 // starting workers of its own. The controller's session fails at once
-// naming worker.Main, and exactly three processes ran main: the
-// controller and its two workers.
+// naming worker.Main, and at most three processes ran main: the
+// controller and its two workers. (Two is fine: the controller gives up
+// at the first worker's refusal and kills the other, which may not have
+// reached main yet; the test failed 4 times in 8 under -race when it
+// wanted exactly three.)
 func TestForgottenWorkerMainIsNoForkBomb(t *testing.T) {
 	count := filepath.Join(t.TempDir(), "mains")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -77,8 +80,15 @@ func TestForgottenWorkerMainIsNoForkBomb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(data), "\n"); n != 3 {
-		t.Fatalf("%d processes ran main, want 3 (the controller and its 2 workers):\n%s\noutput:\n%s", n, data, out)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	workers := 0
+	for _, l := range lines[1:] {
+		if strings.Contains(l, `worker "v1,`) {
+			workers++
+		}
+	}
+	if n := len(lines); n < 2 || n > 3 || strings.Contains(lines[0], `worker "v1,`) || workers != n-1 {
+		t.Fatalf("%d processes ran main, want the controller and at most its 2 workers:\n%s\noutput:\n%s", n, data, out)
 	}
 	for _, want := range []string{
 		// each worker's own refusal
