@@ -30,9 +30,9 @@ type Program struct {
 // and prepared it, so errors in the module are reported here. m is
 // copied; later changes to it do not reach the workers. Plans that
 // custom_allreduce calls name are resolved and checked here
-// (ResolvePlan: library algorithms for s's worker count, or plan files
-// read here) and sent with the module; the workers load their GPU
-// executors before Load returns.
+// (compiler/vm/plans.Resolve: library algorithms for s's worker count,
+// or plan files read here) and sent with the module; the workers load
+// their GPU executors before Load returns.
 func Load(ctx context.Context, s *session.Session, m *ir.Module) (*Program, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: nil module", ErrLoad)

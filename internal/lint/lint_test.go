@@ -87,16 +87,18 @@ var layers = map[string]int{
 	"algo/library":      3,
 	"algo/mscclpptests": 3,
 	"algo/cpuexec":      4,
-	"algo/gpuexec":      5,
-	"algo/gpuworker":    6,
+	"algo/gpuexec":      4, // ccl/ipc memory, one generated kernel per rank
+	"algo/gpuworker":    5, // a plan's executor on a worker, through registry's capabilities (not runtime/worker)
 	"algo/run":          7,
 
 	// The compiler's front half imports only tensor and itself, never the runtime.
-	"compiler/vdevice": 1,
-	"compiler/ir":      2,
-	"compiler/passes":  3,
-	"compiler/kernels": 5, // the VM's CPU and GPU kernels and measurement functions: tensor, gpu/*, registry
-	"compiler/vm":      7, // runs compiled IR on workers: registry, worker, session
+	"compiler/vdevice":   1,
+	"compiler/ir":        2,
+	"compiler/passes":    3,
+	"compiler/kernels":   5, // the VM's CPU and GPU kernels and measurement functions: tensor, gpu/*, registry
+	"compiler/vm/plans":  5, // plan names of custom_allreduce -> checked plans (library, plan files), for both sides of the VM
+	"compiler/vm/interp": 6, // the worker side of the VM: load, translate, fuse, run, capture; registered worker functions
+	"compiler/vm":        7, // the controller side: Load/Call/Capture/Replay over a session, Pipeline
 
 	"model/safetensors": 1,
 	"model/tokenizer":   0, // tokenizer.json, standard library only

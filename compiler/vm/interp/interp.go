@@ -1,4 +1,4 @@
-package vm
+package interp
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"github.com/chorus-rt/chorus/compiler/kernels"
 	"github.com/chorus-rt/chorus/compiler/passes"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
+	vmplans "github.com/chorus-rt/chorus/compiler/vm/plans"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -133,16 +134,16 @@ type callArg struct {
 	val  any
 }
 
-// Load parses and verifies module text and prepares it to run on the
-// worker env describes. Devices in the IR are virtual and per worker:
+// LoadText parses and verifies module text and prepares it to run on
+// the worker env describes. Devices in the IR are virtual and per worker:
 // {cpu} is host memory, {cuda:0} is the worker's own GPU (the session's
 // DeviceIDs choose which); other ids are an error, since a worker drives
 // one GPU.
 //
 // Plans that custom_allreduce calls name are resolved here with
-// ResolvePlan (library algorithms; plan files are read by this worker);
-// Load resolves them on the controller instead and sends them along.
-// Loading a module with plans is collective (every worker loads the plan
+// plans.Resolve (library algorithms; plan files are read by this
+// worker); compiler/vm.Load resolves them on the controller instead and
+// sends them along. Loading a module with plans is collective (every worker loads the plan
 // executors).
 func LoadText(env registry.Env, text string) (*Module, error) {
 	return loadText(env, text, nil)
@@ -184,13 +185,13 @@ func loadModule(env registry.Env, m *ir.Module, plans map[string]*plan.Plan) (*M
 	// Every worker gets here with the same module (or the controller's
 	// plan resolution failed first), so the executors are made in the
 	// same order on every worker.
-	for _, spec := range modulePlans(m) {
+	for _, spec := range vmplans.Specs(m) {
 		p := plans[spec]
 		if p == nil {
 			var err error
-			if p, err = ResolvePlan(spec, env.NumWorkers()); err != nil {
+			if p, err = vmplans.Resolve(spec, env.NumWorkers()); err != nil {
 				vm.closePlans()
-				return nil, fmt.Errorf("worker %d: %w", env.WorkerID(), err)
+				return nil, fmt.Errorf("worker %d: %w: %w", env.WorkerID(), ErrLoad, err)
 			}
 		}
 		r, err := newPlanRunner(env, p, devs[spec])
