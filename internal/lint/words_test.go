@@ -36,6 +36,9 @@ var workWords = []struct {
 // workWord returns the name of the first work reference in s and its
 // text, or "" when there is none.
 func workWord(s string) (name, text string) {
+	if !mayHoldWorkWord(s) {
+		return "", ""
+	}
 	for _, w := range workWords {
 		for _, m := range w.re.FindAllStringIndex(s, -1) {
 			if m[1] < len(s) && strings.IndexByte(w.okAfter, s[m[1]]) >= 0 {
@@ -45,6 +48,22 @@ func workWord(s string) (name, text string) {
 		}
 	}
 	return "", ""
+}
+
+// mayHoldWorkWord is a cheap test that s names one of the words at all
+// (the regular expressions are case-insensitive and slow, and most lines
+// name none; under the race detector the scan of the tree took 45 s).
+func mayHoldWorkWord(s string) bool {
+	for i := 0; i+4 <= len(s); i++ {
+		switch s[i] | 0x20 {
+		case 's', 'h', 'i', 't':
+			l := strings.ToLower(s[i:min(i+7, len(s))])
+			if strings.HasPrefix(l, "session") || strings.HasPrefix(l, "helper") || strings.HasPrefix(l, "issue") || strings.HasPrefix(l, "task") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestWorkWordPatterns(t *testing.T) {
