@@ -261,6 +261,6 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return x, worker.FromHost(env, x, h)
+		return x, registry.FromHost(env, x, h)
 	})
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -237,7 +236,7 @@ func init() {
 	// float64 reference; returns "" or what was wrong. Inputs are small
 	// integers (exact in every dtype), different on every rank.
 	registry.MustRegisterTyped("clustertest.nccl_run", func(env registry.Env, kind string, dt tensor.DType, count int64, opName string, seed int64) (string, error) {
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return "", err
 		}
@@ -305,7 +304,7 @@ func init() {
 		if err != nil {
 			return "", err
 		}
-		if err := worker.FromHost(env, send, mine); err != nil {
+		if err := registry.FromHost(env, send, mine); err != nil {
 			return "", err
 		}
 		ctx := env.Context()
@@ -324,7 +323,7 @@ func init() {
 		if err != nil {
 			return "", err
 		}
-		got, err := worker.ToHost(env, recv)
+		got, err := registry.ToHost(env, recv)
 		if err != nil {
 			return "", err
 		}
@@ -337,7 +336,7 @@ func init() {
 	// clustertest.nccl_mismatch(): an allreduce whose count differs on
 	// the last worker.
 	registry.MustRegisterTyped("clustertest.nccl_mismatch", func(env registry.Env) error {
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}

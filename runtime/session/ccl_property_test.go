@@ -13,7 +13,6 @@ import (
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -91,7 +90,7 @@ func init() {
 	// collective on this worker and returns how many output elements are
 	// wrong (-1: the output was not fully written).
 	registry.MustRegisterTyped("ccltest.prop", func(env registry.Env, kind string, dt tensor.DType, count int64, opName string, seed int64, inGroup bool) (int64, error) {
-		c, err := worker.Comm(env, inGroup)
+		c, err := registry.Comm(env, inGroup)
 		if err != nil {
 			return 0, err
 		}
@@ -208,7 +207,7 @@ func init() {
 		if env.WorkerID() == skip {
 			return nil
 		}
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 func init() {
 	// graphtest.copy(dst, src): a device copy on the worker's stream.
 	registry.MustRegisterTyped("graphtest.copy", func(env registry.Env, dst, src *tensor.Tensor) error {
-		return worker.CopyTensor(env, dst, src)
+		return registry.CopyTensor(env, dst, src)
 	})
 	// graphtest.fill(t, v): t = v + worker id, through the host.
 	registry.MustRegisterTyped("graphtest.fill", func(env registry.Env, t *tensor.Tensor, v float64) error {
@@ -26,7 +26,7 @@ func init() {
 		if err := tensor.SetFromFloat64(h, vals); err != nil {
 			return err
 		}
-		return worker.FromHost(env, t, h)
+		return registry.FromHost(env, t, h)
 	})
 }
 

@@ -40,11 +40,11 @@ func ipcLoop(env registry.Env, count int64, started string) error {
 		return err
 	}
 	for it := 0; ; it++ {
-		if err := worker.CustomAllReduce(env, send, recv, "sum", "oneshot"); err != nil {
+		if err := registry.CustomAllReduce(env, send, recv, "sum", "oneshot"); err != nil {
 			return err
 		}
 		if it%64 == 63 {
-			if err := worker.SyncDevice(env); err != nil {
+			if err := registry.SyncDevice(env); err != nil {
 				return err
 			}
 			if it == 63 {

@@ -49,7 +49,7 @@ func init() {
 			if srcs[k], err = env.Alloc(dt, tensor.Shape{count}, dev, ""); err != nil {
 				return "", err
 			}
-			if err := worker.FromHost(env, srcs[k], mine); err != nil {
+			if err := registry.FromHost(env, srcs[k], mine); err != nil {
 				return "", err
 			}
 		}
@@ -75,21 +75,21 @@ func init() {
 			if ring[i], err = env.Alloc(dt, tensor.Shape{count}, dev, ""); err != nil {
 				return "", err
 			}
-			if err := worker.FromHost(env, ring[i], poison); err != nil {
+			if err := registry.FromHost(env, ring[i], poison); err != nil {
 				return "", err
 			}
 		}
 		rtol, atol := tensor.DefaultTolerance(dt)
 		checked := int64(0) // calls before this one are checked
 		check := func(upTo int64) error {
-			if err := worker.SyncDevice(env); err != nil {
+			if err := registry.SyncDevice(env); err != nil {
 				return err
 			}
 			first := checked
 			checked = upTo + 1
 			for it := first; it <= upTo; it++ {
 				out := ring[it%int64(len(ring))]
-				got, err := worker.ToHost(env, out)
+				got, err := registry.ToHost(env, out)
 				if err != nil {
 					return err
 				}
@@ -97,7 +97,7 @@ func init() {
 					return fmt.Errorf("worker %d: call %d of %d (%s %s %s x %d, %s): %w", r, it, iters, strategy, dt, op, count, flags, err)
 				}
 				if !inplace {
-					if err := worker.FromHost(env, out, poison); err != nil {
+					if err := registry.FromHost(env, out, poison); err != nil {
 						return err
 					}
 				}
@@ -105,13 +105,13 @@ func init() {
 			return nil
 		}
 		for it := range iters {
-			if err := worker.CopyTensor(env, send, srcs[it%2]); err != nil {
+			if err := registry.CopyTensor(env, send, srcs[it%2]); err != nil {
 				return "", err
 			}
 			if delay && int(it)%n == r {
 				time.Sleep(20 * time.Microsecond)
 			}
-			if err := worker.CustomAllReduce(env, send, ring[it%int64(len(ring))], opName, strategy); err != nil {
+			if err := registry.CustomAllReduce(env, send, ring[it%int64(len(ring))], opName, strategy); err != nil {
 				return "", err
 			}
 			if it%int64(len(ring)) == int64(len(ring))-1 || it == iters-1 {
@@ -120,7 +120,11 @@ func init() {
 				}
 			}
 		}
-		return worker.LastStrategy(env), nil
+		ip, err := registry.IPCOf(env)
+		if err != nil {
+			return "", err
+		}
+		return ip.LastStrategy(), nil
 	})
 	// ipctest.alloc(bytes): an IPC allocation of a worker-dependent size
 	// when skew is set.

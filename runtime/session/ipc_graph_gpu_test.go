@@ -55,7 +55,7 @@ func init() {
 			if srcs[k], err = alloc(""); err != nil {
 				return err
 			}
-			if err := worker.FromHost(env, srcs[k], mine); err != nil {
+			if err := registry.FromHost(env, srcs[k], mine); err != nil {
 				return err
 			}
 		}
@@ -77,18 +77,18 @@ func init() {
 		tensor.Poison(poison)
 		rtol, atol := tensor.DefaultTolerance(dt)
 		check := func(what string, it int64, outs ...*tensor.Tensor) error {
-			if err := worker.SyncDevice(env); err != nil {
+			if err := registry.SyncDevice(env); err != nil {
 				return err
 			}
 			for i, out := range outs {
-				got, err := worker.ToHost(env, out)
+				got, err := registry.ToHost(env, out)
 				if err != nil {
 					return err
 				}
 				if err := tensor.CloseTo(got, wants[it%2], rtol*float64(n)*4, atol*float64(n)*4); err != nil {
 					return fmt.Errorf("worker %d: %s %d, output %d (%s %s x %d): %w", r, what, it, i, dt, op, count, err)
 				}
-				if err := worker.FromHost(env, out, poison); err != nil {
+				if err := registry.FromHost(env, out, poison); err != nil {
 					return err
 				}
 			}
@@ -96,15 +96,15 @@ func init() {
 		}
 
 		// Warm-up: the workspaces exist before the capture.
-		if err := worker.CopyTensor(env, send, srcs[0]); err != nil {
+		if err := registry.CopyTensor(env, send, srcs[0]); err != nil {
 			return err
 		}
 		for i, st := range []string{"oneshot", "twoshot"} {
-			if err := worker.CustomAllReduce(env, send, outs[i], opName, st); err != nil {
+			if err := registry.CustomAllReduce(env, send, outs[i], opName, st); err != nil {
 				return err
 			}
 		}
-		if err := worker.CustomAllReduce(env, srcs[0], outs[2], opName, "oneshot"); err != nil {
+		if err := registry.CustomAllReduce(env, srcs[0], outs[2], opName, "oneshot"); err != nil {
 			return err
 		}
 		if err := check("warm-up", 0, outs[:3]...); err != nil {
@@ -120,37 +120,37 @@ func init() {
 		if err != nil {
 			return err
 		}
-		_, err = worker.Capture(env, func() error {
+		_, err = registry.Capture(env, func() error {
 			_, err := alloc("")
 			return err
 		})
 		if !errors.Is(err, device.ErrCapturing) {
 			return fmt.Errorf("worker %d: allocation inside a capture: %v, want device.ErrCapturing", r, err)
 		}
-		_, err = worker.Capture(env, func() error {
-			return worker.CustomAllReduce(env, big, bigOut, opName, "twoshot") // staged, grows the workspace
+		_, err = registry.Capture(env, func() error {
+			return registry.CustomAllReduce(env, big, bigOut, opName, "twoshot") // staged, grows the workspace
 		})
 		if !errors.Is(err, device.ErrCapturing) {
 			return fmt.Errorf("worker %d: workspace growth inside a capture: %v, want device.ErrCapturing", r, err)
 		}
 
-		g, err := worker.Capture(env, func() error {
-			if err := worker.CopyTensor(env, send, slot); err != nil {
+		g, err := registry.Capture(env, func() error {
+			if err := registry.CopyTensor(env, send, slot); err != nil {
 				return err
 			}
 			for i, st := range []string{"oneshot", "twoshot"} {
-				if err := worker.CustomAllReduce(env, send, outs[i], opName, st); err != nil {
+				if err := registry.CustomAllReduce(env, send, outs[i], opName, st); err != nil {
 					return err
 				}
 			}
-			return worker.CustomAllReduce(env, slot, outs[2], opName, "oneshot")
+			return registry.CustomAllReduce(env, slot, outs[2], opName, "oneshot")
 		})
 		if err != nil {
 			return err
 		}
 		defer g.Close()
 		for it := range replays {
-			if err := worker.CopyTensor(env, slot, srcs[it%2]); err != nil {
+			if err := registry.CopyTensor(env, slot, srcs[it%2]); err != nil {
 				return err
 			}
 			if int(it)%n == r {
@@ -163,10 +163,10 @@ func init() {
 				return err
 			}
 			if it%3 == 2 {
-				if err := worker.CopyTensor(env, send, srcs[(it+1)%2]); err != nil {
+				if err := registry.CopyTensor(env, send, srcs[(it+1)%2]); err != nil {
 					return err
 				}
-				if err := worker.CustomAllReduce(env, send, outs[3], opName, "oneshot"); err != nil {
+				if err := registry.CustomAllReduce(env, send, outs[3], opName, "oneshot"); err != nil {
 					return err
 				}
 				if err := check("eager call after replay", it+1, outs[3]); err != nil {
@@ -247,13 +247,13 @@ func init() {
 		if err := tensor.SetFromFloat64(h, vals); err != nil {
 			return nil, err
 		}
-		return x, worker.FromHost(env, x, h)
+		return x, registry.FromHost(env, x, h)
 	})
 	// ipctest.poison_tensor(t) poisons a GPU tensor.
 	registry.MustRegisterTyped("ipctest.poison_tensor", func(env registry.Env, x *tensor.Tensor) error {
 		p := tensor.MustNew(x.DType(), x.Shape())
 		tensor.Poison(p)
-		return worker.FromHost(env, x, p)
+		return registry.FromHost(env, x, p)
 	})
 }
 

@@ -22,7 +22,7 @@ func init() {
 	// nccltest.run(kind, dtype, count, op, seed): the collective on GPU
 	// tensors through the worker's communicator; returns wrong elements.
 	registry.MustRegisterTyped("nccltest.run", func(env registry.Env, kind string, dt tensor.DType, count int64, opName string, seed int64) (int64, error) {
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return 0, err
 		}
@@ -55,7 +55,7 @@ func init() {
 		if err != nil {
 			return 0, err
 		}
-		if err := worker.FromHost(env, send, mine); err != nil {
+		if err := registry.FromHost(env, send, mine); err != nil {
 			return 0, err
 		}
 		ctx := env.Context()
@@ -72,7 +72,7 @@ func init() {
 		if err != nil {
 			return 0, err
 		}
-		got, err := worker.ToHost(env, recv)
+		got, err := registry.ToHost(env, recv)
 		if err != nil {
 			return 0, err
 		}
@@ -149,7 +149,7 @@ func init() {
 		if env.WorkerID() != 0 {
 			return nil
 		}
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
@@ -160,12 +160,12 @@ func init() {
 		if err := c.AllReduce(env.Context(), t, t, reduce.Sum); err != nil {
 			return err
 		}
-		return worker.SyncDevice(env)
+		return registry.SyncDevice(env)
 	})
 	// nccltest.group_sum(): an allreduce over the worker's group of
 	// 1.0 + worker id; returns what element 0 became.
 	registry.MustRegisterTyped("nccltest.group_sum", func(env registry.Env) (float64, error) {
-		c, err := worker.Comm(env, true)
+		c, err := registry.Comm(env, true)
 		if err != nil {
 			return 0, err
 		}
@@ -175,13 +175,13 @@ func init() {
 		}
 		h := tensor.MustNew(tensor.Float32, tensor.Shape{1000})
 		tensor.Fill(h, float64(1+env.WorkerID()))
-		if err := worker.FromHost(env, t, h); err != nil {
+		if err := registry.FromHost(env, t, h); err != nil {
 			return 0, err
 		}
 		if err := c.AllReduce(env.Context(), t, t, reduce.Sum); err != nil {
 			return 0, err
 		}
-		out, err := worker.ToHost(env, t)
+		out, err := registry.ToHost(env, t)
 		if err != nil {
 			return 0, err
 		}

@@ -22,7 +22,7 @@ func init() {
 	// allreduce_loop(n, iters): iters allreduces of n float32 on the
 	// global communicator, as a benchmark's inner loop does.
 	registry.MustRegisterTyped("test.allreduce_loop", func(env registry.Env, n int64, iters int) error {
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
@@ -39,7 +39,7 @@ func init() {
 	})
 	// progress(iters, ms): iters rounds of a pause and a barrier.
 	registry.MustRegisterTyped("test.progress", func(env registry.Env, iters, ms int) error {
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,7 @@ func init() {
 	// in place, each worker w contributing w+1+i%7; returns the cpu
 	// backend's path for it, or "wrong element i" when the result is off.
 	registry.MustRegisterTyped("ccltest.allreduce_path", func(env registry.Env, n int64) (string, error) {
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return "", err
 		}

@@ -20,8 +20,8 @@ func init() {
 		if err != nil {
 			return err
 		}
-		g := worker.BeginGPU(env)
-		err = worker.FromHost(env, x, h)
+		g := registry.BeginGPU(env)
+		err = registry.FromHost(env, x, h)
 		g.End("outer", x.NumBytes())
 		return err
 	})
@@ -36,10 +36,10 @@ func init() {
 		if err != nil {
 			return err
 		}
-		if err := worker.FromHost(env, x, h); err != nil {
+		if err := registry.FromHost(env, x, h); err != nil {
 			return err
 		}
-		c, err := worker.Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
@@ -54,10 +54,10 @@ func init() {
 		if err != nil {
 			return err
 		}
-		if err := worker.CustomAllReduce(env, a, b, "sum", "auto"); err != nil {
+		if err := registry.CustomAllReduce(env, a, b, "sum", "auto"); err != nil {
 			return err
 		}
-		_, err = worker.ToHost(env, b)
+		_, err = registry.ToHost(env, b)
 		return err
 	})
 }

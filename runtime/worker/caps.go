@@ -1,8 +1,8 @@
 package worker
 
 import (
-	"github.com/chorus-rt/chorus/ccl"
-	"github.com/chorus-rt/chorus/ccl/ipc"
+	"fmt"
+
 	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/tensor"
@@ -12,6 +12,9 @@ import (
 // capabilities of package registry through it: functions reach the
 // device, the communicators, IPC memory and the trace with
 // registry.GPUOf, CommsOf, IPCOf and TracerOf, never by naming *Worker.
+// The methods live beside what they use: Capture and NewStopwatch in
+// gpu.go, Comm in ccl.go, the IPC methods in ipc.go, BeginCollective in
+// trace.go, Recorder in trace.go.
 var (
 	_ registry.GPU    = (*Worker)(nil)
 	_ registry.Copier = (*Worker)(nil)
@@ -37,64 +40,68 @@ func (w *Worker) GPUDevice() device.Device {
 // SyncDevice waits for the device work this worker queued (a no-op on a
 // host-only worker) and reports a custom all-reduce or device hook that
 // gave up waiting for its peers.
-func (w *Worker) SyncDevice() error { return SyncDevice(w) }
+func (w *Worker) SyncDevice() error {
+	if w.dev == nil {
+		return nil
+	}
+	if err := w.dev.Sync(); err != nil {
+		return err
+	}
+	return w.checkIPC()
+}
 
-// Capture records the device work fn queues on this worker's GPU (see
-// the function Capture).
-func (w *Worker) Capture(fn func() error) (device.Graph, error) { return Capture(w, fn) }
-
-// NewStopwatch times this worker's work call by call (see the function
-// NewStopwatch).
-func (w *Worker) NewStopwatch(marks int) (device.Stopwatch, error) { return NewStopwatch(w, marks) }
-
-// ToHost returns a host copy of t (t itself when it is on the host).
-func (w *Worker) ToHost(t *tensor.Tensor) (*tensor.Tensor, error) { return ToHost(w, t) }
+// ToHost returns a host copy of t (t itself when it already lives on the
+// host).
+func (w *Worker) ToHost(t *tensor.Tensor) (*tensor.Tensor, error) {
+	if t.IsHost() {
+		return t, nil
+	}
+	return w.toHost(t)
+}
 
 // FromHost copies the host tensor src into dst (on the host or on this
 // worker's GPU); dtype and shape must match.
-func (w *Worker) FromHost(dst, src *tensor.Tensor) error { return FromHost(w, dst, src) }
-
-// CopyTensor copies src into dst (same dtype and shape), on the worker's
-// stream when either is on its GPU.
-func (w *Worker) CopyTensor(dst, src *tensor.Tensor) error { return CopyTensor(w, dst, src) }
-
-// Comm returns the communicator of this worker: the group's when inGroup
-// is set (and there are groups), else the global one.
-func (w *Worker) Comm(inGroup bool) (ccl.Comm, error) { return w.comm(inGroup) }
-
-// IPCMemory returns the worker's IPC allocator and its host control
-// communicator (made on first use after InitCCL with a GPU backend).
-func (w *Worker) IPCMemory() (*ipc.Allocator, ccl.Comm, error) { return IPC(w) }
-
-// AddDeviceHook registers h until remove is called.
-func (w *Worker) AddDeviceHook(h registry.DeviceHook) (remove func(), err error) {
-	return AddDeviceHook(w, h)
+func (w *Worker) FromHost(dst, src *tensor.Tensor) error {
+	if dst.IsHost() {
+		return registry.CopyHost(dst, src)
+	}
+	return w.fromHost(dst, src)
 }
 
-// CustomAllReduce runs the IPC all-reduce of send into recv over every
-// worker (see the function CustomAllReduce).
-func (w *Worker) CustomAllReduce(send, recv *tensor.Tensor, op, strategy string) error {
-	return CustomAllReduce(w, send, recv, op, strategy)
-}
-
-// LastStrategy is the strategy the worker's latest custom all-reduce ran.
-func (w *Worker) LastStrategy() string { return LastStrategy(w) }
-
-// PeerCopy queues a copy of src into worker peer's instance of the IPC
-// tensor dst (see the function PeerCopy).
-func (w *Worker) PeerCopy(dst, src *tensor.Tensor, peer int) error {
-	return PeerCopy(w, dst, src, peer)
-}
-
-// BeginCollective records the start of a collective on this worker's
-// collectives track (see the function BeginCollective).
-func (w *Worker) BeginCollective(name, comm, backend string, bytes int64) registry.CollectiveSpan {
-	s := BeginCollective(w, name, comm, backend, bytes)
-	return registry.CollectiveSpan{Site: s.site, Seq: s.seq, Bytes: s.bytes}
+// CopyTensor copies src into dst (same dtype and shape): on the worker's
+// GPU the copy is queued on its stream (ordered with collectives and
+// kernels); host tensors are copied at once.
+func (w *Worker) CopyTensor(dst, src *tensor.Tensor) error {
+	if !tensor.SameLayout(dst, src) {
+		return fmt.Errorf("%w: copy %s%v into %s%v", registry.ErrBadArgs, src.DType(), src.Shape(), dst.DType(), dst.Shape())
+	}
+	if dst.IsHost() && src.IsHost() {
+		return registry.CopyHost(dst, src)
+	}
+	if dst.IsHost() {
+		h, err := w.toHost(src)
+		if err != nil {
+			return err
+		}
+		return registry.CopyHost(dst, h)
+	}
+	if src.IsHost() {
+		return w.fromHost(dst, src)
+	}
+	db, err := w.deviceBuffer(dst)
+	if err != nil {
+		return err
+	}
+	sb, err := w.deviceBuffer(src)
+	if err != nil {
+		return err
+	}
+	return w.dev.Copy(db, dst.Offset(), sb, src.Offset(), dst.NumBytes())
 }
 
 // BeginGPU marks the worker's stream before device work issued outside
-// this package; the span's End marks it after.
+// this package (a VM kernel, a plan executor's kernels, on its CUDA
+// stream: registry.CUDAOf); the span's End marks it after.
 func (w *Worker) BeginGPU() registry.GPUSpan {
 	if w.gpuBegin() {
 		return registry.GPUSpan{Marks: gpuSpanEnd{w}}
@@ -102,8 +109,8 @@ func (w *Worker) BeginGPU() registry.GPUSpan {
 	return registry.GPUSpan{}
 }
 
-// gpuMarks ends the span BeginGPU began (one pointer: a GPUSpan holds it
-// without allocating).
+// gpuSpanEnd ends the span BeginGPU began (one pointer: a GPUSpan holds
+// it without allocating).
 type gpuSpanEnd struct{ w *Worker }
 
 func (m gpuSpanEnd) EndGPU(name string, bytes int64) {

@@ -22,15 +22,7 @@ var ErrNoCCL = registry.ErrNoCCL
 // Comm returns the communicator a function running on this worker should
 // use: the group's when inGroup is set (and there are groups), else the
 // global one.
-func Comm(env registry.Env, inGroup bool) (ccl.Comm, error) {
-	w, ok := env.(*Worker)
-	if !ok {
-		return nil, fmt.Errorf("collectives need a chorus worker, got %T", env)
-	}
-	return w.comm(inGroup)
-}
-
-func (w *Worker) comm(inGroup bool) (ccl.Comm, error) {
+func (w *Worker) Comm(inGroup bool) (ccl.Comm, error) {
 	// Only this worker's goroutine writes comms, so it reads without
 	// commMu (Abort, on other goroutines, takes it to read).
 	if w.comms.global == nil {
@@ -205,7 +197,11 @@ func init() {
 		}
 	}
 	must("chorus.init_ccl", func(env registry.Env, backend string, id []byte, devices tensor.Shape, timeoutMs int64) error {
-		return env.(*Worker).initCCL(backend, id, devices, timeoutMs)
+		w, ok := env.(*Worker)
+		if !ok {
+			return fmt.Errorf("chorus.init_ccl needs a chorus worker, got %T", env)
+		}
+		return w.initCCL(backend, id, devices, timeoutMs)
 	})
 	ctx := func(env registry.Env) context.Context { return env.Context() }
 	must("chorus.allreduce", func(env registry.Env, send *tensor.Tensor, op string, inGroup bool, recv *tensor.Tensor) error {
@@ -213,7 +209,7 @@ func init() {
 		if err != nil {
 			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
 		}
-		c, err := Comm(env, inGroup)
+		c, err := registry.Comm(env, inGroup)
 		if err != nil {
 			return err
 		}
@@ -224,14 +220,14 @@ func init() {
 		if err != nil {
 			return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
 		}
-		c, err := Comm(env, inGroup)
+		c, err := registry.Comm(env, inGroup)
 		if err != nil {
 			return err
 		}
 		return c.ReduceScatter(ctx(env), send, recv, o)
 	})
 	must("chorus.allgather", func(env registry.Env, send *tensor.Tensor, inGroup bool, recv *tensor.Tensor) error {
-		c, err := Comm(env, inGroup)
+		c, err := registry.Comm(env, inGroup)
 		if err != nil {
 			return err
 		}
@@ -247,7 +243,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			c, err := Comm(env, inGroup)
+			c, err := registry.Comm(env, inGroup)
 			if err != nil {
 				return err
 			}
@@ -265,21 +261,21 @@ func init() {
 	must("chorus.scatter_from_worker0", rooted(ccl.KindScatter))
 	must("chorus.gather_to_worker0", rooted(ccl.KindGather))
 	must("chorus.send_to_worker", func(env registry.Env, send *tensor.Tensor, dst int) error {
-		c, err := Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
 		return c.Send(ctx(env), send, dst)
 	})
 	must("chorus.recv_from_worker", func(env registry.Env, recv *tensor.Tensor, src int) error {
-		c, err := Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
 		return c.Recv(ctx(env), recv, src)
 	})
 	must("chorus.recv_from_worker0", func(env registry.Env, recv *tensor.Tensor) error {
-		c, err := Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
@@ -290,7 +286,7 @@ func init() {
 		if peer >= env.NumWorkers() {
 			return fmt.Errorf("%w: worker %d is in the last group; there is no next group", registry.ErrBadArgs, env.WorkerID())
 		}
-		c, err := Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
@@ -301,14 +297,14 @@ func init() {
 		if peer < 0 {
 			return fmt.Errorf("%w: worker %d is in the first group; there is no previous group", registry.ErrBadArgs, env.WorkerID())
 		}
-		c, err := Comm(env, false)
+		c, err := registry.Comm(env, false)
 		if err != nil {
 			return err
 		}
 		return c.Recv(ctx(env), recv, peer)
 	})
 	must("chorus.barrier", func(env registry.Env, inGroup bool) error {
-		c, err := Comm(env, inGroup)
+		c, err := registry.Comm(env, inGroup)
 		if err != nil {
 			return err
 		}

@@ -9,4 +9,10 @@
 // transport.Conn. A failing or panicking function never stops the worker:
 // the failure is stored in the result register, recorded for the next reply,
 // and announced once with a Failure notice.
+//
+// A Worker is the registry.Env of the functions it runs and implements
+// the registry's capabilities (GPU, Copier, Comms, IPC, Tracer, Funcs):
+// functions reach the worker's device, communicators, IPC memory and
+// trace through registry.GPUOf, CommsOf, IPCOf and TracerOf, so the
+// packages they live in do not import this one.
 package worker

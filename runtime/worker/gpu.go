@@ -8,7 +8,6 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -149,102 +148,6 @@ func (w *Worker) fromHost(dst, src *tensor.Tensor) error {
 	return err
 }
 
-// ToHost returns a host copy of t, for functions running on a worker
-// (t itself when it already lives on the host).
-func ToHost(env registry.Env, t *tensor.Tensor) (*tensor.Tensor, error) {
-	if t.IsHost() {
-		return t, nil
-	}
-	w, ok := env.(*Worker)
-	if !ok {
-		return nil, fmt.Errorf("ToHost needs a chorus worker, got %T", env)
-	}
-	return w.toHost(t)
-}
-
-// FromHost copies the host tensor src into dst (on the host or on this
-// worker's GPU); dtype and shape must match.
-func FromHost(env registry.Env, dst, src *tensor.Tensor) error {
-	if dst.IsHost() {
-		return copyTensor(dst, src)
-	}
-	w, ok := env.(*Worker)
-	if !ok {
-		return fmt.Errorf("FromHost needs a chorus worker, got %T", env)
-	}
-	return w.fromHost(dst, src)
-}
-
-// SyncDevice waits for the device work this worker queued (a no-op on
-// host-only workers).
-func SyncDevice(env registry.Env) error {
-	w, ok := env.(*Worker)
-	if !ok || w.dev == nil {
-		return nil
-	}
-	if err := w.dev.Sync(); err != nil {
-		return err
-	}
-	return w.checkIPC()
-}
-
-// CopyTensor copies src into dst (same dtype and shape): on the worker's
-// GPU the copy is queued on its stream (ordered with collectives and
-// kernels); host tensors are copied at once.
-func CopyTensor(env registry.Env, dst, src *tensor.Tensor) error {
-	if !tensor.SameLayout(dst, src) {
-		return fmt.Errorf("%w: copy %s%v into %s%v", registry.ErrBadArgs, src.DType(), src.Shape(), dst.DType(), dst.Shape())
-	}
-	if dst.IsHost() && src.IsHost() {
-		return copyTensor(dst, src)
-	}
-	w, ok := env.(*Worker)
-	if !ok {
-		return fmt.Errorf("CopyTensor needs a chorus worker, got %T", env)
-	}
-	if dst.IsHost() {
-		h, err := w.toHost(src)
-		if err != nil {
-			return err
-		}
-		return copyTensor(dst, h)
-	}
-	if src.IsHost() {
-		return w.fromHost(dst, src)
-	}
-	db, err := w.deviceBuffer(dst)
-	if err != nil {
-		return err
-	}
-	sb, err := w.deviceBuffer(src)
-	if err != nil {
-		return err
-	}
-	return w.dev.Copy(db, dst.Offset(), sb, src.Offset(), dst.NumBytes())
-}
-
-// GPU returns the device the worker is bound to (CUDA or a Fake), for
-// packages that move data to it themselves (the shard loader's pinned
-// staging); ok is false on host-only workers.
-func GPU(env registry.Env) (dev device.Device, ok bool) {
-	w, isWorker := env.(*Worker)
-	if !isWorker || w.dev == nil {
-		return nil, false
-	}
-	return w.dev, true
-}
-
-// CUDADevice returns the worker's CUDA device (for packages that launch
-// their own kernels on its context and stream), if it has one.
-func CUDADevice(env registry.Env) (*device.CUDA, bool) {
-	w, ok := env.(*Worker)
-	if !ok {
-		return nil, false
-	}
-	c, ok := w.dev.(*device.CUDA)
-	return c, ok
-}
-
 // Capture records the device work fn queues on this worker's GPU (copies,
 // custom all-reduces, kernels) into a graph instead of running it, and
 // returns the graph; Launch replays it, in order with the worker's other
@@ -259,11 +162,7 @@ func CUDADevice(env registry.Env) (*device.CUDA, bool) {
 // every tensor the graph uses alive while the graph is used (the graph
 // holds addresses, not tensors). If fn fails, the capture is discarded
 // and its error returned.
-func Capture(env registry.Env, fn func() error) (device.Graph, error) {
-	w, ok := env.(*Worker)
-	if !ok {
-		return nil, fmt.Errorf("Capture needs a chorus worker, got %T", env)
-	}
+func (w *Worker) Capture(fn func() error) (device.Graph, error) {
 	c, ok := w.dev.(device.Capturer)
 	if !ok {
 		return nil, fmt.Errorf("worker %d: %w: graph capture needs a GPU", w.cfg.ID, ErrNoDevice)
@@ -343,9 +242,8 @@ func (w *Worker) graphsInUse() error {
 // are CUDA events on the worker's stream (device time between them); on
 // a host-only worker, the host clock. marks bounds the marks between two
 // Laps.
-func NewStopwatch(env registry.Env, marks int) (device.Stopwatch, error) {
-	w, ok := env.(*Worker)
-	if !ok || w.dev == nil {
+func (w *Worker) NewStopwatch(marks int) (device.Stopwatch, error) {
+	if w.dev == nil {
 		return device.NewHostStopwatch(marks), nil
 	}
 	t, ok := w.dev.(device.Timer)

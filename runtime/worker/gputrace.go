@@ -2,7 +2,6 @@ package worker
 
 import (
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/trace"
 )
 
@@ -17,7 +16,7 @@ import (
 // host time of the first mark after each resolution (the stream may have
 // started that work later, if it was busy). Code outside this package
 // that issues device work (compiler/vm's kernels, plan executors) times
-// it with BeginGPU. Spans do not nest: a mark pair opened inside another
+// it with BeginGPU (registry.BeginGPU). Spans do not nest: a mark pair opened inside another
 // (the custom all-reduce inside a VM instruction) is skipped, and the
 // outer one names the work. Not covered: work inside a CUDA graph capture
 // (marks are not allowed there).
@@ -117,32 +116,5 @@ func (w *Worker) closeGPUTimer() {
 		w.gpuResolve()
 		w.gpu.sw.Close()
 		w.gpu = nil
-	}
-}
-
-// GPUSpan is device work issued outside this package (a VM kernel, a
-// plan executor's kernels) being timed on the worker's stream: BeginGPU
-// marks the stream before it, End after it. A value; with the timeline
-// off it costs a branch and records nothing.
-type GPUSpan struct {
-	w  *Worker
-	on bool
-}
-
-// BeginGPU marks the worker's stream before device work that env's
-// worker issues on it (on its CUDA stream: worker.CUDADevice).
-func BeginGPU(env registry.Env) GPUSpan {
-	w, ok := env.(*Worker)
-	if !ok {
-		return GPUSpan{}
-	}
-	return GPUSpan{w: w, on: w.gpuBegin()}
-}
-
-// End marks the stream after the work and names it in the trace
-// ("matmul", "allreduce gpuplan/NAME"); bytes is the data it wrote.
-func (s GPUSpan) End(name string, bytes int64) {
-	if s.on {
-		s.w.gpuEnd(true, name, bytes)
 	}
 }

@@ -64,7 +64,7 @@ func captureCall(env registry.Env, args []any) (any, error) {
 		return nil, err
 	}
 	var result any
-	g, err := Capture(env, func() error {
+	g, err := w.Capture(func() error {
 		var err error
 		result, err = f(env, args[1:])
 		return err

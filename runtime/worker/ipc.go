@@ -31,7 +31,7 @@ type ipcState struct {
 	ar    *ipc.AllReducer
 	// hooks: device work of other packages on this IPC memory (GPU plan
 	// executors), by registration number; guarded by commMu.
-	hooks    map[int]DeviceHook
+	hooks    map[int]registry.DeviceHook
 	hookNext int
 }
 
@@ -89,11 +89,7 @@ func (w *Worker) allocIPC(dt tensor.DType, shape tensor.Shape) (*tensor.Tensor, 
 // recv over every worker: strategy is auto, oneshot, twoshot or nccl; op
 // is sum, min or max (others go to NCCL under auto, and are an error for
 // oneshot/twoshot).
-func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy string) error {
-	w, ok := env.(*Worker)
-	if !ok {
-		return fmt.Errorf("custom_allreduce needs a chorus worker, got %T", env)
-	}
+func (w *Worker) CustomAllReduce(send, recv *tensor.Tensor, op, strategy string) error {
 	o, err := reduce.ParseOp(op)
 	if err != nil {
 		return fmt.Errorf("%w: %v", registry.ErrBadArgs, err)
@@ -106,7 +102,7 @@ func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy s
 	if err != nil {
 		return err
 	}
-	span := BeginCollective(env, "allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
+	span := w.BeginCollective("allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
 	g := w.gpuBegin()
 	err = ar.AllReduce(w.ctx, send, recv, o, s)
 	w.gpuEnd(g, "allreduce ipc/"+s.String(), nbytes(send))
@@ -114,9 +110,10 @@ func CustomAllReduce(env registry.Env, send, recv *tensor.Tensor, op, strategy s
 	return err
 }
 
-// LastStrategy is the strategy the worker's latest custom all-reduce ran.
-func LastStrategy(env registry.Env) string {
-	if w, ok := env.(*Worker); ok && w.ipc.ar != nil {
+// LastStrategy is the strategy the worker's latest custom all-reduce ran
+// ("" before the first).
+func (w *Worker) LastStrategy() string {
+	if w.ipc.ar != nil {
 		return w.ipc.ar.Last().String()
 	}
 	return ""
@@ -152,7 +149,7 @@ func (w *Worker) checkIPC() error {
 		errs = append(errs, w.ipc.ar.Check())
 	}
 	w.commMu.Lock()
-	hooks := make([]DeviceHook, 0, len(w.ipc.hooks))
+	hooks := make([]registry.DeviceHook, 0, len(w.ipc.hooks))
 	for _, h := range w.ipc.hooks {
 		hooks = append(hooks, h)
 	}
@@ -205,7 +202,7 @@ func (w *Worker) closeIPC() {
 
 func init() {
 	if err := Builtins.RegisterTyped("chorus.custom_allreduce", func(env registry.Env, send *tensor.Tensor, strategy string, op string, recv *tensor.Tensor) error {
-		return CustomAllReduce(env, send, recv, op, strategy)
+		return registry.CustomAllReduce(env, send, recv, op, strategy)
 	}); err != nil {
 		panic(err)
 	}
@@ -215,11 +212,7 @@ func init() {
 // this worker's GPU) into worker peer's instance of the IPC tensor dst
 // (same number of bytes): a copy-engine transfer over NVLink or PCIe.
 // It is how the benchmarks measure the link's bound.
-func PeerCopy(env registry.Env, dst, src *tensor.Tensor, peer int) error {
-	w, ok := env.(*Worker)
-	if !ok {
-		return fmt.Errorf("PeerCopy needs a chorus worker, got %T", env)
-	}
+func (w *Worker) PeerCopy(dst, src *tensor.Tensor, peer int) error {
 	if peer < 0 || peer >= w.cfg.NumWorkers {
 		return fmt.Errorf("%w: PeerCopy: peer %d of %d workers", registry.ErrBadArgs, peer, w.cfg.NumWorkers)
 	}
@@ -251,25 +244,10 @@ func PeerCopy(env registry.Env, dst, src *tensor.Tensor, peer int) error {
 	return cd.Do(func(s cuda.Stream) error { return drv.MemcpyDtoDAsync(to, from, src.NumBytes(), s) })
 }
 
-// DeviceHook is device work of another package that runs on the worker's
-// IPC memory (a GPU plan executor, package algo/gpuexec): Abort is called
-// when a peer is lost (with the custom all-reducer's), Check after the
-// device was synchronized (SyncDevice reports its error), Close before the
-// IPC memory is freed (InitCCL again, or the end of the worker).
-type DeviceHook interface {
-	Abort()
-	Check() error
-	Close() error
-}
-
-// IPC returns the worker's IPC allocator and its host control
+// IPCMemory returns the worker's IPC allocator and its host control
 // communicator (made on first use after InitCCL with a GPU backend), for
 // packages that run their own kernels on IPC memory.
-func IPC(env registry.Env) (*ipc.Allocator, ccl.Comm, error) {
-	w, ok := env.(*Worker)
-	if !ok {
-		return nil, nil, fmt.Errorf("IPC memory needs a chorus worker, got %T", env)
-	}
+func (w *Worker) IPCMemory() (*ipc.Allocator, ccl.Comm, error) {
 	a, err := w.ensureIPC()
 	if err != nil {
 		return nil, nil, err
@@ -277,16 +255,13 @@ func IPC(env registry.Env) (*ipc.Allocator, ccl.Comm, error) {
 	return a, w.comms.control, nil
 }
 
-// AddDeviceHook registers h until remove is called.
-func AddDeviceHook(env registry.Env, h DeviceHook) (remove func(), err error) {
-	w, ok := env.(*Worker)
-	if !ok {
-		return nil, fmt.Errorf("device hooks need a chorus worker, got %T", env)
-	}
+// AddDeviceHook registers h (device work of another package on the
+// worker's IPC memory: registry.DeviceHook) until remove is called.
+func (w *Worker) AddDeviceHook(h registry.DeviceHook) (remove func(), err error) {
 	w.commMu.Lock()
 	defer w.commMu.Unlock()
 	if w.ipc.hooks == nil {
-		w.ipc.hooks = map[int]DeviceHook{}
+		w.ipc.hooks = map[int]registry.DeviceHook{}
 	}
 	id := w.ipc.hookNext
 	w.ipc.hookNext++

@@ -90,9 +90,9 @@ func hostPeak() (int64, error) {
 	return ParseVmHWM(f)
 }
 
-// Memory returns the high-water marks of the worker env is.
-func Memory(env registry.Env) MemoryStats {
-	m := MemoryStats{Worker: env.WorkerID(), PID: os.Getpid()}
+// Memory returns the worker's memory high-water marks.
+func (w *Worker) Memory() MemoryStats {
+	m := MemoryStats{Worker: w.cfg.ID, PID: os.Getpid()}
 	if b, err := hostPeak(); err != nil {
 		m.HostPeakBytes, m.HostError = -1, err.Error()
 	} else {
@@ -103,7 +103,7 @@ func Memory(env registry.Env) MemoryStats {
 		m.SharedTensors = &st
 	}
 	m.HostAlloc = tensor.HostAllocatorStats()
-	if w, ok := env.(*Worker); ok && w.pool != nil {
+	if w.pool != nil {
 		m.HasDevice = true
 		m.DevicePeakBytes = w.pool.Stats().DevicePeak
 		if w.ipc.alloc != nil {
@@ -115,7 +115,11 @@ func Memory(env registry.Env) MemoryStats {
 
 func init() {
 	if err := Builtins.RegisterTyped(MemoryFunc, func(env registry.Env) ([]byte, error) {
-		return json.Marshal(Memory(env))
+		w, ok := env.(*Worker)
+		if !ok {
+			return nil, fmt.Errorf("%s needs a chorus worker, got %T", MemoryFunc, env)
+		}
+		return json.Marshal(w.Memory())
 	}); err != nil {
 		panic(err)
 	}

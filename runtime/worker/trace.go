@@ -23,14 +23,6 @@ import (
 // New).
 func (w *Worker) Recorder() *trace.Recorder { return w.rec }
 
-// Trace returns the recorder of the worker behind env, or nil.
-func Trace(env registry.Env) *trace.Recorder {
-	if w, ok := env.(*Worker); ok {
-		return w.rec
-	}
-	return nil
-}
-
 // FlushTrace writes the events recorded since the last flush to the
 // worker's trace output (process workers with tracing on); no-op
 // otherwise.
@@ -96,40 +88,20 @@ func (w *Worker) FinishCommand() {
 	p.site.Mark(trace.End, p.ts, p.seq, 0, p.err)
 }
 
-// CollectiveSpan is a collective being recorded that does not go
-// through a ccl.Comm (a plan, the custom all-reduce): BeginCollective
-// starts it, End ends it. A value; recording allocates nothing.
-type CollectiveSpan struct {
-	w     *Worker
-	site  *trace.Site
-	bytes int64
-	seq   uint64
-}
-
-// BeginCollective records the start of a collective on this worker's
-// collectives track. name is the collective ("allreduce"), comm the
-// sequence it is numbered in (one per communicator or plan: the numbers
-// match across ranks), backend how it runs ("ipc/oneshot",
-// "plan/allreduce_ring").
-func BeginCollective(env registry.Env, name, comm, backend string, bytes int64) CollectiveSpan {
-	w, ok := env.(*Worker)
-	if !ok {
-		return CollectiveSpan{}
-	}
+// BeginCollective records the start of a collective that does not go
+// through a ccl.Comm (a plan, the custom all-reduce) on this worker's
+// collectives track; End on the span records its end. name is the
+// collective ("allreduce"), comm the sequence it is numbered in (one per
+// communicator or plan: the numbers match across ranks), backend how it
+// runs ("ipc/oneshot", "plan/allreduce_ring"). Recording allocates
+// nothing.
+func (w *Worker) BeginCollective(name, comm, backend string, bytes int64) registry.CollectiveSpan {
 	w.spanSeq[comm]++
 	site := w.colSites.Get(w.rec, w.colTrack, name, trace.CatCollective,
 		trace.Args{Rank: int32(w.cfg.ID), Set: trace.HasRank, Comm: comm, Backend: backend})
-	s := CollectiveSpan{w: w, site: site, bytes: bytes, seq: w.spanSeq[comm]}
-	site.Mark(trace.Begin, 0, s.seq, bytes, "")
+	s := registry.CollectiveSpan{Site: site, Seq: w.spanSeq[comm], Bytes: bytes}
+	site.Mark(trace.Begin, 0, s.Seq, bytes, "")
 	return s
-}
-
-// End records the end of the collective, with its failure if any.
-func (s CollectiveSpan) End(err error) {
-	if s.w == nil {
-		return
-	}
-	s.site.Mark(trace.End, 0, s.seq, s.bytes, errText(err))
 }
 
 // errText is err's text, "" for nil.

@@ -434,30 +434,13 @@ func (w *Worker) copyTo(c *wire.Command) {
 	}
 	var err error
 	if dst.IsHost() {
-		err = copyTensor(dst, src)
+		err = registry.CopyHost(dst, src)
 	} else {
 		err = w.fromHost(dst, src)
 	}
 	if err != nil {
 		w.fail(c, "", wire.CodeBadArgs, err.Error())
 	}
-}
-
-// copyTensor copies between host tensors of identical dtype and shape.
-func copyTensor(dst, src *tensor.Tensor) error {
-	if !tensor.SameLayout(dst, src) {
-		return fmt.Errorf("layout mismatch: destination %s%v, source %s%v", dst.DType(), dst.Shape(), src.DType(), src.Shape())
-	}
-	d, err := dst.HostBytes()
-	if err != nil {
-		return err
-	}
-	s, err := src.HostBytes()
-	if err != nil {
-		return err
-	}
-	copy(d, s)
-	return nil
 }
 
 // getValue serves DebugGet and CopyFromWorker0: the value must be

@@ -287,10 +287,10 @@ func TestIPCNeedsGPUs(t *testing.T) {
 				t.Errorf("alloc: %v, want ErrNoIPC", err)
 			}
 			x := tensor.MustNew(tensor.Float32, tensor.Shape{16})
-			if err := CustomAllReduce(w, x, x, "sum", "auto"); err == nil {
+			if err := w.CustomAllReduce(x, x, "sum", "auto"); err == nil {
 				t.Error("custom all-reduce without IPC succeeded")
 			}
-			if err := CustomAllReduce(w, x, x, "sum", "threeshot"); err == nil || !strings.Contains(err.Error(), "threeshot") {
+			if err := w.CustomAllReduce(x, x, "sum", "threeshot"); err == nil || !strings.Contains(err.Error(), "threeshot") {
 				t.Errorf("unknown strategy: %v", err)
 			}
 		})
@@ -324,26 +324,26 @@ func TestCapture(t *testing.T) {
 		}
 		return fs
 	}
-	if err := FromHost(w, src, host(1, 2, 3, 4)); err != nil {
+	if err := w.FromHost(src, host(1, 2, 3, 4)); err != nil {
 		t.Fatal(err)
 	}
-	g, err := Capture(w, func() error {
+	g, err := w.Capture(func() error {
 		if _, err := w.Alloc(tensor.Float32, tensor.Shape{4}, dev, ""); !errors.Is(err, device.ErrCapturing) {
 			t.Errorf("Alloc during capture: %v, want ErrCapturing", err)
 		}
-		if _, err := ToHost(w, dst); !errors.Is(err, device.ErrCapturing) {
+		if _, err := w.ToHost(dst); !errors.Is(err, device.ErrCapturing) {
 			t.Errorf("ToHost during capture: %v, want ErrCapturing", err)
 		}
-		if err := SyncDevice(w); !errors.Is(err, device.ErrCapturing) {
+		if err := w.SyncDevice(); !errors.Is(err, device.ErrCapturing) {
 			t.Errorf("SyncDevice during capture: %v, want ErrCapturing", err)
 		}
-		return CopyTensor(w, dst, src)
+		return w.CopyTensor(dst, src)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	got, err := ToHost(w, dst)
+	got, err := w.ToHost(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,13 +352,13 @@ func TestCapture(t *testing.T) {
 	}
 	for it := range 3 {
 		v := float32(10 * (it + 1))
-		if err := FromHost(w, src, host(v, v+1, v+2, v+3)); err != nil {
+		if err := w.FromHost(src, host(v, v+1, v+2, v+3)); err != nil {
 			t.Fatal(err)
 		}
 		if err := g.Launch(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := ToHost(w, dst)
+		got, err := w.ToHost(dst)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,21 +367,21 @@ func TestCapture(t *testing.T) {
 		}
 	}
 	boom := errors.New("boom")
-	if _, err := Capture(w, func() error { return boom }); !errors.Is(err, boom) {
+	if _, err := w.Capture(func() error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("failing capture: %v, want fn's error", err)
 	}
-	if err := SyncDevice(w); err != nil {
+	if err := w.SyncDevice(); err != nil {
 		t.Fatalf("the failed capture was left open: %v", err)
 	}
 	func() {
 		defer func() { _ = recover() }()
-		Capture(w, func() error { panic("fn panics") })
+		w.Capture(func() error { panic("fn panics") })
 	}()
-	if err := SyncDevice(w); err != nil {
+	if err := w.SyncDevice(); err != nil {
 		t.Fatalf("a panicking capture was left open: %v", err)
 	}
 	cpu := newTestWorker(t, 0, 1)
-	if _, err := Capture(cpu, func() error { return nil }); !errors.Is(err, ErrNoDevice) {
+	if _, err := cpu.Capture(func() error { return nil }); !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("capture on a CPU worker: %v, want ErrNoDevice", err)
 	}
 }
@@ -399,7 +399,7 @@ func TestLiveGraphBlocksInitCCL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := Capture(w, func() error { return CopyTensor(w, x, x) })
+	g, err := w.Capture(func() error { return w.CopyTensor(x, x) })
 	if err != nil {
 		t.Fatal(err)
 	}

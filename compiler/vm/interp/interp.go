@@ -118,7 +118,7 @@ type instr struct {
 	f       float64   // rms_norm/layer_norm eps, rope theta
 	freqs   []float32 // rope's table of inverse frequencies (the table form; nil: theta)
 	redOp   reduce.Op
-	strat   string // custom_allreduce strategy, as worker.CustomAllReduce spells it
+	strat   string // custom_allreduce strategy, as registry.CustomAllReduce spells it
 	plan    string // custom_allreduce naming a plan: the plan (Module.plans)
 	fn      registry.Func
 	fname   string
