@@ -450,6 +450,9 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 	if *rounds < 1 {
 		return badFlag(cmd, "rounds", *rounds, "want 1 or more")
 	}
+	if *graph && len(deviceIDs) == 0 {
+		return badFlag(cmd, "graph", true, "graph timing needs GPU workers (--devices)")
+	}
 	if err := checkSession(cmd, *kind); err != nil {
 		return err
 	}

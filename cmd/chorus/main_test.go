@@ -40,7 +40,7 @@ func TestUsageAndHelp(t *testing.T) {
 		{[]string{"bench", "session", "--help"}, 0, "-json"},
 		{[]string{"bench", "session", "--workers", "0"}, 2, "bad count"},
 		{[]string{"bench", "session", "--sessions", "carrier"}, 2, `--sessions "carrier": want a comma-separated list of threaded, process-shm, process-stream`},
-		{[]string{"bench", "allreduce", "--graph", "--session", "threaded", "--workers", "2", "--max", "1K"}, 1, "graph timing needs GPU workers"},
+		{[]string{"bench", "allreduce", "--graph", "--session", "threaded", "--workers", "2", "--max", "1K"}, 2, "graph timing needs GPU workers (--devices)"},
 		{[]string{"funcs", "--help"}, 0, "Usage: chorus funcs"},
 		{[]string{"demo", "--session", "quantum"}, 2, `demo: --session "quantum": want process or threaded`},
 		{[]string{"demo", "--no-such-flag"}, 2, "demo: unknown flag --no-such-flag (flags: --device, --session, --trace, --transport, --workers"},
