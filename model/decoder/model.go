@@ -12,7 +12,6 @@ import (
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
-	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -544,7 +543,7 @@ func (m *Model) Generate(ctx context.Context, prompt []int32, steps int, graph b
 // threaded workers and the controller: HostShared) and, on GPUs, the most
 // device memory its allocator held plus its IPC memory. It waits for the
 // work sent before it.
-func (m *Model) PeakMemory(ctx context.Context) ([]worker.MemoryStats, error) {
+func (m *Model) PeakMemory(ctx context.Context) ([]registry.MemoryStats, error) {
 	return m.s.Memory(ctx)
 }
 

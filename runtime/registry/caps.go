@@ -7,6 +7,7 @@ import (
 	"github.com/chorus-rt/chorus/ccl"
 	"github.com/chorus-rt/chorus/ccl/ipc"
 	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/internal/sys/shmarena"
 	"github.com/chorus-rt/chorus/runtime/trace"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -15,8 +16,8 @@ import (
 // a small interface that the worker (runtime/worker.Worker, the Env every
 // function receives) implements. Packages that run on workers (plan
 // executors, the compiler's VM, the model loaders, benchmarks) reach the
-// device, its stream, the communicators, IPC memory and the trace through
-// these, so they do not import the worker package: GPUOf, CommsOf, IPCOf
+// device, its stream, the communicators, IPC memory, the trace and the
+// memory marks through these, so they do not import the worker package: GPUOf, CommsOf, IPCOf
 // and TracerOf return the capability or an error naming it, and the
 // helpers below (ToHost, FromHost, CopyTensor, SyncDevice, NewStopwatch,
 // BeginGPU, BeginCollective) keep the behaviour of a worker without the
@@ -131,6 +132,50 @@ type DeviceHook interface {
 	Check() error
 	Close() error
 }
+
+// Memory is the worker's memory accounting: its device allocator's pool,
+// its IPC memory and its process's host peaks.
+type Memory interface {
+	// Memory returns the worker's high-water marks.
+	Memory() MemoryStats
+}
+
+// MemoryStats are one worker's memory high-water marks.
+type MemoryStats struct {
+	Worker int `json:"worker"`
+	// PID is the worker's process. Workers of a threaded session share
+	// the controller's process, so its host peak is theirs together.
+	PID int `json:"pid"`
+	// HostPeakBytes is the peak resident memory of the worker's process
+	// (VmHWM in /proc/self/status); -1 when it cannot be read (HostError
+	// says why, e.g. not on Linux).
+	HostPeakBytes int64  `json:"host_peak_bytes"`
+	HostError     string `json:"host_error,omitempty"`
+	// GPU: the most device memory the worker's allocator held at once
+	// (device.Stats.DevicePeak: tensors, workspace, cached buffers) and
+	// the IPC memory it holds (custom all-reduce buffers and ipc_memory
+	// tensors; that allocator keeps what it allocated until it closes, so
+	// this is its peak too). Memory that CUDA, cuBLAS and NCCL take for
+	// themselves is not counted. Zero on host-only workers.
+	DevicePeakBytes int64 `json:"device_peak_bytes"`
+	IPCBytes        int64 `json:"ipc_bytes"`
+	// HasDevice: the worker is bound to a GPU (or a fake one).
+	HasDevice bool `json:"has_device"`
+	// HostShared is set by the controller (session.Memory), not the
+	// worker: the worker's process is the controller's (a threaded
+	// session) or another worker's, so HostPeakBytes is process-wide,
+	// not this worker's alone.
+	HostShared bool `json:"host_shared"`
+	// SharedTensors is the worker process's shared tensor arena (process
+	// workers on the host; nil when it has none) and HostAlloc what the
+	// tensor package's host allocator did: Fallbacks counts tensors that
+	// went to the Go heap because the arena could not serve them.
+	SharedTensors *shmarena.Stats       `json:"shared_tensors,omitempty"`
+	HostAlloc     tensor.HostAllocStats `json:"host_alloc"`
+}
+
+// DeviceTotalPeakBytes is DevicePeakBytes plus IPCBytes.
+func (m MemoryStats) DeviceTotalPeakBytes() int64 { return m.DevicePeakBytes + m.IPCBytes }
 
 // Tracer is the worker's event recorder (docs/observability.md): the
 // flight recorder always, the timeline when the session traces.

@@ -22,6 +22,7 @@ var (
 	_ registry.IPC    = (*Worker)(nil)
 	_ registry.Tracer = (*Worker)(nil)
 	_ registry.Funcs  = (*Worker)(nil)
+	_ registry.Memory = (*Worker)(nil)
 )
 
 // LookupFunc finds a function the way GetGlobalFunc does: the built-ins

@@ -11,7 +11,8 @@
 // and announced once with a Failure notice.
 //
 // A Worker is the registry.Env of the functions it runs and implements
-// the registry's capabilities (GPU, Copier, Comms, IPC, Tracer, Funcs):
+// the registry's capabilities (GPU, Copier, Comms, IPC, Tracer, Memory,
+// Funcs):
 // functions reach the worker's device, communicators, IPC memory and
 // trace through registry.GPUOf, CommsOf, IPCOf and TracerOf, so the
 // packages they live in do not import this one.

@@ -18,42 +18,9 @@ import (
 // marks: () -> the JSON of a MemoryStats.
 const MemoryFunc = "chorus.memory"
 
-// MemoryStats are one worker's memory high-water marks.
-type MemoryStats struct {
-	Worker int `json:"worker"`
-	// PID is the worker's process. Workers of a threaded session share
-	// the controller's process, so its host peak is theirs together.
-	PID int `json:"pid"`
-	// HostPeakBytes is the peak resident memory of the worker's process
-	// (VmHWM in /proc/self/status); -1 when it cannot be read (HostError
-	// says why, e.g. not on Linux).
-	HostPeakBytes int64  `json:"host_peak_bytes"`
-	HostError     string `json:"host_error,omitempty"`
-	// GPU: the most device memory the worker's allocator held at once
-	// (device.Stats.DevicePeak: tensors, workspace, cached buffers) and
-	// the IPC memory it holds (custom all-reduce buffers and ipc_memory
-	// tensors; that allocator keeps what it allocated until it closes, so
-	// this is its peak too). Memory that CUDA, cuBLAS and NCCL take for
-	// themselves is not counted. Zero on host-only workers.
-	DevicePeakBytes int64 `json:"device_peak_bytes"`
-	IPCBytes        int64 `json:"ipc_bytes"`
-	// HasDevice: the worker is bound to a GPU (or a fake one).
-	HasDevice bool `json:"has_device"`
-	// HostShared is set by the controller (session.Memory), not the
-	// worker: the worker's process is the controller's (a threaded
-	// session) or another worker's, so HostPeakBytes is process-wide,
-	// not this worker's alone.
-	HostShared bool `json:"host_shared"`
-	// SharedTensors is the worker process's shared tensor arena (process
-	// workers on the host; nil when it has none) and HostAlloc what the
-	// tensor package's host allocator did: Fallbacks counts tensors that
-	// went to the Go heap because the arena could not serve them.
-	SharedTensors *shmarena.Stats       `json:"shared_tensors,omitempty"`
-	HostAlloc     tensor.HostAllocStats `json:"host_alloc"`
-}
-
-// DeviceTotalPeakBytes is DevicePeakBytes plus IPCBytes.
-func (m MemoryStats) DeviceTotalPeakBytes() int64 { return m.DevicePeakBytes + m.IPCBytes }
+// MemoryStats are one worker's memory high-water marks (the registry's
+// Memory capability reports them).
+type MemoryStats = registry.MemoryStats
 
 // ParseVmHWM reads the VmHWM line ("VmHWM:   123456 kB") of a
 // /proc/PID/status file and returns it in bytes.
@@ -115,11 +82,11 @@ func (w *Worker) Memory() MemoryStats {
 
 func init() {
 	if err := Builtins.RegisterTyped(MemoryFunc, func(env registry.Env) ([]byte, error) {
-		w, ok := env.(*Worker)
+		m, ok := env.(registry.Memory)
 		if !ok {
-			return nil, fmt.Errorf("%s needs a chorus worker, got %T", MemoryFunc, env)
+			return nil, fmt.Errorf("%s: %w: the memory capability: %T is not a chorus worker", MemoryFunc, registry.ErrNoCapability, env)
 		}
-		return json.Marshal(w.Memory())
+		return json.Marshal(m.Memory())
 	}); err != nil {
 		panic(err)
 	}
