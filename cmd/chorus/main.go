@@ -376,6 +376,12 @@ func benchSession(ctx context.Context, args []string, out, errOut io.Writer) err
 	return nil
 }
 
+// membwArrayBytes is the size of each array of the host bandwidth
+// measurement (0: bench.MemBW's default, four times the last-level
+// caches); tests make it small, as three arrays of the default are
+// gigabytes on hosts with large caches.
+var membwArrayBytes int64
+
 func benchMemBW(args []string, out io.Writer) error {
 	fs := newFlags("bench membw", "chorus bench membw [--threads N] [--json]", out)
 	threads := fs.Int("threads", 0, "threads (0: one per CPU)")
@@ -386,7 +392,7 @@ func benchMemBW(args []string, out io.Writer) error {
 	if *threads < 0 || *threads > 4096 {
 		return badFlag("bench membw", "threads", *threads, "want 0 (one per CPU) to 4096")
 	}
-	m := bench.MemBW(*threads, 0)
+	m := bench.MemBW(*threads, membwArrayBytes)
 	if *asJSON {
 		return bench.WriteJSON(out, []bench.MemBWResult{m})
 	}
@@ -492,7 +498,7 @@ func benchCollective(ctx context.Context, name string, args []string, out, errOu
 		// every line stays a row for the scripts that read them.
 		cfg.MemBWGBs = *membw
 		if *membw == 0 {
-			m := bench.MemBW(0, 0)
+			m := bench.MemBW(0, membwArrayBytes)
 			cfg.MemBWGBs = m.Bound()
 			if !*asJSON {
 				bench.WriteMemBW(out, m)

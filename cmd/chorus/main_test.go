@@ -13,6 +13,7 @@ import (
 
 func TestMain(m *testing.M) {
 	worker.Main() // process sessions started by these tests re-execute this binary
+	membwArrayBytes = 8 << 20
 	os.Exit(m.Run())
 }
 
