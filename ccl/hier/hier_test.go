@@ -492,9 +492,12 @@ func TestTimeoutAndAbort(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
+	// The first rank whose deadline passes reports a TimeoutError and
+	// fails its links; the other may see that (a reset link) before its
+	// own deadline, so one TimeoutError is what the timeout guarantees.
 	var te *ccl.TimeoutError
-	if !errors.As(errs[0], &te) {
-		t.Fatalf("rank 0: %v, want a TimeoutError", errs[0])
+	if !errors.As(errs[0], &te) && !errors.As(errs[1], &te) {
+		t.Fatalf("ranks 0 and 1: %v; %v: want a TimeoutError from one of them", errs[0], errs[1])
 	}
 	if err := comms[0].Barrier(ctx); !errors.Is(err, ccl.ErrFailed) {
 		t.Fatalf("after the timeout: %v", err)
