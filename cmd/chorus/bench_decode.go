@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/chorus-rt/chorus/model/hf"
+	"github.com/chorus-rt/chorus/model/shardload"
 	"io"
 	"math"
 	"os"
@@ -21,7 +23,7 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b] [--layers N --hidden N --heads N --kv-heads N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
+const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
 
 // decodePresets are model shapes by name (--preset).
 var decodePresets = map[string]decoder.Config{
@@ -90,6 +92,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	anchor := fs.String("anchor", "", "JSON lines of bench/decoder_ref.py --bench-decode (PyTorch anchors of the same shapes), printed next to chorus's rows")
 	jsonOut := fs.String("json", "", "also write every row as a JSON line to this file (must not exist)")
 	seed := fs.Int64("seed", 1, "seed of the random weights")
+	modelDir := fs.String("model", "", "a Hugging Face folder (model/hf) to time instead of random weights of the given shapes")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -147,6 +150,18 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 		}
 	}
 	c.MaxSeq = max(slices.Max(cs)+*warmup+*steps+1, *prefill, 1)
+	var ck *hf.Checkpoint
+	if *modelDir != "" {
+		for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "ffn", "vocab", "seed"} {
+			if set[f] {
+				return usageError{fmt.Sprintf("bench decode: --%s and --model: the folder's config gives the shapes and weights", f)}
+			}
+		}
+		if ck, err = hf.Open(*modelDir, hf.Options{Workers: *n, MaxSeq: c.MaxSeq, DType: dt}); err != nil {
+			return fmt.Errorf("bench decode: --model: %w", err)
+		}
+		c = ck.Decoder
+	}
 	if err := c.Validate(*n); err != nil {
 		return usageError{"bench decode: " + err.Error()}
 	}
@@ -169,7 +184,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	if gpus == 0 {
 		return fmt.Errorf("bench decode: needs a GPU, and the CUDA driver sees none")
 	}
-	b := &decodeBench{c: c, n: *n, out: out, jw: jw, device: gpuName(), anchors: anchors}
+	b := &decodeBench{c: c, ck: ck, n: *n, out: out, jw: jw, device: gpuName(), anchors: anchors}
 	ids := make([]int, *n)
 	for i := range ids {
 		ids[i] = i % gpus
@@ -216,6 +231,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 type decodeBench struct {
 	s       *session.Session
 	c       decoder.Config
+	ck      *hf.Checkpoint // --model, else nil: random weights
 	n       int
 	out, jw io.Writer
 	device  string
@@ -518,7 +534,15 @@ func fillTo(ctx context.Context, m *decoder.Model, n, chunk int) error {
 
 func (b *decodeBench) model(ctx context.Context, seed int64, ctxs []int, modes, kernels []string, warmup, steps, prefill int) error {
 	t0 := time.Now()
-	w, err := b.randomWeights(ctx, seed)
+	var w map[string]*session.DRef
+	var err error
+	what := "random weights on the workers"
+	if b.ck != nil {
+		what = "weights of " + b.ck.Dir
+		w, _, err = hf.LoadWeights(ctx, b.s, b.ck, shardload.Options{})
+	} else {
+		w, err = b.randomWeights(ctx, seed)
+	}
 	if err != nil {
 		return err
 	}
@@ -531,7 +555,7 @@ func (b *decodeBench) model(ctx context.Context, seed int64, ctxs []int, modes, 
 		return err
 	}
 	defer func() { m.Release() }()
-	fmt.Fprintf(b.out, "# random weights on the workers and the model loaded in %v; per GPU a step reads %.2f GB of weights\n", time.Since(t0).Round(time.Millisecond), b.stepBytes(-1)/1e9)
+	fmt.Fprintf(b.out, "# %s and the model loaded in %v; per GPU a step reads %.2f GB of weights\n", what, time.Since(t0).Round(time.Millisecond), b.stepBytes(-1)/1e9)
 	fmt.Fprintf(b.out, "%-8s %-7s %5s %6s %9s %9s %8s %8s %8s %9s %8s %5s\n", "mode", "kernels", "batch", "ctx", "ms/step", "tokens/s", "GB/step", "GB/s", "of_bound", "host_ms", "ops", "fused")
 	for i, k := range kernels {
 		if err := b.setGemv(ctx, k); err != nil {

@@ -26,6 +26,11 @@ func TestBenchDecodeFlags(t *testing.T) {
 		{[]string{"--kernels", "cutlass"}, "--kernels"},
 		{[]string{"--steps", "0"}, "--steps"},
 		{[]string{"--heads", "32", "--kv-heads", "6"}, "kv heads"},
+		{[]string{"--model", "../../model/hf/testdata/llama3", "--preset", "llama3-8b"}, "--preset and --model"},
+		{[]string{"--model", "../../model/hf/testdata/llama3", "--layers", "2"}, "--layers and --model"},
+		{[]string{"--model", "../../model/hf/testdata/llama3", "--ctx", "16", "--prefill", "8", "--workers", "4"}, "kv heads"},
+		{[]string{"--model", "../../model/hf/testdata/llama3"}, "max_position_embeddings"},
+		{[]string{"--model", "no/such/folder"}, "--model"},
 	} {
 		var out bytes.Buffer
 		err := benchDecode(context.Background(), c.args, &out, &out)

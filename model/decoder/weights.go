@@ -169,10 +169,15 @@ func RandomWeights(ctx context.Context, s *session.Session, c Config, seed uint6
 	return w, nil
 }
 
-// ReleaseWeights drops every DRef of a weight map.
+// ReleaseWeights drops every register of a weight map once (tied
+// embeddings share the embedding's register).
 func ReleaseWeights(w map[string]*session.DRef) {
+	done := map[*session.DRef]bool{}
 	for k, r := range w {
-		r.Release()
+		if r != nil && !done[r] {
+			done[r] = true
+			r.Release()
+		}
 		delete(w, k)
 	}
 }

@@ -191,10 +191,29 @@ func Load(ctx context.Context, s *session.Session, c *Checkpoint, dev tensor.Dev
 	if n := s.NumWorkers(); c.Decoder.Validate(n) != nil {
 		return nil, fmt.Errorf("%w: %s was opened for another worker count than the session's %d", ErrConfig, c.Dir, n)
 	}
-	o.Load.Stats = &shardload.Stats{}
-	refs, err := shardload.Load(ctx, s, c.Dir, Spec(c.Tensors, c.convert), o.Load)
+	w, st, err := LoadWeights(ctx, s, c, o.Load)
 	if err != nil {
 		return nil, err
+	}
+	m := &Model{Checkpoint: c, Weights: w, Stats: st}
+	if m.Model, err = decoder.Load(ctx, s, c.Decoder, dev, o.Decoder, w); err != nil {
+		m.Release()
+		return nil, err
+	}
+	return m, nil
+}
+
+// LoadWeights loads the checked checkpoint's tensors onto s's workers
+// (each reading its own byte ranges) and returns them by the decoder's
+// parameter names (with tied embeddings the LM head is the embedding's
+// register), for callers that make decoders of their own from one set of
+// weights (decoder.Load; release them with decoder.ReleaseWeights), and
+// the loader's counters.
+func LoadWeights(ctx context.Context, s *session.Session, c *Checkpoint, o shardload.Options) (map[string]*session.DRef, shardload.Stats, error) {
+	o.Stats = &shardload.Stats{}
+	refs, err := shardload.Load(ctx, s, c.Dir, Spec(c.Tensors, c.convert), o)
+	if err != nil {
+		return nil, shardload.Stats{}, err
 	}
 	w := map[string]*session.DRef{}
 	for _, t := range c.Tensors {
@@ -203,12 +222,7 @@ func Load(ctx context.Context, s *session.Session, c *Checkpoint, dev tensor.Dev
 	if c.HF.TieEmbeddings {
 		w[decoder.ParamLMHead] = w[decoder.ParamEmbed]
 	}
-	m := &Model{Checkpoint: c, Weights: w, Stats: *o.Load.Stats}
-	if m.Model, err = decoder.Load(ctx, s, c.Decoder, dev, o.Decoder, w); err != nil {
-		m.Release()
-		return nil, err
-	}
-	return m, nil
+	return w, *o.Stats, nil
 }
 
 // Release drops the decoder and the weights (each register once).
