@@ -153,75 +153,130 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err != nil {
 		return nil, err
 	}
-	ctx := env.Context()
-	n, r := c.Size(), c.Rank()
-	// "allreduce:STRATEGY" is the custom all-reduce on IPC memory.
-	name, strategy, custom := strings.Cut(name, ":")
-	// "peercopy:uni|bidir" copies send into a peer's recv (IPC memory).
-	scope, recvScope := "", ""
+	b, err := newCollectiveCase(c, name, dt, bytes)
+	if err != nil {
+		return nil, err
+	}
+	send, recv, err := b.buffers(env)
+	if err != nil {
+		return nil, err
+	}
+	run := b.call(env, c, send, recv)
+	if err := b.warmUp(env, c, run, warmup); err != nil {
+		return nil, err
+	}
+	laps, perSample, err := b.time(env, c, run, recv, iters, graph)
+	if err != nil {
+		return nil, err
+	}
+	st := summarize(laps, perSample)
+	if err := writeLaps(env.WorkerID(), b.name, bytes, laps); err != nil {
+		return nil, err
+	}
+	hostRecv, err := registry.ToHost(env, recv)
+	if err != nil {
+		return nil, err
+	}
+	got, err := tensor.ToFloat64(hostRecv)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, resultLen)
+	out[ResultMean], out[ResultP50], out[ResultP99], out[ResultMax], out[ResultFirst] = st.mean, st.p50, st.p99, st.max, st.first
+	out[ResultWrong], out[ResultSamples] = float64(b.wrong(got)), float64(len(laps))
+	if p, ok := c.(interface {
+		PathFor(ccl.Kind, int) string
+	}); ok && b.name == "allreduce" && !b.custom {
+		out[ResultPath] = float64(pathCode(p.PathFor(ccl.KindAllReduce, int(b.sendN*int64(dt.Size())))))
+	}
+	return tensor.FromSlice(out), nil
+}
+
+// collectiveCase is one chorus.bench_collective call on one rank: the
+// collective, its strategy, the buffers' sizes and scopes.
+type collectiveCase struct {
+	name     string // allreduce, allgather, reducescatter, broadcast, peercopy
+	strategy string // after the colon: a custom all-reduce strategy, or the peercopy mode
+	// custom: "allreduce:STRATEGY", the custom all-reduce on IPC memory.
+	custom           bool
+	n, r             int
+	dt               tensor.DType
+	sendN, recvN     int64
+	scope, recvScope string
+}
+
+func newCollectiveCase(c ccl.Comm, name string, dt tensor.DType, bytes int64) (*collectiveCase, error) {
+	b := &collectiveCase{n: c.Size(), r: c.Rank(), dt: dt}
+	b.name, b.strategy, b.custom = strings.Cut(name, ":")
 	switch {
-	case name == "peercopy":
-		if !slices.Contains(PeerCopyModes, strategy) || n < 2 {
+	case b.name == "peercopy":
+		// "peercopy:uni|bidir" copies send into a peer's recv (IPC memory).
+		if !slices.Contains(PeerCopyModes, b.strategy) || b.n < 2 {
 			return nil, fmt.Errorf("%w: peercopy needs a mode (%v) and 2 or more workers", registry.ErrBadArgs, PeerCopyModes)
 		}
-		recvScope = registry.ScopeIPC
-	case custom && name != "allreduce":
-		return nil, fmt.Errorf("%w: a strategy applies to allreduce only, not %q", registry.ErrBadArgs, name)
-	case custom:
-		scope = registry.ScopeIPC
+		b.recvScope = registry.ScopeIPC
+	case b.custom && b.name != "allreduce":
+		return nil, fmt.Errorf("%w: a strategy applies to allreduce only, not %q", registry.ErrBadArgs, b.name)
+	case b.custom:
+		b.scope = registry.ScopeIPC
 	}
-	es := int64(dt.Size())
-	count := bytes / es // elements of the buffer that "size" refers to
-	var sendN, recvN int64
-	switch name {
+	count := bytes / int64(dt.Size()) // elements of the buffer that "size" refers to
+	n := int64(b.n)
+	switch b.name {
 	case "allreduce", "broadcast", "peercopy":
-		sendN, recvN = count, count
+		b.sendN, b.recvN = count, count
 	case "allgather": // size = output
-		count -= count % int64(n)
-		sendN, recvN = count/int64(n), count
+		count -= count % n
+		b.sendN, b.recvN = count/n, count
 	case "reducescatter": // size = input
-		count -= count % int64(n)
-		sendN, recvN = count, count/int64(n)
+		count -= count % n
+		b.sendN, b.recvN = count, count/n
 	default:
-		return nil, fmt.Errorf("%w: unknown collective %q", registry.ErrBadArgs, name)
+		return nil, fmt.Errorf("%w: unknown collective %q", registry.ErrBadArgs, b.name)
 	}
-	// Buffers live on the worker's device (host memory, or its GPU).
-	send, err := env.Alloc(dt, tensor.Shape{sendN}, env.Device(), scope)
-	if err != nil {
-		return nil, err
+	return b, nil
+}
+
+// buffers allocates send and recv on the worker's device (host memory,
+// or its GPU) and fills send with the rank's values.
+func (b *collectiveCase) buffers(env registry.Env) (send, recv *tensor.Tensor, err error) {
+	if send, err = env.Alloc(b.dt, tensor.Shape{b.sendN}, env.Device(), b.scope); err != nil {
+		return nil, nil, err
 	}
-	recv, err := env.Alloc(dt, tensor.Shape{recvN}, env.Device(), recvScope)
-	if err != nil {
-		return nil, err
+	if recv, err = env.Alloc(b.dt, tensor.Shape{b.recvN}, env.Device(), b.recvScope); err != nil {
+		return nil, nil, err
 	}
-	vals := make([]float64, sendN)
+	vals := make([]float64, b.sendN)
 	for i := range vals {
-		vals[i] = benchValue(r, i)
+		vals[i] = benchValue(b.r, i)
 	}
-	hostSend, err := tensor.New(dt, tensor.Shape{sendN})
+	hostSend, err := tensor.New(b.dt, tensor.Shape{b.sendN})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := tensor.SetFromFloat64(hostSend, vals); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := registry.FromHost(env, send, hostSend); err != nil {
-		return nil, err
-	}
-	run := func() error {
-		switch name {
+	return send, recv, registry.FromHost(env, send, hostSend)
+}
+
+// call returns one call of the collective.
+func (b *collectiveCase) call(env registry.Env, c ccl.Comm, send, recv *tensor.Tensor) func() error {
+	ctx := env.Context()
+	return func() error {
+		switch b.name {
 		case "peercopy":
-			if strategy == "uni" && r != 0 {
+			if b.strategy == "uni" && b.r != 0 {
 				return nil
 			}
 			ipcm, err := registry.IPCOf(env)
 			if err != nil {
 				return err
 			}
-			return ipcm.PeerCopy(recv, send, (r+1)%n)
+			return ipcm.PeerCopy(recv, send, (b.r+1)%b.n)
 		case "allreduce":
-			if custom {
-				return registry.CustomAllReduce(env, send, recv, "sum", strategy)
+			if b.custom {
+				return registry.CustomAllReduce(env, send, recv, "sum", b.strategy)
 			}
 			return c.AllReduce(ctx, send, recv, reduce.Sum)
 		case "allgather":
@@ -232,32 +287,42 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			return c.Broadcast(ctx, send, recv, 0)
 		}
 	}
-	// Warm up in batches of warmup calls until every rank has run for
-	// WarmupTime (the ranks agree after each batch, so all of them make
-	// the same number of calls).
+}
+
+// warmUp runs batches of warmup calls until every rank has run for
+// WarmupTime (the ranks agree after each batch, so all of them make the
+// same number of calls).
+func (b *collectiveCase) warmUp(env registry.Env, c ccl.Comm, run func() error, warmup int) error {
 	warmStart := time.Now()
 	for batch := 0; ; batch++ {
 		for range max(warmup, 1) {
 			if err := run(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if err := registry.SyncDevice(env); err != nil {
-			return nil, err
+			return err
 		}
-		done, err := allAgree(env, c, strategy, time.Since(warmStart) >= WarmupTime || batch >= 1000)
+		done, err := allAgree(env, c, b.strategy, time.Since(warmStart) >= WarmupTime || batch >= 1000)
 		if err != nil {
-			return nil, fmt.Errorf("bench %s: warm-up: %w", name, err)
+			return fmt.Errorf("bench %s: warm-up: %w", b.name, err)
 		}
 		if done {
-			break
+			return nil
 		}
 	}
-	perSample := 1 // calls per sample
+}
+
+// time takes the samples: every call (or, with graph, every replay of a
+// CUDA graph of up to MaxGraphCalls calls) between two marks of a
+// stopwatch (CUDA events on GPUs, so each sample is the device's time,
+// stalls included). It returns the laps and the calls per lap.
+func (b *collectiveCase) time(env registry.Env, c ccl.Comm, run func() error, recv *tensor.Tensor, iters int, graph bool) ([]time.Duration, int, error) {
+	perSample := 1
 	samples := min(max(iters, MinSamples), MaxSamples)
 	if graph {
 		if env.Device().Kind != tensor.CUDA {
-			return nil, fmt.Errorf("%w: graph timing needs GPU workers", registry.ErrBadArgs)
+			return nil, 0, fmt.Errorf("%w: graph timing needs GPU workers", registry.ErrBadArgs)
 		}
 		perSample = min(iters, MaxGraphCalls)
 		samples = min(max((iters+perSample-1)/perSample, MinSamples), MaxSamples)
@@ -270,18 +335,18 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("bench %s: capture: %w", name, err)
+			return nil, 0, fmt.Errorf("bench %s: capture: %w", b.name, err)
 		}
 		defer g.Close()
 		// One untimed replay: the first launch uploads the graph.
 		if err := g.Launch(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		run = g.Launch
 	}
 	sw, err := registry.NewStopwatch(env, samples+1)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer sw.Close()
 	// Poison before the barrier: after it, each rank's poisoning (some
@@ -290,50 +355,40 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if recv.IsHost() {
 		tensor.Poison(recv)
 	}
-	if err := c.Barrier(ctx); err != nil {
-		return nil, err
+	if err := c.Barrier(env.Context()); err != nil {
+		return nil, 0, err
 	}
 	if err := registry.SyncDevice(env); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	// Every call (or replay) between two marks: on GPUs CUDA events, so
-	// each sample is the device's time for it, stalls included.
 	if err := sw.Mark(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for range samples {
 		if err := run(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if err := sw.Mark(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	laps, err := sw.Laps()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if err := registry.SyncDevice(env); err != nil {
-		return nil, err
-	}
-	st := summarize(laps, perSample)
-	if err := writeLaps(env.WorkerID(), name, bytes, laps); err != nil {
-		return nil, err
-	}
-	hostRecv, err := registry.ToHost(env, recv)
-	if err != nil {
-		return nil, err
-	}
-	got, err := tensor.ToFloat64(hostRecv)
-	if err != nil {
-		return nil, err
-	}
+	return laps, perSample, registry.SyncDevice(env)
+}
+
+// wrong counts the elements of the received buffer (as float64) that
+// differ from what the collective must give.
+func (b *collectiveCase) wrong(got []float64) int64 {
 	var wrong int64
+	n, r := b.n, b.r
 	for i, g := range got {
 		var want float64
-		switch name {
+		switch b.name {
 		case "peercopy":
-			if strategy == "uni" && r != 1 {
+			if b.strategy == "uni" && r != 1 {
 				continue // only rank 1 receives
 			}
 			want = benchValue((r+n-1)%n, i)
@@ -342,30 +397,22 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 				want += benchValue(q, i)
 			}
 		case "allgather":
-			want = benchValue(i/int(sendN), i%int(sendN))
+			want = benchValue(i/int(b.sendN), i%int(b.sendN))
 		case "reducescatter":
 			for q := range n {
-				want += benchValue(q, r*int(recvN)+i)
+				want += benchValue(q, r*int(b.recvN)+i)
 			}
 		default:
 			want = benchValue(0, i)
 		}
-		if dt == tensor.Bool {
+		if b.dt == tensor.Bool {
 			want = min(want, 1)
 		}
-		if g != want && !(dt.IsInt() && wraps(dt, want, g)) {
+		if g != want && !(b.dt.IsInt() && wraps(b.dt, want, g)) {
 			wrong++
 		}
 	}
-	out := make([]float64, resultLen)
-	out[ResultMean], out[ResultP50], out[ResultP99], out[ResultMax], out[ResultFirst] = st.mean, st.p50, st.p99, st.max, st.first
-	out[ResultWrong], out[ResultSamples] = float64(wrong), float64(len(laps))
-	if p, ok := c.(interface {
-		PathFor(ccl.Kind, int) string
-	}); ok && name == "allreduce" && !custom {
-		out[ResultPath] = float64(pathCode(p.PathFor(ccl.KindAllReduce, int(sendN*es))))
-	}
-	return tensor.FromSlice(out), nil
+	return wrong
 }
 
 // Elements of the float64 tensor chorus.bench_collective returns on each
