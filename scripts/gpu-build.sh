@@ -9,7 +9,7 @@ dir=${1:-.carry/gpu}
 mkdir -p "$dir"
 export CGO_ENABLED=0
 go build -ldflags="-s -w" -o "$dir/chorus" ./cmd/chorus
-for pkg in ./algo/run ./algo/gpuexec ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc ./runtime/session ./compiler/vm ./cmd/chorus/internal/mlp ./model/decoder ./cmd/chorus ./cluster ./model/shardload; do
+for pkg in ./algo/run ./algo/gpuexec ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc ./ccl/nccl ./runtime/session ./compiler/vm ./cmd/chorus/internal/mlp ./model/decoder ./model/hf ./cmd/chorus ./cluster ./model/shardload; do
   go test -c -ldflags="-s -w" -o "$dir/$(basename "$pkg").test" "$pkg"
   echo "$(basename "$pkg") ${pkg#./}"
 done >"$dir/packages" # gpu-check.sh runs each test in its package's folder
