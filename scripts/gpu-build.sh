@@ -10,8 +10,9 @@ mkdir -p "$dir"
 export CGO_ENABLED=0
 go build -ldflags="-s -w" -o "$dir/chorus" ./cmd/chorus
 for pkg in ./algo/run ./algo/gpuexec ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc ./ccl/nccl ./runtime/session ./compiler/vm ./cmd/chorus/internal/mlp ./model/decoder ./model/hf ./cmd/chorus ./cluster ./model/shardload; do
-  go test -c -ldflags="-s -w" -o "$dir/$(basename "$pkg").test" "$pkg"
-  echo "$(basename "$pkg") ${pkg#./}"
+  name=$(echo "${pkg#./}" | tr / -) # gpu/nccl and ccl/nccl share a base name
+  go test -c -ldflags="-s -w" -o "$dir/$name.test" "$pkg"
+  echo "$name ${pkg#./}"
 done >"$dir/packages" # gpu-check.sh runs each test in its package's folder
 # bench/host.sh runs from these on the GPU machine's host; it compiles the
 # MPI anchor there only if that host has mpicc (an mpi_allreduce built here
