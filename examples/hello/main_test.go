@@ -24,10 +24,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The README's usage is this program, byte for byte: the README's code
-// is compiled and run by these tests.
-func TestREADMEIsThisProgram(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// The getting-started guide's first program is this program, byte for
+// byte: the guide's code is compiled and run by these tests.
+func TestGuideIsThisProgram(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "getting-started.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,30 +35,30 @@ func TestREADMEIsThisProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, err := usageBlock(string(readme))
+	block, err := usageBlock(string(guide))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if block != string(prog) {
-		t.Fatalf("README.md's usage block differs from examples/hello/main.go at line %d:\nREADME:  %q\nmain.go: %q\n(keep them the same: copy main.go into the block)",
+		t.Fatalf("docs/getting-started.md's first program differs from examples/hello/main.go at line %d:\nguide:   %q\nmain.go: %q\n(keep them the same: copy main.go into the block)",
 			firstDiff(block, string(prog)), lineAt(block, firstDiff(block, string(prog))), lineAt(string(prog), firstDiff(block, string(prog))))
 	}
 }
 
-// usageBlock is the first ```go block after the "## Usage" heading,
-// with its final newline.
-func usageBlock(readme string) (string, error) {
-	_, after, ok := strings.Cut(readme, "\n## Usage\n")
+// usageBlock is the first ```go block after the "## A first program"
+// heading, with its final newline.
+func usageBlock(guide string) (string, error) {
+	_, after, ok := strings.Cut(guide, "\n## A first program\n")
 	if !ok {
-		return "", errors.New(`README.md has no "## Usage" section`)
+		return "", errors.New(`docs/getting-started.md has no "## A first program" section`)
 	}
 	_, code, ok := strings.Cut(after, "```go\n")
 	if !ok {
-		return "", errors.New("README.md's usage section has no ```go block")
+		return "", errors.New("docs/getting-started.md's first-program section has no ```go block")
 	}
 	code, _, ok = strings.Cut(code, "```\n")
 	if !ok {
-		return "", errors.New("README.md's usage block does not end")
+		return "", errors.New("docs/getting-started.md's first-program block does not end")
 	}
 	return code, nil
 }

@@ -122,7 +122,7 @@ var layers = map[string]int{
 	"cmd/benchdoc":                 0, // writes docs/benchmarks.md from bench/results; standard library only
 	"cmd/confdoc":                  1, // writes docs/configuration.md from internal/config
 
-	"examples/hello": 7, // the README's usage as a program: registry, worker, session
+	"examples/hello": 7, // the getting-started guide's first program: registry, worker, session
 }
 
 // Only these packages may load GPU libraries: the GPU bindings call
