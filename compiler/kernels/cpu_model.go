@@ -10,7 +10,8 @@ import (
 // CPU kernels of the decoder ops (embedding, rms_norm, layer_norm, rope,
 // attention with a KV cache, silu, mul, argmax). As for matmul: float32,
 // float16 and bfloat16 compute in float32 (widened once, rounded once per
-// output element), float64 in float64. Positions and token ids are int32
+// output element; rms_norm also rounds the normalized value before the
+// weight, as transformers does), float64 in float64. Positions and token ids are int32
 // tensors and are checked (an id outside the table or a position outside
 // the cache is an error, never a clamp).
 
@@ -105,7 +106,13 @@ func checkNorm(op string, x, out *tensor.Tensor, params ...*tensor.Tensor) error
 	return nil
 }
 
-func rmsNorm[T float32 | float64](x, w, out []T, rows, h int, eps float64) {
+// rmsNorm computes x / sqrt(mean(x²) + eps) · w over rows of h. round
+// rounds the normalized value to the tensor's dtype before the weight
+// multiplies it, as transformers' LlamaRMSNorm (and Qwen2's, Mistral's)
+// does: `weight * hidden_states.to(input_dtype)`; the caller rounds the
+// product once more when it stores it. nil: no rounding (float32,
+// float64).
+func rmsNorm[T float32 | float64](x, w, out []T, rows, h int, eps float64, round func(T) T) {
 	for r := range rows {
 		xr, or := x[r*h:(r+1)*h], out[r*h:(r+1)*h]
 		var ss T
@@ -113,20 +120,41 @@ func rmsNorm[T float32 | float64](x, w, out []T, rows, h int, eps float64) {
 			ss += v * v
 		}
 		inv := T(1 / math.Sqrt(float64(ss)/float64(h)+eps))
+		if round == nil {
+			for j, v := range xr {
+				or[j] = v * inv * w[j]
+			}
+			continue
+		}
 		for j, v := range xr {
-			or[j] = v * inv * w[j]
+			or[j] = round(v*inv) * w[j]
 		}
 	}
 }
 
-// CPURMSNorm computes out = x / sqrt(mean(x²) + eps) · w over the last dim.
+// halfRound is rounding a float32 to dt and back, for the half types
+// (nil for the others: nothing to round).
+func halfRound(dt tensor.DType) func(float32) float32 {
+	switch dt {
+	case tensor.Float16:
+		return func(v float32) float32 { return tensor.F16FromFloat32(v).Float32() }
+	case tensor.BFloat16:
+		return func(v float32) float32 { return tensor.BF16FromFloat32(v).Float32() }
+	}
+	return nil
+}
+
+// CPURMSNorm computes out = x / sqrt(mean(x²) + eps) · w over the last
+// dim, in float32 for float32 and the half types; for the half types the
+// normalized value is rounded to the dtype before the product with w
+// (transformers' order), the product rounded again as it is stored.
 func CPURMSNorm(x, w *tensor.Tensor, eps float64, out *tensor.Tensor) error {
 	if err := checkNorm("rms_norm", x, out, w); err != nil {
 		return err
 	}
 	rows, h := rowsOf(x)
 	if x.DType() == tensor.Float64 {
-		rmsNorm(f64s(x), f64s(w), f64s(out), rows, h, eps)
+		rmsNorm(f64s(x), f64s(w), f64s(out), rows, h, eps, nil)
 		return nil
 	}
 	xd, err := hostFloats(x)
@@ -137,7 +165,7 @@ func CPURMSNorm(x, w *tensor.Tensor, eps float64, out *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	return floatKernel(out, func(o []float32) { rmsNorm(xd, wd, o, rows, h, eps) })
+	return floatKernel(out, func(o []float32) { rmsNorm(xd, wd, o, rows, h, eps, halfRound(x.DType())) })
 }
 
 func layerNorm[T float32 | float64](x, w, b, out []T, rows, h int, eps float64) {

@@ -2,7 +2,9 @@ package kernels
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/chorus-rt/chorus/tensor"
@@ -341,6 +343,100 @@ func TestCPUModelKernelErrors(t *testing.T) {
 	} {
 		if !errors.Is(err, ErrShape) {
 			t.Errorf("%s: %v, want ErrShape", name, err)
+		}
+	}
+}
+
+// TestRMSNormRounding pins the half-precision rounding of rms_norm to
+// transformers' LlamaRMSNorm (Qwen2's and Mistral's are the same code):
+// the row is normalized in float32, cast to the input dtype, then
+// multiplied by the weight (`weight * hidden_states.to(input_dtype)`),
+// the product rounded again. Each row is one where rounding once, after
+// the weight, gives other values (old): the old rounding fails it. float32
+// rounds nowhere in between, so its rows are the plain product.
+func TestRMSNormRounding(t *testing.T) {
+	cases := []struct {
+		dt              tensor.DType
+		x, w, want, old []float64
+	}{
+		{tensor.Float16,
+			[]float64{-1.6826171875, 0.49462890625, 1.3720703125, -0.01406097412109375},
+			[]float64{1.1982421875, 0.76904296875, 1.076171875, 0.990234375},
+			[]float64{-1.8115234375, 0.341796875, 1.326171875, -0.01250457763671875},
+			[]float64{-1.810546875, 0.341552734375, 1.326171875, -0.01250457763671875}},
+		{tensor.Float16,
+			[]float64{0.546875, 0.325439453125, 0.465576171875, -0.90283203125},
+			[]float64{1.4580078125, 0.86474609375, 1.142578125, 0.78271484375},
+			[]float64{1.3310546875, 0.469482421875, 0.8876953125, -1.1796875},
+			[]float64{1.330078125, 0.469482421875, 0.8876953125, -1.1787109375}},
+		{tensor.Float16,
+			[]float64{-0.62939453125, 1.025390625, 0.61083984375, 1.3818359375},
+			[]float64{0.7109375, 1.0673828125, 0.92138671875, 0.9287109375},
+			[]float64{-0.46337890625, 1.1328125, 0.58251953125, 1.3291015625},
+			[]float64{-0.46337890625, 1.1337890625, 0.5830078125, 1.3291015625}},
+		{tensor.BFloat16,
+			[]float64{0.59765625, -0.384765625, 1.28125, 0.5078125},
+			[]float64{1.3125, 0.94140625, 0.80078125, 1.1953125},
+			[]float64{1.0078125, -0.466796875, 1.328125, 0.78515625},
+			[]float64{1.0078125, -0.466796875, 1.3203125, 0.78125}},
+		{tensor.BFloat16,
+			[]float64{-0.61328125, -0.380859375, -1.3828125, -0.4375},
+			[]float64{0.98046875, 1.015625, 0.81640625, 0.921875},
+			[]float64{-0.7421875, -0.478515625, -1.3984375, -0.49609375},
+			[]float64{-0.7421875, -0.4765625, -1.390625, -0.498046875}},
+		{tensor.BFloat16,
+			[]float64{0.12451171875, 0.89453125, -1.46875, -0.5703125},
+			[]float64{0.6796875, 0.87109375, 0.79296875, 0.75},
+			[]float64{0.0927734375, 0.859375, -1.28125, -0.47265625},
+			[]float64{0.09326171875, 0.859375, -1.28125, -0.470703125}},
+	}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%s/%d", c.dt, i), func(t *testing.T) {
+			if slices.Equal(c.want, c.old) {
+				t.Fatal("the case does not tell the two roundings apart")
+			}
+			h := int64(len(c.x))
+			x, w, out := tensor.MustNew(c.dt, tensor.Shape{1, h}), tensor.MustNew(c.dt, tensor.Shape{h}), tensor.MustNew(c.dt, tensor.Shape{1, h})
+			for _, p := range []struct {
+				t *tensor.Tensor
+				v []float64
+			}{{x, c.x}, {w, c.w}} {
+				if err := tensor.SetFromFloat64(p.t, p.v); err != nil {
+					t.Fatal(err)
+				}
+				if got := floats(t, p.t); !slices.Equal(got, p.v) {
+					t.Fatalf("inputs %v are not %s values (%v)", p.v, c.dt, got)
+				}
+			}
+			if err := CPURMSNorm(x, w, 1e-6, out); err != nil {
+				t.Fatal(err)
+			}
+			if got := floats(t, out); !slices.Equal(got, c.want) {
+				t.Errorf("rms_norm = %v, want %v (rounding once after the weight gives %v)", got, c.want, c.old)
+			}
+		})
+	}
+	// float32: no rounding between the normalization and the weight.
+	x, w, out := tensor.MustNew(tensor.Float32, tensor.Shape{1, 4}), tensor.MustNew(tensor.Float32, tensor.Shape{4}), tensor.MustNew(tensor.Float32, tensor.Shape{1, 4})
+	xs, ws := []float32{0.3, -1.7, 2.2, 0.01}, []float32{1.1, 0.9, 1.3, 0.7}
+	if err := tensor.SetFromFloat64(x, []float64{0.3, -1.7, 2.2, 0.01}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tensor.SetFromFloat64(w, []float64{1.1, 0.9, 1.3, 0.7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := CPURMSNorm(x, w, 1e-6, out); err != nil {
+		t.Fatal(err)
+	}
+	var ss float32
+	for _, v := range xs {
+		ss += v * v
+	}
+	inv := float32(1 / math.Sqrt(float64(ss)/4+1e-6))
+	got, _ := tensor.Data[float32](out)
+	for j := range xs {
+		if want := xs[j] * inv * ws[j]; got[j] != want {
+			t.Errorf("float32 element %d = %v, want %v", j, got[j], want)
 		}
 	}
 }

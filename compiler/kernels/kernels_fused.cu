@@ -16,8 +16,9 @@ __device__ float fused_block_sum(float v) {
 }
 
 // add_rms_norm: one block per row of h elements: sum = x + y (rounded to
-// the dtype, as add stores it), out = rms_norm(sum) · w, the same
-// arithmetic as the add and rms_norm kernels one after the other.
+// the dtype, as add stores it), out = rms_norm(sum) · w (the normalized
+// value rounded to the dtype before the weight, as rms_norm does), the
+// same arithmetic as the add and rms_norm kernels one after the other.
 template <class E>
 __device__ void add_rms_norm_impl(const typename E::T* x, const typename E::T* y, typename E::T* sum, const typename E::T* w,
                                   typename E::T* out, long long h, float eps) {
@@ -30,7 +31,8 @@ __device__ void add_rms_norm_impl(const typename E::T* x, const typename E::T* y
     ss += v * v;
   }
   float inv = rsqrtf(fused_block_sum(ss) / (float)h + eps);
-  for (long long j = threadIdx.x; j < h; j += blockDim.x) out[off + j] = E::store(E::load(sum[off + j]) * inv * E::load(w[j]));
+  for (long long j = threadIdx.x; j < h; j += blockDim.x)
+    out[off + j] = E::store(E::load(E::store(E::load(sum[off + j]) * inv)) * E::load(w[j]));
 }
 
 #define FUSED_KERNELS(name, E)                                                                                       \

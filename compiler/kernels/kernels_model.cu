@@ -74,7 +74,10 @@ __device__ void rms_norm_impl(const typename E::T* x, const typename E::T* w, ty
     ss += v * v;
   }
   float inv = rsqrtf(block_sum(ss) / (float)h + eps);
-  for (long long j = threadIdx.x; j < h; j += blockDim.x) orow[j] = E::store(E::load(xr[j]) * inv * E::load(w[j]));
+  // The normalized value is rounded to the dtype before the weight
+  // multiplies it, as transformers' RMSNorm does (a no-op for float32).
+  for (long long j = threadIdx.x; j < h; j += blockDim.x)
+    orow[j] = E::store(E::load(E::store(E::load(xr[j]) * inv)) * E::load(w[j]));
 }
 
 template <class E>
