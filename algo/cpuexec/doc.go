@@ -27,7 +27,7 @@
 // collective step all ranks take in the same call, when a call needs more
 // room; in-place plans alias input and output as the collective says.
 //
-// # Semantics (docs/executor.md has the full list)
+// # Semantics (docs/plans.md has the full list)
 //
 //   - A thread block is a coroutine that runs its ops in order on one of
 //     the rank's workers (Run's goroutine, and goroutines owned by the

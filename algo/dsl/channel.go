@@ -479,7 +479,7 @@ func (v SwitchView) Broadcast(src Chunk, offset, size int, tb Blocks) {
 // BroadcastPackets stores the LL packets in src (scratch, on this rank)
 // into [offset, offset+size) of the switch buffer (scratch) on every rank
 // of the group: MSCCL++'s broadcast_packets (gstorepkt, chorus's reading,
-// docs/plan-format.md). The packets carry their flags, so readers on every
+// docs/plans.md). The packets carry their flags, so readers on every
 // rank (upkt, repkt...) wait for them without a signal.
 func (v SwitchView) BroadcastPackets(src Chunk, offset, size int, tb Blocks) {
 	v.groupOp(plan.OpGroupStorePackets, "switch broadcast_packets", src, offset, size, plan.ReduceNone, tb)

@@ -6,7 +6,7 @@
 // are test programs: every one loads, validates, round-trips through JSON
 // and gets an expected verifier verdict, and every one that verifies runs
 // on the CPU executor with no wrong element (see the tests, and
-// docs/verify.md for the table of verdicts).
+// docs/plans.md for the table of verdicts).
 //
 // The code is chorus's own; only the shapes follow MSCCL++. Where MSCCL++'s
 // newer writer emits a different JSON shape for the same op (the switch

@@ -6,7 +6,7 @@
 // The pieces:
 //
 //   - Plan, GPU, ThreadBlock, Channel, RemoteBuffer, Semaphore, Op, BufRef:
-//     the plan, field for field as in the JSON (docs/plan-format.md lists
+//     the plan, field for field as in the JSON (docs/plans.md lists
 //     every field and its JSON name).
 //   - Read / Parse decode a plan; (*Plan).Write / Marshal encode it as
 //     stable, indented JSON that MSCCL++'s executor loads. Decoding is

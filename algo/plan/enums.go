@@ -138,7 +138,7 @@ func ParseReduceOp(s string) (ReduceOp, error) {
 }
 
 // OpName is the kind of an operation: every name the MSCCL++ execution-plan
-// format has. docs/plan-format.md gives each one's semantics.
+// format has. docs/plans.md gives each one's semantics.
 type OpName uint8
 
 const (
@@ -175,7 +175,7 @@ const (
 	OpPipeline                            // "pipeline"
 	// OpGroupStorePackets is MSCCL++'s packet switch store (MULTI_STORE_PKT,
 	// written by SwitchChannel.broadcast_packets). Its JSON is chorus's
-	// reading (docs/plan-format.md): MSCCL++'s own was not available.
+	// reading (docs/plans.md): MSCCL++'s own was not available.
 	OpGroupStorePackets // "gstorepkt"
 	numOpNames
 )

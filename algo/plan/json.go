@@ -46,7 +46,7 @@ func strictUnmarshal(data []byte, v any) error {
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return fmt.Errorf("unknown field %s (this version of chorus does not know it; it refuses the plan rather than drop what the field may change: docs/plan-format.md lists the fields)", f)
+			return fmt.Errorf("unknown field %s (this version of chorus does not know it; it refuses the plan rather than drop what the field may change: docs/plans.md lists the fields)", f)
 		}
 		return err
 	}

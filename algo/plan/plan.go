@@ -115,7 +115,7 @@ type RemoteBufRef struct {
 }
 
 // Op is one operation. Which fields an op may carry depends on its Name
-// (Validate checks it; docs/plan-format.md has the table). Empty lists and
+// (Validate checks it; docs/plans.md has the table). Empty lists and
 // zero enums mean "absent" and are not written.
 type Op struct {
 	Name         OpName      // "name"

@@ -22,7 +22,7 @@ type ChannelSlot struct {
 // the rank itself included, with K the switch instance (SwitchInstances):
 // a switch signal of rank r counts on (r -> q) for every group rank q, and
 // a switch wait of rank q waits on (r -> q) for every r (chorus's reading
-// of the switch barrier, docs/plan-format.md). They sort after the memory
+// of the switch barrier, docs/plans.md). They sort after the memory
 // and port slots, whose numbers they leave alone.
 func (p *Plan) ChannelSlots() map[ChannelSlot]int {
 	keys := map[ChannelSlot]bool{}

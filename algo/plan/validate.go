@@ -47,7 +47,7 @@ func (c *checker) bad(where, format string, args ...any) {
 //   - thread block: channel ids that exist on the GPU for their type;
 //     remote buffer refs to existing remote buffers that allow the access
 //     channel type;
-//   - op: the fields its kind uses and no others (docs/plan-format.md), a
+//   - op: the fields its kind uses and no others (docs/plans.md), a
 //     channel type its kind allows, channel ids and remote buffer ids that
 //     resolve in the thread block's tables, chunk ranges inside the
 //     buffers (a remote range inside the owner's buffer, a switch range
@@ -296,7 +296,7 @@ var (
 	memPort = []ChannelType{ChannelMemory, ChannelPort}
 	memOnly = []ChannelType{ChannelMemory}
 	// Signal and wait on a switch channel: chorus's reading of MSCCL++'s
-	// switch-channel barrier (docs/plan-format.md).
+	// switch-channel barrier (docs/plans.md).
 	memPortSw = []ChannelType{ChannelMemory, ChannelPort, ChannelSwitch}
 	memSw     = []ChannelType{ChannelMemory, ChannelSwitch}
 	port      = []ChannelType{ChannelPort}

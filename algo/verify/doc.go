@@ -24,7 +24,7 @@
 // proxy ordered by signal and flush), and the output cells are compared with
 // the collective's result at the end.
 //
-// docs/verify.md gives the model, the confluence argument and the limits
+// docs/plans.md gives the model, the confluence argument and the limits
 // (constructs reported as Unsupported instead of a verdict).
 //
 // The package depends on the standard library and algo/plan only.

@@ -23,7 +23,7 @@ type CellValue struct {
 // Movement is the data movement a plan computes, as the verifier derived
 // it: which input cells of which ranks every output cell of every rank
 // holds at the end. Chunks are cut into CellsPerChunk cells (see
-// docs/verify.md); a cell is a Layout.Part of its chunk.
+// docs/plans.md); a cell is a Layout.Part of its chunk.
 type Movement struct {
 	CellsPerChunk int
 	Out           [][][]CellValue // [rank][output chunk][cell]

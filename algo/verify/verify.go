@@ -18,7 +18,7 @@ type Report struct {
 	Steps              int
 	PipelineIterations int
 	// States is the number of scheduler states explored: one per executed
-	// step plus the initial one. By confluence (docs/verify.md) one maximal
+	// step plus the initial one. By confluence (docs/plans.md) one maximal
 	// execution decides deadlock freedom, so this is all there is to explore.
 	States        int
 	CellsPerChunk int // symbolic cells each chunk is cut into
@@ -57,7 +57,7 @@ const maxCellsPerChunk = 1024
 // nil error only then. A rejection is an *Error (errors.As) whose Kind says
 // why; errors.Is works with ErrDeadlock, ErrRace, ErrWrongResult, ... The
 // Report (non-nil whenever the simulation ran) says what was checked.
-// docs/verify.md describes the method and its limits.
+// docs/plans.md describes the method and its limits.
 func Verify(p *plan.Plan) (*Report, error) {
 	if p == nil {
 		return nil, &Error{Kind: Invalid, Rank: -1, TB: -1, Op: -1, Body: -1, Iter: -1, Msg: "nil plan"}
