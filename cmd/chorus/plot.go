@@ -41,7 +41,7 @@ type plotFlags struct {
 
 func addPlotFlags(fs *flag.FlagSet) *plotFlags {
 	p := &plotFlags{}
-	fs.StringVar(&p.out, "plot", "", "also draw the rows as an SVG here: bus bandwidth and time against size, log axes (docs/plots.md)")
+	fs.StringVar(&p.out, "plot", "", "also draw the rows as an SVG here: bus bandwidth and time against size, log axes (docs/observability.md)")
 	fs.Var(&p.anchors, "anchor", "with --plot: JSON lines of other runs or tools (bench/anchors, torch scripts) to draw with them, dashed (repeatable)")
 	return p
 }
