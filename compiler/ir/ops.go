@@ -734,10 +734,17 @@ func inferModelOp(b *Binding, ts []TensorType) error {
 		if err := same(q); err != nil {
 			return err
 		}
-		if len(q.Shape) != 3 || len(k.Shape) != 3 || len(kc.Shape) != 3 {
-			return fmt.Errorf("%w: attention needs q, k, v [tokens, heads, head_dim] and caches [max_seq, kv_heads, head_dim], got %v, %v, %v", ErrShape, q.Shape, k.Shape, kc.Shape)
+		if len(q.Shape) != 3 || len(k.Shape) != 3 || (len(kc.Shape) != 3 && len(kc.Shape) != 4) {
+			return fmt.Errorf("%w: attention needs q, k, v [tokens, heads, head_dim] and caches [max_seq, kv_heads, head_dim] or [batch, max_seq, kv_heads, head_dim], got %v, %v, %v", ErrShape, q.Shape, k.Shape, kc.Shape)
 		}
 		t, hq, d, hkv := q.Shape[0], q.Shape[1], q.Shape[2], k.Shape[1]
+		if len(kc.Shape) == 4 {
+			// A batch: the tokens are batch equal runs, run i on cache i.
+			if !vc.Shape.Equal(kc.Shape) || kc.Shape[0] < 1 || t%kc.Shape[0] != 0 {
+				return fmt.Errorf("%w: attention of %d tokens over caches %v and %v (the tokens must split evenly over the batch)", ErrShape, t, kc.Shape, vc.Shape)
+			}
+			kc.Shape, vc.Shape = kc.Shape[1:], vc.Shape[1:]
+		}
 		if !v.Shape.Equal(k.Shape) || k.Shape[0] != t || k.Shape[2] != d {
 			return fmt.Errorf("%w: attention q %v, k %v, v %v", ErrShape, q.Shape, k.Shape, v.Shape)
 		}

@@ -117,12 +117,12 @@ func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (boo
 		q, kc, vc, pos, out, part uint64
 		hq, hkv, seq, chunk       int32
 		scale                     float32
-		d, splits                 int32
+		d, splits, tps            int32
 	}{p[0], p[3], p[4], p[5], p[6], part, int32(dims.hq), int32(dims.hkv), int32(dims.maxSeq), int32(pl.chunk),
-		float32(1 / math.Sqrt(float64(dims.d))), int32(dims.d), int32(pl.splits)}
+		float32(1 / math.Sqrt(float64(dims.d))), int32(dims.d), int32(pl.splits), int32(dims.tps())}
 	err := g.launchGrid(fmt.Sprintf("attn_split_%s_e%d", suf, pl.epl), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
 		unsafe.Pointer(&a.q), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
-		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.scale))
+		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.tps))
 	if err == nil && pl.splits > 1 {
 		err = g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
 			unsafe.Pointer(&a.part), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d),

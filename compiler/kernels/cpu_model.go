@@ -327,10 +327,16 @@ func CPURopeTable(x, pos *tensor.Tensor, freqs []float32, out *tensor.Tensor) er
 	return floatKernel(out, func(o []float32) { ropeTable(xd, o, p, t, heads, d, freqs) })
 }
 
-// attnDims are the sizes of an attention call.
+// attnDims are the sizes of an attention call: t tokens in batch
+// equal runs, run b appending to and reading cache b (rank-4 caches
+// [batch, max_seq, kv_heads, head_dim]; rank-3 caches are batch 1).
 type attnDims struct {
 	t, hq, hkv, d, maxSeq int
+	batch                 int
 }
+
+// tps is the tokens of each sequence (run) of a batched call.
+func (a attnDims) tps() int { return a.t / a.batch }
 
 func checkAttention(q, k, v, kc, vc, pos, out *tensor.Tensor) (attnDims, error) {
 	bad := func() (attnDims, error) {
@@ -338,7 +344,7 @@ func checkAttention(q, k, v, kc, vc, pos, out *tensor.Tensor) (attnDims, error) 
 			q.DType(), q.Shape(), k.Shape(), v.Shape(), kc.DType(), kc.Shape(), vc.DType(), vc.Shape(), pos.DType(), pos.Shape(), out.DType(), out.Shape())
 	}
 	qs, ks, cs := q.Shape(), k.Shape(), kc.Shape()
-	if len(qs) != 3 || len(ks) != 3 || len(cs) != 3 || !tensor.SameLayout(q, out) || !tensor.SameLayout(k, v) || !tensor.SameLayout(kc, vc) {
+	if len(qs) != 3 || len(ks) != 3 || (len(cs) != 3 && len(cs) != 4) || !tensor.SameLayout(q, out) || !tensor.SameLayout(k, v) || !tensor.SameLayout(kc, vc) {
 		return bad()
 	}
 	for _, x := range []*tensor.Tensor{k, kc} {
@@ -346,12 +352,40 @@ func checkAttention(q, k, v, kc, vc, pos, out *tensor.Tensor) (attnDims, error) 
 			return bad()
 		}
 	}
-	a := attnDims{t: int(qs[0]), hq: int(qs[1]), hkv: int(ks[1]), d: int(qs[2]), maxSeq: int(cs[0])}
+	batch := int64(1)
+	if len(cs) == 4 {
+		batch, cs = cs[0], cs[1:]
+	}
+	a := attnDims{t: int(qs[0]), hq: int(qs[1]), hkv: int(ks[1]), d: int(qs[2]), maxSeq: int(cs[0]), batch: int(batch)}
 	if int(ks[0]) != a.t || int(ks[2]) != a.d || int(cs[1]) != a.hkv || int(cs[2]) != a.d || a.hkv < 1 || a.hq%a.hkv != 0 ||
-		pos.DType() != tensor.Int32 || !pos.Shape().Equal(tensor.Shape{qs[0]}) {
+		a.batch < 1 || a.t%a.batch != 0 || pos.DType() != tensor.Int32 || !pos.Shape().Equal(tensor.Shape{qs[0]}) {
 		return bad()
 	}
 	return a, nil
+}
+
+// seqViews are the operands of sequence b of a batched attention call:
+// its tokens' rows of q, k, v, pos and out, and its caches (rank 3).
+func seqViews(a attnDims, b int, q, k, v, kc, vc, pos, out *tensor.Tensor) ([7]*tensor.Tensor, error) {
+	n := int64(a.tps())
+	tok := int64(b) * n
+	var r [7]*tensor.Tensor
+	var err error
+	view := func(i int, t *tensor.Tensor, rowBytes int64, first int64, shape tensor.Shape) {
+		if err == nil {
+			r[i], err = t.View(first*rowBytes, t.DType(), shape)
+		}
+	}
+	es := int64(q.DType().Size())
+	view(0, q, int64(a.hq*a.d)*es, tok, tensor.Shape{n, int64(a.hq), int64(a.d)})
+	view(1, k, int64(a.hkv*a.d)*es, tok, tensor.Shape{n, int64(a.hkv), int64(a.d)})
+	view(2, v, int64(a.hkv*a.d)*es, tok, tensor.Shape{n, int64(a.hkv), int64(a.d)})
+	cache := tensor.Shape{int64(a.maxSeq), int64(a.hkv), int64(a.d)}
+	view(3, kc, int64(a.maxSeq*a.hkv*a.d)*es, int64(b), cache)
+	view(4, vc, int64(a.maxSeq*a.hkv*a.d)*es, int64(b), cache)
+	view(5, pos, 4, tok, tensor.Shape{n})
+	view(6, out, int64(a.hq*a.d)*es, tok, tensor.Shape{n, int64(a.hq), int64(a.d)})
+	return r, err
 }
 
 // CPUAttention appends k and v into the caches at rows pos, then computes
@@ -360,6 +394,29 @@ func CPUAttention(q, k, v, kc, vc, pos, out *tensor.Tensor) error {
 	a, err := checkAttention(q, k, v, kc, vc, pos, out)
 	if err != nil {
 		return err
+	}
+	if len(kc.Shape()) == 4 {
+		// A batch: every sequence on its own cache, one after the other,
+		// once every position is known to be inside its cache.
+		p, err := int32s("attention positions", pos)
+		if err != nil {
+			return err
+		}
+		for i, x := range p {
+			if x < 0 || int(x) >= a.maxSeq {
+				return fmt.Errorf("%w: attention position %d (token %d) outside the cache's %d rows", ErrShape, x, i, a.maxSeq)
+			}
+		}
+		for b := range a.batch {
+			s, err := seqViews(a, b, q, k, v, kc, vc, pos, out)
+			if err != nil {
+				return err
+			}
+			if err := CPUAttention(s[0], s[1], s[2], s[3], s[4], s[5], s[6]); err != nil {
+				return fmt.Errorf("attention of sequence %d: %w", b, err)
+			}
+		}
+		return nil
 	}
 	p, err := int32s("attention positions", pos)
 	if err != nil {

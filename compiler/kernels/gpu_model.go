@@ -275,11 +275,11 @@ func (g *GPU) attention(t []*tensor.Tensor, p []uint64) error {
 	}
 	ap := &struct {
 		k, v, kc, vc, pos uint64
-		t, row, seq       int64
-	}{p[1], p[2], p[3], p[4], p[5], int64(dims.t), int64(dims.hkv * dims.d), int64(dims.maxSeq)}
+		t, row, seq, tps  int64
+	}{p[1], p[2], p[3], p[4], p[5], int64(dims.t), int64(dims.hkv * dims.d), int64(dims.maxSeq), int64(dims.tps())}
 	err = g.launchGrid("kv_append_"+suf, [3]uint32{blocks(ap.t * ap.row), 1, 1}, kernelThreads,
 		unsafe.Pointer(&ap.k), unsafe.Pointer(&ap.v), unsafe.Pointer(&ap.kc), unsafe.Pointer(&ap.vc), unsafe.Pointer(&ap.pos),
-		unsafe.Pointer(&ap.t), unsafe.Pointer(&ap.row), unsafe.Pointer(&ap.seq))
+		unsafe.Pointer(&ap.t), unsafe.Pointer(&ap.row), unsafe.Pointer(&ap.seq), unsafe.Pointer(&ap.tps))
 	runtime.KeepAlive(ap)
 	if err != nil {
 		return err
@@ -291,10 +291,11 @@ func (g *GPU) attention(t []*tensor.Tensor, p []uint64) error {
 		q, kc, vc, pos, out uint64
 		hq, hkv, d, seq     int32
 		scale               float32
-	}{p[0], p[3], p[4], p[5], p[6], int32(dims.hq), int32(dims.hkv), int32(dims.d), int32(dims.maxSeq), float32(1 / math.Sqrt(float64(dims.d)))}
+		tps                 int32
+	}{p[0], p[3], p[4], p[5], p[6], int32(dims.hq), int32(dims.hkv), int32(dims.d), int32(dims.maxSeq), float32(1 / math.Sqrt(float64(dims.d))), int32(dims.tps())}
 	err = g.launchGrid("attention_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, attnThreads,
 		unsafe.Pointer(&a.q), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out),
-		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.d), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.scale))
+		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.d), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.tps))
 	runtime.KeepAlive(a)
 	return err
 }

@@ -52,7 +52,7 @@ struct RowLoad<E, 8> {  // 8 x 16-bit: one 16-byte load
 
 template <class E, int EPL, int GM>
 __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc, const typename E::T* vc, const int* pos,
-                                typename E::T* out, float* part, int hq, int hkv, int seq, int chunk, float scale) {
+                                typename E::T* out, float* part, int hq, int hkv, int seq, int chunk, float scale, int tps) {
   constexpr int D = 32 * EPL;
   __shared__ float sm[ATTN_WARPS][GM], sl[ATTN_WARPS][GM];
   __shared__ float sacc[ATTN_WARPS][GM][D];
@@ -90,8 +90,9 @@ __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc,
     }
   }
   const long long rs = (long long)hkv * D;  // elements between rows
-  const typename E::T* kb = kc + (long long)kh * D + lane * EPL;
-  const typename E::T* vb = vc + (long long)kh * D + lane * EPL;
+  const long long cb = (long long)(t / tps) * seq * rs;  // token t's cache (a batch: one per sequence)
+  const typename E::T* kb = kc + cb + (long long)kh * D + lane * EPL;
+  const typename E::T* vb = vc + cb + (long long)kh * D + lane * EPL;
   for (int r = r0 + w; r < r1; r += 2 * ATTN_WARPS) {
     const bool two = r + ATTN_WARPS < r1;
     float kf[2][EPL], vf[2][EPL];
@@ -214,18 +215,18 @@ __device__ void attn_combine_impl(const float* part, const int* pos, typename E:
 #define ATTN_KERNELS(name, E)                                                                                              \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_split_##name##_e2(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale) {                                           \
-    attn_split_impl<E, 2, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale);                                       \
+                             int hq, int hkv, int seq, int chunk, float scale, int tps) {                                  \
+    attn_split_impl<E, 2, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_split_##name##_e4(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale) {                                           \
-    attn_split_impl<E, 4, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale);                                       \
+                             int hq, int hkv, int seq, int chunk, float scale, int tps) {                                  \
+    attn_split_impl<E, 4, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_split_##name##_e8(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale) {                                           \
-    attn_split_impl<E, 8, 4>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale);                                       \
+                             int hq, int hkv, int seq, int chunk, float scale, int tps) {                                  \
+    attn_split_impl<E, 8, 4>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
   }                                                                                                                        \
   extern "C" __global__ void attn_combine_##name(const float* part, const int* pos, E::T* out, int hq, int d, int splits,  \
                                                  int chunk) {                                                             \

@@ -155,14 +155,15 @@ __device__ void rope_table_impl(const typename E::T* x, const int* pos, typename
 
 // kv_append: cache rows pos[t] (row = kv_heads * head_dim elements) get
 // k[t] and v[t]; positions outside the cache are skipped (attention then
-// writes NaN for that token).
+// writes NaN for that token). A batch (tps tokens per sequence) puts
+// token t's row in cache t / tps, seq rows after the previous one.
 template <class E>
-__device__ void kv_append_impl(const typename E::T* k, const typename E::T* v, typename E::T* kc, typename E::T* vc, const int* pos, long long t, long long row, long long seq) {
+__device__ void kv_append_impl(const typename E::T* k, const typename E::T* v, typename E::T* kc, typename E::T* vc, const int* pos, long long t, long long row, long long seq, long long tps) {
   long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < t * row; i += stride) {
     int p = pos[i / row];
     if (p < 0 || p >= seq) continue;
-    long long dst = (long long)p * row + i % row;
+    long long dst = (i / row / tps * seq + p) * row + i % row;
     kc[dst] = k[i];
     vc[dst] = v[i];
   }
@@ -178,7 +179,7 @@ __device__ void kv_append_impl(const typename E::T* k, const typename E::T* v, t
 // warps' partial results are combined at the end.
 template <class E>
 __device__ void attention_impl(const typename E::T* q, const typename E::T* kc, const typename E::T* vc, const int* pos, typename E::T* out,
-                               int hq, int hkv, int d, int seq, float scale) {
+                               int hq, int hkv, int d, int seq, float scale, int tps) {
   __shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
   __shared__ float sacc[ATT_WARPS][ATT_MAX_D];
   int h = blockIdx.x, t = blockIdx.y;
@@ -186,6 +187,8 @@ __device__ void attention_impl(const typename E::T* q, const typename E::T* kc, 
   int kvh = h / (hq / hkv);
   int p = pos[t];
   typename E::T* o = out + ((long long)t * hq + h) * d;
+  kc += (long long)(t / tps) * seq * hkv * d;
+  vc += (long long)(t / tps) * seq * hkv * d;
   if (p < 0 || p >= seq) {
     for (int j = threadIdx.x; j < d; j += blockDim.x) o[j] = E::store(qnan());
     return;
@@ -301,12 +304,12 @@ __device__ void argmax_impl(const typename E::T* x, int* out, long long n) {
     rope_table_impl<E>(x, pos, out, t, heads, d, f);                                                                \
   }                                                                                                                 \
   extern "C" __global__ void kv_append_##name(const E::T* k, const E::T* v, E::T* kc, E::T* vc, const int* pos,      \
-                                              long long t, long long row, long long seq) {                          \
-    kv_append_impl<E>(k, v, kc, vc, pos, t, row, seq);                                                              \
+                                              long long t, long long row, long long seq, long long tps) {           \
+    kv_append_impl<E>(k, v, kc, vc, pos, t, row, seq, tps);                                                            \
   }                                                                                                                 \
   extern "C" __global__ void attention_##name(const E::T* q, const E::T* kc, const E::T* vc, const int* pos,         \
-                                              E::T* out, int hq, int hkv, int d, int seq, float scale) {            \
-    attention_impl<E>(q, kc, vc, pos, out, hq, hkv, d, seq, scale);                                                 \
+                                              E::T* out, int hq, int hkv, int d, int seq, float scale, int tps) {   \
+    attention_impl<E>(q, kc, vc, pos, out, hq, hkv, d, seq, scale, tps);                                               \
   }                                                                                                                 \
   extern "C" __global__ void argmax_##name(const E::T* x, int* out, long long n) { argmax_impl<E>(x, out, n); }
 
