@@ -141,6 +141,7 @@ type record struct {
 	size    int64
 	ptr     uint64
 	handle  cuda.IpcMemHandle
+	gpu     GPUShare // the all-reducer's set-up only
 }
 
 func (r *record) encode(b []byte) {
@@ -152,6 +153,7 @@ func (r *record) encode(b []byte) {
 	binary.LittleEndian.PutUint64(b[24:], uint64(r.size))
 	binary.LittleEndian.PutUint64(b[32:], r.ptr)
 	copy(b[40:104], r.handle[:])
+	r.gpu.Encode(b[104:128])
 }
 
 func decodeRecord(b []byte) record {
@@ -163,6 +165,7 @@ func decodeRecord(b []byte) record {
 	r.size = int64(binary.LittleEndian.Uint64(b[24:]))
 	r.ptr = binary.LittleEndian.Uint64(b[32:])
 	copy(r.handle[:], b[40:104])
+	r.gpu = DecodeGPUShare(b[104:128])
 	return r
 }
 

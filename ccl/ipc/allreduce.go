@@ -115,8 +115,9 @@ type kargs struct {
 // pushMode). The grid is fixed so every block takes part in every call,
 // which keeps the slots' call parity equal across blocks.
 const (
-	PushMax    = 512 << 10
-	pushBlocks = 32
+	PushMax     = 512 << 10
+	pushBlocks  = 32
+	pushThreads = 512
 )
 
 // Options tune the all-reducer.
@@ -180,6 +181,10 @@ type AllReducer struct {
 	lastUsed   Strategy
 	skipChecks bool
 	pushMode   pushMode
+	// sharing is the ranks' placement on GPUs; pushGrid the push
+	// kernel's fixed grid (smaller where ranks share a GPU under MPS).
+	sharing  Sharing
+	pushGrid int
 }
 
 // pushMode: when one-shot inputs up to PushMax take the push path.
@@ -246,6 +251,7 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	r.desc = tensor.MustNew(tensor.Uint8, tensor.Shape{descBytes})
 	r.all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(descBytes * a.cfg.Size)})
 	d := drv
+	var share GPUShare
 	err = a.cfg.Exec(func(uintptr) error {
 		dev, err := d.DeviceGet(a.cfg.Ordinal)
 		if err != nil {
@@ -278,6 +284,7 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 		if r.mod, err = d.ModuleLoadData(cubin); err != nil {
 			return err
 		}
+		var ks []Kernel
 		for _, shot := range []string{"oneshot", "twoshot", "push"} {
 			for _, dt := range []string{"f32", "f16", "bf16"} {
 				for _, op := range []string{"sum", "min", "max"} {
@@ -287,8 +294,16 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 						return err
 					}
 					r.fns[name] = f
+					threads := r.opts.Threads
+					if shot == "push" {
+						threads = pushThreads
+					}
+					ks = append(ks, Kernel{Fn: f, Threads: threads})
 				}
 			}
+		}
+		if share, err = DescribeGPU(d, dev, ks); err != nil {
+			return err
 		}
 		if r.host, err = d.MemHostAlloc(8, cuda.MemHostAllocPortable|cuda.MemHostAllocDeviceMap); err != nil {
 			return err
@@ -315,7 +330,7 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	})
 	// Every rank learns whether every rank could load the kernels before
 	// any of them goes on.
-	mine := record{ordinal: int32(a.cfg.Ordinal), pid: int64(a.pid)}
+	mine := record{ordinal: int32(a.cfg.Ordinal), pid: int64(a.pid), gpu: share}
 	if err != nil {
 		mine.status = 1
 	}
@@ -338,6 +353,20 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 		r.opts.MaxBlocks = 2 * r.sms
 	}
 	r.opts.MaxBlocks = min(r.opts.MaxBlocks, maxBlocks)
+	shares := make([]GPUShare, len(ords))
+	for q, o := range ords {
+		shares[q] = o.gpu
+	}
+	if r.sharing, err = PlaceRanks(shares); err != nil {
+		return nil, fmt.Errorf("ipc: rank %d: %w", a.cfg.Rank, err)
+	}
+	r.pushGrid = pushBlocks
+	if b := r.sharing.Blocks; b > 0 {
+		// Ranks share a GPU under MPS: every grid whose blocks wait for
+		// peer blocks fits beside the peers' (ccl/ipc/coresident.go).
+		r.opts.MaxBlocks = min(r.opts.MaxBlocks, b)
+		r.pushGrid = min(pushBlocks, b)
+	}
 	return r, nil
 }
 
@@ -393,6 +422,10 @@ func placement(rs []record) error {
 	}
 	return nil
 }
+
+// Sharing is how the communicator's ranks are placed on GPUs, and the
+// grid limit that keeps ranks sharing a GPU under MPS co-resident.
+func (r *AllReducer) Sharing() Sharing { return r.sharing }
 
 // Workspaces counts the IPC allocations the all-reducer holds itself.
 func (r *AllReducer) Workspaces() int {
@@ -632,7 +665,7 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
 	}
 	return r.a.cfg.Exec(func(st uintptr) error {
-		return r.a.cfg.Driver.LaunchKernel(f, [3]uint32{pushBlocks, 1, 1}, [3]uint32{512, 1, 1}, 0, cuda.Stream(st), r.params)
+		return r.a.cfg.Driver.LaunchKernel(f, [3]uint32{uint32(r.pushGrid), 1, 1}, [3]uint32{pushThreads, 1, 1}, 0, cuda.Stream(st), r.params)
 	})
 }
 

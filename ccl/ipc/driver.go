@@ -28,6 +28,7 @@ type setupDriver interface {
 	StreamCreate(flags uint) (cuda.Stream, error)
 	StreamSynchronize(s cuda.Stream) error
 	StreamDestroy(s cuda.Stream) error
+	shareDriver
 }
 
 var _ setupDriver = (*cuda.Driver)(nil)

@@ -22,6 +22,13 @@ type fakeDriver struct {
 	calls, failAt                       int
 	modules, hosts, mems, ctxs, streams int
 	hostWords                           [][]uint64 // keeps the mapped words alive
+	// The GPU the fake reports (queries that never fail): uuid (zero:
+	// unknown), MPS, the context's SMs (0: the query is refused) and
+	// the kernels' occupancy (0: 2).
+	uuid      [16]byte
+	mps       bool
+	activeSMs int
+	bps       int
 }
 
 var errFake = errors.New("fake driver: injected failure")
@@ -54,6 +61,12 @@ func (f *fakeDriver) DeviceGet(ordinal int) (cuda.Device, error) {
 func (f *fakeDriver) DeviceAttribute(dev cuda.Device, attr int) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if attr == cuda.AttrMPSEnabled {
+		if f.mps {
+			return 1, nil
+		}
+		return 0, nil
+	}
 	v := map[int]int{cuda.AttrComputeCapabilityMajor: 9, cuda.AttrComputeCapabilityMinor: 0,
 		cuda.AttrMultiprocessorCount: 132, cuda.AttrClockRate: 1980000}[attr]
 	return v, f.take()
@@ -167,6 +180,22 @@ func (f *fakeDriver) StreamDestroy(cuda.Stream) error {
 }
 
 // compile is the fake NVRTC: a taking call too (it fails at its turn).
+func (f *fakeDriver) DeviceUUID(cuda.Device) ([16]byte, error) { return f.uuid, nil }
+
+func (f *fakeDriver) CtxSMCount() (int, error) {
+	if f.activeSMs == 0 {
+		return 0, errFake
+	}
+	return f.activeSMs, nil
+}
+
+func (f *fakeDriver) OccupancyMaxActiveBlocksPerMultiprocessor(cuda.Function, int, int64) (int, error) {
+	if f.bps == 0 {
+		return 2, nil
+	}
+	return f.bps, nil
+}
+
 func (f *fakeDriver) compile(string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

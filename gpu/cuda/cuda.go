@@ -32,6 +32,9 @@ const (
 	AttrComputeCapabilityMinor = 76
 	AttrUnifiedAddressing      = 41
 	AttrClockRate              = 13 // kHz
+	// AttrMPSEnabled is 1 when contexts on the device are shared through
+	// the MPS daemon (CU_DEVICE_ATTRIBUTE_MPS_ENABLED, CUDA 12.3+).
+	AttrMPSEnabled = 133
 )
 
 // Flags.
@@ -97,6 +100,7 @@ var symbols = []string{
 	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 	"cuMemHostAlloc", "cuMemHostGetDevicePointer_v2", "cuMemFreeHost",
+	"cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuDeviceGetUuid_v2", "cuCtxGetExecAffinity",
 }
 
 // Sonames tried in order.
