@@ -21,6 +21,28 @@ const (
 // cache.
 func CacheParam(kv string, i int) string { return fmt.Sprintf("%s_cache.%d", kv, i) }
 
+// IR parameters of a split LM head on several workers, after the caches:
+// the worker's one-hot column [n, 1] (1 in its rank's row), and, when n
+// does not divide the vocabulary, the mask [n·P] added to the gathered
+// logits (0, then -inf on the padding). Model makes them
+// (LMHeadPlaceFunc, LMHeadMaskFunc).
+const (
+	ParamLMHeadPlace = "lm_head.place"
+	ParamLMHeadMask  = "lm_head.mask"
+)
+
+// HeadParams lists the extra parameters of the split LM head on n
+// workers (none when replicated or on one worker).
+func (c Config) HeadParams(n int) []string {
+	if c.LMHeadMode() != LMHeadSplit || n == 1 {
+		return nil
+	}
+	if c.LogitsWidth(n) > c.Vocab {
+		return []string{ParamLMHeadPlace, ParamLMHeadMask}
+	}
+	return []string{ParamLMHeadPlace}
+}
+
 // Build returns the module one worker runs for n workers: @prefill over
 // prefillLen tokens (left out when prefillLen is 0) and @decode over one.
 // Both are
@@ -31,7 +53,17 @@ func CacheParam(kv string, i int) string { return fmt.Sprintf("%s_cache.%d", kv,
 //
 // with devices left to the pipeline. With n > 1 each layer has exactly two
 // all-reduces (sum): the attention output projection's and the MLP down
-// projection's partial sums.
+// projection's partial sums. A split LM head (LMHeadSplit, n > 1) adds
+// one: each worker computes its P = VocabShard(n) logits, multiplies them
+// into row r of a zero [T, n, P] (by the one-hot lm_head.place) and the
+// sum all-reduce gathers every worker's logits, in vocabulary order, on
+// every worker (exact: the other workers add zeros). An all-reduce rather
+// than an all-gather: on GPUs it is the custom IPC all-reduce the layers
+// use, captured in CUDA graphs and offered by the "ipc" backend (ranks
+// sharing a GPU), and its result is [T, n·P] in token-major order, which
+// an all-gather of [T, P] blocks (rank-major) is not for T > 1. Padding
+// columns (n not dividing the vocabulary) get -inf (lm_head.mask), so
+// argmax never picks them; the logits are then [T, LogitsWidth(n)].
 func Build(c Config, n, prefillLen int) (*ir.Module, error) {
 	if err := c.Validate(n); err != nil {
 		return nil, err
@@ -75,7 +107,7 @@ func BuildPrefill(c Config, n, t int) (*ir.Module, error) {
 func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 	dt, any := c.DType, vdevice.Unconstrained
 	T, H, V, D := int64(t), int64(c.Hidden), int64(c.Vocab), int64(c.HeadDim())
-	hq, hkv, ffn := int64(c.Heads/n), int64(c.KVHeads/n), int64(c.FFN/n)
+	hq, hkv, ffn := int64(c.Heads/n), int64(c.KVHeadsPerWorker(n)), int64(c.FFN/n)
 	b := ir.NewFunc(name)
 	ids := b.Param("ids", ir.Tensor(tensor.Shape{T}, tensor.Int32, any))
 	pos := b.Param("pos", ir.Tensor(tensor.Shape{T}, tensor.Int32, any))
@@ -97,6 +129,14 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 	for i := range c.Layers {
 		kc[i] = b.Param(CacheParam("k", i), ir.Tensor(c.CacheShape(n), dt, any))
 		vc[i] = b.Param(CacheParam("v", i), ir.Tensor(c.CacheShape(n), dt, any))
+	}
+	P, W := int64(c.VocabShard(n)), int64(c.LogitsWidth(n))
+	for _, name := range c.HeadParams(n) {
+		shape := tensor.Shape{int64(n), 1}
+		if name == ParamLMHeadMask {
+			shape = tensor.Shape{W}
+		}
+		w[name] = b.Param(name, ir.Tensor(shape, dt, any))
 	}
 	alloc := func(name string, shape ...int64) ir.Ref { return b.AllocTensor(name, shape, dt, any, "") }
 	// The rotary table (Hugging Face's inv_freq, scaling applied): rope's
@@ -171,8 +211,25 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 		h = residual(h, d, "down")
 	}
 	x := norm(h, ParamNormW, ParamNormB, "x")
-	logits := alloc("logits", T, V)
-	matmul(x, ParamLMHead, logits)
+	var logits ir.Ref
+	if P != V {
+		// The split head: this worker's logits, placed in its row of
+		// [T, n, P] and gathered by the sum all-reduce.
+		local := alloc("logits_local", T, P)
+		matmul(x, ParamLMHead, local)
+		placed := alloc("logits_placed", T, int64(n), P)
+		b.Mul(b.Reshape("logits_row", local, tensor.Shape{T, 1, P}), w[ParamLMHeadPlace], placed)
+		logits = alloc("logits", T, W)
+		b.Allreduce(b.Reshape("logits_parts", placed, tensor.Shape{T, W}), "sum", logits)
+		if W > V {
+			masked := alloc("logits_masked", T, W)
+			b.Add(logits, w[ParamLMHeadMask], masked)
+			logits = masked
+		}
+	} else {
+		logits = alloc("logits", T, V)
+		matmul(x, ParamLMHead, logits)
+	}
 	next := b.AllocTensor("next", tensor.Shape{T}, tensor.Int32, any, "")
 	b.Argmax(logits, next)
 	b.Return(logits, next)

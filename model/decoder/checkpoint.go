@@ -19,25 +19,57 @@ const (
 )
 
 // ShardSpec is the shard loader's spec for c's parameters: one rule per
-// parameter, by exact name, with its Megatron split (columns: dim 1, rows:
-// dim 0) or replicated; any other tensor in the checkpoint is an error.
+// parameter, by exact name (ParamSpec.ShardRule); any other tensor in the
+// checkpoint is an error.
 func (c Config) ShardSpec() *shard.Spec {
 	s := &shard.Spec{Default: "error"}
 	for _, p := range c.Params() {
-		r := shard.Rule{Match: p.Name}
-		switch p.Split {
-		case SplitCols:
-			d := len(p.Shape) - 1
-			r.Split = &d
-		case SplitRows:
-			d := 0
-			r.Split = &d
-		default:
-			r.Replicate = true
-		}
-		s.Rules = append(s.Rules, r)
+		s.Rules = append(s.Rules, p.ShardRule())
 	}
 	return s
+}
+
+// ShardBlockFunc is the shard loader function (model/shard) of the splits
+// an even split does not express, with args [dim, units, padded (0 or
+// 1)]: rank r's Block of dimension dim. A padded block may be short: the
+// loaded shard then has fewer rows (or columns) than ShardShape, and
+// decoder.Load pads it (LMHeadShardFunc).
+const ShardBlockFunc = "decoder.block"
+
+func init() {
+	shard.MustRegister(ShardBlockFunc, func(r shard.Request) (shard.Plan, error) {
+		if len(r.Args) != 3 || r.Args[0] < 0 || int(r.Args[0]) >= len(r.Shape) || r.Args[1] < 0 {
+			return shard.Plan{}, fmt.Errorf("%w: %s wants args [dim, units, padded] for shape %v, got %v", shard.ErrSpec, ShardBlockFunc, r.Shape, r.Args)
+		}
+		dim, units, padded := int(r.Args[0]), r.Args[1], r.Args[2] != 0
+		size, n := r.Shape[dim], int64(r.N)
+		if !padded && (units > 0 && units < n && (n%units != 0 || size%units != 0) || (units == 0 || units >= n) && size%n != 0) {
+			return shard.Plan{}, fmt.Errorf("%w: %s: dimension %d of shape %v (%d units) does not split over %d ranks", shard.ErrShape, ShardBlockFunc, dim, r.Shape, units, n)
+		}
+		lo, hi := Block(size, units, padded, r.Rank, r.N)
+		return shard.Blocks(r.Shape, int64(r.DType.Size()), dim, []shard.Interval{{Lo: lo, Hi: hi}})
+	})
+}
+
+// ShardRule is the shard loader's rule for the parameter, matching its
+// name: replicated, an even split of its split dimension, or, for kv
+// heads (Units) and the padded LM head, ShardBlockFunc.
+func (p ParamSpec) ShardRule() shard.Rule {
+	r := shard.Rule{Match: p.Name}
+	d := p.splitDim()
+	switch {
+	case d < 0:
+		r.Replicate = true
+	case p.Units > 0 || p.Padded:
+		padded := int64(0)
+		if p.Padded {
+			padded = 1
+		}
+		r.Func, r.Args = ShardBlockFunc, []int64{int64(d), p.Units, padded}
+	default:
+		r.Split = &d
+	}
+	return r
 }
 
 // WriteRandom writes the random model of c with seed (RandomParam's

@@ -20,6 +20,20 @@ const (
 	ActGELU   = "gelu"  // gated MLP with GELU (tanh approximation)
 )
 
+// LM head placements (Config.LMHead).
+const (
+	// LMHeadReplicated: every worker holds the whole LM head and computes
+	// every logit; no collective.
+	LMHeadReplicated = "replicated"
+	// LMHeadSplit: worker r holds vocabulary rows [r·P, (r+1)·P), P =
+	// ceil(vocab / n) (the last rows zero where n does not divide the
+	// vocabulary), computes those logits, and the workers gather them
+	// (see Build).
+	LMHeadSplit = "split"
+	// DefaultLMHead is the placement of an empty Config.LMHead.
+	DefaultLMHead = LMHeadSplit
+)
+
 // Weight layouts of the matrices in a checkpoint.
 const (
 	// LayoutChorus stores matrices [in, out]: a layer computes x·W.
@@ -54,6 +68,8 @@ type Config struct {
 	QKVBias bool
 	// Rope scales the rotary embedding's frequencies (the zero value: none).
 	Rope RopeScaling
+	// LMHead is LMHeadReplicated or LMHeadSplit ("": DefaultLMHead).
+	LMHead string
 }
 
 // Small is a small configuration for tests and demos.
@@ -83,6 +99,43 @@ func (c Config) act() string {
 	return c.Act
 }
 
+// LMHeadMode is LMHead, or DefaultLMHead when it is empty.
+func (c Config) LMHeadMode() string {
+	if c.LMHead == "" {
+		return DefaultLMHead
+	}
+	return c.LMHead
+}
+
+// VocabShard is the vocabulary rows a worker holds of n: ceil(vocab/n)
+// when the LM head is split, else the whole vocabulary.
+func (c Config) VocabShard(n int) int {
+	if c.LMHeadMode() != LMHeadSplit || n < 1 {
+		return c.Vocab
+	}
+	return (c.Vocab + n - 1) / n
+}
+
+// LogitsWidth is the width of the logits a step returns on n workers:
+// n·VocabShard(n) when the LM head is split (the padding columns past
+// Vocab hold -inf), else Vocab.
+func (c Config) LogitsWidth(n int) int {
+	if c.LMHeadMode() != LMHeadSplit {
+		return c.Vocab
+	}
+	return n * c.VocabShard(n)
+}
+
+// KVHeadsPerWorker is how many kv heads a worker of n holds: KVHeads/n,
+// or 1 when n is a multiple of KVHeads (each kv head replicated on
+// n/KVHeads workers, those whose query heads read it).
+func (c Config) KVHeadsPerWorker(n int) int {
+	if n > c.KVHeads {
+		return 1
+	}
+	return c.KVHeads / max(n, 1)
+}
+
 func (c Config) layout() string {
 	if c.Layout == "" {
 		return LayoutChorus
@@ -99,14 +152,19 @@ func (c Config) String() string {
 	if c.Rope.Type != "" && c.Rope.Type != RopeDefault {
 		s += ", rope " + c.Rope.String()
 	}
+	if c.LMHead != "" {
+		s += ", lm head " + c.LMHead
+	}
 	return s
 }
 
 // Validate checks the configuration for n workers: positive sizes, whole
 // heads (Hidden = Heads · head_dim unless HeadSize is set; an even
-// head_dim), Heads a multiple of KVHeads, KVHeads and FFN divisible by n
-// (every worker gets whole kv heads and an equal FFN slice), and the
-// rotary scaling (RopeScaling.Validate).
+// head_dim), Heads a multiple of KVHeads, KVHeads divisible by n, or n a
+// multiple of KVHeads dividing Heads (each kv head replicated on the
+// n/KVHeads workers whose query heads read it, as vLLM does), FFN
+// divisible by n, a split LM head leaving every worker a vocabulary row,
+// and the rotary scaling (RopeScaling.Validate).
 func (c Config) Validate(n int) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s (%v)", ErrConfig, fmt.Sprintf(format, args...), c)
@@ -124,8 +182,8 @@ func (c Config) Validate(n int) error {
 		return bad("head dim %d is not even", c.HeadDim())
 	case c.Heads%c.KVHeads != 0:
 		return bad("%d heads are not a multiple of %d kv heads", c.Heads, c.KVHeads)
-	case n < 1 || c.KVHeads%n != 0:
-		return bad("%d kv heads do not split over %d workers", c.KVHeads, n)
+	case n < 1 || c.KVHeads%n != 0 && (n%c.KVHeads != 0 || c.Heads%n != 0):
+		return bad("%d kv heads do not split over %d workers, nor replicate over them (%d workers a multiple of the kv heads, dividing the %d heads)", c.KVHeads, n, n, c.Heads)
 	case c.FFN%n != 0:
 		return bad("ffn %d does not split over %d workers", c.FFN, n)
 	case c.DType != tensor.Float32 && c.DType != tensor.Float16 && c.DType != tensor.BFloat16:
@@ -140,6 +198,10 @@ func (c Config) Validate(n int) error {
 		return bad("activation %q (%q or %q)", c.Act, ActSiLU, ActGELU)
 	case c.layout() != LayoutChorus && c.layout() != LayoutHF:
 		return bad("layout %q (%q or %q)", c.Layout, LayoutChorus, LayoutHF)
+	case c.LMHeadMode() != LMHeadReplicated && c.LMHeadMode() != LMHeadSplit:
+		return bad("lm head %q (%q or %q)", c.LMHead, LMHeadReplicated, LMHeadSplit)
+	case c.LMHeadMode() == LMHeadSplit && (n-1)*c.VocabShard(n) >= c.Vocab:
+		return bad("a vocabulary of %d in rows of %d leaves worker %d of %d none: use the %q LM head", c.Vocab, c.VocabShard(n), n-1, n, LMHeadReplicated)
 	}
 	if err := c.Rope.Validate(); err != nil {
 		return fmt.Errorf("%w (%v)", err, c)
@@ -178,6 +240,14 @@ type ParamSpec struct {
 	Shape      tensor.Shape // full, unsharded, as stored
 	Split      Split
 	Transposed bool
+	// Units, if set, is the number of whole units (kv heads) the split
+	// dimension holds: with more workers than units, worker r holds unit
+	// r·Units/n (replicated on n/Units workers) instead of a 1/n slice.
+	Units int64
+	// Padded: the split dimension is cut in n blocks of ceil(size/n), the
+	// last one(s) short of real elements; a worker's shard has the full
+	// block's shape, zero past the end (the split LM head).
+	Padded bool
 }
 
 // Canonical is the parameter in the [in, out] layout: p itself, or for a
@@ -186,7 +256,7 @@ func (p ParamSpec) Canonical() ParamSpec {
 	if !p.Transposed {
 		return p
 	}
-	q := ParamSpec{Name: p.Name, Shape: tensor.Shape{p.Shape[1], p.Shape[0]}, Split: p.Split}
+	q := ParamSpec{Name: p.Name, Shape: tensor.Shape{p.Shape[1], p.Shape[0]}, Split: p.Split, Units: p.Units, Padded: p.Padded}
 	switch p.Split {
 	case SplitCols:
 		q.Split = SplitRows
@@ -196,21 +266,56 @@ func (p ParamSpec) Canonical() ParamSpec {
 	return q
 }
 
-// ShardShape is worker r's shape of the parameter for n workers (the
-// same for every r: splits are even).
-func (p ParamSpec) ShardShape(n int) tensor.Shape {
-	s := p.Shape.Clone()
+// splitDim is the index of the split dimension (-1: replicated).
+func (p ParamSpec) splitDim() int {
 	switch p.Split {
 	case SplitCols:
-		s[len(s)-1] /= int64(n)
+		return len(p.Shape) - 1
 	case SplitRows:
-		s[0] /= int64(n)
+		return 0
+	}
+	return -1
+}
+
+// Block is worker r of n's interval [lo, hi) of a split dimension of
+// size elements: an even 1/n slice; with units < n (Units) the whole
+// unit r·units/n; padded, [r·P, min((r+1)·P, size)) with P = ceil(size/n).
+func Block(size, units int64, padded bool, r, n int) (lo, hi int64) {
+	R, N := int64(r), int64(n)
+	switch {
+	case padded:
+		b := (size + N - 1) / N
+		return min(R*b, size), min((R+1)*b, size)
+	case units > 0 && units < N:
+		u := R * units / N
+		return u * size / units, (u + 1) * size / units
+	}
+	return R * size / N, (R + 1) * size / N
+}
+
+// shardSize is the split dimension's size on a worker of n.
+func (p ParamSpec) shardSize(size int64, n int) int64 {
+	if p.Padded {
+		return (size + int64(n) - 1) / int64(n)
+	}
+	lo, hi := Block(size, p.Units, false, 0, n)
+	return hi - lo
+}
+
+// ShardShape is worker r's shape of the parameter for n workers (the
+// same for every r: splits are even, replicated units whole, padded
+// blocks full).
+func (p ParamSpec) ShardShape(n int) tensor.Shape {
+	s := p.Shape.Clone()
+	if d := p.splitDim(); d >= 0 {
+		s[d] = p.shardSize(s[d], n)
 	}
 	return s
 }
 
 // ShardRange is worker r's block of the full parameter: rows [r0, r1)
-// and columns [c0, c1) (1-D parameters have one row).
+// and columns [c0, c1) (1-D parameters have one row). A padded block may
+// be shorter than ShardShape (the rest is zero).
 func (p ParamSpec) ShardRange(r, n int) (r0, r1, c0, c1 int64) {
 	rows, cols := int64(1), p.Shape[len(p.Shape)-1]
 	if len(p.Shape) == 2 {
@@ -219,9 +324,9 @@ func (p ParamSpec) ShardRange(r, n int) (r0, r1, c0, c1 int64) {
 	r0, r1, c0, c1 = 0, rows, 0, cols
 	switch p.Split {
 	case SplitCols:
-		c0, c1 = int64(r)*cols/int64(n), int64(r+1)*cols/int64(n)
+		c0, c1 = Block(cols, p.Units, p.Padded, r, n)
 	case SplitRows:
-		r0, r1 = int64(r)*rows/int64(n), int64(r+1)*rows/int64(n)
+		r0, r1 = Block(rows, p.Units, p.Padded, r, n)
 	}
 	return r0, r1, c0, c1
 }
@@ -231,7 +336,7 @@ const (
 	ParamEmbed     = "embed"       // [vocab, hidden], replicated
 	ParamNormW     = "norm.weight" // final norm [hidden], replicated
 	ParamNormB     = "norm.bias"   // LayerNorm only
-	ParamLMHead    = "lm_head"     // [hidden, vocab], replicated
+	ParamLMHead    = "lm_head"     // [hidden, vocab], replicated or split by vocabulary (LMHead)
 	AttnNormW      = "attn_norm.weight"
 	AttnNormB      = "attn_norm.bias"
 	AttnWQ         = "attn.wq" // [hidden, heads·head_dim], columns
@@ -266,9 +371,10 @@ func (c Config) Params() []ParamSpec {
 		}
 	}
 	// lin is a matrix from in to out features, [in, out] split as given,
-	// or in the HF layout the transpose of that.
-	lin := func(name string, in, out int64, split Split) {
-		p := ParamSpec{Name: name, Shape: tensor.Shape{in, out}, Split: split}
+	// or in the HF layout the transpose of that; units and padded are
+	// ParamSpec's.
+	lin := func(name string, in, out int64, split Split, units int64, padded bool) {
+		p := ParamSpec{Name: name, Shape: tensor.Shape{in, out}, Split: split, Units: units, Padded: padded}
 		if c.layout() == LayoutHF {
 			p.Shape, p.Transposed = tensor.Shape{out, in}, true
 			switch split {
@@ -283,28 +389,35 @@ func (c Config) Params() []ParamSpec {
 	for i := range c.Layers {
 		l := func(s string) string { return LayerParam(i, s) }
 		norm(l(AttnNormW), l(AttnNormB))
-		lin(l(AttnWQ), h, q, SplitCols)
-		lin(l(AttnWK), h, kv, SplitCols)
-		lin(l(AttnWV), h, kv, SplitCols)
+		// k and v are whole kv heads: replicated when the workers
+		// outnumber them.
+		units := int64(c.KVHeads)
+		lin(l(AttnWQ), h, q, SplitCols, 0, false)
+		lin(l(AttnWK), h, kv, SplitCols, units, false)
+		lin(l(AttnWV), h, kv, SplitCols, units, false)
 		if c.QKVBias {
 			// 1-D: split along its only dimension, with the outputs.
 			ps = append(ps, ParamSpec{Name: l(AttnBQ), Shape: tensor.Shape{q}, Split: SplitCols},
-				ParamSpec{Name: l(AttnBK), Shape: tensor.Shape{kv}, Split: SplitCols},
-				ParamSpec{Name: l(AttnBV), Shape: tensor.Shape{kv}, Split: SplitCols})
+				ParamSpec{Name: l(AttnBK), Shape: tensor.Shape{kv}, Split: SplitCols, Units: units},
+				ParamSpec{Name: l(AttnBV), Shape: tensor.Shape{kv}, Split: SplitCols, Units: units})
 		}
-		lin(l(AttnWO), q, h, SplitRows)
+		lin(l(AttnWO), q, h, SplitRows, 0, false)
 		norm(l(MLPNormW), l(MLPNormB))
-		lin(l(MLPWGate), h, f, SplitCols)
-		lin(l(MLPWUp), h, f, SplitCols)
-		lin(l(MLPWDown), f, h, SplitRows)
+		lin(l(MLPWGate), h, f, SplitCols, 0, false)
+		lin(l(MLPWUp), h, f, SplitCols, 0, false)
+		lin(l(MLPWDown), f, h, SplitRows, 0, false)
 	}
 	norm(ParamNormW, ParamNormB)
-	lin(ParamLMHead, h, v, Replicate)
+	if c.LMHeadMode() == LMHeadSplit {
+		lin(ParamLMHead, h, v, SplitCols, 0, true)
+	} else {
+		lin(ParamLMHead, h, v, Replicate, 0, false)
+	}
 	return ps
 }
 
 // CacheShape is one worker's K (or V) cache of one layer for n workers:
-// [max_seq, kv_heads/n, head_dim].
+// [max_seq, KVHeadsPerWorker(n), head_dim].
 func (c Config) CacheShape(n int) tensor.Shape {
-	return tensor.Shape{int64(c.MaxSeq), int64(c.KVHeads / n), int64(c.HeadDim())}
+	return tensor.Shape{int64(c.MaxSeq), int64(c.KVHeadsPerWorker(n)), int64(c.HeadDim())}
 }

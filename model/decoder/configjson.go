@@ -27,13 +27,14 @@ type configJSON struct {
 	HeadDim    int          `json:"head_dim,omitempty"`
 	QKVBias    bool         `json:"qkv_bias,omitempty"`
 	Rope       *RopeScaling `json:"rope_scaling,omitempty"`
+	LMHead     string       `json:"lm_head,omitempty"`
 }
 
 // MarshalJSON writes the configuration with the dtype by name and the
 // norm and activation spelled out.
 func (c Config) MarshalJSON() ([]byte, error) {
 	j := configJSON{c.Vocab, c.Hidden, c.Layers, c.Heads, c.KVHeads, c.FFN, c.MaxSeq,
-		c.DType.String(), c.NormEps, c.RopeTheta, c.norm(), c.act(), c.layout(), c.HeadSize, c.QKVBias, nil}
+		c.DType.String(), c.NormEps, c.RopeTheta, c.norm(), c.act(), c.layout(), c.HeadSize, c.QKVBias, nil, c.LMHead}
 	if c.Rope != (RopeScaling{}) {
 		r := c.Rope
 		j.Rope = &r
@@ -56,7 +57,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 	}
 	*c = Config{Vocab: j.Vocab, Hidden: j.Hidden, Layers: j.Layers, Heads: j.Heads, KVHeads: j.KVHeads, FFN: j.FFN, MaxSeq: j.MaxSeq,
 		DType: dt, NormEps: j.NormEps, RopeTheta: j.RopeTheta, Norm: j.Norm, Act: j.Activation, Layout: j.Layout,
-		HeadSize: j.HeadDim, QKVBias: j.QKVBias}
+		HeadSize: j.HeadDim, QKVBias: j.QKVBias, LMHead: j.LMHead}
 	if j.Rope != nil {
 		c.Rope = *j.Rope
 	}

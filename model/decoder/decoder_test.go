@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/internal/testutil/leaktest"
@@ -35,15 +36,19 @@ const seed = 11
 
 // TestShardsCoverParams: the shards of any worker count put together are
 // the full parameter, for every parameter of a model with LayerNorm, in
-// both layouts.
+// both layouts, with the LM head replicated and split over a vocabulary
+// 4 and 8 do not divide (the padding zero); on 8 workers the 4 kv heads
+// are replicated, each worker's shard the kv head its query heads read.
 func TestShardsCoverParams(t *testing.T) {
 	c := decoder.Small(tensor.Float32)
-	c.Norm = decoder.NormLayer
+	c.Norm, c.Vocab = decoder.NormLayer, 61
 	hf := c
 	hf.Layout = decoder.LayoutHF
-	for _, p := range append(c.Params(), hf.Params()...) {
+	rep := c
+	rep.LMHead = decoder.LMHeadReplicated
+	for _, p := range append(append(c.Params(), hf.Params()...), rep.Params()...) {
 		full := decoder.RandomParam(p, seed, c.DType)
-		for _, n := range []int{1, 2, 4} {
+		for _, n := range []int{1, 2, 4, 8} {
 			got := make([]float64, len(full))
 			cols := p.Shape[len(p.Shape)-1]
 			for r := range n {
@@ -56,11 +61,28 @@ func TestShardsCoverParams(t *testing.T) {
 				}
 				v, _ := tensor.ToFloat64(sh)
 				r0, r1, c0, c1 := p.ShardRange(r, n)
-				k := 0
-				for i := r0; i < r1; i++ {
-					for j := c0; j < c1; j++ {
-						got[i*cols+j] = v[k]
-						k++
+				s := sh.Shape()
+				stride := s[len(s)-1]
+				for i := range int64(len(v)) / stride {
+					for j := range stride {
+						x := v[i*stride+j]
+						switch {
+						case r0+i < r1 && c0+j < c1:
+							got[(r0+i)*cols+c0+j] = x
+						case x != 0:
+							t.Fatalf("%s: worker %d of %d: padding (%d, %d) is %g", p.Name, r, n, i, j, x)
+						}
+					}
+				}
+				if p.Units > 0 && int64(n) > p.Units {
+					// The kv head of this worker's first query head.
+					kv := int64(r) * int64(c.Heads) / int64(n) / int64(c.Heads/c.KVHeads)
+					lo, hi := c0, c1
+					if p.Split == decoder.SplitRows {
+						lo, hi = r0, r1
+					}
+					if d := int64(c.HeadDim()); lo != kv*d || hi != (kv+1)*d {
+						t.Errorf("%s: worker %d of %d holds [%d, %d), its query heads read kv head %d", p.Name, r, n, lo, hi, kv)
 					}
 				}
 			}
@@ -73,33 +95,52 @@ func TestShardsCoverParams(t *testing.T) {
 
 func TestBuild(t *testing.T) {
 	c := decoder.Small(tensor.Float16)
-	for _, n := range []int{1, 2, 4} {
-		m, err := decoder.Build(c, n, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(m.Funcs) != 2 || m.Func(decoder.FuncPrefill) == nil || m.Func(decoder.FuncDecode) == nil {
-			t.Fatalf("n=%d: functions %v", n, m.Funcs)
-		}
-		// Two all-reduces per layer and function when sharded, none on
-		// one worker.
-		want := 0
-		if n > 1 {
-			want = 2 * c.Layers * 2
-		}
-		if got := strings.Count(m.String(), "allreduce("); got != want {
-			t.Errorf("n=%d: %d all-reduces, want %d", n, got, want)
-		}
-		if got, want := len(m.Func(decoder.FuncDecode).Params), 2+len(c.Params())+2*c.Layers; got != want {
-			t.Errorf("n=%d: @decode has %d parameters, want %d", n, got, want)
+	for _, tc := range []struct {
+		head  string
+		vocab int
+	}{{decoder.LMHeadReplicated, 64}, {decoder.LMHeadSplit, 64}, {decoder.LMHeadSplit, 62}} {
+		c := c
+		c.LMHead, c.Vocab = tc.head, tc.vocab
+		for _, n := range []int{1, 2, 4} {
+			m, err := decoder.Build(c, n, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Funcs) != 2 || m.Func(decoder.FuncPrefill) == nil || m.Func(decoder.FuncDecode) == nil {
+				t.Fatalf("n=%d: functions %v", n, m.Funcs)
+			}
+			// Two all-reduces per layer and function when sharded, and
+			// the split head's gather; none on one worker.
+			want, params := 0, 2+len(c.Params())+2*c.Layers
+			if n > 1 {
+				want = 2 * c.Layers * 2
+				if tc.head == decoder.LMHeadSplit {
+					want += 2
+					params++ // the placement
+					if c.Vocab%n != 0 {
+						params++ // the padding's mask
+					}
+				}
+			}
+			if got := strings.Count(m.String(), "allreduce("); got != want {
+				t.Errorf("%s head, vocab %d, n=%d: %d all-reduces, want %d", tc.head, c.Vocab, n, got, want)
+			}
+			if got := len(m.Func(decoder.FuncDecode).Params); got != params {
+				t.Errorf("%s head, vocab %d, n=%d: @decode has %d parameters, want %d", tc.head, c.Vocab, n, got, params)
+			}
+			f := m.Func(decoder.FuncDecode)
+			if got, want := f.Types()[string(f.Results[0])], (ir.TensorType{Shape: tensor.Shape{1, int64(c.LogitsWidth(n))}}); got == nil || !got.(ir.TensorType).Shape.Equal(want.Shape) {
+				t.Errorf("%s head, vocab %d, n=%d: logits %v, want %v", tc.head, c.Vocab, n, got, want.Shape)
+			}
 		}
 	}
 	gpu, err := decoder.Compile(c, 2, 3, tensor.CUDADevice(0), "one_shot", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(gpu.String(), "custom_allreduce("); got != 2*c.Layers*2 {
-		t.Errorf("GPU program has %d custom all-reduces, want %d", got, 2*c.Layers*2)
+	// The layers' and the split head's all-reduces run on IPC memory.
+	if got := strings.Count(gpu.String(), "custom_allreduce("); got != 2*c.Layers*2+2 {
+		t.Errorf("GPU program has %d custom all-reduces, want %d", got, 2*c.Layers*2+2)
 	}
 	cpu, err := decoder.Compile(c, 2, 0, tensor.CPUDevice, "", nil)
 	if err != nil {
@@ -109,18 +150,29 @@ func TestBuild(t *testing.T) {
 		t.Errorf("CPU program without prefill: %d functions, custom all-reduce %v", len(cpu.Funcs), strings.Contains(cpu.String(), "custom_allreduce"))
 	}
 	for name, bad := range map[string]func(*decoder.Config){
-		"kv heads over 3": func(c *decoder.Config) {},
-		"odd head dim":    func(c *decoder.Config) { c.Hidden, c.Heads, c.KVHeads = 24, 8, 8 },
-		"groups":          func(c *decoder.Config) { c.KVHeads = 5 },
-		"dtype":           func(c *decoder.Config) { c.DType = tensor.Int32 },
-		"norm":            func(c *decoder.Config) { c.Norm = "batch" },
-		"theta":           func(c *decoder.Config) { c.RopeTheta = 0 },
+		"kv heads over 3":             func(c *decoder.Config) {},
+		"kv heads 1, heads 8 over 3":  func(c *decoder.Config) { c.KVHeads = 1 },
+		"split head of 2 rows over 3": func(c *decoder.Config) { c.Vocab, c.LMHead = 2, decoder.LMHeadSplit },
+		"head placement":              func(c *decoder.Config) { c.LMHead = "vocab" },
+		"odd head dim":                func(c *decoder.Config) { c.Hidden, c.Heads, c.KVHeads = 24, 8, 8 },
+		"groups":                      func(c *decoder.Config) { c.KVHeads = 5 },
+		"dtype":                       func(c *decoder.Config) { c.DType = tensor.Int32 },
+		"norm":                        func(c *decoder.Config) { c.Norm = "batch" },
+		"theta":                       func(c *decoder.Config) { c.RopeTheta = 0 },
 	} {
 		cc := decoder.Small(tensor.Float32)
 		bad(&cc)
 		if _, err := decoder.Build(cc, 3, 0); !errors.Is(err, decoder.ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
+	}
+	// Replicated kv heads need the workers to be a multiple of the kv
+	// heads dividing the heads: 6 heads over 2 kv heads on 4 workers is
+	// neither a split nor a replication.
+	cc := decoder.Small(tensor.Float32)
+	cc.Hidden, cc.Heads, cc.KVHeads = 48, 6, 2
+	if _, err := decoder.Build(cc, 4, 0); !errors.Is(err, decoder.ErrConfig) || !strings.Contains(err.Error(), "kv heads") {
+		t.Errorf("6 heads, 2 kv heads over 4 workers: %v, want ErrConfig naming the kv heads", err)
 	}
 	if _, err := decoder.Build(c, 1, c.MaxSeq+1); !errors.Is(err, decoder.ErrConfig) {
 		t.Errorf("prefill longer than the cache: %v", err)
@@ -244,6 +296,10 @@ type run struct {
 	// hf: the Hugging Face variants: head_dim apart from hidden/heads,
 	// q/k/v biases, llama3 rotary scaling, the HF layout.
 	hf bool
+	// head is the LM head placement ("": the default); kv, if set, the
+	// kv heads, and vocab the vocabulary (Small's otherwise).
+	head      string
+	kv, vocab int
 }
 
 // hfVariant is c with what Hugging Face checkpoints add: a head dim of 12
@@ -264,7 +320,32 @@ func (r run) String() string {
 	if r.hf {
 		s += "/hf-variant"
 	}
+	if r.head != "" {
+		s += "/head-" + r.head
+	}
+	if r.kv != 0 {
+		s += fmt.Sprintf("/kv%d", r.kv)
+	}
+	if r.vocab != 0 {
+		s += fmt.Sprintf("/vocab%d", r.vocab)
+	}
 	return s
+}
+
+// config is the run's model.
+func (r run) config() decoder.Config {
+	c := decoder.Small(r.dt)
+	c.Norm, c.Act, c.LMHead = r.norm, r.act, r.head
+	if r.hf {
+		c = hfVariant(c)
+	}
+	if r.kv != 0 {
+		c.KVHeads = r.kv
+	}
+	if r.vocab != 0 {
+		c.Vocab = r.vocab
+	}
+	return c
 }
 
 func newSession(t *testing.T, ctx context.Context, kind string, n int, ids []int) *session.Session {
@@ -403,7 +484,9 @@ func generate(t *testing.T, ctx context.Context, m *decoder.Model, replay bool) 
 // of threaded and process sessions against the float64 reference:
 // a prefill of 3 tokens and 4 decode steps, logits of every step on
 // every worker. The half types and the LayerNorm/GELU variant run on two
-// threaded workers.
+// threaded workers; the replicated LM head on 2; kv heads replicated (2
+// over 4 workers, 4 over 8) with a split head padded past a vocabulary
+// that 4 and 8 do not divide.
 func TestDecoder(t *testing.T) {
 	var runs []run
 	for _, k := range []string{"threaded", "process"} {
@@ -414,7 +497,10 @@ func TestDecoder(t *testing.T) {
 	runs = append(runs, run{kind: "threaded", n: 2, dt: tensor.Float16}, run{kind: "threaded", n: 2, dt: tensor.BFloat16},
 		run{kind: "threaded", n: 4, dt: tensor.Float32, norm: decoder.NormLayer, act: decoder.ActGELU},
 		run{kind: "threaded", n: 1, dt: tensor.Float32, hf: true}, run{kind: "threaded", n: 2, dt: tensor.Float32, hf: true},
-		run{kind: "threaded", n: 4, dt: tensor.Float32, hf: true})
+		run{kind: "threaded", n: 4, dt: tensor.Float32, hf: true},
+		run{kind: "threaded", n: 2, dt: tensor.Float32, head: decoder.LMHeadReplicated},
+		run{kind: "process", n: 4, dt: tensor.Float32, head: decoder.LMHeadSplit, hf: true, kv: 2, vocab: 62},
+		run{kind: "threaded", n: 8, dt: tensor.Float16, kv: 4, vocab: 61})
 	for _, r := range runs {
 		t.Run(r.String(), func(t *testing.T) {
 			leaktest.Check(t)
@@ -425,11 +511,7 @@ func TestDecoder(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c := decoder.Small(r.dt)
-			c.Norm, c.Act = r.norm, r.act
-			if r.hf {
-				c = hfVariant(c)
-			}
+			c := r.config()
 			w, err := decoder.RandomWeights(ctx, s, c, seed)
 			if err != nil {
 				t.Fatal(err)

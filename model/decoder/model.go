@@ -111,9 +111,13 @@ type Model struct {
 	Module  *ir.Module // the compiled module the workers run
 	Program *vm.Program
 
-	s        *session.Session
-	params   []*session.DRef // Config.Params order, then the caches
-	caches   []*session.DRef
+	s      *session.Session
+	params []*session.DRef // Config.Params order, then the caches
+	caches []*session.DRef
+	// head holds the split LM head's registers the model made (the
+	// worker's shard, the one-hot placement, the padding mask): passed
+	// after the caches, the shard in the LM head's place.
+	head     []*session.DRef
 	int32s   *session.DRef
 	setInt32 *session.DRef
 	pos      int
@@ -181,6 +185,9 @@ func Load(ctx context.Context, s *session.Session, c Config, dev tensor.Device, 
 	for _, p := range specs {
 		m.params = append(m.params, weights[p.Name])
 	}
+	if err := m.loadHead(ctx); err != nil {
+		return fail(err)
+	}
 	for range 2 * c.Layers {
 		r, err := s.CallPacked(empty, c.CacheShape(n), c.DType, nil, false, false)
 		if err != nil {
@@ -194,15 +201,53 @@ func Load(ctx context.Context, s *session.Session, c Config, dev tensor.Device, 
 	return m, nil
 }
 
-// Release drops the program, the caches and any captured graph (not the
-// weights, which the caller owns).
+// loadHead makes the split LM head's registers on several workers: the
+// worker's shard of the head it was given (LMHeadShardFunc: the register
+// itself when it is one already), in the head's place among the
+// parameters, and the placement and mask parameters.
+func (m *Model) loadHead(ctx context.Context) error {
+	c, n := m.Config, m.s.NumWorkers()
+	extra := c.HeadParams(n)
+	if len(extra) == 0 {
+		return nil
+	}
+	r, err := shardLMHead(m.s, c, m.params[len(m.params)-1])
+	if err != nil {
+		return err
+	}
+	m.head = append(m.head, r)
+	m.params[len(m.params)-1] = r
+	for _, name := range extra {
+		fn, args := LMHeadPlaceFunc, []any{c.DType}
+		if name == ParamLMHeadMask {
+			fn, args = LMHeadMaskFunc, []any{c.DType, int64(c.Vocab), int64(c.LogitsWidth(n))}
+		}
+		f, err := m.s.GetGlobalFunc(ctx, fn)
+		if err != nil {
+			return err
+		}
+		r, err := m.s.CallPacked(f, args...)
+		f.Release()
+		if err != nil {
+			return err
+		}
+		m.head = append(m.head, r)
+	}
+	if err := m.s.Sync(ctx); err != nil {
+		return fmt.Errorf("decoder: LM head shards: %w", err)
+	}
+	return nil
+}
+
+// Release drops the program, the caches, the split LM head's registers
+// and any captured graph (not the weights, which the caller owns).
 func (m *Model) Release() {
-	for _, r := range append(m.caches, m.int32s, m.setInt32, m.graph, m.gIDs, m.gPos) {
+	for _, r := range append(append(m.caches, m.head...), m.int32s, m.setInt32, m.graph, m.gIDs, m.gPos) {
 		if r != nil {
 			r.Release()
 		}
 	}
-	m.caches, m.int32s, m.setInt32, m.graph, m.gIDs, m.gPos = nil, nil, nil, nil, nil, nil
+	m.caches, m.head, m.int32s, m.setInt32, m.graph, m.gIDs, m.gPos = nil, nil, nil, nil, nil, nil, nil
 	for _, p := range m.prefills {
 		p.Release()
 	}
@@ -244,6 +289,11 @@ func (m *Model) args(ids, pos *session.DRef) []any {
 	}
 	for _, c := range m.caches {
 		args = append(args, c)
+	}
+	if len(m.head) > 1 {
+		for _, r := range m.head[1:] {
+			args = append(args, r)
+		}
 	}
 	return args
 }
@@ -460,7 +510,19 @@ func (m *Model) Logits(ctx context.Context, st *Step, w int) ([]float64, error) 
 	if !ok {
 		return nil, fmt.Errorf("decoder: worker %d returned logits as a %T", w, v)
 	}
-	return tensor.ToFloat64(t)
+	l, err := tensor.ToFloat64(t)
+	if err != nil {
+		return nil, err
+	}
+	// A split head's padding columns (past the vocabulary) are dropped.
+	if width, vocab := m.Config.LogitsWidth(m.s.NumWorkers()), m.Config.Vocab; width > vocab {
+		out := make([]float64, 0, len(l)/width*vocab)
+		for i := 0; i+width <= len(l); i += width {
+			out = append(out, l[i:i+vocab]...)
+		}
+		l = out
+	}
+	return l, nil
 }
 
 // Tokens fetches a step's argmax tokens from worker w.

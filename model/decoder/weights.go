@@ -17,7 +17,8 @@ import (
 
 // RandomParamFunc is the worker function that makes a worker's shard of
 // a random parameter: (name string, full shape, split int64, seed int64,
-// dtype, transposed bool) -> tensor on the worker's device. Every worker computes only its
+// dtype, transposed bool, units int64, padded bool) -> tensor on the
+// worker's device. Every worker computes only its
 // own block; element (i, j) of the full parameter is a hash of (seed,
 // name, i, j), so shards agree with RandomParam whatever the worker count.
 const RandomParamFunc = "decoder.random_param"
@@ -111,22 +112,50 @@ func RandomShard(p ParamSpec, seed uint64, dt tensor.DType, r, n int) (*tensor.T
 	if len(p.Shape) < 1 || len(p.Shape) > 2 {
 		return nil, fmt.Errorf("%w: parameter %s of shape %v (1 or 2 dims)", ErrConfig, p.Name, p.Shape)
 	}
-	s := p.ShardShape(n)
-	full := p.Shape
-	if (p.Split == SplitCols && full[len(full)-1]%int64(n) != 0) || (p.Split == SplitRows && full[0]%int64(n) != 0) {
-		return nil, fmt.Errorf("%w: %s %v does not %s over %d workers", ErrConfig, p.Name, full, p.Split, n)
+	if err := p.CheckSplit(n); err != nil {
+		return nil, err
 	}
+	s := p.ShardShape(n)
 	t, err := tensor.New(dt, s)
 	if err != nil {
 		return nil, err
 	}
 	r0, r1, c0, c1 := p.ShardRange(r, n)
-	return t, tensor.SetFromFloat64(t, randomBlock(p, seed, dt, r0, r1, c0, c1))
+	block := randomBlock(p, seed, dt, r0, r1, c0, c1)
+	if p.Padded && (r1-r0 != s[0] || len(s) == 2 && c1-c0 != s[1]) {
+		// The block at the top left of a zero shard.
+		full := make([]float64, t.NumElements())
+		w := c1 - c0
+		for i := range r1 - r0 {
+			copy(full[i*s[len(s)-1]:], block[i*w:(i+1)*w])
+		}
+		block = full
+	}
+	return t, tensor.SetFromFloat64(t, block)
+}
+
+// CheckSplit reports whether the parameter splits over n workers as its
+// spec says: an even split, whole units (n dividing Units, or a multiple
+// of it), or any size when padded.
+func (p ParamSpec) CheckSplit(n int) error {
+	d := p.splitDim()
+	if d < 0 || p.Padded {
+		return nil
+	}
+	size, N := p.Shape[d], int64(n)
+	ok := size%N == 0
+	if p.Units > 0 && p.Units < N {
+		ok = N%p.Units == 0 && size%p.Units == 0
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s %v does not %s over %d workers", ErrConfig, p.Name, p.Shape, p.Split, n)
+	}
+	return nil
 }
 
 func init() {
-	registry.MustRegisterTyped(RandomParamFunc, func(env registry.Env, name string, shape tensor.Shape, split, seed int64, dt tensor.DType, transposed bool) (*tensor.Tensor, error) {
-		h, err := RandomShard(ParamSpec{Name: name, Shape: shape, Split: Split(split), Transposed: transposed}, uint64(seed), dt, env.WorkerID(), env.NumWorkers())
+	registry.MustRegisterTyped(RandomParamFunc, func(env registry.Env, name string, shape tensor.Shape, split, seed int64, dt tensor.DType, transposed bool, units int64, padded bool) (*tensor.Tensor, error) {
+		h, err := RandomShard(ParamSpec{Name: name, Shape: shape, Split: Split(split), Transposed: transposed, Units: units, Padded: padded}, uint64(seed), dt, env.WorkerID(), env.NumWorkers())
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +184,7 @@ func RandomWeights(ctx context.Context, s *session.Session, c Config, seed uint6
 	defer f.Release()
 	w := map[string]*session.DRef{}
 	for _, p := range c.Params() {
-		r, err := s.CallPacked(f, p.Name, p.Shape, int64(p.Split), int64(seed), c.DType, p.Transposed)
+		r, err := s.CallPacked(f, p.Name, p.Shape, int64(p.Split), int64(seed), c.DType, p.Transposed, p.Units, p.Padded)
 		if err != nil {
 			ReleaseWeights(w)
 			return nil, err

@@ -476,12 +476,18 @@ type DecoderOptions struct {
 	Workers int          // tensor-parallel workers
 	MaxSeq  int          // the context asked for: prompt plus new tokens (KV cache rows)
 	DType   tensor.DType // the decoder's dtype (required)
+	// LMHead is the LM head's placement (decoder.Config.LMHead; "":
+	// decoder.DefaultLMHead).
+	LMHead string
 }
 
 // Decoder is the decoder.Config of the model for o's workers and
 // context. It refuses a context longer than a sliding window in use (a
 // window only matters past its length) or than max_position_embeddings,
-// and sizes that do not split over the workers, naming the field.
+// and sizes that do not split over the workers, naming the field. More
+// workers than kv heads replicate each kv head on the workers whose query
+// heads read it, when the workers are a multiple of the kv heads and
+// divide the heads.
 func (c *Config) Decoder(o DecoderOptions) (decoder.Config, error) {
 	switch {
 	case o.Workers < 1:
@@ -492,15 +498,15 @@ func (c *Config) Decoder(o DecoderOptions) (decoder.Config, error) {
 		return decoder.Config{}, fieldErr("sliding_window", "sliding-window attention over %d tokens is not supported, and a context of %d tokens would use it (at most %d tokens)", c.SlidingWindow, o.MaxSeq, c.SlidingWindow)
 	case c.MaxPositionEmbeddings > 0 && o.MaxSeq > c.MaxPositionEmbeddings:
 		return decoder.Config{}, fieldErr("max_position_embeddings", "a context of %d tokens is longer than the model's %d", o.MaxSeq, c.MaxPositionEmbeddings)
-	case c.KVHeads%o.Workers != 0:
-		return decoder.Config{}, fieldErr("num_key_value_heads", "%d kv heads do not split over %d workers (use a worker count that divides %d)", c.KVHeads, o.Workers, c.KVHeads)
+	case c.KVHeads%o.Workers != 0 && (o.Workers%c.KVHeads != 0 || c.Heads%o.Workers != 0):
+		return decoder.Config{}, fieldErr("num_key_value_heads", "%d kv heads do not split over %d workers, nor replicate over them (use a worker count that divides %d, or a multiple of it that divides num_attention_heads %d)", c.KVHeads, o.Workers, c.KVHeads, c.Heads)
 	case c.FFN%o.Workers != 0:
 		return decoder.Config{}, fieldErr("intermediate_size", "%d does not split over %d workers", c.FFN, o.Workers)
 	}
 	d := decoder.Config{
 		Vocab: c.Vocab, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, FFN: c.FFN, MaxSeq: o.MaxSeq,
 		DType: o.DType, NormEps: c.NormEps, RopeTheta: c.RopeTheta, Norm: decoder.NormRMS, Act: decoder.ActSiLU,
-		Layout: decoder.LayoutHF, QKVBias: c.QKVBias, Rope: c.Rope,
+		Layout: decoder.LayoutHF, QKVBias: c.QKVBias, Rope: c.Rope, LMHead: o.LMHead,
 	}
 	if c.HeadDim != c.Hidden/c.Heads || c.Hidden%c.Heads != 0 {
 		d.HeadSize = c.HeadDim

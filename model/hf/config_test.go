@@ -174,7 +174,11 @@ func TestDecoderRefusals(t *testing.T) {
 		workers     int
 		maxSeq      int
 	}{
-		{"kv heads over workers", "num_key_value_heads", func(m map[string]any) {}, 4, 16},
+		// 2 kv heads, 4 heads: 3 workers neither split nor replicate
+		// them, nor do 8 (a multiple of the kv heads, not dividing the
+		// heads); 4 replicate them (TestGolden).
+		{"kv heads over workers", "num_key_value_heads", func(m map[string]any) {}, 3, 16},
+		{"kv heads replicated past the heads", "num_key_value_heads", func(m map[string]any) {}, 8, 16},
 		{"ffn over workers", "intermediate_size", func(m map[string]any) { m["intermediate_size"] = 129 }, 2, 16},
 		{"context", "max_position_embeddings", func(m map[string]any) {}, 1, 2000},
 		{"mistral window in use", "sliding_window", func(m map[string]any) {

@@ -1,6 +1,7 @@
 package hf_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -147,9 +148,11 @@ func runGolden(t *testing.T, ctx context.Context, m *decoder.Model, ids, want []
 // load and generate on CPU workers (float32) exactly as transformers
 // does: the rotary table equals transformers' inv_freq (to one float32
 // ulp), and for every prompt the 16 greedy tokens are transformers' and
-// the logits of the first and the last step are within f32Tol, on 1, 2
-// and 4 threaded workers (where the kv heads split) and on 2 workers of
-// a process session.
+// the logits of the first and the last step are within f32Tol, on 1 and
+// 4 threaded workers (Llama's and Qwen2's 2 kv heads replicated on 4) and
+// 2 workers of a process session, with the LM head split by vocabulary
+// (the default; Qwen2's tied to the embedding), and on 2 threaded workers
+// with the LM head replicated.
 func TestGolden(t *testing.T) {
 	g := readGolden(t)
 	for _, name := range []string{"llama3", "qwen2", "mistral"} {
@@ -162,22 +165,14 @@ func TestGolden(t *testing.T) {
 		if hc.Architecture != gm.Architecture {
 			t.Fatalf("%s: architecture %s, golden %s", name, hc.Architecture, gm.Architecture)
 		}
-		runs := []struct {
+		for _, r := range []struct {
 			kind string
 			n    int
-		}{{"threaded", 1}, {"process", 2}}
-		for _, n := range []int{2, 4} {
-			if hc.KVHeads%n == 0 {
-				runs = append(runs, struct {
-					kind string
-					n    int
-				}{"threaded", n})
-			}
-		}
-		for _, r := range runs {
-			t.Run(fmt.Sprintf("%s/%s/%d", name, r.kind, r.n), func(t *testing.T) {
+			head string
+		}{{"threaded", 1, ""}, {"process", 2, ""}, {"threaded", 4, ""}, {"threaded", 2, decoder.LMHeadReplicated}} {
+			t.Run(fmt.Sprintf("%s/%s/%d/%s", name, r.kind, r.n, cmp.Or(r.head, decoder.DefaultLMHead)), func(t *testing.T) {
 				ctx := bg(t)
-				ck, err := hf.Open(dir, hf.Options{Workers: r.n, MaxSeq: maxSeq(gm.Prompts[0].IDs, gm.Prompts[1].IDs, gm.Prompts[2].IDs)})
+				ck, err := hf.Open(dir, hf.Options{Workers: r.n, MaxSeq: maxSeq(gm.Prompts[0].IDs, gm.Prompts[1].IDs, gm.Prompts[2].IDs), LMHead: r.head})
 				if err != nil {
 					t.Fatal(err)
 				}

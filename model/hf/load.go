@@ -25,6 +25,9 @@ type Options struct {
 	// DType converts every tensor to it as it loads (float32, float16 or
 	// bfloat16); Invalid loads the checkpoint's dtype.
 	DType tensor.DType
+	// LMHead is the LM head's placement: decoder.LMHeadReplicated or
+	// decoder.LMHeadSplit ("": decoder.DefaultLMHead).
+	LMHead string
 }
 
 // Checkpoint is a Hugging Face folder checked against its config (Open):
@@ -72,7 +75,7 @@ func Open(dir string, o Options) (*Checkpoint, error) {
 	}
 	defer ck.Close()
 	// The decoder's shapes do not depend on the dtype: float32 for now.
-	dc, err := hc.Decoder(DecoderOptions{Workers: o.Workers, MaxSeq: o.MaxSeq, DType: tensor.Float32})
+	dc, err := hc.Decoder(DecoderOptions{Workers: o.Workers, MaxSeq: o.MaxSeq, DType: tensor.Float32, LMHead: o.LMHead})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -156,7 +159,7 @@ func Open(dir string, o Options) (*Checkpoint, error) {
 	if c.Source != dt {
 		c.convert = dt
 	}
-	if c.Decoder, err = hc.Decoder(DecoderOptions{Workers: o.Workers, MaxSeq: o.MaxSeq, DType: dt}); err != nil {
+	if c.Decoder, err = hc.Decoder(DecoderOptions{Workers: o.Workers, MaxSeq: o.MaxSeq, DType: dt, LMHead: o.LMHead}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -205,10 +208,13 @@ func Load(ctx context.Context, s *session.Session, c *Checkpoint, dev tensor.Dev
 
 // LoadWeights loads the checked checkpoint's tensors onto s's workers
 // (each reading its own byte ranges) and returns them by the decoder's
-// parameter names (with tied embeddings the LM head is the embedding's
-// register), for callers that make decoders of their own from one set of
-// weights (decoder.Load; release them with decoder.ReleaseWeights), and
-// the loader's counters.
+// parameter names, for callers that make decoders of their own from one
+// set of weights (decoder.Load; release them with
+// decoder.ReleaseWeights), and the loader's counters. With tied
+// embeddings the LM head is the embedding's register, or, split by
+// vocabulary, a view of each worker's rows of it (no copy); an untied
+// split head is read by rows, a last short block padded
+// (decoder.ShardLMHead).
 func LoadWeights(ctx context.Context, s *session.Session, c *Checkpoint, o shardload.Options) (map[string]*session.DRef, shardload.Stats, error) {
 	o.Stats = &shardload.Stats{}
 	refs, err := shardload.Load(ctx, s, c.Dir, Spec(c.Tensors, c.convert), o)
@@ -221,6 +227,10 @@ func LoadWeights(ctx context.Context, s *session.Session, c *Checkpoint, o shard
 	}
 	if c.HF.TieEmbeddings {
 		w[decoder.ParamLMHead] = w[decoder.ParamEmbed]
+	}
+	if err := decoder.ShardLMHead(ctx, s, c.Decoder, w); err != nil {
+		decoder.ReleaseWeights(w)
+		return nil, shardload.Stats{}, err
 	}
 	return w, *o.Stats, nil
 }

@@ -61,6 +61,9 @@ type Tensor struct {
 	Param string // the decoder parameter it loads as
 	Shape tensor.Shape
 	Split decoder.Split // of the [out, in] matrix (rows: output features)
+	// Spec is the decoder parameter's spec (its kv-head units, its
+	// padding).
+	Spec decoder.ParamSpec
 }
 
 // Tensors lists the tensors of c's checkpoint, in decoder.Config.Params
@@ -76,31 +79,24 @@ func Tensors(c decoder.Config, tied bool) ([]Tensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		ts = append(ts, Tensor{Name: n, Param: p.Name, Shape: p.Shape, Split: p.Split})
+		ts = append(ts, Tensor{Name: n, Param: p.Name, Shape: p.Shape, Split: p.Split, Spec: p})
 	}
 	return ts, nil
 }
 
 // Spec is the shard loader's spec for the tensors: q, k, v, gate and up
-// ([out, in]) split by rows (output features), o and down by columns
-// (input features), biases with their rows, embedding, norms and the LM
-// head replicated; one rule per tensor by exact name, anything else an
-// error. convert, if not Invalid, converts every tensor to that dtype as
-// it loads.
+// ([out, in]) split by rows (output features; k and v by whole kv heads,
+// replicated when the workers outnumber them), o and down by columns
+// (input features), biases with their rows, embedding and norms
+// replicated, the LM head replicated or split by rows (vocabulary); one
+// rule per tensor by exact name (decoder.ParamSpec.ShardRule), anything
+// else an error. convert, if not Invalid, converts every tensor to that
+// dtype as it loads.
 func Spec(ts []Tensor, convert tensor.DType) *shard.Spec {
 	s := &shard.Spec{Default: "error"}
 	for _, t := range ts {
-		r := shard.Rule{Match: t.Name}
-		switch t.Split {
-		case decoder.SplitCols:
-			d := len(t.Shape) - 1
-			r.Split = &d
-		case decoder.SplitRows:
-			d := 0
-			r.Split = &d
-		default:
-			r.Replicate = true
-		}
+		r := t.Spec.ShardRule()
+		r.Match = t.Name
 		if convert != tensor.Invalid {
 			r.Convert = convert.String()
 		}
