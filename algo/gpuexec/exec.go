@@ -49,12 +49,14 @@ type args struct {
 	timeout                          int64
 	fifo, fifoHead, fifoTail, fifoDn uint64
 	fifoSize                         uint64
+	group, gbar, nslots              uint64
 }
 
 type loaded struct {
 	mod cuda.Module
 	fn  cuda.Function
 	k   *Kernel
+	bps int // blocks of the kernel per multiprocessor (occupancy)
 }
 
 // Executor runs one plan on this rank's GPU. Every rank of the
@@ -91,6 +93,14 @@ type Executor struct {
 	fifo        *FIFO
 	proxy       *Proxy
 	engine      *cudaEngine
+
+	// share is this rank's GPU, sharing the ranks' placement (its
+	// Blocks: the multiprocessors each rank may fill when ranks share a
+	// GPU under MPS, else 0); sms those this rank's context may use.
+	share   ipc.GPUShare
+	sharing ipc.Sharing
+	sms     int
+	group   int // the latest call's blocks per plan thread block
 
 	a      *args
 	params []unsafe.Pointer
@@ -138,7 +148,11 @@ func New(ctx context.Context, cfg Config, p *plan.Plan) (*Executor, error) {
 	lerr := x.setupLocal()
 	// Every rank learns whether every rank could set up, and that all
 	// loaded the same plan, before any allocates.
-	d := desc{plan: x.hash}
+	d := desc{plan: x.hash, share: x.share}
+	// Blocks per SM of 1: Sharing.Blocks is then the multiprocessors
+	// each rank sharing a GPU under MPS may fill; a kernel's own
+	// occupancy multiplies it per call.
+	d.share.BlocksPerSM = 1
 	if lerr != nil {
 		d.bad = 1
 	}
@@ -150,8 +164,10 @@ func New(ctx context.Context, cfg Config, p *plan.Plan) (*Executor, error) {
 		x.freeLocal()
 		return nil, fmt.Errorf("gpuexec: rank %d: %w", me, lerr)
 	}
+	shares := make([]ipc.GPUShare, cfg.Size)
 	for q := range cfg.Size {
 		o := x.peerDesc(q)
+		shares[q] = o.share
 		if o.bad != 0 {
 			x.freeLocal()
 			return nil, fmt.Errorf("%w: gpuexec: rank %d: rank %d could not set up the GPU executor", ccl.ErrFailed, me, q)
@@ -160,6 +176,10 @@ func New(ctx context.Context, cfg Config, p *plan.Plan) (*Executor, error) {
 			x.freeLocal()
 			return nil, fmt.Errorf("%w: gpuexec: rank %d: rank %d loaded another plan than %q", ccl.ErrMismatch, me, q, p.Name)
 		}
+	}
+	if x.sharing, err = ipc.PlaceRanks(shares); err != nil {
+		x.freeLocal()
+		return nil, fmt.Errorf("gpuexec: rank %d: %w", me, err)
 	}
 	if x.ctlBuf, err = cfg.Alloc.Alloc(ctx, x.ctl.Total); err != nil {
 		x.freeLocal()
@@ -226,6 +246,13 @@ func (x *Executor) setupLocal() error {
 			return fmt.Errorf("%w: the GPU executor needs compute capability 7.0 or newer, cuda:%d has %d.%d", ccl.ErrBadArgs, c.Ordinal, major, minor)
 		}
 		x.arch = fmt.Sprintf("sm_%d%d", major, minor)
+		if x.share, err = ipc.DescribeGPU(d, dev, nil); err != nil {
+			return err
+		}
+		x.sms = x.share.SMs
+		if x.share.ActiveSMs > 0 {
+			x.sms = x.share.ActiveSMs
+		}
 		khz, err := d.DeviceAttribute(dev, cuda.AttrClockRate)
 		if err != nil {
 			return err
@@ -277,27 +304,33 @@ func (x *Executor) freeAbort() error {
 	return errors.Join(errs...)
 }
 
-// descriptor exchanged before every call (and at New).
-const descBytes = 64
+// descriptor exchanged before every call (and at New, with the GPU).
+const descBytes = 96
 
 type desc struct {
 	bad       byte
 	dtype, op byte
+	group     uint16 // the blocks per plan thread block this rank proposes (the least wins)
 	inB, outB int64
 	plan      [32]byte
+	share     ipc.GPUShare // at New
 }
 
 func (d desc) encode(b []byte) {
 	clear(b[:descBytes])
 	b[0], b[1], b[2] = d.bad, d.dtype, d.op
+	binary.LittleEndian.PutUint16(b[4:], d.group)
 	binary.LittleEndian.PutUint64(b[8:], uint64(d.inB))
 	binary.LittleEndian.PutUint64(b[16:], uint64(d.outB))
 	copy(b[24:56], d.plan[:])
+	d.share.Encode(b[56 : 56+ipc.GPUShareBytes])
 }
 
 func decodeDesc(b []byte) desc {
-	d := desc{bad: b[0], dtype: b[1], op: b[2], inB: int64(binary.LittleEndian.Uint64(b[8:])), outB: int64(binary.LittleEndian.Uint64(b[16:]))}
+	d := desc{bad: b[0], dtype: b[1], op: b[2], group: binary.LittleEndian.Uint16(b[4:]),
+		inB: int64(binary.LittleEndian.Uint64(b[8:])), outB: int64(binary.LittleEndian.Uint64(b[16:]))}
 	copy(d.plan[:], b[24:56])
+	d.share = ipc.DecodeGPUShare(b[56 : 56+ipc.GPUShareBytes])
 	return d
 }
 
@@ -353,7 +386,10 @@ func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
 		if l.mod, err = x.cfg.Driver.ModuleLoadData(cubin); err != nil {
 			return err
 		}
-		l.fn, err = x.cfg.Driver.ModuleGetFunction(l.mod, KernelName)
+		if l.fn, err = x.cfg.Driver.ModuleGetFunction(l.mod, KernelName); err != nil {
+			return err
+		}
+		l.bps, err = x.cfg.Driver.OccupancyMaxActiveBlocksPerMultiprocessor(l.fn, k.Threads, 0)
 		return err
 	})
 	if err != nil {
@@ -405,6 +441,11 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 	if err == nil {
 		l, err = x.kernel(send.DType(), op)
 	}
+	if err == nil {
+		var g int
+		g, err = x.propose(l, call)
+		d.group = uint16(g)
+	}
 	switch {
 	case spent:
 		d.bad = 2
@@ -428,10 +469,14 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 		if o.bad != 0 {
 			return fmt.Errorf("%w: gpuexec: rank %d: rank %d's call of plan %q is invalid (it says why)", ccl.ErrBadArgs, me, q, x.p.Name)
 		}
-		if o != d {
+		if o.group = d.group; o != d { // the group proposals may differ
 			return fmt.Errorf("%w: gpuexec: rank %d: plan %q called with %s %s, %d -> %d bytes here, %s %s, %d -> %d bytes on rank %d",
 				ccl.ErrMismatch, me, x.p.Name, tensor.DType(d.dtype), reduce.Op(d.op), d.inB, d.outB, tensor.DType(o.dtype), reduce.Op(o.op), o.inB, o.outB, q)
 		}
+	}
+	x.group = int(d.group)
+	for q := range x.cfg.Size {
+		x.group = min(x.group, int(x.peerDesc(q).group))
 	}
 	sizes := CallSizes(x.p, x.bufs, call)
 	if err := x.grow(ctx, sizes); err != nil {
@@ -439,6 +484,63 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 	}
 	x.fill(call, sizes, sp, rp)
 	return x.launch(l, call, sp, rp)
+}
+
+// propose is the blocks per plan thread block this rank proposes for
+// call (every rank takes the least proposal): GroupSize with this rank's
+// kernel, occupancy and multiprocessors.
+func (x *Executor) propose(l *loaded, c *Call) (int, error) {
+	g, err := GroupSize(GroupInput{
+		Plan: x.p.Name, Rank: x.cfg.Rank, Blocks: l.k.Blocks, Threads: l.k.Threads, Grouped: l.k.Res.Grouped,
+		OpBytes:     c.Layouts[x.cfg.Rank].ChunkBytes * int64(max(1, l.k.Res.MaxChunks)),
+		BlocksPerSM: l.bps, SMs: x.sms, SharedSMs: x.sharing.Blocks, PerGPU: x.sharing.PerGPU[x.cfg.Rank],
+	})
+	return g, err
+}
+
+// GroupInput is what GroupSize decides from.
+type GroupInput struct {
+	Plan             string
+	Rank             int
+	Blocks, Threads  int   // the rank's plan thread blocks, threads per block
+	Grouped          bool  // Kernel.Res.Grouped
+	OpBytes          int64 // the bytes one op moves at most (chunk bytes x its largest access)
+	BlocksPerSM, SMs int   // the kernel's occupancy; the multiprocessors the rank's context may use
+	// SharedSMs: where ranks share a GPU under MPS, the multiprocessors
+	// each may fill (ipc.Sharing.Blocks with one block per SM), else 0;
+	// PerGPU the ranks on this rank's GPU.
+	SharedSMs, PerGPU int
+}
+
+// GroupSize is the CUDA blocks each plan thread block runs on: enough
+// that one op's bytes give each thread about one 16-byte vector (as
+// ccl/ipc sizes its grids), at most MaxGroup, and with the whole grid
+// resident at once: occupancy x the multiprocessors the rank may fill
+// (all of its context's, or its share where ranks share a GPU under
+// MPS). Plans that cannot group (Grouped false) run one block per thread
+// block. A plan whose thread blocks alone do not fit is refused
+// (ipc.ErrNotCoResident): its blocks would wait for each other (intra-rank
+// barriers) or for peer blocks that never run.
+func GroupSize(in GroupInput) (int, error) {
+	sms := in.SMs
+	if in.SharedSMs > 0 {
+		sms = min(sms, in.SharedSMs)
+	}
+	limit := in.BlocksPerSM * sms
+	if in.Blocks > limit {
+		why := fmt.Sprintf("%d blocks of %d threads fit per multiprocessor and the rank may fill %d", in.BlocksPerSM, in.Threads, sms)
+		if in.SharedSMs > 0 {
+			why += fmt.Sprintf(" (%d ranks share its GPU under MPS)", in.PerGPU)
+		}
+		return 0, fmt.Errorf("%w: plan %q has %d thread blocks on rank %d, but only %d can be resident at once: %s; run fewer ranks per GPU or a plan with fewer thread blocks",
+			ipc.ErrNotCoResident, in.Plan, in.Blocks, in.Rank, limit, why)
+	}
+	if !in.Grouped {
+		return 1, nil
+	}
+	per := int64(16 * max(1, in.Threads))
+	g := int(min((in.OpBytes+per-1)/per, MaxGroup))
+	return max(1, min(g, limit/max(1, in.Blocks))), nil
 }
 
 // grow makes the IPC data buffers large enough (collective: every rank
@@ -515,6 +617,7 @@ func (x *Executor) fill(c *Call, s Sizes, sp, rp uint64) {
 	a.tickets, a.ctl, a.tbbar, a.sems = base+uint64(x.ctl.Tickets), base+uint64(x.ctl.Ctl), base+uint64(x.ctl.TBBar), base+uint64(x.ctl.Sems)
 	a.abort, a.err = base+uint64(x.ctl.Ctl)+abortWordOffset, uint64(x.hostDev)+4
 	a.timeout = x.tout
+	a.group, a.gbar, a.nslots = uint64(x.group), base+uint64(x.ctl.GBar), uint64(x.ctl.Slots)
 	a.fifoHead = base + uint64(x.ctl.FIFOHead)
 	if x.fifo != nil {
 		a.fifo = uint64(x.hostDev) + hostHeader + 64
@@ -548,7 +651,7 @@ func (x *Executor) launch(l *loaded, c *Call, sp, rp uint64) error {
 				return err
 			}
 		}
-		if err := d.LaunchKernel(l.fn, [3]uint32{uint32(l.k.Blocks), 1, 1}, [3]uint32{uint32(l.k.Threads), 1, 1}, 0, s, x.params); err != nil {
+		if err := d.LaunchKernel(l.fn, [3]uint32{uint32(l.k.Blocks * x.group), 1, 1}, [3]uint32{uint32(l.k.Threads), 1, 1}, 0, s, x.params); err != nil {
 			return err
 		}
 		if stagedOut {

@@ -323,9 +323,13 @@ func InPlaceOffsets(p *plan.Plan, r int, inBytes, outBytes int64) (in, out int64
 // signal counters) and the rank's own (call counter, tickets, intra-rank
 // barriers, semaphores, the FIFO head). The same size on every rank.
 type Control struct {
-	BarStart, BarEnd, Ctl, Tickets, Inbound, TBBar, Sems, FIFOHead, Total int64
-	Slots, NTickets, NBarriers, NSems                                     int
+	BarStart, BarEnd, Ctl, Tickets, Inbound, TBBar, Sems, FIFOHead, GBar, Total int64
+	Slots, NTickets, NBarriers, NSems, NTBs                                     int
 }
+
+// MaxGroup is the most CUDA blocks one plan thread block runs on: the
+// inbound counters have MaxGroup lanes per channel slot.
+const MaxGroup = 128
 
 // ControlLayout sizes the control allocation for p (the most any rank
 // needs).
@@ -336,6 +340,7 @@ func ControlLayout(p *plan.Plan) Control {
 		g := &p.GPUs[r]
 		c.NTickets = max(c.NTickets, len(g.ChannelPeers(plan.ChannelMemory))+len(g.ChannelPeers(plan.ChannelPort)))
 		c.NSems = max(c.NSems, len(g.Semaphores))
+		c.NTBs = max(c.NTBs, len(g.ThreadBlocks))
 	}
 	eachOp(p, func(r, tb, oi int, o *plan.Op) {
 		if o.Name == plan.OpBarrier {
@@ -349,9 +354,10 @@ func ControlLayout(p *plan.Plan) Control {
 	c.FIFOHead = 192
 	c.Tickets = 256
 	c.Inbound = c.Tickets + up(int64(c.NTickets)*8)
-	c.TBBar = c.Inbound + up(int64(c.Slots)*8)
+	c.TBBar = c.Inbound + up(int64(c.Slots)*8*MaxGroup)
 	c.Sems = c.TBBar + up(int64(c.NBarriers)*8)
-	c.Total = c.Sems + up(int64(c.NSems)*4)
+	c.GBar = c.Sems + up(int64(c.NSems)*4)
+	c.Total = c.GBar + up(int64(c.NTBs)*8)
 	return c
 }
 

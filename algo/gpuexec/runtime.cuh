@@ -1,7 +1,14 @@
 // chorus GPU executor runtime (package algo/gpuexec): the helpers every
 // generated plan kernel calls. Compiled by NVRTC without headers: the
-// generator prepends the #defines RANK, NRANKS, DT, OP, LL, NTHREADS and
-// gpu/cudasrc's half.cuh (u16, h2f, f2h, b2f, f2b).
+// generator prepends the #defines RANK, NRANKS, DT, OP, LL, NTHREADS,
+// PORT and gpu/cudasrc's half.cuh (u16, h2f, f2h, b2f, f2b).
+//
+// Block groups: each plan thread block runs on a.group CUDA blocks
+// (blockIdx.x / group is the plan block, blockIdx.x % group the lane).
+// Data ops stride over the group's threads; a signal is one add per lane
+// on the lane's counter, a wait polls every lane's counter; nop and
+// semaphores meet the group's blocks first. Plans with port channels run
+// with a group of 1 (the proxy counts signals itself).
 //
 // Memory ordering (docs/gpu-executor.md): signal = one system-scope
 // release add on the peer's inbound counter after __syncthreads; wait =
@@ -38,7 +45,14 @@ struct Args {
   u64 fifo_tail;            // mapped host u64: entries the proxy consumed
   u64 fifo_done;            // mapped host u64: the last flush entry completed
   u64 fifo_size;            // entries in the FIFO
+  u64 group;                // CUDA blocks per plan thread block (the same on every rank)
+  u64 gbar;                 // per plan block: u32 count, u32 generation of its group barrier
+  u64 nslots;               // inbound counters per lane (slot s, lane l at s*group+l)
 };
+
+__device__ __forceinline__ u32 lane(const Args& a) { return blockIdx.x % (u32)a.group; }
+__device__ __forceinline__ u64 gtid(const Args& a) { return (u64)lane(a) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ u64 gthreads(const Args& a) { return a.group * blockDim.x; }
 
 // ---- memory-model primitives (PTX) ----
 
@@ -280,13 +294,25 @@ __device__ __forceinline__ void store_elem(char* p, float f) {
 
 // ---- data movement (every thread of the block calls these) ----
 
-__device__ __forceinline__ void copy_bytes(char* d, const char* s, u64 n) {
+// Moves are 16-byte vectors, UNROLL in flight per thread before any
+// store (a remote read's latency is paid once per UNROLL vectors).
+#define UNROLL 4
+
+__device__ __forceinline__ void copy_bytes(const Args& a, char* d, const char* s, u64 n) {
   if (d == s || n == 0) return;
-  const u64 t = threadIdx.x, T = blockDim.x;
+  const u64 t = gtid(a), T = gthreads(a);
   u64 done = 0;
   if ((((u64)d | (u64)s) & 15u) == 0u) {
     const u64 nv = n >> 4;
-    for (u64 i = t; i < nv; i += T) ((uint4*)d)[i] = ((const uint4*)s)[i];
+    u64 i = t;
+    for (; i + (UNROLL - 1) * T < nv; i += UNROLL * T) {
+      uint4 v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) v[u] = ((const uint4*)s)[i + u * T];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) ((uint4*)d)[i + u * T] = v[u];
+    }
+    for (; i < nv; i += T) ((uint4*)d)[i] = ((const uint4*)s)[i];
     done = nv << 4;
   } else if ((((u64)d | (u64)s) & 3u) == 0u) {
     const u64 nw = n >> 2;
@@ -300,8 +326,27 @@ __device__ __forceinline__ void copy_bytes(char* d, const char* s, u64 n) {
 // rres). Vectors of 16 bytes when every address allows, else u32 words,
 // else single elements.
 template <int K, int D>
-__device__ __forceinline__ void reduce_plain(char* const* dst, const char* const* src, u64 n) {
-  const u64 t = threadIdx.x, T = blockDim.x;
+__device__ __forceinline__ uint4 red_vec(const uint4* v) {
+  u32 w[K];
+  uint4 r;
+#pragma unroll
+  for (int k = 0; k < K; k++) w[k] = v[k].x;
+  r.x = red_words<K>(w);
+#pragma unroll
+  for (int k = 0; k < K; k++) w[k] = v[k].y;
+  r.y = red_words<K>(w);
+#pragma unroll
+  for (int k = 0; k < K; k++) w[k] = v[k].z;
+  r.z = red_words<K>(w);
+#pragma unroll
+  for (int k = 0; k < K; k++) w[k] = v[k].w;
+  r.w = red_words<K>(w);
+  return r;
+}
+
+template <int K, int D>
+__device__ __forceinline__ void reduce_plain(const Args& a, char* const* dst, const char* const* src, u64 n) {
+  const u64 t = gtid(a), T = gthreads(a);
   u64 all = n;
 #pragma unroll
   for (int k = 0; k < K; k++) all |= (u64)src[k];
@@ -310,24 +355,27 @@ __device__ __forceinline__ void reduce_plain(char* const* dst, const char* const
   u64 done = 0;
   if ((all & 15u) == 0u) {
     const u64 nv = n >> 4;
-    for (u64 i = t; i < nv; i += T) {
+    // Two vectors per thread in flight (K loads each) before the stores.
+    u64 i = t;
+    for (; i + T < nv; i += 2 * T) {
+      uint4 v0[K], v1[K];
+#pragma unroll
+      for (int k = 0; k < K; k++) {
+        v0[k] = ((const uint4*)src[k])[i];
+        v1[k] = ((const uint4*)src[k])[i + T];
+      }
+      const uint4 r0 = red_vec<K, D>(v0), r1 = red_vec<K, D>(v1);
+#pragma unroll
+      for (int d = 0; d < D; d++) {
+        ((uint4*)dst[d])[i] = r0;
+        ((uint4*)dst[d])[i + T] = r1;
+      }
+    }
+    for (; i < nv; i += T) {
       uint4 v[K];
 #pragma unroll
       for (int k = 0; k < K; k++) v[k] = ((const uint4*)src[k])[i];
-      u32 w[K];
-      uint4 r;
-#pragma unroll
-      for (int k = 0; k < K; k++) w[k] = v[k].x;
-      r.x = red_words<K>(w);
-#pragma unroll
-      for (int k = 0; k < K; k++) w[k] = v[k].y;
-      r.y = red_words<K>(w);
-#pragma unroll
-      for (int k = 0; k < K; k++) w[k] = v[k].z;
-      r.z = red_words<K>(w);
-#pragma unroll
-      for (int k = 0; k < K; k++) w[k] = v[k].w;
-      r.w = red_words<K>(w);
+      const uint4 r = red_vec<K, D>(v);
 #pragma unroll
       for (int d = 0; d < D; d++) ((uint4*)dst[d])[i] = r;
     }
@@ -354,8 +402,8 @@ __device__ __forceinline__ void reduce_plain(char* const* dst, const char* const
 }
 
 // write_packets: n data bytes at s become packets at pk (cpkt, ppkt).
-__device__ __forceinline__ void write_packets(char* pk, const char* s, u64 n, u32 flag) {
-  const u64 t = threadIdx.x, T = blockDim.x;
+__device__ __forceinline__ void write_packets(const Args& a, char* pk, const char* s, u64 n, u32 flag) {
+  const u64 t = gtid(a), T = gthreads(a);
   if ((((u64)pk & 15u) | ((u64)s & 7u) | (n & 7u)) == 0u) {
     for (u64 i = t; i < (n >> 3); i += T) {
       uint2 v = ((const uint2*)s)[i];
@@ -393,7 +441,7 @@ __device__ __forceinline__ bool get_pkt8(const Args& a, const char* p, u32 flag,
 // read_packets: packets at pk (waiting for their flags) become n data
 // bytes at d (upkt).
 __device__ __forceinline__ void read_packets(const Args& a, char* d, const char* pk, u64 n, u32 flag, int tb, int op, int body) {
-  const u64 t = threadIdx.x, T = blockDim.x;
+  const u64 t = gtid(a), T = gthreads(a);
   if ((((u64)pk & 15u) | ((u64)d & 7u) | (n & 7u)) == 0u) {
     for (u64 i = t; i < (n >> 3); i += T) {
       uint2 v;
@@ -412,7 +460,7 @@ __device__ __forceinline__ void read_packets(const Args& a, char* d, const char*
 // forward_packets: packets of n data bytes at s (waited for) are stored
 // unchanged at pk (rppkt).
 __device__ __forceinline__ void forward_packets(const Args& a, char* pk, const char* s, u64 n, u32 flag, int tb, int op, int body) {
-  const u64 t = threadIdx.x, T = blockDim.x;
+  const u64 t = gtid(a), T = gthreads(a);
   if ((((u64)pk | (u64)s) & 15u) == 0u && (n & 7u) == 0u) {
     for (u64 i = t; i < (n >> 3); i += T) {
       u32 d0, d1;
@@ -433,7 +481,7 @@ __device__ __forceinline__ void forward_packets(const Args& a, char* pk, const c
 // recspkt). LL16 when every address allows, else LL8.
 template <int K, int D, int PK>
 __device__ __forceinline__ void reduce_packets(const Args& a, char* const* dst, const char* const* src, u64 n, u32 flag, int tb, int op, int body) {
-  const u64 t = threadIdx.x, T = blockDim.x;
+  const u64 t = gtid(a), T = gthreads(a);
   u64 al = n | (u64)src[0];
 #pragma unroll
   for (int k = 1; k < K; k++) al |= (u64)src[k] >> 1;  // packet offsets are twice the data offsets
@@ -485,7 +533,7 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
   __syncthreads();
   const int t = threadIdx.x;
   if (t < n) {
-    u64* p = (u64*)a.inbound[peer[t]] + slot[t];
+    u64* p = (u64*)a.inbound[peer[t]] + (u64)slot[t] * a.group + lane(a);
     if (relaxed)
       red_relaxed_sys_u64(p, 1ull);
     else
@@ -494,16 +542,50 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
 }
 
 // wait_chan: for each channel i, take this rank's next wait number on
-// the channel (ticket[i]) and wait until inbound counter slot[i] reached
-// it: acquire loads (or relaxed), then __syncthreads.
-__device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, int tb, int op, int body) {
-  const int t = threadIdx.x;
-  if (t < n && !gave_up(a)) {
-    const u64 target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[t], 1ull) + 1ull;
-    const u64* p = (const u64*)a.inbound[RANK] + slot[t];
-    Waiter w = waiter(a, 1);
-    while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
-      if (!keep_waiting(a, w, tb, op, body)) break;
+// the channel (ticket[i]) and wait until inbound counter slot[i] of every
+// lane reached it: acquire loads (or relaxed), then __syncthreads.
+// GROUPED plans (every directed channel signalled by one thread block and
+// waited on by one, no port channels; the generator decides) count
+// tickets in the block's registers (tk) and zero the counters at the end
+// of every call, so the group size may change from call to call; the
+// others take tickets from device memory with a group of 1.
+__device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, u64* tk, int tb, int op, int body) {
+  const int G = (int)a.group;
+  if (!gave_up(a)) {
+    for (int j = threadIdx.x; j < n * G; j += blockDim.x) {
+      const int c = j / G, l = j % G;
+      u64 target;
+      if (GROUPED)
+        target = tk[ticket[c]] + 1ull;
+      else
+        target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[c], 1ull) + 1ull;
+      const u64* p = (const u64*)a.inbound[RANK] + (u64)slot[c] * G + l;
+      Waiter w = waiter(a, 1);
+      while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
+        if (!keep_waiting(a, w, tb, op, body)) break;
+    }
+  }
+  if (GROUPED)
+    for (int i = 0; i < n; i++) tk[ticket[i]]++;
+  __syncthreads();
+}
+
+// group_sync: the a.group blocks of plan block tb meet (their earlier
+// writes are visible to each other after it); __syncthreads alone for a
+// group of 1.
+__device__ __forceinline__ void group_sync(const Args& a, int tb, int op, int body) {
+  __syncthreads();
+  if (a.group > 1 && threadIdx.x == 0 && !gave_up(a)) {
+    u32* b = (u32*)a.gbar + 2 * tb;
+    const u32 gen = ld_acquire_gpu_u32(b + 1);
+    if (atom_add_acq_rel_gpu_u32(b, 1u) == (u32)a.group - 1u) {
+      st_relaxed_gpu_u32(b, 0u);
+      st_release_gpu_u32(b + 1, gen + 1u);
+    } else {
+      Waiter w = waiter(a, 2);
+      while (ld_acquire_gpu_u32(b + 1) == gen)
+        if (!keep_waiting(a, w, tb, op, body)) break;
+    }
   }
   __syncthreads();
 }
@@ -514,7 +596,7 @@ __device__ __forceinline__ void tb_barrier(const Args& a, int id, u32 count, int
   if (threadIdx.x == 0 && !gave_up(a)) {
     u32* b = (u32*)a.tbbar + 2 * id;
     const u32 gen = ld_acquire_gpu_u32(b + 1);
-    if (atom_add_acq_rel_gpu_u32(b, 1u) == count - 1u) {
+    if (atom_add_acq_rel_gpu_u32(b, 1u) == count * (u32)a.group - 1u) {
       st_relaxed_gpu_u32(b, 0u);
       st_release_gpu_u32(b + 1, gen + 1u);
     } else {
@@ -528,14 +610,16 @@ __device__ __forceinline__ void tb_barrier(const Args& a, int id, u32 count, int
   __syncthreads();
 }
 
-__device__ __forceinline__ void sem_release(const Args& a, const int* ids, int n) {
-  __syncthreads();
-  if ((int)threadIdx.x < n) red_release_gpu_s32((int*)a.sems + ids[threadIdx.x], 1);
+// Semaphores: lane 0 of the group releases after the group met, and
+// acquires before it meets the others.
+__device__ __forceinline__ void sem_release(const Args& a, const int* ids, int n, int tb, int op, int body) {
+  group_sync(a, tb, op, body);
+  if (lane(a) == 0 && (int)threadIdx.x < n) red_release_gpu_s32((int*)a.sems + ids[threadIdx.x], 1);
 }
 
 __device__ __forceinline__ void sem_acquire(const Args& a, const int* ids, int n, int tb, int op, int body) {
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (lane(a) == 0 && threadIdx.x == 0) {
     for (int i = 0; i < n && !gave_up(a); i++) {
       int* s = (int*)a.sems + ids[i];
       Waiter w = waiter(a, 2);  // intra-rank: as tb_barrier
@@ -546,7 +630,7 @@ __device__ __forceinline__ void sem_acquire(const Args& a, const int* ids, int n
       }
     }
   }
-  __syncthreads();
+  group_sync(a, tb, op, body);
 }
 
 // ---- port channels: the host proxy's FIFO (docs/gpu-executor.md) ----
@@ -640,12 +724,17 @@ __device__ __forceinline__ void start_barrier(const Args& a, u32 flag) {
 // ends no peer touches this rank's memory any more and every peer write
 // to it is visible. It then resets the semaphores and bumps the call
 // counter.
+// GROUPED plans then zero the rank's inbound counters (every peer's
+// signals of this call have landed: they precede the peers' end words),
+// before any peer can signal again (after this rank's next start).
 __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
+  __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
     u32* ctl = (u32*)a.ctl;
     fence_acq_rel_sys();
-    if (atom_add_acq_rel_gpu_u32(ctl + 1, 1u) == gridDim.x - 1u) {
+    last = atom_add_acq_rel_gpu_u32(ctl + 1, 1u) == gridDim.x - 1u;
+    if (last) {
       st_relaxed_gpu_u32(ctl + 1, 0u);
       reset_semaphores(a);
       fence_acq_rel_sys();
@@ -660,9 +749,17 @@ __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
             if (!keep_waiting(a, w, blockIdx.x, -2, 0)) break;
         }
       }
-      *(volatile u32*)ctl = flag;
     }
   }
+  if (GROUPED) {
+    __syncthreads();
+    if (last) {
+      u64* in = (u64*)a.inbound[RANK];
+      for (u64 i = threadIdx.x; i < a.nslots * a.group; i += blockDim.x) in[i] = 0ull;
+      __syncthreads();
+    }
+  }
+  if (threadIdx.x == 0 && last) *(volatile u32*)a.ctl = flag;
 }
 
 __device__ __forceinline__ u32 call_flag(const Args& a) {

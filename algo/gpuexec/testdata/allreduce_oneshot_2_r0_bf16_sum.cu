@@ -6,10 +6,13 @@
 #define LL 0
 #define NTHREADS 1024
 #define NSEMS 0
+#define PORT 0
+#define GROUPED 1
 ...
 
 // thread block 0: 8 ops
 static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+  u64 tk[1] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
@@ -18,7 +21,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 1: wait (memory)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, 0, 1, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, 0, 1, 0);
   }
   { // op 2: barrier
     tb_barrier(a, 0, 2u, 0, 2, 0);
@@ -29,7 +32,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     const Rg r2 = rg(a, 0, 1, 0, 1, 0, 0);
     char* const dst[1] = {at(a, flag, 0, 1, r2.off)};
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
-    reduce_plain<2, 1>(dst, src, r0.n);
+    reduce_plain<2, 1>(a, dst, src, r0.n);
   }
   { // op 4: barrier
     tb_barrier(a, 0, 2u, 0, 4, 0);
@@ -42,15 +45,16 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 6: wait (memory)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, 0, 6, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, 0, 6, 0);
   }
   { // op 7: nop
-    __syncthreads();
+    group_sync(a, 0, 7, 0);
   }
 }
 
 // thread block 1: 3 ops
 static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
+  u64 tk[1] = {0}; // wait tickets (GROUPED plans)
   { // op 0: barrier
     tb_barrier(a, 0, 2u, 1, 0, 0);
   }
@@ -60,7 +64,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
     const Rg r2 = rg(a, 1, 1, 0, 1, 0, 0);
     char* const dst[1] = {at(a, flag, 0, 1, r2.off)};
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
-    reduce_plain<2, 1>(dst, src, r0.n);
+    reduce_plain<2, 1>(a, dst, src, r0.n);
   }
   { // op 2: barrier
     tb_barrier(a, 0, 2u, 1, 2, 0);
@@ -71,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const Args a)
   const u32 flag = call_flag(a);
   start_barrier(a, flag);
   if (!gave_up(a)) {
-    switch (blockIdx.x) {
+    switch (blockIdx.x / (u32)a.group) {
       case 0: tb_0(a, flag); break;
       case 1: tb_1(a, flag); break;
       default: break;

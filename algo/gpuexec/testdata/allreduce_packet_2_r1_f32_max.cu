@@ -6,14 +6,17 @@
 #define LL 1
 #define NTHREADS 1024
 #define NSEMS 0
+#define PORT 0
+#define GROUPED 1
 ...
 
 // thread block 0: 3 ops
 static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+  u64 tk[1] = {0}; // wait tickets (GROUPED plans)
   { // op 0: ppkt (memory) r1.in[0:1] r0.scr[0:1]pkt
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
     const Rg r1 = rg(a, 0, 1, 0, 1, 0, 0);
-    write_packets(at(a, flag, 0, 2, r1.off), at(a, flag, 1, 0, r0.off), r0.n, flag);
+    write_packets(a, at(a, flag, 0, 2, r1.off), at(a, flag, 1, 0, r0.off), r0.n, flag);
   }
   { // op 1: respkt (memory) r1.in[1:2] r1.scr[0:1]pkt r1.out[1:2] r0.scr[1:2]pkt
     const Rg r0 = rg(a, 1, 1, 0, 1, 0, 0);
@@ -35,7 +38,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const Args a)
   const u32 flag = call_flag(a);
   start_barrier(a, flag);
   if (!gave_up(a)) {
-    switch (blockIdx.x) {
+    switch (blockIdx.x / (u32)a.group) {
       case 0: tb_0(a, flag); break;
       default: break;
     }

@@ -6,10 +6,13 @@
 #define LL 0
 #define NTHREADS 1024
 #define NSEMS 0
+#define PORT 1
+#define GROUPED 0
 ...
 
 // thread block 0: 11 ops
 static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+  u64 tk[1] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (port)
     const int peer[] = {1};
     const int slot[] = {0};
@@ -18,10 +21,10 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 1: wait (port)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, 0, 1, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, 0, 1, 0);
   }
   { // op 2: nop
-    __syncthreads();
+    group_sync(a, 0, 2, 0);
   }
   { // op 3: pws (port) r0.in[1:2] r1.scr[0:1]
     const Rg r0 = rg(a, 1, 1, 0, 1, 0, 0);
@@ -34,10 +37,10 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 4: wait (port)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, 0, 4, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, 0, 4, 0);
   }
   { // op 5: nop
-    __syncthreads();
+    group_sync(a, 0, 5, 0);
   }
   { // op 6: re r0.in[0:1] r0.scr[0:1] r0.out[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -45,10 +48,10 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     const Rg r2 = rg(a, 0, 1, 0, 1, 0, 0);
     char* const dst[1] = {at(a, flag, 0, 1, r2.off)};
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 0, 2, r1.off)};
-    reduce_plain<2, 1>(dst, src, r0.n);
+    reduce_plain<2, 1>(a, dst, src, r0.n);
   }
   { // op 7: nop
-    __syncthreads();
+    group_sync(a, 0, 7, 0);
   }
   { // op 8: pwsf (port) r0.out[0:1] r1.out[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -62,10 +65,10 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 9: wait (port)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, 0, 9, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, 0, 9, 0);
   }
   { // op 10: nop
-    __syncthreads();
+    group_sync(a, 0, 10, 0);
   }
 }
 
@@ -73,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const Args a)
   const u32 flag = call_flag(a);
   start_barrier(a, flag);
   if (!gave_up(a)) {
-    switch (blockIdx.x) {
+    switch (blockIdx.x / (u32)a.group) {
       case 0: tb_0(a, flag); break;
       default: break;
     }

@@ -6,11 +6,14 @@
 #define LL 1
 #define NTHREADS 512
 #define NSEMS 1
+#define PORT 1
+#define GROUPED 0
 #define SEM_INIT {0}
 ...
 
 // thread block 0: 23 ops
 static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+  u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: rlxsignal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
@@ -19,20 +22,20 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 1: rlxwait (memory)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, true, 0, 1, 0);
+    wait_chan(a, slot, ticket, 1, true, tk, 0, 1, 0);
   }
   { // op 2: nop
-    __syncthreads();
+    group_sync(a, 0, 2, 0);
   }
   { // op 3: put (memory) r0.in[0:1] r1.in[1:2]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
     const Rg r1 = rg(a, 1, 1, 0, 1, 0, 0);
-    copy_bytes(at(a, flag, 1, 0, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
+    copy_bytes(a, at(a, flag, 1, 0, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
   }
   { // op 4: ppkt (memory) r0.in[0:1] r1.scr[0:1]pkt
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
     const Rg r1 = rg(a, 0, 1, 0, 1, 0, 0);
-    write_packets(at(a, flag, 1, 2, r1.off), at(a, flag, 0, 0, r0.off), r0.n, flag);
+    write_packets(a, at(a, flag, 1, 2, r1.off), at(a, flag, 0, 0, r0.off), r0.n, flag);
   }
   { // op 5: rppkt (memory) r0.scr[1:2]pkt r1.scr[1:2]pkt
     const Rg r0 = rg(a, 1, 1, 0, 1, 0, 0);
@@ -42,7 +45,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 6: get (memory) r1.in[0:1] r0.scr[2:3]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
     const Rg r1 = rg(a, 2, 1, 0, 1, 0, 0);
-    copy_bytes(at(a, flag, 0, 2, r1.off), at(a, flag, 1, 0, r0.off), r0.n);
+    copy_bytes(a, at(a, flag, 0, 2, r1.off), at(a, flag, 1, 0, r0.off), r0.n);
   }
   { // op 7: signal (memory)
     const int peer[] = {1};
@@ -52,7 +55,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 8: wait (memory)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, 0, 8, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, 0, 8, 0);
   }
   { // op 9: rre (memory) r0.in[0:1] r1.in[0:1] r0.out[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -60,7 +63,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     const Rg r2 = rg(a, 0, 1, 0, 1, 0, 0);
     char* const dst[1] = {at(a, flag, 0, 1, r2.off)};
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
-    reduce_plain<2, 1>(dst, src, r0.n);
+    reduce_plain<2, 1>(a, dst, src, r0.n);
   }
   { // op 10: rres (memory) r0.in[0:1] r1.in[0:1] r0.out[0:1] r1.in[1:2]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -69,7 +72,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     const Rg r3 = rg(a, 1, 1, 0, 1, 0, 0);
     char* const dst[2] = {at(a, flag, 0, 1, r2.off), at(a, flag, 1, 0, r3.off)};
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
-    reduce_plain<2, 2>(dst, src, r0.n);
+    reduce_plain<2, 2>(a, dst, src, r0.n);
   }
   { // op 11: res (memory) r0.in[0:1] r0.scr[3:4] r0.out[1:2] r1.in[1:2]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -78,7 +81,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     const Rg r3 = rg(a, 1, 1, 0, 1, 0, 0);
     char* const dst[2] = {at(a, flag, 0, 1, r2.off), at(a, flag, 1, 0, r3.off)};
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 0, 2, r1.off)};
-    reduce_plain<2, 2>(dst, src, r0.n);
+    reduce_plain<2, 2>(a, dst, src, r0.n);
   }
   { // op 12: respkt (memory) r0.in[0:1] r0.scr[0:1]pkt r0.out[0:1] r1.scr[2:3]pkt
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -120,7 +123,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 16: cpkt r0.in[1:2] r0.scr[3:4]pkt
     const Rg r0 = rg(a, 1, 1, 0, 1, 0, 0);
     const Rg r1 = rg(a, 3, 1, 0, 1, 0, 0);
-    write_packets(at(a, flag, 0, 2, r1.off), at(a, flag, 0, 0, r0.off), r0.n, flag);
+    write_packets(a, at(a, flag, 0, 2, r1.off), at(a, flag, 0, 0, r0.off), r0.n, flag);
   }
   { // op 17: upkt r0.scr[3:4]pkt r0.out[1:2]
     const Rg r0 = rg(a, 3, 1, 0, 1, 0, 0);
@@ -130,7 +133,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 18: copy r0.in[0:2]/0 of 2 r0.out[0:2]/0 of 2
     const Rg r0 = rg(a, 0, 2, 0, 2, 0, 0);
     const Rg r1 = rg(a, 0, 2, 0, 2, 0, 0);
-    copy_bytes(at(a, flag, 0, 1, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
+    copy_bytes(a, at(a, flag, 0, 1, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
   }
   { // op 19: re r0.out[0:1] r0.in[1:2] r0.out[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -138,14 +141,14 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     const Rg r2 = rg(a, 0, 1, 0, 1, 0, 0);
     char* const dst[1] = {at(a, flag, 0, 1, r2.off)};
     const char* const src[2] = {at(a, flag, 0, 1, r0.off), at(a, flag, 0, 0, r1.off)};
-    reduce_plain<2, 1>(dst, src, r0.n);
+    reduce_plain<2, 1>(a, dst, src, r0.n);
   }
   { // op 20: barrier
     tb_barrier(a, 0, 2u, 0, 20, 0);
   }
   { // op 21: sem_release
     const int ids[] = {0};
-    sem_release(a, ids, 1);
+    sem_release(a, ids, 1, 0, 21, 0);
   }
   { // op 22: pipeline, 1048576-byte units over 1 chunks
     const u64 pu = 1048576ull;
@@ -154,12 +157,12 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
       { // op 22 body 0: copy r0.in[0:1] r0.scr[1:2]
         const Rg r0 = rg(a, 0, 1, 0, 1, it, pu);
         const Rg r1 = rg(a, 1, 1, 0, 1, it, pu);
-        copy_bytes(at(a, flag, 0, 2, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
+        copy_bytes(a, at(a, flag, 0, 2, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
       }
       { // op 22 body 1: put (memory) r0.scr[1:2] r1.scr[3:4]
         const Rg r0 = rg(a, 1, 1, 0, 1, it, pu);
         const Rg r1 = rg(a, 3, 1, 0, 1, it, pu);
-        copy_bytes(at(a, flag, 1, 2, r1.off), at(a, flag, 0, 2, r0.off), r0.n);
+        copy_bytes(a, at(a, flag, 1, 2, r1.off), at(a, flag, 0, 2, r0.off), r0.n);
       }
     }
   }
@@ -167,6 +170,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
 
 // thread block 1: 8 ops
 static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
+  u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (port)
     const int peer[] = {1};
     const int slot[] = {2};
@@ -175,7 +179,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
   { // op 1: wait (port)
     const int slot[] = {3};
     const int ticket[] = {1};
-    wait_chan(a, slot, ticket, 1, false, 1, 1, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, 1, 1, 0);
   }
   { // op 2: put (port) r0.in[0:1] r1.scr[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -213,10 +217,11 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
 
 // thread block 2: 1 ops
 static __device__ __noinline__ void tb_2(const Args& a, const u32 flag) {
+  u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: copy r0.in[0:2]/1 of 2 r0.out[0:2]/1 of 2
     const Rg r0 = rg(a, 0, 2, 1, 2, 0, 0);
     const Rg r1 = rg(a, 0, 2, 1, 2, 0, 0);
-    copy_bytes(at(a, flag, 0, 1, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
+    copy_bytes(a, at(a, flag, 0, 1, r1.off), at(a, flag, 0, 0, r0.off), r0.n);
   }
 }
 
@@ -224,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const Args a)
   const u32 flag = call_flag(a);
   start_barrier(a, flag);
   if (!gave_up(a)) {
-    switch (blockIdx.x) {
+    switch (blockIdx.x / (u32)a.group) {
       case 0: tb_0(a, flag); break;
       case 1: tb_1(a, flag); break;
       case 2: tb_2(a, flag); break;
