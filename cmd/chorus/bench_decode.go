@@ -23,7 +23,7 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
+const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--lm-head replicated,split] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
 
 // decodePresets are model shapes by name (--preset).
 var decodePresets = map[string]decoder.Config{
@@ -42,6 +42,7 @@ type decodeRow struct {
 	Config  string `json:"config,omitempty"`
 	Mode    string `json:"mode,omitempty"`    // eager, graph (decode); torch-eager, ... (anchor)
 	Kernels string `json:"kernels,omitempty"` // gemv (skinny-matrix kernels for a few rows) or cublas
+	LMHead  string `json:"lm_head,omitempty"` // replicated or split (by vocabulary)
 	Batch   int    `json:"batch,omitempty"`
 	Ctx     int    `json:"ctx,omitempty"`
 	Tokens  int    `json:"tokens,omitempty"` // prefill length
@@ -93,6 +94,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	jsonOut := fs.String("json", "", "also write every row as a JSON line to this file (must not exist)")
 	seed := fs.Int64("seed", 1, "seed of the random weights")
 	modelDir := fs.String("model", "", "a Hugging Face folder (model/hf) to time instead of random weights of the given shapes")
+	lmHeads := fs.String("lm-head", decoder.DefaultLMHead, "LM head placements (comma-separated): replicated (every worker all of it), split (by vocabulary, the logits gathered)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -147,6 +149,12 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	for _, k := range ks {
 		if k != "gemv" && k != "cublas" {
 			return usageError{fmt.Sprintf("bench decode: --kernels: %q (gemv, cublas)", k)}
+		}
+	}
+	lmHeadList := strings.Split(*lmHeads, ",")
+	for _, h := range lmHeadList {
+		if h != decoder.LMHeadReplicated && h != decoder.LMHeadSplit {
+			return usageError{fmt.Sprintf("bench decode: --lm-head: %q (%s, %s)", h, decoder.LMHeadReplicated, decoder.LMHeadSplit)}
 		}
 	}
 	c.MaxSeq = max(slices.Max(cs)+*warmup+*steps+1, *prefill, 1)
@@ -219,7 +227,20 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 				return err
 			}
 		}
-		return b.model(ctx, *seed, cs, ms, ks, *warmup, *steps, *prefill)
+		for _, h := range lmHeadList {
+			b.c.LMHead = h
+			if ck != nil {
+				if b.ck, err = hf.Open(*modelDir, hf.Options{Workers: *n, MaxSeq: c.MaxSeq, DType: dt, LMHead: h}); err != nil {
+					return fmt.Errorf("--model: %w", err)
+				}
+				b.c = b.ck.Decoder
+			}
+			fmt.Fprintf(b.out, "# LM head: %s\n", h)
+			if err := b.model(ctx, *seed, cs, ms, ks, *warmup, *steps, *prefill); err != nil {
+				return err
+			}
+		}
+		return nil
 	}()
 	if rerr != nil {
 		rerr = fmt.Errorf("bench decode: %w", rerr)
@@ -624,7 +645,7 @@ func (b *decodeBench) model(ctx context.Context, seed int64, ctxs []int, modes, 
 					gb += b.stepBytes(p)
 				}
 				gb /= float64(steps) * 1e9
-				r := decodeRow{What: "decode", Config: b.c.String(), Mode: mode, Kernels: k, Batch: 1, Ctx: cx,
+				r := decodeRow{What: "decode", Config: b.c.String(), Mode: mode, Kernels: k, LMHead: b.c.LMHeadMode(), Batch: 1, Ctx: cx,
 					MS: perStep * 1e3, TokensPerS: 1 / perStep, GBPerStep: gb, GBs: gb / perStep, OfBound: gb / perStep / b.bound}
 				r.Fused = rs[0].Fused
 				if mode == "eager" && rs[0].Calls > 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chorus-rt/chorus/model/decoder"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -28,7 +29,8 @@ func TestBenchDecodeFlags(t *testing.T) {
 		{[]string{"--heads", "32", "--kv-heads", "6"}, "kv heads"},
 		{[]string{"--model", "../../model/hf/testdata/llama3", "--preset", "llama3-8b"}, "--preset and --model"},
 		{[]string{"--model", "../../model/hf/testdata/llama3", "--layers", "2"}, "--layers and --model"},
-		{[]string{"--model", "../../model/hf/testdata/llama3", "--ctx", "16", "--prefill", "8", "--workers", "4"}, "kv heads"},
+		{[]string{"--model", "../../model/hf/testdata/llama3", "--ctx", "16", "--prefill", "8", "--workers", "3"}, "kv heads"},
+		{[]string{"--lm-head", "split,vocab"}, "--lm-head"},
 		{[]string{"--model", "../../model/hf/testdata/llama3"}, "max_position_embeddings"},
 		{[]string{"--model", "no/such/folder"}, "--model"},
 	} {
@@ -50,16 +52,23 @@ func TestDecodeBytes(t *testing.T) {
 	layer := 2.0*4096*4096 + 2*1024*4096 + 3*14336*4096 + 2*4096
 	weights := 32*layer + 4096 + 128256*4096 + 4096
 	kvRow := 32 * 2 * 1024.0 // K and V of every layer, per position
-	for _, n := range []int{1, 2} {
-		b := &decodeBench{c: c, n: n}
-		shard := weights
-		if n == 2 {
-			shard = 32*(layer-2*4096)/2 + 32*2*4096 + 4096 + 128256*4096 + 4096
-		}
-		for _, pos := range []int{0, 127, 4095} {
-			want := 2 * (shard + kvRow/float64(n)*float64(pos+1))
-			if got := b.stepBytes(pos); math.Abs(got-want) > 1 {
-				t.Errorf("%d workers, pos %d: %v bytes, want %v", n, pos, got, want)
+	for _, head := range []string{decoder.LMHeadReplicated, decoder.LMHeadSplit} {
+		c.LMHead = head
+		for _, n := range []int{1, 2} {
+			b := &decodeBench{c: c, n: n}
+			shard := weights
+			if n == 2 {
+				lm := 128256 * 4096.0
+				if head == decoder.LMHeadSplit {
+					lm /= 2
+				}
+				shard = 32*(layer-2*4096)/2 + 32*2*4096 + 4096 + lm + 4096
+			}
+			for _, pos := range []int{0, 127, 4095} {
+				want := 2 * (shard + kvRow/float64(n)*float64(pos+1))
+				if got := b.stepBytes(pos); math.Abs(got-want) > 1 {
+					t.Errorf("%s LM head, %d workers, pos %d: %v bytes, want %v", head, n, pos, got, want)
+				}
 			}
 		}
 	}
