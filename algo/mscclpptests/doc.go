@@ -5,8 +5,8 @@
 // collective name, chunk counts, channels, op kinds and synchronization. They
 // are test programs: every one loads, validates, round-trips through JSON
 // and gets an expected verifier verdict, and every one that verifies runs
-// on the CPU executor with no wrong element (see the tests, and
-// docs/plans.md for the table of verdicts).
+// on the CPU executor with no wrong element (see the tests; docs/plans.md
+// sums up the verdicts, each program's Why gives its reason).
 //
 // The code is chorus's own; only the shapes follow MSCCL++. Where MSCCL++'s
 // newer writer emits a different JSON shape for the same op (the switch

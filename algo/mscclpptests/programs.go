@@ -29,7 +29,7 @@ type Program struct {
 	Ranks  []int  // rank counts it is built and tested at
 	Build  func(n int) (*plan.Plan, error)
 	Expect Verdict
-	Why    string // the reason for the verdict (docs/plans.md lists the rejections)
+	Why    string // the reason for the verdict
 	// More lists further rank counts the program supports that the
 	// default test run leaves out because its plans are large (16 or 32
 	// instances: about 10^4 ops at 8 ranks, a second or more to verify
@@ -37,7 +37,7 @@ type Program struct {
 	More []int
 }
 
-// Programs lists every program (docs/plans.md's table has the rejected ones).
+// Programs lists every program with its verdict and the reason (Why).
 func Programs() []Program { return slices.Clone(programs) }
 
 var programs = []Program{
