@@ -65,21 +65,33 @@ func (c Config) HeadParams(n int) []string {
 // columns (n not dividing the vocabulary) get -inf (lm_head.mask), so
 // argmax never picks them; the logits are then [T, LogitsWidth(n)].
 func Build(c Config, n, prefillLen int) (*ir.Module, error) {
+	return BuildBatch(c, n, prefillLen, 1)
+}
+
+// BuildBatch is Build for batch sequences decoded together: every
+// function takes batch equal runs of tokens (T = batch·prefillLen for
+// @prefill, batch for @decode; ids and pos sequence by sequence) and
+// caches [batch, max_seq, kv_heads/n, head_dim] (BatchCacheShape), and
+// returns logits and next for every token. Batch 1 is Build's module.
+func BuildBatch(c Config, n, prefillLen, batch int) (*ir.Module, error) {
 	if err := c.Validate(n); err != nil {
 		return nil, err
+	}
+	if batch < 1 {
+		return nil, fmt.Errorf("%w: batch of %d sequences (at least 1)", ErrConfig, batch)
 	}
 	if prefillLen < 0 || prefillLen > c.MaxSeq {
 		return nil, fmt.Errorf("%w: prefill of %d tokens with a %d-row cache", ErrConfig, prefillLen, c.MaxSeq)
 	}
 	m := &ir.Module{Name: "tp_decoder"}
 	if prefillLen > 0 {
-		f, err := buildStep(c, n, FuncPrefill, prefillLen)
+		f, err := buildStep(c, n, FuncPrefill, prefillLen, batch)
 		if err != nil {
 			return nil, err
 		}
 		m.Funcs = append(m.Funcs, f)
 	}
-	f, err := buildStep(c, n, FuncDecode, 1)
+	f, err := buildStep(c, n, FuncDecode, 1, batch)
 	if err != nil {
 		return nil, err
 	}
@@ -91,22 +103,39 @@ func Build(c Config, n, prefillLen int) (*ir.Module, error) {
 // same signature as Build's): what Model compiles, on first use, for a
 // prompt length it has no program for.
 func BuildPrefill(c Config, n, t int) (*ir.Module, error) {
+	return buildPrefill(c, n, t, 1)
+}
+
+// buildPrefill is BuildPrefill for batch sequences of t tokens each.
+func buildPrefill(c Config, n, t, batch int) (*ir.Module, error) {
 	if err := c.Validate(n); err != nil {
 		return nil, err
 	}
-	if t < 1 || t > c.MaxSeq {
-		return nil, fmt.Errorf("%w: prefill of %d tokens with a %d-row cache", ErrConfig, t, c.MaxSeq)
+	if t < 1 || t > c.MaxSeq || batch < 1 {
+		return nil, fmt.Errorf("%w: prefill of %d tokens in %d sequences with a %d-row cache", ErrConfig, t, batch, c.MaxSeq)
 	}
-	f, err := buildStep(c, n, FuncPrefill, t)
+	f, err := buildStep(c, n, FuncPrefill, t, batch)
 	if err != nil {
 		return nil, err
 	}
 	return &ir.Module{Name: fmt.Sprintf("tp_decoder_prefill_%d", t), Funcs: []*ir.Function{f}}, nil
 }
 
-func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
+// BatchCacheShape is one worker's K (or V) cache of one layer for batch
+// sequences: CacheShape for one, [batch, max_seq, kv_heads/n, head_dim]
+// for more (the attention op's batched form).
+func (c Config) BatchCacheShape(n, batch int) tensor.Shape {
+	s := c.CacheShape(n)
+	if batch <= 1 {
+		return s
+	}
+	return append(tensor.Shape{int64(batch)}, s...)
+}
+
+// buildStep is one function over batch sequences of t tokens each.
+func buildStep(c Config, n int, name string, t, batch int) (*ir.Function, error) {
 	dt, any := c.DType, vdevice.Unconstrained
-	T, H, V, D := int64(t), int64(c.Hidden), int64(c.Vocab), int64(c.HeadDim())
+	T, H, V, D := int64(t)*int64(batch), int64(c.Hidden), int64(c.Vocab), int64(c.HeadDim())
 	hq, hkv, ffn := int64(c.Heads/n), int64(c.KVHeadsPerWorker(n)), int64(c.FFN/n)
 	b := ir.NewFunc(name)
 	ids := b.Param("ids", ir.Tensor(tensor.Shape{T}, tensor.Int32, any))
@@ -127,8 +156,8 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 	}
 	kc, vc := make([]ir.Ref, c.Layers), make([]ir.Ref, c.Layers)
 	for i := range c.Layers {
-		kc[i] = b.Param(CacheParam("k", i), ir.Tensor(c.CacheShape(n), dt, any))
-		vc[i] = b.Param(CacheParam("v", i), ir.Tensor(c.CacheShape(n), dt, any))
+		kc[i] = b.Param(CacheParam("k", i), ir.Tensor(c.BatchCacheShape(n, batch), dt, any))
+		vc[i] = b.Param(CacheParam("v", i), ir.Tensor(c.BatchCacheShape(n, batch), dt, any))
 	}
 	P, W := int64(c.VocabShard(n)), int64(c.LogitsWidth(n))
 	for _, name := range c.HeadParams(n) {
@@ -240,7 +269,12 @@ func buildStep(c Config, n int, name string, t int) (*ir.Function, error) {
 // workers) and runs vm.Pipeline(dev, strategy) on it; with printAfter
 // set, the IR after every pass goes there.
 func Compile(c Config, n, prefillLen int, dev tensor.Device, strategy string, printAfter io.Writer) (*ir.Module, error) {
-	src, err := Build(c, n, prefillLen)
+	return compileBatch(c, n, prefillLen, 1, dev, strategy, printAfter)
+}
+
+// compileBatch is Compile of BuildBatch.
+func compileBatch(c Config, n, prefillLen, batch int, dev tensor.Device, strategy string, printAfter io.Writer) (*ir.Module, error) {
+	src, err := BuildBatch(c, n, prefillLen, batch)
 	if err != nil {
 		return nil, err
 	}

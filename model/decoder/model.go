@@ -100,7 +100,15 @@ type Options struct {
 	PrefillCache int
 	// Strategy is the custom all-reduce strategy on GPUs (vm.Pipeline).
 	Strategy string
+	// Batch is how many sequences every step decodes together (0 or 1:
+	// one). The sequences share the position: a prefill takes Batch
+	// prompts of one length, a decode step one token of each
+	// (DecodeBatch); each has a KV cache of its own.
+	Batch int
 }
+
+// batch is Opts.Batch, at least 1.
+func (m *Model) batch() int { return max(m.Opts.Batch, 1) }
 
 // Model is the decoder loaded on a session: the program, the weights (not
 // owned), the KV caches (owned) and the next position.
@@ -159,7 +167,10 @@ func Load(ctx context.Context, s *session.Session, c Config, dev tensor.Device, 
 	if opts.PrefillCache < 0 {
 		return nil, fmt.Errorf("%w: Options.PrefillCache %d", ErrConfig, opts.PrefillCache)
 	}
-	mod, err := Compile(c, n, opts.PrefillLen, dev, opts.Strategy, nil)
+	if opts.Batch < 0 {
+		return nil, fmt.Errorf("%w: Options.Batch %d (0 or 1: one sequence)", ErrConfig, opts.Batch)
+	}
+	mod, err := compileBatch(c, n, opts.PrefillLen, max(opts.Batch, 1), dev, opts.Strategy, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +200,7 @@ func Load(ctx context.Context, s *session.Session, c Config, dev tensor.Device, 
 		return fail(err)
 	}
 	for range 2 * c.Layers {
-		r, err := s.CallPacked(empty, c.CacheShape(n), c.DType, nil, false, false)
+		r, err := s.CallPacked(empty, c.BatchCacheShape(n, opts.Batch), c.DType, nil, false, false)
 		if err != nil {
 			return fail(err)
 		}
@@ -268,7 +279,7 @@ func (m *Model) Reset() { m.pos = 0 }
 
 // Step is the result of a prefill or decode step on every worker.
 type Step struct {
-	Logits *session.DRef // [T, vocab]
+	Logits *session.DRef // [T, vocab] (a batch: every sequence's T rows in turn)
 	Next   *session.DRef // int32 [T]: argmax of every row
 	result *session.DRef // the result list (nil for graph replays, which own it)
 }
@@ -298,13 +309,17 @@ func (m *Model) args(ids, pos *session.DRef) []any {
 	return args
 }
 
+// positions are the positions of t next tokens of every sequence,
+// sequence by sequence.
 func (m *Model) positions(t int) ([]int32, error) {
 	if m.pos+t > m.Config.MaxSeq {
 		return nil, fmt.Errorf("%w: %d tokens at position %d pass the cache's %d rows", ErrSeq, t, m.pos, m.Config.MaxSeq)
 	}
-	p := make([]int32, t)
-	for i := range p {
-		p[i] = int32(m.pos + i)
+	p := make([]int32, 0, t*m.batch())
+	for range m.batch() {
+		for i := range t {
+			p = append(p, int32(m.pos+i))
+		}
 	}
 	return p, nil
 }
@@ -339,7 +354,7 @@ func (m *Model) run(ctx context.Context, prog *vm.Program, fn string, ids, pos [
 	if err != nil {
 		return nil, err
 	}
-	m.pos += len(ids)
+	m.pos += len(ids) / m.batch()
 	return st, nil
 }
 
@@ -363,25 +378,30 @@ func (m *Model) split(res *session.DRef) (*Step, error) {
 // and otherwise a @prefill compiled for exactly len(ids) tokens, loaded
 // on the workers at the first prompt of that length and kept for the
 // next ones (at most Opts.PrefillCache lengths; see PrefillLengths).
-// The step's logits are [len(ids), vocab].
+// The step's logits are [len(ids), vocab]. With Opts.Batch sequences,
+// ids holds Batch prompts of one length, one after the other.
 func (m *Model) Prefill(ctx context.Context, ids []int32) (*Step, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: empty prompt", ErrSeq)
 	}
+	if len(ids)%m.batch() != 0 {
+		return nil, fmt.Errorf("%w: %d tokens are not %d prompts of one length", ErrSeq, len(ids), m.batch())
+	}
 	if err := m.checkIDs(ids); err != nil {
 		return nil, err
 	}
-	pos, err := m.positions(len(ids))
+	t := len(ids) / m.batch()
+	pos, err := m.positions(t)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case len(ids) == m.Opts.PrefillLen:
+	case t == m.Opts.PrefillLen:
 		return m.run(ctx, m.Program, FuncPrefill, ids, pos)
-	case len(ids) == 1:
+	case t == 1:
 		return m.run(ctx, m.Program, FuncDecode, ids, pos)
 	}
-	p, err := m.prefillProgram(ctx, len(ids))
+	p, err := m.prefillProgram(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +429,7 @@ func (m *Model) prefillProgram(ctx context.Context, t int) (*vm.Program, error) 
 		m.prefills[old].Release()
 		delete(m.prefills, old)
 	}
-	src, err := BuildPrefill(m.Config, m.s.NumWorkers(), t)
+	src, err := buildPrefill(m.Config, m.s.NumWorkers(), t, m.batch())
 	if err != nil {
 		return nil, err
 	}
@@ -431,10 +451,16 @@ func (m *Model) prefillProgram(ctx context.Context, t int) (*vm.Program, error) 
 // and 1, served by the main program, are not listed).
 func (m *Model) PrefillLengths() []int { return slices.Clone(m.lru) }
 
-// Decode runs @decode on one token at the next position.
+// Decode runs @decode on one token at the next position (one sequence:
+// DecodeBatch for Opts.Batch > 1).
 func (m *Model) Decode(ctx context.Context, id int32) (*Step, error) {
-	ids := []int32{id}
-	if err := m.checkIDs(ids); err != nil {
+	return m.DecodeBatch(ctx, []int32{id})
+}
+
+// DecodeBatch runs @decode on one token of every sequence (Opts.Batch
+// of them, in order) at the next position.
+func (m *Model) DecodeBatch(ctx context.Context, ids []int32) (*Step, error) {
+	if err := m.checkBatch(ids); err != nil {
 		return nil, err
 	}
 	pos, err := m.positions(1)
@@ -442,6 +468,15 @@ func (m *Model) Decode(ctx context.Context, id int32) (*Step, error) {
 		return nil, err
 	}
 	return m.run(ctx, m.Program, FuncDecode, ids, pos)
+}
+
+// checkBatch checks a decode step's tokens: one per sequence, each in
+// the vocabulary.
+func (m *Model) checkBatch(ids []int32) error {
+	if len(ids) != m.batch() {
+		return fmt.Errorf("%w: %d tokens for a decode step of %d sequences", ErrSeq, len(ids), m.batch())
+	}
+	return m.checkIDs(ids)
 }
 
 // CaptureDecode captures @decode as a CUDA graph on every worker (GPU
@@ -453,11 +488,15 @@ func (m *Model) CaptureDecode(ctx context.Context) error {
 		return nil
 	}
 	p := min(m.pos, m.Config.MaxSeq-1)
+	ids, pos := make([]int32, m.batch()), make([]int32, m.batch())
+	for i := range pos {
+		pos[i] = int32(p)
+	}
 	var err error
-	if m.gIDs, err = m.s.CallPacked(m.int32s, int32Bytes([]int32{0})); err != nil {
+	if m.gIDs, err = m.s.CallPacked(m.int32s, int32Bytes(ids)); err != nil {
 		return err
 	}
-	if m.gPos, err = m.s.CallPacked(m.int32s, int32Bytes([]int32{int32(p)})); err != nil {
+	if m.gPos, err = m.s.CallPacked(m.int32s, int32Bytes(pos)); err != nil {
 		return err
 	}
 	if m.graph, err = m.Program.Capture(ctx, FuncDecode, m.args(m.gIDs, m.gPos)...); err != nil {
@@ -471,17 +510,23 @@ func (m *Model) CaptureDecode(ctx context.Context) error {
 // The step's tensors are the same at every replay (a later replay
 // overwrites them); release the Step when done with it.
 func (m *Model) ReplayDecode(ctx context.Context, id int32) (*Step, error) {
+	return m.ReplayDecodeBatch(ctx, []int32{id})
+}
+
+// ReplayDecodeBatch is DecodeBatch through the captured graph (see
+// ReplayDecode).
+func (m *Model) ReplayDecodeBatch(ctx context.Context, ids []int32) (*Step, error) {
 	if m.graph == nil {
 		return nil, fmt.Errorf("%w: ReplayDecode before CaptureDecode", vm.ErrArgs)
 	}
-	if err := m.checkIDs([]int32{id}); err != nil {
+	if err := m.checkBatch(ids); err != nil {
 		return nil, err
 	}
 	pos, err := m.positions(1)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.s.CallPackedDiscard(m.setInt32, m.gIDs, int32Bytes([]int32{id})); err != nil {
+	if err := m.s.CallPackedDiscard(m.setInt32, m.gIDs, int32Bytes(ids)); err != nil {
 		return nil, err
 	}
 	if err := m.s.CallPackedDiscard(m.setInt32, m.gPos, int32Bytes(pos)); err != nil {
