@@ -36,9 +36,13 @@ const (
 	BenchGemmFunc = "chorus.vm.bench_gemm"
 	// BenchMatmulNTFunc (m, n, k int64, dtype, iters int, path string,
 	// ks int) -> microseconds of every x[m,k]·w[n,k]ᵀ through path:
-	// "cublas", "gemv" (the skinny-matrix kernel) or "gated" (gemv_gated
-	// over two weights); ks > 0 overrides the kernel's warps per row.
-	// Weights rotate over copies that together exceed the L2 cache.
+	// "cublas", "gemv" (the skinny-matrix kernel the VM picks for m rows:
+	// CUDA cores up to GemvDefaultCoreRows, tensor cores above), "gated"
+	// (the same over two weights, the gated projection), "tc" or
+	// "tcgated" (the tensor-core kernels at any m); ks > 0 overrides the
+	// CUDA-core kernel's warps per row (1, 2, 4, 8) or the tensor-core
+	// kernel's split of k (1 to 64). Weights rotate over copies that
+	// together exceed the L2 cache.
 	BenchMatmulNTFunc = "chorus.vm.bench_matmul_nt"
 	// BenchLaunchFunc (n int) -> nanoseconds per launch of an empty
 	// kernel, n back to back: [driver call alone (purego +
@@ -261,8 +265,10 @@ func benchGemm(env registry.Env, n int64, dt tensor.DType, iters int) (*tensor.T
 const l2Rotation = 256 << 20
 
 func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, path string, ks int) (*tensor.Tensor, error) {
-	if m < 1 || n < 1 || k < 1 || iters < 1 || (path != "cublas" && path != "gemv" && path != "gated") || (ks != 0 && ks != 1 && ks != 2 && ks != 4 && ks != 8) {
-		return nil, fmt.Errorf("%w: %s(%d, %d, %d, %d, %q): want positive sizes, path cublas, gemv or gated, ks 0, 1, 2, 4 or 8", ErrArgs, BenchMatmulNTFunc, m, n, k, iters, path)
+	tc := path == "tc" || path == "tcgated" || ((path == "gemv" || path == "gated") && skinnyPath(int(m), GemvMaxM) == "tc")
+	okKS := ks == 0 || (!tc && (ks == 1 || ks == 2 || ks == 4 || ks == 8)) || (tc && ks >= 1 && ks <= tcMaxSplits)
+	if m < 1 || n < 1 || k < 1 || iters < 1 || (path != "cublas" && path != "gemv" && path != "gated" && path != "tc" && path != "tcgated") || !okKS {
+		return nil, fmt.Errorf("%w: %s(%d, %d, %d, %d, %q, %d): want positive sizes, path cublas, gemv, gated, tc or tcgated, ks 0, 1, 2, 4 or 8 (1 to %d for the tensor-core kernels)", ErrArgs, BenchMatmulNTFunc, m, n, k, iters, path, ks, tcMaxSplits)
 	}
 	g, err := benchState(env)
 	if err != nil {
@@ -291,6 +297,31 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 	}
 	x, out := uint64(bufs[0].Ptr()), uint64(bufs[1].Ptr())
 	w := func(i int) uint64 { return uint64(bufs[2+i%int(copies)].Ptr()) }
+	if tc {
+		if err := g.tcKernels(); err != nil {
+			return nil, err
+		}
+		pl, ok := planTC(int(m), []int{int(n)}, int(k), dt, true, g.sms, ks)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: the tensor-core kernel does not take %d×%d×%d %s", ErrUnsupported, BenchMatmulNTFunc, m, k, n, dt)
+		}
+		kind := "nt"
+		if path == "gated" || path == "tcgated" {
+			kind = "gated"
+		}
+		a := &tcArgs{x: x, out: out, m: int32(m), n: int32(n), k: int32(k)}
+		laps, err := g.timeLaps(iters+2, func(i int) error {
+			a.w, a.w2 = w(i), w(i)
+			if kind == "gated" {
+				a.w, a.w2 = w(2*i), w(2*i+1)
+			}
+			return g.launchTC(kind, dt, pl, a)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return lapsUS(laps[2:])
+	}
 	pl, ok := planGemv(int(m), int(n), int(k), dt, true, g.sms, GemvMaxM)
 	if path != "cublas" && !ok {
 		return nil, fmt.Errorf("%w: %s: the skinny-matrix kernel does not take %d×%d×%d %s", ErrUnsupported, BenchMatmulNTFunc, m, k, n, dt)
@@ -321,11 +352,16 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 	if err != nil {
 		return nil, err
 	}
-	out64 := make([]float64, 0, iters)
-	for _, d := range laps[2:] {
-		out64 = append(out64, float64(d.Nanoseconds())/1e3)
+	return lapsUS(laps[2:])
+}
+
+// lapsUS is laps in microseconds.
+func lapsUS(laps []time.Duration) (*tensor.Tensor, error) {
+	out := make([]float64, 0, len(laps))
+	for _, d := range laps {
+		out = append(out, float64(d.Nanoseconds())/1e3)
 	}
-	return float64s(out64)
+	return float64s(out)
 }
 
 func benchLaunch(env registry.Env, n int) (*tensor.Tensor, error) {

@@ -23,24 +23,33 @@ var fusedKernelSource string
 // Shapes of the skinny-matrix kernels (kernels_gemv.cu).
 const (
 	gemvWarps = 8 // GEMV_WARPS: warps per block
-	// GemvMaxM is the most rows of x the skinny-matrix kernels take; more
-	// rows go to cuBLAS.
-	GemvMaxM = 8
+	// GemvMaxM is the most rows of x the skinny-matrix kernels take (the
+	// tensor-core ones above GemvDefaultCoreRows); more rows go to cuBLAS.
+	GemvMaxM = TCMaxM
+	// gemvCoreMaxM is the most rows the CUDA-core kernels are compiled for.
+	gemvCoreMaxM = 8
 )
 
-// gemvRowBuckets are the M of the compiled kernels: a call with M rows
-// runs the smallest bucket >= M (the kernels skip rows past M).
+// gemvRowBuckets are the M of the compiled CUDA-core kernels: a call
+// with M rows runs the smallest bucket >= M (the kernels skip rows past
+// M).
 var gemvRowBuckets = []int{1, 2, 4, 8}
 
-// GemvDefaultRows is the default threshold: the skinny-matrix kernel for
-// up to 4 rows of x. At one row it beats cuBLAS on every Llama-3-8B
-// projection (H200: 13.1 against 16.6-20.1 us for 4096x4096, 7.1 against
-// 17.6 for 1024x4096, 0.97 against 0.94 of the streaming bound for the
-// LM head); at 8 rows it loses on all of them (38 against 16-20 us for
-// 4096x4096): every 16-byte piece of w then costs 8 loads of x from L1
-// and 128 conversions and FMAs, and the kernel stops being memory-bound,
-// where cuBLAS's tensor cores still are.
-const GemvDefaultRows = 4
+// GemvDefaultCoreRows is the most rows of x the CUDA-core kernels take;
+// more (up to the threshold) run the tensor-core kernels. At one row the
+// CUDA-core kernel beats cuBLAS on every Llama-3-8B projection (H200:
+// 13.1 against 16.6-20.1 us for 4096x4096, 7.1 against 17.6 for
+// 1024x4096, 0.97 against 0.94 of the streaming bound for the LM head);
+// at 8 rows it loses on all of them (38 against 16-20 us for 4096x4096):
+// every 16-byte piece of w then costs 8 loads of x from L1 and 128
+// conversions and FMAs, and the kernel stops being memory-bound, where
+// the tensor cores are not.
+const GemvDefaultCoreRows = 4
+
+// GemvDefaultRows is the default threshold: the skinny-matrix kernels
+// for up to this many rows of x (a decode step of up to 32 sequences),
+// cuBLAS above.
+const GemvDefaultRows = TCMaxM
 
 // gemvMaxRows is the worker process's threshold: matmul_nt with at most
 // this many rows of x (and at most GemvMaxM) runs the skinny-matrix
@@ -81,7 +90,7 @@ type gemvPlan struct {
 // (a 1024-row k or v projection) would leave most of HBM's bandwidth
 // unused.
 func planGemv(m, n, k int, dt tensor.DType, aligned bool, sms, maxRows int) (gemvPlan, bool) {
-	if m < 1 || m > min(maxRows, GemvMaxM) || n < 1 || k < 8 || k%8 != 0 || !aligned {
+	if m < 1 || m > min(maxRows, gemvCoreMaxM) || n < 1 || k < 8 || k%8 != 0 || !aligned {
 		return gemvPlan{}, false
 	}
 	if dt != tensor.Float16 && dt != tensor.BFloat16 {
@@ -198,8 +207,11 @@ type gemvArgs struct {
 // tryGemvNT runs out = a·bᵀ through the skinny-matrix kernel when
 // planGemv takes the shape (ok), else leaves it to the caller.
 func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err error) {
-	if int(gemvMaxRows.Load()) < m {
+	switch skinnyPath(m, int(gemvMaxRows.Load())) {
+	case "":
 		return false, nil
+	case "tc":
+		return g.tryTC("nt", m, k, n, dt, p)
 	}
 	if err := g.gemvKernels(); err != nil {
 		return false, err
@@ -214,6 +226,21 @@ func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err 
 		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
 	runtime.KeepAlive(a)
 	return true, err
+}
+
+// skinnyPath is the kernel family that takes a product of m rows of x
+// under threshold maxRows: "core" (CUDA cores, up to
+// GemvDefaultCoreRows), "tc" (tensor cores, up to TCMaxM) or "" (cuBLAS).
+func skinnyPath(m, maxRows int) string {
+	switch {
+	case m < 1 || m > maxRows:
+		return ""
+	case m < tcMinRows:
+		return "core"
+	case m <= TCMaxM:
+		return "tc"
+	}
+	return ""
 }
 
 func aligned16(p ...uint64) bool {
@@ -235,14 +262,21 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	if !wu.Shape().Equal(wg.Shape()) || wu.DType() != wg.DType() || int(gemvMaxRows.Load()) < m {
+	path := skinnyPath(m, int(gemvMaxRows.Load()))
+	if !wu.Shape().Equal(wg.Shape()) || wu.DType() != wg.DType() || path == "" {
 		return false, nil
-	}
-	if err := g.gemvKernels(); err != nil {
-		return false, err
 	}
 	p, err := g.ptrs([]string{"x", "w_gate", "w_up", "out"}, x, wg, wu, out)
 	if err != nil {
+		return false, err
+	}
+	if overlaps(p[0], x.NumBytes(), p[3], out.NumBytes()) {
+		return false, nil
+	}
+	if path == "tc" {
+		return g.tryTC("gated", m, k, n, x.DType(), p)
+	}
+	if err := g.gemvKernels(); err != nil {
 		return false, err
 	}
 	pl, ok := planGemv(m, n, k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
@@ -277,24 +311,28 @@ func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 		}
 		m, k, ns[i] = mi, ki, ni
 	}
-	if int(gemvMaxRows.Load()) < m {
+	path := skinnyPath(m, int(gemvMaxRows.Load()))
+	if path == "" {
 		return false, nil
-	}
-	if err := g.gemvKernels(); err != nil {
-		return false, err
 	}
 	p, err := g.ptrs([]string{"x", "w_q", "w_k", "w_v", "q", "k", "v"}, t...)
 	if err != nil {
 		return false, err
 	}
-	pl, ok := planGemv(m, ns[0]+ns[1]+ns[2], k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
-	if !ok {
-		return false, nil
-	}
 	for i := range 3 {
 		if overlaps(p[0], x.NumBytes(), p[4+i], t[4+i].NumBytes()) {
 			return false, nil
 		}
+	}
+	if path == "tc" {
+		return g.tryTCNT3(m, k, ns, x.DType(), p)
+	}
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	pl, ok := planGemv(m, ns[0]+ns[1]+ns[2], k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
+	if !ok {
+		return false, nil
 	}
 	rb := gemvWarps / pl.ks
 	blocks := 0

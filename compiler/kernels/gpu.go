@@ -43,6 +43,10 @@ type GPU struct {
 	benchMod cuda.Module
 	// attnBufs are the split-KV attention's scratch buffers (attn.go).
 	attnBufs []*device.Buffer
+	// tcMod holds the tensor-core skinny kernels (kernels_tc.cu); tcBufs
+	// their split-K scratch buffers (tc.go).
+	tcMod  cuda.Module
+	tcBufs []*device.Buffer
 }
 
 // kernelThreads is the block size of the elementwise kernels.
@@ -157,12 +161,16 @@ func (g *GPU) Close() {
 			g.drv.ModuleUnload(g.benchMod)
 			g.benchMod = 0
 		}
+		if g.tcMod != 0 {
+			g.drv.ModuleUnload(g.tcMod)
+			g.tcMod = 0
+		}
 		return nil
 	})
-	for _, b := range g.attnBufs {
+	for _, b := range append(g.attnBufs, g.tcBufs...) {
 		g.dev.Free(b)
 	}
-	g.attnBufs = nil
+	g.attnBufs, g.tcBufs = nil, nil
 }
 
 // devPtr is the device address of t's first element on this GPU.

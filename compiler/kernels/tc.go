@@ -1,0 +1,281 @@
+package kernels
+
+import (
+	_ "embed"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/gpu/cudasrc"
+	"github.com/chorus-rt/chorus/gpu/device"
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+//go:embed kernels_tc.cu
+var tcKernelSource string
+
+// Shapes of the tensor-core skinny kernels (kernels_tc.cu).
+const (
+	tcWarps = 4            // TC_WARPS: warps per block
+	tcRows  = 16 * tcWarps // TC_ROWS: rows of w per block (a tile)
+	// TCMaxM is the most rows of x the tensor-core kernels take.
+	TCMaxM = 32
+	// tcChunk is the elements of k a warp reads per step from each row.
+	tcChunk = 32
+	// tcMinChunks is the fewest chunks of k a split keeps (a split shorter
+	// than this spends more on its partial sums than on its weights).
+	tcMinChunks = 8
+	tcMaxSplits = 64
+)
+
+// tcRowBuckets are the M of the compiled kernels (8 tokens per mma tile).
+var tcRowBuckets = []int{8, 16, 32}
+
+// tcMinRows is the fewest rows of x that go to the tensor-core kernels;
+// fewer run the CUDA-core ones (kernels_gemv.cu), which read x once per
+// piece of w but need no mma tile of 8 tokens.
+const tcMinRows = GemvDefaultCoreRows + 1
+
+// tcBlocksPerSM is the blocks of TC_WARPS warps per multiprocessor a
+// launch aims for with split-K: 16 warps, each with TC_UNROLL chunks of
+// two weight rows in flight.
+const tcBlocksPerSM = 4
+
+// tcPlan is one launch of a tensor-core skinny kernel.
+type tcPlan struct {
+	mt     int // the kernel's row bucket (>= m)
+	tiles  int // blocks along n (every weight of the launch)
+	splits int // blocks along k
+	cps    int // chunks of k per split
+}
+
+// scratch is the device bytes of the split-K partial sums and the
+// per-tile counters (at the front, 256-byte aligned); 0 without a split.
+func (p tcPlan) scratch(nw int) int64 {
+	if p.splits == 1 {
+		return 0
+	}
+	return p.countersBytes() + int64(p.tiles)*int64(p.splits)*int64(nw)*int64(p.mt)*tcRows*4
+}
+
+func (p tcPlan) countersBytes() int64 { return (int64(p.tiles)*4 + 255) / 256 * 256 }
+
+// planTC decides whether x[m, k] times the nw weights of ns rows each
+// (one launch: gemv_nt, the three of q/k/v, or gate and up) runs a
+// tensor-core kernel on a GPU with sms multiprocessors, and how: m at
+// most TCMaxM, float16 or bfloat16, k a multiple of 8, every operand
+// 16-byte aligned. splits > 0 forces the split of k (measurements);
+// else the split is the smallest that gives tcBlocksPerSM blocks per
+// multiprocessor, each split keeping at least tcMinChunks chunks of k.
+func planTC(m int, ns []int, k int, dt tensor.DType, aligned bool, sms, splits int) (tcPlan, bool) {
+	if m < 1 || m > TCMaxM || k < 8 || k%8 != 0 || !aligned || len(ns) == 0 || (dt != tensor.Float16 && dt != tensor.BFloat16) {
+		return tcPlan{}, false
+	}
+	var p tcPlan
+	for _, b := range tcRowBuckets {
+		if b >= m {
+			p.mt = b
+			break
+		}
+	}
+	for _, n := range ns {
+		if n < 1 || n > 1<<30 {
+			return tcPlan{}, false
+		}
+		p.tiles += (n + tcRows - 1) / tcRows
+	}
+	if p.tiles > 1<<31-1 {
+		return tcPlan{}, false
+	}
+	nch := (k/8 + 3) / 4
+	if splits <= 0 {
+		want := tcBlocksPerSM * max(sms, 1)
+		splits = min((want+p.tiles-1)/p.tiles, max(nch/tcMinChunks, 1), tcMaxSplits)
+	}
+	splits = max(1, min(splits, nch, 65535))
+	p.cps = (nch + splits - 1) / splits
+	p.splits = (nch + p.cps - 1) / p.cps
+	return p, true
+}
+
+func tcName(kind string, dt tensor.DType, mt int) string {
+	suf := "f16"
+	if dt == tensor.BFloat16 {
+		suf = "bf16"
+	}
+	return fmt.Sprintf("tc_%s_%s_m%d", kind, suf, mt)
+}
+
+// tcKernels compiles and loads kernels_tc.cu (a module of its own, so a
+// failure there leaves the other kernels working) at the first product
+// it takes.
+func (g *GPU) tcKernels() error {
+	if g.tcMod != 0 {
+		return nil
+	}
+	if err := g.gemvKernels(); err != nil { // the multiprocessor count
+		return err
+	}
+	comp, err := nvrtc.Load()
+	if err != nil {
+		return err
+	}
+	err = g.dev.Do(func(cuda.Stream) error {
+		d, err := g.drv.DeviceGet(g.dev.Ordinal())
+		if err != nil {
+			return err
+		}
+		major, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMajor)
+		if err != nil {
+			return err
+		}
+		minor, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMinor)
+		if err != nil {
+			return err
+		}
+		cubin, _, err := comp.CompileCached("chorus_vm_tc.cu", cudasrc.Half+kernelSource+gemvKernelSource+tcKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
+		if err != nil {
+			return err
+		}
+		mod, err := g.drv.ModuleLoadData(cubin)
+		if err != nil {
+			return err
+		}
+		for _, kind := range []string{"nt", "nt3", "gated"} {
+			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+				for _, mt := range tcRowBuckets {
+					name := tcName(kind, dt, mt)
+					f, err := g.drv.ModuleGetFunction(mod, name)
+					if err != nil {
+						g.drv.ModuleUnload(mod)
+						return err
+					}
+					g.fns[name] = f
+				}
+			}
+		}
+		g.tcMod = mod
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("vm: tensor-core skinny kernels on cuda:%d: %w", g.dev.Ordinal(), err)
+	}
+	return nil
+}
+
+// tcScratch returns the device addresses of the per-tile counters and
+// the partial sums of a split launch (0, 0 without a split). Buffers are
+// kept until the state closes (a captured graph holds their addresses),
+// zeroed when made (every launch leaves its counters at zero again), and
+// none is made while the stream is captured.
+func (g *GPU) tcScratch(p tcPlan, nw int) (counters, part uint64, err error) {
+	n := p.scratch(nw)
+	if n == 0 {
+		return 0, 0, nil
+	}
+	var buf *device.Buffer
+	for _, b := range g.tcBufs {
+		if b.Size() >= n {
+			buf = b
+			break
+		}
+	}
+	if buf == nil {
+		if g.dev.Capturing() {
+			return 0, 0, fmt.Errorf("%w: a tensor-core product needs a %d-byte scratch buffer inside a capture (run the function once first)", ErrUnsupported, n)
+		}
+		if buf, err = g.dev.Alloc(n); err != nil {
+			return 0, 0, err
+		}
+		if err := g.dev.Memset(buf, 0, 0, n); err != nil {
+			g.dev.Free(buf)
+			return 0, 0, err
+		}
+		g.tcBufs = append(g.tcBufs, buf)
+	}
+	return uint64(buf.Ptr()), uint64(buf.Ptr()) + uint64(p.countersBytes()), nil
+}
+
+// tcArgs are a tensor-core launch's parameters, kept alive across the
+// launch.
+type tcArgs struct {
+	x, w, w2, out, part, counters uint64
+	m, n, k, cps                  int32
+}
+
+// launchTC runs kind ("nt" or "gated") of x[m, k] and the weights in a
+// (w, and w2 for gated) into a.out under plan pl.
+func (g *GPU) launchTC(kind string, dt tensor.DType, pl tcPlan, a *tcArgs) error {
+	nw := 1
+	if kind == "gated" {
+		nw = 2
+	}
+	var err error
+	if a.counters, a.part, err = g.tcScratch(pl, nw); err != nil {
+		return err
+	}
+	a.cps = int32(pl.cps)
+	grid := [3]uint32{uint32(pl.tiles), uint32(pl.splits), 1}
+	if kind == "gated" {
+		err = g.launchGrid(tcName(kind, dt, pl.mt), grid, tcWarps*32,
+			unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
+			unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.cps),
+			unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters))
+	} else {
+		err = g.launchGrid(tcName(kind, dt, pl.mt), grid, tcWarps*32,
+			unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
+			unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.cps),
+			unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters))
+	}
+	runtime.KeepAlive(a)
+	return err
+}
+
+// tryTC runs out = x·wᵀ (kind "nt"; p: x, w, out) or the gated
+// projection (kind "gated"; p: x, wg, wu, out) through a tensor-core
+// kernel when planTC takes the shape.
+func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool, error) {
+	if err := g.tcKernels(); err != nil {
+		return false, err
+	}
+	pl, ok := planTC(m, []int{n}, k, dt, aligned16(p...), g.sms, 0)
+	if !ok {
+		return false, nil
+	}
+	a := &tcArgs{x: p[0], w: p[1], out: p[len(p)-1], m: int32(m), n: int32(n), k: int32(k)}
+	if kind == "gated" {
+		a.w2 = p[2]
+	}
+	return true, g.launchTC(kind, dt, pl, a)
+}
+
+// tryTCNT3 is TryNT3 through the tensor-core kernel (p: x, w0, w1, w2,
+// o0, o1, o2).
+func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, error) {
+	if err := g.tcKernels(); err != nil {
+		return false, err
+	}
+	pl, ok := planTC(m, ns[:], k, dt, aligned16(p...), g.sms, 0)
+	if !ok {
+		return false, nil
+	}
+	counters, part, err := g.tcScratch(pl, 1)
+	if err != nil {
+		return false, err
+	}
+	a := &struct {
+		x, w0, w1, w2, o0, o1, o2 uint64
+		n0, n1, n2, m, k, cps     int32
+		part, counters            uint64
+	}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), int32(pl.cps), part, counters}
+	err = g.launchGrid(tcName("nt3", dt, pl.mt), [3]uint32{uint32(pl.tiles), uint32(pl.splits), 1}, tcWarps*32,
+		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
+		unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
+		unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2),
+		unsafe.Pointer(&a.m), unsafe.Pointer(&a.k), unsafe.Pointer(&a.cps),
+		unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters))
+	runtime.KeepAlive(a)
+	return true, err
+}

@@ -1,0 +1,245 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/chorus-rt/chorus/tensor"
+)
+
+// TestPlanTC checks the tensor-core kernels' plans on an H100/H200-sized
+// GPU (132 multiprocessors): Llama-3-8B's products at 8 and 32 rows split
+// k until four blocks per multiprocessor run, never below tcMinChunks
+// chunks a split; the MLP's 14336 rows and the LM head need no split.
+func TestPlanTC(t *testing.T) {
+	const sms = 132
+	for _, c := range []struct {
+		name                   string
+		m                      int
+		ns                     []int
+		k                      int
+		ok                     bool
+		mt, tiles, splits, cps int
+	}{
+		{"qkv", 8, []int{4096, 1024, 1024}, 4096, true, 8, 96, 6, 22},
+		{"o", 32, []int{4096}, 4096, true, 32, 64, 9, 15},
+		{"gate", 16, []int{14336}, 4096, true, 16, 224, 3, 43},
+		{"down", 8, []int{4096}, 14336, true, 8, 64, 9, 50},
+		{"lm_head", 32, []int{128256}, 4096, true, 32, 2004, 1, 128},
+		// short rows keep tcMinChunks chunks a split, or one split
+		{"short", 5, []int{64}, 512, true, 8, 1, 2, 8},
+		{"tiny", 1, []int{10}, 8, true, 8, 1, 1, 1},
+		// a tail tile: 100 rows are two tiles
+		{"tail", 12, []int{100}, 4096, true, 16, 2, 16, 8},
+		// refused
+		{"m33", 33, []int{4096}, 4096, false, 0, 0, 0, 0},
+		{"k%8", 8, []int{4096}, 4100, false, 0, 0, 0, 0},
+		{"empty", 0, []int{4096}, 4096, false, 0, 0, 0, 0},
+		{"no rows", 8, []int{0}, 4096, false, 0, 0, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, ok := planTC(c.m, c.ns, c.k, tensor.BFloat16, true, sms, 0)
+			if ok != c.ok {
+				t.Fatalf("ok %v, want %v", ok, c.ok)
+			}
+			if !ok {
+				return
+			}
+			nch := (c.k/8 + 3) / 4
+			if p.mt != c.mt || p.tiles != c.tiles || p.splits != c.splits || p.cps != c.cps {
+				t.Errorf("plan %+v, want mt %d tiles %d splits %d cps %d", p, c.mt, c.tiles, c.splits, c.cps)
+			}
+			// The splits cover every chunk, none empty.
+			if p.splits*p.cps < nch || (p.splits-1)*p.cps >= nch {
+				t.Errorf("%d splits of %d chunks for %d chunks", p.splits, p.cps, nch)
+			}
+		})
+	}
+	if _, ok := planTC(8, []int{4096}, 4096, tensor.Float32, true, sms, 0); ok {
+		t.Error("float32 taken")
+	}
+	if _, ok := planTC(8, []int{4096}, 4096, tensor.BFloat16, false, sms, 0); ok {
+		t.Error("unaligned operands taken")
+	}
+	if p, _ := planTC(8, []int{4096}, 4096, tensor.BFloat16, true, sms, 3); p.splits != 3 || p.cps != 43 {
+		t.Errorf("forced 3 splits: %+v", p)
+	}
+}
+
+func TestSkinnyPath(t *testing.T) {
+	for _, c := range []struct {
+		m, max int
+		want   string
+	}{{1, 32, "core"}, {4, 32, "core"}, {5, 32, "tc"}, {32, 32, "tc"}, {33, 64, ""}, {8, 4, ""}, {1, 0, ""}, {0, 32, ""}} {
+		if got := skinnyPath(c.m, c.max); got != c.want {
+			t.Errorf("skinnyPath(%d, %d) = %q, want %q", c.m, c.max, got, c.want)
+		}
+	}
+}
+
+// tcEmulate runs kernels_tc.cu's index arithmetic on the CPU: every
+// block (tile, split), warp and lane loads the 16-byte pieces the kernel
+// loads into its A and B registers, an mma is computed from the
+// registers by the PTX fragment layouts of m16n8k16 (A rows g and g+8 at
+// columns 2q, 2q+1 and 2q+8, 2q+9; B rows 2q, 2q+1 and 2q+8, 2q+9 at
+// column g; C rows g and g+8 at columns 2q, 2q+1), and split launches
+// go through the partial-sum layout and the last block's sum. x is
+// [m][k], w [n][k]; it returns out [m][n].
+func tcEmulate(x, w [][]float64, p tcPlan) [][]float64 {
+	m, n, k := len(x), len(w), len(x[0])
+	k8, nch := k/8, (k/8+3)/4
+	nt := p.mt / 8
+	out := make([][]float64, m)
+	for i := range out {
+		out[i] = make([]float64, n)
+	}
+	// piece returns the 8 elements of 16-byte piece pc of row r (zeros
+	// where the kernel loads none).
+	piece := func(rows [][]float64, r, pc int, ok bool) [8]float64 {
+		var v [8]float64
+		if ok && r < len(rows) && pc < k8 {
+			copy(v[:], rows[r][pc*8:pc*8+8])
+		}
+		return v
+	}
+	part := make([]float64, p.tiles*p.splits*p.mt*tcRows)
+	for tile := range p.tiles {
+		for s := range p.splits {
+			c0, c1 := s*p.cps, min(nch, (s+1)*p.cps)
+			for wid := range tcWarps {
+				rowBase := tile*tcRows + wid*16
+				// acc[lane][t][i]: the C fragment of every lane.
+				var acc [32][4][4]float64
+				for c := c0; c < c1; c++ {
+					var wa, wb [32][8]float64
+					var xv [32][4][8]float64
+					for lane := range 32 {
+						g, q := lane>>2, lane&3
+						pc := c*4 + q
+						wa[lane] = piece(w, rowBase+g, pc, true)
+						wb[lane] = piece(w, rowBase+g+8, pc, true)
+						for t := range nt {
+							xv[lane][t] = piece(x, t*8+g, pc, t*8+g < m)
+						}
+					}
+					for half := range 2 { // registers .x,.y then .z,.w
+						for t := range nt {
+							// A [16][16] and B [16][8] from the registers.
+							var A [16][16]float64
+							var B [16][8]float64
+							for lane := range 32 {
+								g, q := lane>>2, lane&3
+								e := func(v [8]float64, reg int) (float64, float64) { // reg 0..3 of the V4: elements 2reg, 2reg+1
+									return v[2*reg], v[2*reg+1]
+								}
+								a0l, a0h := e(wa[lane], 2*half)   // a0: row g, cols 2q, 2q+1
+								a1l, a1h := e(wb[lane], 2*half)   // a1: row g+8
+								a2l, a2h := e(wa[lane], 2*half+1) // a2: row g, cols 2q+8, 2q+9
+								a3l, a3h := e(wb[lane], 2*half+1) // a3: row g+8
+								A[g][2*q], A[g][2*q+1] = a0l, a0h
+								A[g+8][2*q], A[g+8][2*q+1] = a1l, a1h
+								A[g][2*q+8], A[g][2*q+9] = a2l, a2h
+								A[g+8][2*q+8], A[g+8][2*q+9] = a3l, a3h
+								b0l, b0h := e(xv[lane][t], 2*half)
+								b1l, b1h := e(xv[lane][t], 2*half+1)
+								B[2*q][g], B[2*q+1][g] = b0l, b0h
+								B[2*q+8][g], B[2*q+9][g] = b1l, b1h
+							}
+							for lane := range 32 {
+								g, q := lane>>2, lane&3
+								for i := range 4 {
+									r, col := g+(i>>1)*8, 2*q+(i&1)
+									for kk := range 16 {
+										acc[lane][t][i] += A[r][kk] * B[kk][col]
+									}
+								}
+							}
+						}
+					}
+				}
+				for lane := range 32 {
+					g, q := lane>>2, lane&3
+					for t := range nt {
+						for i := range 4 {
+							r := wid*16 + g + (i>>1)*8
+							tok := t*8 + 2*q + (i & 1)
+							if p.splits == 1 {
+								if rowBase+g+(i>>1)*8 < n && tok < m {
+									out[tok][rowBase+g+(i>>1)*8] = acc[lane][t][i]
+								}
+								continue
+							}
+							part[((tile*p.splits+s)*p.mt+tok)*tcRows+r] = acc[lane][t][i]
+						}
+					}
+				}
+			}
+		}
+		if p.splits > 1 { // the last block's sum
+			for e := range m * tcRows {
+				tok, r := e/tcRows, e%tcRows
+				nn := tile*tcRows + r
+				if nn >= n {
+					continue
+				}
+				sum := 0.0
+				for s := range p.splits {
+					sum += part[((tile*p.splits+s)*p.mt+tok)*tcRows+r]
+				}
+				out[tok][nn] = sum
+			}
+		}
+	}
+	return out
+}
+
+// TestTCEmulation: the kernel's loads, fragment layout and split-K
+// reduction compute x·wᵀ (against a plain triple loop) for row counts of
+// every bucket, a tail tile, k not a multiple of the 32-element chunk,
+// and one, several and uneven splits.
+func TestTCEmulation(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		name         string
+		m, n, k, spl int
+	}{
+		{"m8", 8, 64, 64, 1},
+		{"m5_tail", 5, 100, 72, 1},
+		{"m16_split", 16, 70, 256, 3},
+		{"m32_split", 32, 64, 512, 4},
+		{"m12_uneven", 12, 130, 200, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x, w := make([][]float64, c.m), make([][]float64, c.n)
+			for i := range x {
+				x[i] = make([]float64, c.k)
+				for j := range x[i] {
+					x[i][j] = r.Float64()*2 - 1
+				}
+			}
+			for i := range w {
+				w[i] = make([]float64, c.k)
+				for j := range w[i] {
+					w[i][j] = r.Float64()*2 - 1
+				}
+			}
+			p, ok := planTC(c.m, []int{c.n}, c.k, tensor.BFloat16, true, 132, c.spl)
+			if !ok {
+				t.Fatal("plan refused")
+			}
+			got := tcEmulate(x, w, p)
+			for i := range c.m {
+				for j := range c.n {
+					want := 0.0
+					for l := range c.k {
+						want += x[i][l] * w[j][l]
+					}
+					if math.Abs(got[i][j]-want) > 1e-9 {
+						t.Fatalf("out[%d][%d] = %v, want %v (plan %+v)", i, j, got[i][j], want, p)
+					}
+				}
+			}
+		})
+	}
+}
