@@ -79,7 +79,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	vocab := fs.Int("vocab", 32000, "vocabulary size")
 	n := fs.Int("workers", 1, "tensor-parallel workers, one process per GPU")
 	dtype := fs.String("dtype", "bfloat16", "bfloat16 or float16")
-	batches := fs.String("batch", "1", "sequences per step (comma-separated); the decoder decodes one sequence per step")
+	batches := fs.String("batch", "1", "sequences decoded together per step (comma-separated; up to vm.GemvMaxM run the skinny-matrix kernels); the prefill row is batch 1")
 	ctxs := fs.String("ctx", "128,4096", "context lengths (comma-separated): tokens in the KV cache when the timed steps start")
 	steps := fs.Int("steps", 32, "timed decode steps per row")
 	warmup := fs.Int("warmup", 4, "untimed steps before them")
@@ -87,7 +87,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	modes := fs.String("modes", "eager,graph", "eager (a VM call per step), graph (a CUDA graph replay per step)")
 	kernels := fs.String("kernels", "gemv", "matrix paths for decode rows: gemv (skinny-matrix kernels for up to vm.GemvDefaultRows rows, cuBLAS above), cublas (cuBLAS for every product)")
 	launches := fs.Int("launch", 1000, "launch-cost rows: this many empty kernels back to back (0: none)")
-	shapes := fs.Bool("shapes", false, "per-shape rows: every projection of a worker through cuBLAS and the skinny-matrix kernel at 1, 2, 4, 8 and 32 rows")
+	shapes := fs.Bool("shapes", false, "per-shape rows: every projection of a worker through cuBLAS and the skinny-matrix kernels at 1, 2, 4, 8, 16 and 32 rows")
 	streamBytes := fs.Int64("stream-bytes", 2<<30, "buffer of the streaming-read bound (much larger than L2)")
 	gemmN := fs.Int64("gemm", 8192, "size of the cuBLAS n×n×n product of the GEMM peak")
 	anchor := fs.String("anchor", "", "JSON lines of bench/decoder_ref.py --bench-decode (PyTorch anchors of the same shapes), printed next to chorus's rows")
@@ -128,8 +128,8 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 		return usageError{"bench decode: --batch: " + err.Error()}
 	}
 	for _, b := range bs {
-		if b != 1 {
-			return usageError{fmt.Sprintf("bench decode: --batch %d: the decoder decodes one sequence per step (batch 1 only)", b)}
+		if b < 1 {
+			return usageError{fmt.Sprintf("bench decode: --batch %d: at least 1", b)}
 		}
 	}
 	cs, err := parseInts(*ctxs)
@@ -236,7 +236,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 				b.c = b.ck.Decoder
 			}
 			fmt.Fprintf(b.out, "# LM head: %s\n", h)
-			if err := b.model(ctx, *seed, cs, ms, ks, *warmup, *steps, *prefill); err != nil {
+			if err := b.model(ctx, *seed, bs, cs, ms, ks, *warmup, *steps, *prefill); err != nil {
 				return err
 			}
 		}
@@ -373,7 +373,7 @@ func (b *decodeBench) shapes(ctx context.Context) error {
 	es := float64(b.c.DType.Size())
 	var sweep []string
 	for _, p := range b.projections() {
-		for _, m := range []int{1, 2, 4, 8, 32} {
+		for _, m := range []int{1, 2, 4, 8, 16, 32} {
 			var rowKS func(path string, ks int) (float64, error)
 			row := func(path string) (float64, error) {
 				return rowKS(path, 0)
@@ -424,6 +424,21 @@ func (b *decodeBench) shapes(ctx context.Context) error {
 					}
 					sl += fmt.Sprintf(" ks%d %.1f", ks, us)
 				}
+				us, err := row("tc")
+				if err != nil {
+					return err
+				}
+				sweep = append(sweep, sl+fmt.Sprintf("; tensor-core kernel %.1f", us))
+			}
+			if m == 8 || m == 32 {
+				sl := fmt.Sprintf("# %-8s m=%d tensor-core us by splits of k:", p.name, m)
+				for _, sp := range []int{1, 2, 4, 8, 16} {
+					us, err := rowKS("tc", sp)
+					if err != nil {
+						return err
+					}
+					sl += fmt.Sprintf(" s%d %.1f", sp, us)
+				}
 				sweep = append(sweep, sl)
 			}
 		}
@@ -434,21 +449,22 @@ func (b *decodeBench) shapes(ctx context.Context) error {
 	return nil
 }
 
-// stepBytes is what one decode step reads on one worker at position
-// pos (the token's own row included): every weight shard once (the
-// embedding one row), and the KV cache rows 0..pos of every layer.
-func (b *decodeBench) stepBytes(pos int) float64 {
+// stepBytes is what one decode step of batch sequences reads on one
+// worker at position pos (the token's own row included): every weight
+// shard once (the embedding one row a sequence), and every sequence's KV
+// cache rows 0..pos of every layer.
+func (b *decodeBench) stepBytes(pos, batch int) float64 {
 	es := float64(b.c.DType.Size())
 	var w float64
 	for _, p := range b.c.Params() {
 		s := p.ShardShape(b.n)
 		k, _ := s.NumElements()
 		if p.Name == decoder.ParamEmbed {
-			k = s[1]
+			k = s[1] * int64(batch)
 		}
 		w += float64(k)
 	}
-	kv := float64(b.c.Layers) * float64(pos+1) * float64(b.c.KVHeads/b.n*b.c.HeadDim()) * 2
+	kv := float64(batch) * float64(b.c.Layers) * float64(pos+1) * float64(b.c.KVHeads/b.n*b.c.HeadDim()) * 2
 	return (w + kv) * es
 }
 
@@ -531,18 +547,21 @@ func (b *decodeBench) setGemv(ctx context.Context, kernels string) error {
 	return b.s.Sync(ctx)
 }
 
-// fillTo resets the model and prefills ctx tokens (in prompts of at most
-// chunk tokens), so the next step runs at position ctx.
+// fillTo resets the model and prefills ctx tokens of every sequence (in
+// prompts of at most chunk tokens in all), so the next step runs at
+// position ctx.
 func fillTo(ctx context.Context, m *decoder.Model, n, chunk int) error {
 	m.Reset()
 	if chunk <= 0 {
 		chunk = 512
 	}
+	batch := max(m.Opts.Batch, 1)
+	chunk = max(chunk/batch, 1)
 	for m.Pos() < n {
 		t := min(chunk, n-m.Pos())
-		ids := make([]int32, t)
+		ids := make([]int32, t*batch)
 		for i := range ids {
-			ids[i] = int32((m.Pos() + i) * 7919 % m.Config.Vocab)
+			ids[i] = int32((m.Pos() + i%t + i/t) * 7919 % m.Config.Vocab)
 		}
 		st, err := m.Prefill(ctx, ids)
 		if err != nil {
@@ -553,7 +572,7 @@ func fillTo(ctx context.Context, m *decoder.Model, n, chunk int) error {
 	return nil
 }
 
-func (b *decodeBench) model(ctx context.Context, seed int64, ctxs []int, modes, kernels []string, warmup, steps, prefill int) error {
+func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int, modes, kernels []string, warmup, steps, prefill int) error {
 	t0 := time.Now()
 	var w map[string]*session.DRef
 	var err error
@@ -568,93 +587,102 @@ func (b *decodeBench) model(ctx context.Context, seed int64, ctxs []int, modes, 
 		return err
 	}
 	defer decoder.ReleaseWeights(w)
+	batch := batches[0]
 	load := func() (*decoder.Model, error) {
-		return decoder.Load(ctx, b.s, b.c, tensor.CUDADevice(0), decoder.Options{PrefillLen: prefill, Strategy: "auto"}, w)
+		return decoder.Load(ctx, b.s, b.c, tensor.CUDADevice(0), decoder.Options{PrefillLen: prefill, Strategy: "auto", Batch: batch}, w)
 	}
 	m, err := load()
 	if err != nil {
 		return err
 	}
 	defer func() { m.Release() }()
-	fmt.Fprintf(b.out, "# %s and the model loaded in %v; per GPU a step reads %.2f GB of weights\n", what, time.Since(t0).Round(time.Millisecond), b.stepBytes(-1)/1e9)
+	fmt.Fprintf(b.out, "# %s and the model loaded in %v; per GPU a step reads %.2f GB of weights\n", what, time.Since(t0).Round(time.Millisecond), b.stepBytes(-1, 1)/1e9)
 	fmt.Fprintf(b.out, "%-8s %-7s %5s %6s %9s %9s %8s %8s %8s %9s %8s %5s\n", "mode", "kernels", "batch", "ctx", "ms/step", "tokens/s", "GB/step", "GB/s", "of_bound", "host_ms", "ops", "fused")
-	for i, k := range kernels {
-		if err := b.setGemv(ctx, k); err != nil {
-			return err
-		}
-		if i > 0 {
-			// A model captures its decode graph once: a fresh one, so the
-			// graph rows run this path's kernels.
-			m.Release()
-			if m, err = load(); err != nil {
+	for bi, bt := range batches {
+		for i, k := range kernels {
+			if err := b.setGemv(ctx, k); err != nil {
 				return err
 			}
-		}
-		for _, cx := range ctxs {
-			for _, mode := range modes {
-				if err := fillTo(ctx, m, cx, prefill); err != nil {
+			if i > 0 || bi > 0 {
+				// A model captures its decode graph once, and has the caches
+				// of its batch: a fresh one, so the graph rows run this path's
+				// kernels.
+				m.Release()
+				batch = bt
+				if m, err = load(); err != nil {
 					return err
 				}
-				if mode == "graph" {
-					if err := m.CaptureDecode(ctx); err != nil {
+			}
+			ids := make([]int32, bt)
+			for j := range ids {
+				ids[j] = 1
+			}
+			for _, cx := range ctxs {
+				for _, mode := range modes {
+					if err := fillTo(ctx, m, cx, prefill); err != nil {
 						return err
 					}
-				}
-				step := func() error {
-					var st *decoder.Step
-					var err error
 					if mode == "graph" {
-						st, err = m.ReplayDecode(ctx, 1)
-					} else {
-						st, err = m.Decode(ctx, 1)
+						if err := m.CaptureDecode(ctx); err != nil {
+							return err
+						}
 					}
-					if err == nil {
-						st.Release()
-					}
-					return err
-				}
-				for range warmup {
-					if err := step(); err != nil {
+					step := func() error {
+						var st *decoder.Step
+						var err error
+						if mode == "graph" {
+							st, err = m.ReplayDecodeBatch(ctx, ids)
+						} else {
+							st, err = m.DecodeBatch(ctx, ids)
+						}
+						if err == nil {
+							st.Release()
+						}
 						return err
 					}
-				}
-				if err := b.s.Sync(ctx); err != nil {
-					return err
-				}
-				if _, err := m.Program.RunStats(ctx); err != nil {
-					return err
-				}
-				p0 := m.Pos()
-				t0 := time.Now()
-				for range steps {
-					if err := step(); err != nil {
+					for range warmup {
+						if err := step(); err != nil {
+							return err
+						}
+					}
+					if err := b.s.Sync(ctx); err != nil {
 						return err
 					}
-				}
-				if err := b.s.Sync(ctx); err != nil {
-					return err
-				}
-				el := time.Since(t0)
-				rs, err := m.Program.RunStats(ctx)
-				if err != nil {
-					return err
-				}
-				perStep := el.Seconds() / float64(steps)
-				var gb float64
-				for p := p0; p < p0+steps; p++ {
-					gb += b.stepBytes(p)
-				}
-				gb /= float64(steps) * 1e9
-				r := decodeRow{What: "decode", Config: b.c.String(), Mode: mode, Kernels: k, LMHead: b.c.LMHeadMode(), Batch: 1, Ctx: cx,
-					MS: perStep * 1e3, TokensPerS: 1 / perStep, GBPerStep: gb, GBs: gb / perStep, OfBound: gb / perStep / b.bound}
-				r.Fused = rs[0].Fused
-				if mode == "eager" && rs[0].Calls > 0 {
-					r.HostMS = rs[0].Host.Seconds() * 1e3 / float64(rs[0].Calls)
-					r.HostOps = float64(rs[0].Ops) / float64(rs[0].Calls)
-				}
-				fmt.Fprintf(b.out, "%-8s %-7s %5d %6d %9.3f %9.1f %8.2f %8.0f %8.2f %9.3f %8.0f %5d\n", mode, k, 1, cx, r.MS, r.TokensPerS, gb, r.GBs, r.OfBound, r.HostMS, r.HostOps, r.Fused)
-				if err := b.emit(r); err != nil {
-					return err
+					if _, err := m.Program.RunStats(ctx); err != nil {
+						return err
+					}
+					p0 := m.Pos()
+					t0 := time.Now()
+					for range steps {
+						if err := step(); err != nil {
+							return err
+						}
+					}
+					if err := b.s.Sync(ctx); err != nil {
+						return err
+					}
+					el := time.Since(t0)
+					rs, err := m.Program.RunStats(ctx)
+					if err != nil {
+						return err
+					}
+					perStep := el.Seconds() / float64(steps)
+					var gb float64
+					for p := p0; p < p0+steps; p++ {
+						gb += b.stepBytes(p, bt)
+					}
+					gb /= float64(steps) * 1e9
+					r := decodeRow{What: "decode", Config: b.c.String(), Mode: mode, Kernels: k, LMHead: b.c.LMHeadMode(), Batch: bt, Ctx: cx,
+						MS: perStep * 1e3, TokensPerS: float64(bt) / perStep, GBPerStep: gb, GBs: gb / perStep, OfBound: gb / perStep / b.bound}
+					r.Fused = rs[0].Fused
+					if mode == "eager" && rs[0].Calls > 0 {
+						r.HostMS = rs[0].Host.Seconds() * 1e3 / float64(rs[0].Calls)
+						r.HostOps = float64(rs[0].Ops) / float64(rs[0].Calls)
+					}
+					fmt.Fprintf(b.out, "%-8s %-7s %5d %6d %9.3f %9.1f %8.2f %8.0f %8.2f %9.3f %8.0f %5d\n", mode, k, bt, cx, r.MS, r.TokensPerS, gb, r.GBs, r.OfBound, r.HostMS, r.HostOps, r.Fused)
+					if err := b.emit(r); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -662,6 +690,13 @@ func (b *decodeBench) model(ctx context.Context, seed int64, ctxs []int, modes, 
 	if prefill > 0 {
 		if err := b.setGemv(ctx, kernels[0]); err != nil {
 			return err
+		}
+		if batch != 1 {
+			m.Release()
+			batch = 1
+			if m, err = load(); err != nil {
+				return err
+			}
 		}
 		ids := make([]int32, prefill)
 		for i := range ids {
@@ -748,7 +783,7 @@ func (b *decodeBench) printAnchors() error {
 		}
 		of := 0.0
 		if a.Ctx > 0 {
-			of = b.stepBytes(a.Ctx) / 1e9 / (a.MS / 1e3) / b.bound
+			of = b.stepBytes(a.Ctx, max(a.Batch, 1)) / 1e9 / (a.MS / 1e3) / b.bound
 		}
 		fmt.Fprintf(b.out, "%-16s %5d %6d %9.3f %8.2f\n", a.Mode, a.Batch, a.Ctx, a.MS, of)
 		a.OfBound = of

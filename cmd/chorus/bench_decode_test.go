@@ -21,7 +21,7 @@ func TestBenchDecodeFlags(t *testing.T) {
 	}{
 		{[]string{"--preset", "gpt2"}, "--preset"},
 		{[]string{"--dtype", "float32"}, "--dtype"},
-		{[]string{"--batch", "8"}, "--batch 8"},
+		{[]string{"--batch", "8,0"}, "--batch"},
 		{[]string{"--ctx", "0"}, "--ctx"},
 		{[]string{"--modes", "lazy"}, "--modes"},
 		{[]string{"--kernels", "cutlass"}, "--kernels"},
@@ -66,10 +66,20 @@ func TestDecodeBytes(t *testing.T) {
 			}
 			for _, pos := range []int{0, 127, 4095} {
 				want := 2 * (shard + kvRow/float64(n)*float64(pos+1))
-				if got := b.stepBytes(pos); math.Abs(got-want) > 1 {
+				if got := b.stepBytes(pos, 1); math.Abs(got-want) > 1 {
 					t.Errorf("%s LM head, %d workers, pos %d: %v bytes, want %v", head, n, pos, got, want)
 				}
 			}
+		}
+	}
+	// A batch reads the weights once, an embedding row and the cache
+	// rows of every sequence.
+	for _, batch := range []int{8, 32} {
+		c.LMHead = decoder.LMHeadReplicated
+		b := &decodeBench{c: c, n: 1}
+		want := 2 * (weights + float64(batch-1)*4096 + float64(batch)*kvRow*128)
+		if got := b.stepBytes(127, batch); math.Abs(got-want) > 1 {
+			t.Errorf("batch %d: %v bytes, want %v", batch, got, want)
 		}
 	}
 	b := &decodeBench{c: c, n: 1}
