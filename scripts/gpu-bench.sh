@@ -44,6 +44,12 @@ if [ "$ngpu" -ge 2 ]; then
     done
   done
 fi
+# Each plan next to the hand-written ccl/ipc kernel of the same algorithm
+# (packet and one-shot plans against the one-shot kernel, two-shot and
+# all-pairs against the two-shot kernel), plan / kernel per size and mode.
+if [ -f "$here/plan-ratio.py" ]; then
+  python3 "$here/plan-ratio.py" "$out/allreduce.jsonl" >"$out/plan-ratio$gsuf.md" 2>>"$out/plans.err"
+fi
 # One GPU: what an op of the GPU executor costs (1-rank plans of K copy
 # ops next to a device copy, eager and graph-replayed), and a 2-rank plan
 # with its two processes sharing GPU 0, graph-replayed (once, in the

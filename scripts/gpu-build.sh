@@ -9,7 +9,7 @@ dir=${1:-.carry/gpu}
 mkdir -p "$dir"
 export CGO_ENABLED=0
 go build -ldflags="-s -w" -o "$dir/chorus" ./cmd/chorus
-for pkg in ./algo/run ./algo/gpuexec ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc ./ccl/nccl ./runtime/session ./compiler/vm ./cmd/chorus/internal/mlp ./model/decoder ./model/hf ./cmd/chorus ./cluster ./model/shardload; do
+for pkg in ./algo/run ./algo/gpuexec ./gpu/cuda ./gpu/nvrtc ./gpu/nccl ./gpu/device ./gpu/cublas ./ccl/ipc ./ccl/nccl ./runtime/session ./compiler/vm ./compiler/kernels ./cmd/chorus/internal/mlp ./model/decoder ./model/hf ./cmd/chorus ./cluster ./model/shardload; do
   name=$(echo "${pkg#./}" | tr / -) # gpu/nccl and ccl/nccl share a base name
   go test -c -ldflags="-s -w" -o "$dir/$name.test" "$pkg"
   echo "$name ${pkg#./}"
@@ -18,5 +18,5 @@ done >"$dir/packages" # gpu-check.sh runs each test in its package's folder
 # MPI anchor there only if that host has mpicc (an mpi_allreduce built here
 # would need this machine's libmpi there).
 cp bench/host.sh bench/host_summary.py bench/anchors/mpi_allreduce.c bench/anchors/gloo_allreduce.py "$dir/"
-cp scripts/gpu-check.sh scripts/gpu-bench.sh scripts/gpu-stress.sh bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/torch_timing.py bench/decoder_ref.py bench/summarize.py bench/autotable.py "$dir/"
+cp scripts/gpu-check.sh scripts/gpu-bench.sh scripts/gpu-stress.sh scripts/plan-ratio.py bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/torch_timing.py bench/decoder_ref.py bench/summarize.py bench/autotable.py "$dir/"
 echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"

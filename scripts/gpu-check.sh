@@ -40,4 +40,30 @@ for t in "$bin"/*.test; do
     echo "   FAIL"; grep -E '^\s*(--- FAIL|.*_test.go:[0-9]+:)' "$out/$name.log" | head -20
   fi
 done
+# Ranks sharing GPU 0 under MPS (docs/ipc.md, "Ranks sharing a GPU"): the
+# daemon runs for this section only, with its pipe and logs in OUTDIR;
+# TestGPUSharedMPS (2 and 4 ranks as processes on GPU 0, every ipc
+# strategy and library plan) skips without it. timeout bounds a hang.
+if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -x "$bin/algo-gpuexec.test" ]; then
+  export CUDA_MPS_PIPE_DIRECTORY="$out/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps/log"
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  echo "== MPS: algo-gpuexec TestGPUSharedMPS (2 and 4 ranks on GPU 0)"
+  if nvidia-cuda-mps-control -d; then
+    dir=algo/gpuexec; [ -d "$dir" ] || dir=.
+    if (cd "$dir" && timeout "${MPS_TIMEOUT:-600}" "$bin/algo-gpuexec.test" -test.v -test.count=1 -test.run 'TestGPUSharedMPS') >"$out/mps.log" 2>&1 &&
+      grep -q '^--- PASS: TestGPUSharedMPS' "$out/mps.log"; then
+      echo "   PASS"
+    else
+      rc=1
+      echo "   FAIL"; grep -E '^\s*(--- (FAIL|SKIP)|.*_test.go:[0-9]+:)' "$out/mps.log" | head -20
+    fi
+    echo quit | nvidia-cuda-mps-control
+  else
+    rc=1
+    echo "   FAIL: nvidia-cuda-mps-control -d did not start the daemon"
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+else
+  echo "== MPS: nvidia-cuda-mps-control not found; TestGPUSharedMPS not run"
+fi
 exit $rc

@@ -3,11 +3,13 @@ package gpuexec_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/chorus-rt/chorus/algo/library"
 	"github.com/chorus-rt/chorus/algo/run"
+	"github.com/chorus-rt/chorus/ccl/ipc"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/internal/testutil/gputest"
@@ -106,6 +108,34 @@ func mpsEnabled(t *testing.T) bool {
 	return err == nil && v != 0
 }
 
+// logShare logs what ccl/ipc sees of GPU 0 from a context of this
+// process, made under the current environment (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE).
+func logShare(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d, err := cuda.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := d.DeviceGet(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := d.PrimaryCtxRetain(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.PrimaryCtxRelease(dev)
+	if err := d.SetCurrent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ipc.DescribeGPU(d, dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("GPU 0: MPS %v, %d SMs, this context may use %d (0: all)", g.MPS, g.SMs, g.ActiveSMs)
+}
+
 // TestGPUSharedMPS runs 2 and 4 ranks as processes on GPU 0 under MPS
 // (scripts/gpu-check.sh starts the daemon; the test starts nothing and
 // skips without it): every ipc strategy (one-shot pull, push, two-shot,
@@ -118,89 +148,104 @@ func TestGPUSharedMPS(t *testing.T) {
 	if !mpsEnabled(t) {
 		t.Skip("GPU 0 is not under MPS (scripts/gpu-check.sh runs this test with the MPS daemon)")
 	}
+	// With an active thread percentage the ranks' contexts may use fewer
+	// SMs: grids shrink further (2 ranks, the strategies only).
+	t.Run("2ranks-25pct", func(t *testing.T) {
+		t.Setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25")
+		logShare(t)
+		sharedGPU(t, 2, true)
+	})
+	logShare(t)
 	for _, n := range []int{2, 4} {
-		t.Run(fmt.Sprintf("%dranks", n), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			s, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: make([]int, n)}})
+		t.Run(fmt.Sprintf("%dranks", n), func(t *testing.T) { sharedGPU(t, n, false) })
+	}
+}
+
+// sharedGPU runs n ranks on GPU 0: the ipc strategies, and unless
+// strategiesOnly every library plan.
+func sharedGPU(t *testing.T, n int, strategiesOnly bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: make([]int, n)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Shutdown(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := s.InitCCL(ctx, "ipc", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.GetGlobalFunc(ctx, "gpuexectest.ipc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release()
+	for _, c := range []struct {
+		strategy       string
+		count          int64
+		staged         bool
+		checked, iters int64
+	}{
+		{"oneshot", 256, false, 50, 10000},
+		{"oneshot", 64 << 10, true, 50, 2000}, // push
+		{"oneshot", 1<<20 + 3, false, 20, 200},
+		{"oneshot", 4 << 20, false, 10, 100},
+		{"twoshot", 256, false, 50, 10000},
+		{"twoshot", 1<<20 + 3, false, 20, 200},
+		{"twoshot", 4 << 20, false, 10, 100},
+		{"auto", 4 << 18, true, 10, 100},
+	} {
+		out, err := s.CallPacked(f, c.count, c.strategy, c.checked, c.iters, c.staged)
+		if err != nil {
+			t.Fatalf("%s of %d floats (staged %v): %v", c.strategy, c.count, c.staged, err)
+		}
+		for w := range n {
+			v, err := s.DebugGetFromRemote(ctx, out, w)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer func() {
-				if err := s.Shutdown(); err != nil {
-					t.Error(err)
-				}
-			}()
-			if err := s.InitCCL(ctx, "ipc", 10*time.Second); err != nil {
-				t.Fatal(err)
+			if v.(int64) != 0 {
+				t.Errorf("%s of %d floats (staged %v): worker %d: %d wrong elements", c.strategy, c.count, c.staged, w, v)
 			}
-			f, err := s.GetGlobalFunc(ctx, "gpuexectest.ipc")
-			if err != nil {
-				t.Fatal(err)
+		}
+		out.Release()
+	}
+	if strategiesOnly {
+		return
+	}
+	for _, name := range library.Names() {
+		p, err := library.Build(name, n, library.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := run.LoadGPU(ctx, s, p, run.GPUOptions{Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, sz := range []struct {
+			bytes int64
+			iters int
+		}{{1 << 10, 10000}, {4 << 20, 200}, {16 << 20, 50}} {
+			inN, outN := run.Counts(p, tensor.Float32, sz.bytes)
+			if inN == 0 {
+				continue
 			}
-			defer f.Release()
-			for _, c := range []struct {
-				strategy       string
-				count          int64
-				staged         bool
-				checked, iters int64
-			}{
-				{"oneshot", 256, false, 50, 10000},
-				{"oneshot", 64 << 10, true, 50, 2000}, // push
-				{"oneshot", 1<<20 + 3, false, 20, 200},
-				{"oneshot", 4 << 20, false, 10, 100},
-				{"twoshot", 256, false, 50, 10000},
-				{"twoshot", 1<<20 + 3, false, 20, 200},
-				{"twoshot", 4 << 20, false, 10, 100},
-				{"auto", 4 << 18, true, 10, 100},
-			} {
-				out, err := s.CallPacked(f, c.count, c.strategy, c.checked, c.iters, c.staged)
+			for _, graph := range []bool{false, true} {
+				r, err := c.Bench(ctx, tensor.Float32, inN, outN, sz.iters, 1, reduce.Sum, graph, 7)
 				if err != nil {
-					t.Fatalf("%s of %d floats (staged %v): %v", c.strategy, c.count, c.staged, err)
+					t.Fatalf("%s, %d bytes, graph %v: %v", name, sz.bytes, graph, err)
 				}
-				for w := range n {
-					v, err := s.DebugGetFromRemote(ctx, out, w)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if v.(int64) != 0 {
-						t.Errorf("%s of %d floats (staged %v): worker %d: %d wrong elements", c.strategy, c.count, c.staged, w, v)
-					}
+				if r.Wrong != 0 {
+					t.Errorf("%s, %d bytes, graph %v: %d wrong elements", name, sz.bytes, graph, r.Wrong)
 				}
-				out.Release()
+				t.Logf("%s %d ranks %d bytes graph %v: %.1f us a call", name, n, sz.bytes, graph, r.TimeUs)
 			}
-			for _, name := range library.Names() {
-				p, err := library.Build(name, n, library.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				c, err := run.LoadGPU(ctx, s, p, run.GPUOptions{Timeout: 10 * time.Second})
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				for _, sz := range []struct {
-					bytes int64
-					iters int
-				}{{1 << 10, 10000}, {4 << 20, 200}, {16 << 20, 50}} {
-					inN, outN := run.Counts(p, tensor.Float32, sz.bytes)
-					if inN == 0 {
-						continue
-					}
-					for _, graph := range []bool{false, true} {
-						r, err := c.Bench(ctx, tensor.Float32, inN, outN, sz.iters, 1, reduce.Sum, graph, 7)
-						if err != nil {
-							t.Fatalf("%s, %d bytes, graph %v: %v", name, sz.bytes, graph, err)
-						}
-						if r.Wrong != 0 {
-							t.Errorf("%s, %d bytes, graph %v: %d wrong elements", name, sz.bytes, graph, r.Wrong)
-						}
-						t.Logf("%s %d ranks %d bytes graph %v: %.1f us a call", name, n, sz.bytes, graph, r.TimeUs)
-					}
-				}
-				if err := c.Close(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
