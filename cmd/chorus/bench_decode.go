@@ -589,7 +589,13 @@ func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int
 	defer decoder.ReleaseWeights(w)
 	batch := batches[0]
 	load := func() (*decoder.Model, error) {
-		return decoder.Load(ctx, b.s, b.c, tensor.CUDADevice(0), decoder.Options{PrefillLen: prefill, Strategy: "auto", Batch: batch}, w)
+		// A batch fills its caches in prompts of prefill/batch tokens a
+		// sequence (fillTo), compiled at first use.
+		pl := prefill
+		if batch > 1 {
+			pl = 0
+		}
+		return decoder.Load(ctx, b.s, b.c, tensor.CUDADevice(0), decoder.Options{PrefillLen: pl, Strategy: "auto", Batch: batch}, w)
 	}
 	m, err := load()
 	if err != nil {
