@@ -3,6 +3,7 @@ package gpuexec_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -18,6 +19,13 @@ import (
 	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
 )
+
+// TestMain turns this test binary into a worker when a process session
+// (TestGPUSharedMPS) starts it.
+func TestMain(m *testing.M) {
+	worker.Main()
+	os.Exit(m.Run())
+}
 
 func init() {
 	// gpuexectest.ipc: custom all-reduces of count float32 elements with
