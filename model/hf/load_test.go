@@ -16,6 +16,7 @@ import (
 	"github.com/chorus-rt/chorus/model/hf"
 	"github.com/chorus-rt/chorus/model/safetensors"
 	_ "github.com/chorus-rt/chorus/model/shardload"
+	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/runtime/worker"
 	"github.com/chorus-rt/chorus/tensor"
@@ -24,6 +25,43 @@ import (
 func TestMain(m *testing.M) {
 	worker.Main() // process sessions re-execute this binary as workers
 	os.Exit(m.Run())
+}
+
+// sharesStorage (a, b tensors) -> whether a is a view of b's memory.
+const sharesStorage = "hftest.shares_storage"
+
+func init() {
+	registry.MustRegisterTyped(sharesStorage, func(env registry.Env, a, b *tensor.Tensor) (bool, error) {
+		return a.Storage() == b.Storage(), nil
+	})
+}
+
+// checkTiedHead checks that a split LM head tied to the embedding is a
+// view of it (no second copy) on every worker whose vocabulary block
+// lies inside the vocabulary, and a padded copy on the others.
+func checkTiedHead(t *testing.T, ctx context.Context, s *session.Session, c decoder.Config, w map[string]*session.DRef) {
+	t.Helper()
+	f, err := s.GetGlobalFunc(ctx, sharesStorage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release()
+	r, err := s.CallPacked(f, w[decoder.ParamLMHead], w[decoder.ParamEmbed])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	n := s.NumWorkers()
+	for i := range n {
+		v, err := s.DebugGetFromRemote(ctx, r, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := (i+1)*c.VocabShard(n) <= c.Vocab
+		if v != want {
+			t.Errorf("worker %d of %d: LM head a view of the embedding: %v, want %v", i, n, v, want)
+		}
+	}
 }
 
 func bg(t *testing.T) context.Context {
@@ -116,6 +154,9 @@ func TestLoadRandom(t *testing.T) {
 				}
 				defer m.Release()
 				checkBytes(t, ck, m.Stats.BytesRead, run.n)
+				if tc.tied && run.n > 1 {
+					checkTiedHead(t, ctx, s, ck.Decoder, m.Weights)
+				}
 				ref := reference(t, ck.Decoder, tc.tied)
 				checkGreedy(t, ctx, m.Model, ref, []int32{3, 17, 42, 90}, 4, 2e-5)
 			})
