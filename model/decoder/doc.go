@@ -8,15 +8,17 @@
 // slices) over n workers, the attention output and down projections by
 // rows; every worker then holds partial sums of the residual update,
 // completed by one all-reduce after attention and one after the MLP
-// (on GPUs the IPC rewrite makes them custom all-reduces). Embedding,
-// norms and the LM head are replicated, so every worker computes the
-// same logits and the same greedy token (decision: no gather of the
-// vocabulary, at the price of vocab × hidden weights per worker).
+// (on GPUs the IPC rewrite makes them custom all-reduces). With more
+// workers than kv heads, each kv head is replicated on the workers whose
+// query heads read it. Embedding and norms are replicated; the LM head is
+// split by vocabulary (Config.LMHead, the default) and the logits
+// gathered by one more all-reduce, or replicated; either way every worker
+// ends with the same logits and the same greedy token.
 //
 // Build emits @prefill (T tokens) and @decode (one token): both take the
 // token ids and their positions as int32 tensors, then the parameters in
-// Config.Params order, then the KV caches, and return the logits and the
-// argmax tokens. Positions are data, not constants, so the decode step is
+// Config.Params order, then the KV caches (and a split head's placement
+// and mask), and return the logits and the argmax tokens. Positions are data, not constants, so the decode step is
 // one program for every position and can be captured as a CUDA graph and
 // replayed after writing the next id and position into the same buffers
 // (Model.CaptureDecode / ReplayDecode).
