@@ -138,6 +138,11 @@ func cmdModel(ctx context.Context, args []string, out, errOut io.Writer) error {
 			}
 		}
 		defer releaseUnique(w)
+		// A split head's shards before the model loads, so no short last
+		// block stays beside its padded copy.
+		if err := decoder.ShardLMHead(ctx, s, c, w); err != nil {
+			return err
+		}
 		fmt.Fprintf(out, "loaded: %d tensors sharded over %d workers (%s) in %v\n", len(w), *n, device, time.Since(t0).Round(time.Millisecond))
 		m, err := decoder.Load(ctx, s, c, device, decoder.Options{PrefillLen: *promptLen, Strategy: strategy}, w)
 		if err != nil {
