@@ -23,9 +23,10 @@ import (
 //     peer's blocks it waits for are never scheduled, and the call waits
 //     for its timeout. So every rank sizes each such grid to its share:
 //     blocks per multiprocessor at the kernel's launch shape (the
-//     driver's occupancy) x the multiprocessors it may use (its MPS active
-//     thread percentage, which the driver reports as the context's SM
-//     count) and at most the device's multiprocessors / ranks on it.
+//     driver's occupancy) x the device's multiprocessors / ranks on it,
+//     and at most the SMs its context may use where the driver reports
+//     an execution affinity (a context made with one; driver 580 reports
+//     none for CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, docs/ipc.md).
 
 // ErrNotCoResident is wrapped by the error for ranks that share a GPU
 // under MPS when not even one block of each rank's kernel fits at once.
