@@ -47,9 +47,10 @@ var gemvRowBuckets = []int{1, 2, 4, 8}
 const GemvDefaultCoreRows = 4
 
 // GemvDefaultRows is the default threshold: the skinny-matrix kernels
-// for up to this many rows of x (a decode step of up to 32 sequences),
-// cuBLAS above.
-const GemvDefaultRows = TCMaxM
+// for up to this many rows of x, cuBLAS above. Between
+// GemvDefaultCoreRows and it the tensor-core kernels take the q/k/v
+// triple and small weights only (tcMaxWeight says why).
+const GemvDefaultRows = tcMaxRows
 
 // gemvMaxRows is the worker process's threshold: matmul_nt with at most
 // this many rows of x (and at most GemvMaxM) runs the skinny-matrix

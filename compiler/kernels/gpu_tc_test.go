@@ -31,6 +31,9 @@ func poisoned(t *testing.T, dt tensor.DType, shape ...int64) *tensor.Tensor {
 // and the last block sums the splits in order).
 func TestGPUTensorCoreSkinny(t *testing.T) {
 	g, dev := openTestGPU(t)
+	saved := tcLimits
+	tcLimits.rows, tcLimits.weight = TCMaxM, 1<<62 // every case through the kernels
+	defer func() { tcLimits = saved }()
 	cases := []struct {
 		name    string
 		m, n, k int
@@ -84,7 +87,14 @@ func TestGPUTensorCoreSkinny(t *testing.T) {
 						got, want *tensor.Tensor
 					}{{"matmul_nt", out, want}, {"gated", gOut, gated}, {"nt3 q", o[0], want}, {"nt3 k", o[1], u}, {"nt3 v", o[2], want3}} {
 						h := fromGPU(t, dev, r.got)
-						if err := tensor.AllClose(h, r.want, tol, tol); err != nil {
+						tl := tol
+						if r.name == "gated" {
+							// Four roundings (g, u, silu, the product) of sums the
+							// tensor cores and the CPU add in other orders: float16,
+							// k 14336, 4 ulp at 2.02 (3.9e-3), seen on an H200.
+							tl = 2 * tol
+						}
+						if err := tensor.AllClose(h, r.want, tl, tl); err != nil {
 							t.Errorf("run %d: %s vs CPU: %v", run, r.name, err)
 						}
 						if r.name == "matmul_nt" {

@@ -39,9 +39,36 @@ var tcRowBuckets = []int{8, 16, 32}
 const tcMinRows = GemvDefaultCoreRows + 1
 
 // tcBlocksPerSM is the blocks of TC_WARPS warps per multiprocessor a
-// launch aims for with split-K: 16 warps, each with TC_UNROLL chunks of
-// two weight rows in flight.
-const tcBlocksPerSM = 4
+// launch aims for with split-K. The kernel is latency-bound (each warp
+// waits for its TC_UNROLL chunks before the next), so more blocks help
+// up to about 8 per multiprocessor (H200, 8 rows, splits 1 to 16: q
+// 4096x4096 75.5 us at 64 blocks, 21.4 at 512, 19.6 at 1024; gate
+// 14336x4096 88.1 at 224 blocks, 56.5 at 896, 59.4 at 1792).
+const tcBlocksPerSM = 8
+
+// tcMaxWeight is the largest weight (elements) a single product sends to
+// the tensor-core kernels; larger ones go to cuBLAS, which streams them
+// faster from 5 rows on (H200, 8 rows: q/o 4096x4096 19.6-21.5 us
+// against 15.6-20.2, gate 14336x4096 56.5 against 32.6, down 4096x14336
+// 54.6 against 34.5; but k/v 1024x4096 12.4 against 19.3). The q/k/v
+// triple goes to them whole (one launch where cuBLAS makes three): a
+// Llama-3-8B step at batch 8 took 8.60 ms with every product on the
+// tensor-core kernels against 6.60 with cuBLAS, 63 us a layer more on o,
+// gate/up and down by the per-shape times, so the triple ran ~7 us a
+// layer under cuBLAS's three.
+const tcMaxWeight = 8 << 20
+
+// tcMaxRows is the most rows of x the tensor-core kernels take by
+// default: at 32 rows cuBLAS wins on every Llama-3-8B shape (H200: k/v
+// 16.3 us against 21.1, q 15.5 against 29.6).
+const tcMaxRows = 16
+
+// tcLimits are the limits above, a variable so that tests can send every
+// product of up to TCMaxM rows to the tensor-core kernels.
+var tcLimits = struct {
+	rows   int
+	weight int64
+}{tcMaxRows, tcMaxWeight}
 
 // tcPlan is one launch of a tensor-core skinny kernel.
 type tcPlan struct {
@@ -237,6 +264,9 @@ func (g *GPU) launchTC(kind string, dt tensor.DType, pl tcPlan, a *tcArgs) error
 // projection (kind "gated"; p: x, wg, wu, out) through a tensor-core
 // kernel when planTC takes the shape.
 func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool, error) {
+	if int64(n)*int64(k) > tcLimits.weight || m > tcLimits.rows {
+		return false, nil
+	}
 	if err := g.tcKernels(); err != nil {
 		return false, err
 	}
@@ -254,6 +284,9 @@ func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool
 // tryTCNT3 is TryNT3 through the tensor-core kernel (p: x, w0, w1, w2,
 // o0, o1, o2).
 func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, error) {
+	if m > tcLimits.rows {
+		return false, nil
+	}
 	if err := g.tcKernels(); err != nil {
 		return false, err
 	}
