@@ -466,6 +466,20 @@ func (g *gen) ptrs(acc []plan.Access, first int) string {
 // move emits copy, put, get and the packet moves: dst[i] from src[i].
 func (g *gen) move(tb, oi, bi int, op *plan.Op, acc []plan.Access, in, iter, L string) error {
 	ns := len(op.Src)
+	if op.Name == plan.OpReadPutPackets && len(op.Dst) > 1 {
+		// One source forwarded to every destination (MSCCL++'s rppkt;
+		// plan.Validate checks every src_buff entry is src_buff[0]):
+		// each packet is waited for once and stored len(Dst) times.
+		for _, a := range acc[ns:] {
+			if a.Via == plan.ChannelPort {
+				return fmt.Errorf("%w: %v", ErrUnsupported, g.errf(tb, oi, bi, op, "packets over port channels"))
+			}
+		}
+		g.ranges(acc, in, iter)
+		g.printf("%schar* const dst[%d] = {%s};\n", in, len(op.Dst), g.ptrs(acc[ns:], ns))
+		g.printf("%sforward_packets_to<%d>(a, dst, %s, r0.n, flag, %s);\n", in, len(op.Dst), g.ptr(acc[0], 0), L)
+		return nil
+	}
 	if ns != len(op.Dst) {
 		return g.errf(tb, oi, bi, op, "%d sources for %d destinations", ns, len(op.Dst))
 	}

@@ -132,6 +132,47 @@ func firstDiff(a, b string) string {
 	return "(no difference)"
 }
 
+// rppktToTwo gives rank 0's first rppkt of p a second destination: the
+// same remote chunk's neighbour (one source, several destinations).
+func rppktToTwo(t *testing.T, p *plan.Plan) *plan.Plan {
+	t.Helper()
+	raw, _ := p.Marshal()
+	q, err := plan.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ti := range q.GPUs[0].ThreadBlocks {
+		for oi := range q.GPUs[0].ThreadBlocks[ti].Ops {
+			op := &q.GPUs[0].ThreadBlocks[ti].Ops[oi]
+			if op.Name != plan.OpReadPutPackets {
+				continue
+			}
+			d := op.Dst[0]
+			d.Index ^= 1
+			op.Dst = append(op.Dst, d)
+			if err := q.Validate(); err != nil {
+				t.Fatalf("rppkt with two destinations: %v", err)
+			}
+			return q
+		}
+	}
+	t.Fatal("no rppkt on rank 0")
+	return nil
+}
+
+// TestRppktSeveralDestinations: one source forwarded to every
+// destination, each packet waited for once.
+func TestRppktSeveralDestinations(t *testing.T) {
+	p := rppktToTwo(t, withoutSwitchOps(readPlan(t, "../plan/testdata/every_op_kind.json")))
+	k, err := Generate(p, 0, tensor.Float32, reduce.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(k.Source, "forward_packets_to<2>(a, dst, ") {
+		t.Errorf("no two-destination forward in:\n%s", planPart(k.Source))
+	}
+}
+
 // allKernels generates every library algorithm at 2..4 ranks, every rank,
 // plus the every-op plan, for a few dtype/op pairs.
 func allKernels(t *testing.T) map[string]*Kernel {
@@ -163,6 +204,12 @@ func allKernels(t *testing.T) map[string]*Kernel {
 		}
 		out[fmt.Sprintf("every_op_kind_r%d", r)] = k
 	}
+	multi := rppktToTwo(t, every)
+	k, err := Generate(multi, 0, tensor.Float16, reduce.Sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["every_op_kind_rppkt2_r0"] = k
 	// The 1-rank plan of chorus bench planops (no peers: no call barriers).
 	copies, err := handplan.CopyOps(8, handplan.Options{TBs: 2})
 	if err != nil {
@@ -171,7 +218,7 @@ func allKernels(t *testing.T) map[string]*Kernel {
 	if err := CheckPlan(copies, 1, false); err != nil {
 		t.Fatal(err)
 	}
-	k, err := Generate(copies, 0, tensor.Float32, reduce.Sum)
+	k, err = Generate(copies, 0, tensor.Float32, reduce.Sum)
 	if err != nil {
 		t.Fatal(err)
 	}

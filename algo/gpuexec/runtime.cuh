@@ -476,6 +476,31 @@ __device__ __forceinline__ void forward_packets(const Args& a, char* pk, const c
   }
 }
 
+// forward_packets_to: packets of n data bytes at s (waited for once)
+// stored unchanged at every pk[d] (rppkt with several destinations).
+template <int D>
+__device__ __forceinline__ void forward_packets_to(const Args& a, char* const* pk, const char* s, u64 n, u32 flag, int tb, int op, int body) {
+  const u64 t = gtid(a), T = gthreads(a);
+  u64 al = (u64)s;
+#pragma unroll
+  for (int d = 0; d < D; d++) al |= (u64)pk[d];
+  if ((al & 15u) == 0u && (n & 7u) == 0u) {
+    for (u64 i = t; i < (n >> 3); i += T) {
+      u32 d0, d1;
+      if (!get_pkt16(a, s + 16 * i, flag, &d0, &d1, tb, op, body)) return;
+#pragma unroll
+      for (int d = 0; d < D; d++) st_pkt16(pk[d] + 16 * i, d0, d1, flag);
+    }
+  } else {
+    for (u64 i = t; i < (n >> 2); i += T) {
+      u32 v;
+      if (!get_pkt8(a, s + 8 * i, flag, &v, tb, op, body)) return;
+#pragma unroll
+      for (int d = 0; d < D; d++) st_pkt8(pk[d] + 8 * i, v, flag);
+    }
+  }
+}
+
 // reduce_packets: src[0] plain, src[1..K) packets; the result goes to
 // dst[0..D), as packets where bit d of PK is set (repkt, respkt, recpkt,
 // recspkt). LL16 when every address allows, else LL8.
