@@ -1,7 +1,8 @@
 // chorus GPU executor runtime (package algo/gpuexec): the helpers every
 // generated plan kernel calls. Compiled by NVRTC without headers: the
 // generator prepends the #defines RANK, NRANKS, DT, OP, LL, NTHREADS,
-// PORT and gpu/cudasrc's half.cuh (u16, h2f, f2h, b2f, f2b).
+// NSEMS, SEM_INIT, PORT, GROUPED and gpu/cudasrc's half.cuh (u16, h2f,
+// f2h, b2f, f2b).
 //
 // Block groups: each plan thread block runs on a.group CUDA blocks
 // (blockIdx.x / group is the plan block, blockIdx.x % group the lane).
