@@ -31,9 +31,13 @@ func poisoned(t *testing.T, dt tensor.DType, shape ...int64) *tensor.Tensor {
 // and the last block sums the splits in order).
 func TestGPUTensorCoreSkinny(t *testing.T) {
 	g, dev := openTestGPU(t)
-	saved := tcLimits
+	saved, savedRows := tcLimits, gemvMaxRows.Load()
 	tcLimits.rows, tcLimits.weight = TCMaxM, 1<<62 // every case through the kernels
-	defer func() { tcLimits = saved }()
+	gemvMaxRows.Store(GemvMaxM)
+	defer func() {
+		tcLimits = saved
+		gemvMaxRows.Store(savedRows)
+	}()
 	cases := []struct {
 		name    string
 		m, n, k int
