@@ -50,7 +50,8 @@ const tcBlocksPerSM = 8
 // the tensor-core kernels; larger ones go to cuBLAS, which streams them
 // faster from 5 rows on (H200, 8 rows: q/o 4096x4096 19.6-21.5 us
 // against 15.6-20.2, gate 14336x4096 56.5 against 32.6, down 4096x14336
-// 54.6 against 34.5; but k/v 1024x4096 12.4 against 19.3). The q/k/v
+// 54.6 against 34.5; but k/v 1024x4096 12.4 against 19.3, in another run
+// 13.1 against 13.8). The q/k/v
 // triple goes to them whole (one launch where cuBLAS makes three): a
 // Llama-3-8B step at batch 8 took 8.60 ms with every product on the
 // tensor-core kernels against 6.60 with cuBLAS, 63 us a layer more on o,
