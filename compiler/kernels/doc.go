@@ -21,11 +21,15 @@
 // (device.CUDA.Do), so kernels are ordered with the worker's copies,
 // collectives and IPC all-reduces, and a session Sync covers them.
 // Matmul goes through cublasGemmEx (float accumulation, no TF32);
-// MatmulNT with at most GemvMaxM rows of x (float16, bfloat16) runs a
-// skinny-matrix kernel that streams the weight once (kernels_gemv.cu,
-// planGemv; GemvFunc sets the threshold per worker process, default
-// GemvDefaultRows); attention with head dims 64-256 runs split-KV
-// (kernels_attn.cu, planAttention). TryGated, TryNT3 and TryAddNorm are
+// MatmulNT with a few rows of x (float16, bfloat16) runs a skinny-matrix
+// kernel that streams the weight once: CUDA cores up to
+// GemvDefaultCoreRows rows (kernels_gemv.cu, planGemv), tensor cores
+// above for the q/k/v triple and small weights (kernels_tc.cu, planTC,
+// split-K summed by each tile's last block); GemvFunc sets the row
+// threshold per worker process (default GemvDefaultRows, at most
+// GemvMaxM). Attention with head dims 64-256 runs split-KV
+// (kernels_attn.cu, planAttention), over one cache or a batch's caches
+// (one per sequence). TryGated, TryNT3 and TryAddNorm are
 // the fused kernels the VM's fusions at load run where they take the
 // operands (false: run the original ops).
 //

@@ -21,7 +21,11 @@
 // and mask), and return the logits and the argmax tokens. Positions are data, not constants, so the decode step is
 // one program for every position and can be captured as a CUDA graph and
 // replayed after writing the next id and position into the same buffers
-// (Model.CaptureDecode / ReplayDecode).
+// (Model.CaptureDecode / ReplayDecode). With Options.Batch B, every
+// function takes B equal runs of tokens, one per sequence, over caches
+// [B, max_seq, kv_heads/n, head_dim] (BuildBatch): B sequences of one
+// length decode together (DecodeBatch, ReplayDecodeBatch), reading the
+// weights once per step.
 //
 // Reference is the same model in float64 on the full (unsharded)
 // weights, single process, for tests; bench/decoder_ref.py is the same
