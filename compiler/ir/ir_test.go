@@ -202,6 +202,11 @@ func TestVerifyErrors(t *testing.T) {
 			"    %c = alloc_tensor([8, 2, 4], float32, {}, \"global\") : tensor<[8, 2, 4], float32, {scope=\"global\"}>\n" +
 			"    %p = alloc_tensor([1], int32, {}, \"global\") : tensor<[1], int32, {scope=\"global\"}>\n" +
 			"    attention(%q, %k, %k, %c, %c, %p, %q)", ErrShape, "3 query heads are not a multiple of 2 kv heads"},
+		{"attention batch runs", "    %q = alloc_tensor([3, 2, 4], float32, {}, \"global\") : tensor<[3, 2, 4], float32, {scope=\"global\"}>\n" +
+			"    %k = alloc_tensor([3, 2, 4], float32, {}, \"global\") : tensor<[3, 2, 4], float32, {scope=\"global\"}>\n" +
+			"    %kc = alloc_tensor([2, 8, 2, 4], float32, {}, \"global\") : tensor<[2, 8, 2, 4], float32, {scope=\"global\"}>\n" +
+			"    %p = alloc_tensor([3], int32, {}, \"global\") : tensor<[3], int32, {scope=\"global\"}>\n" +
+			"    attention(%q, %k, %k, %kc, %kc, %p, %q)", ErrShape, "must split evenly over the batch"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,6 +234,26 @@ func TestVerifyErrors(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tc.msg)
 			}
 		})
+	}
+}
+
+// TestVerifyAttentionBatch: caches [batch, max_seq, kv_heads, head_dim]
+// take batch equal runs of tokens (a decode step of 2 sequences, a
+// prefill of 2 tokens each).
+func TestVerifyAttentionBatch(t *testing.T) {
+	for _, tok := range []string{"2", "4"} {
+		body := "    %q = alloc_tensor([T, 4, 4], float32, {}, \"global\") : tensor<[T, 4, 4], float32, {scope=\"global\"}>\n" +
+			"    %k = alloc_tensor([T, 2, 4], float32, {}, \"global\") : tensor<[T, 2, 4], float32, {scope=\"global\"}>\n" +
+			"    %kc = alloc_tensor([2, 8, 2, 4], float32, {}, \"global\") : tensor<[2, 8, 2, 4], float32, {scope=\"global\"}>\n" +
+			"    %p = alloc_tensor([T], int32, {}, \"global\") : tensor<[T], int32, {scope=\"global\"}>\n" +
+			"    attention(%q, %k, %k, %kc, %kc, %p, %q)"
+		m, err := Parse(verifySrc(strings.ReplaceAll(body, "T", tok)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Verify(m); err != nil {
+			t.Errorf("%s tokens over 2 caches: %v", tok, err)
+		}
 	}
 }
 
