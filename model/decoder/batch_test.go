@@ -122,6 +122,36 @@ func TestDecoderBatch(t *testing.T) {
 			}
 			defer m.Release()
 			t.Logf("largest logit error / largest logit: %.2g", generateBatch(t, ctx, m, false))
+
+			// Prompts of 5 tokens each: a batched @prefill compiled at
+			// first use.
+			m.Reset()
+			var prompt []int32
+			var want [][]float64
+			for b := range m.Opts.Batch {
+				ref, err := decoder.NewRandomReference(c, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := make([]int32, 5)
+				for i := range p {
+					p[i] = int32((i*31 + b*17 + 2) % c.Vocab)
+				}
+				w, err := ref.Step(p, []int32{0, 1, 2, 3, 4})
+				if err != nil {
+					t.Fatal(err)
+				}
+				prompt, want = append(prompt, p...), append(want, w...)
+			}
+			st, err := m.Prefill(ctx, prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compare(t, ctx, m, st, want, "batched prefill of 5")
+			st.Release()
+			if got := m.PrefillLengths(); len(got) != 1 || got[0] != 5 || m.Pos() != 5 {
+				t.Errorf("after a batched prefill of 5: lengths %v, position %d", got, m.Pos())
+			}
 		})
 	}
 }
