@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/internal/sys/dl"
@@ -80,6 +81,11 @@ type Driver struct {
 	c dl.Caller
 	// hot paths, cached
 	launch, memcpyHtoDAsync, memcpyDtoHAsync, streamSync, eventRecord uintptr
+	// launchEx is cuLaunchKernelEx, 0 on a driver older than 12.0
+	// (LaunchKernelPDL then launches the ordinary way), resolved once
+	// (launchExFn).
+	launchEx     uintptr
+	launchExOnce sync.Once
 }
 
 // symbols is every entry point the binding uses.
@@ -101,6 +107,7 @@ var symbols = []string{
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 	"cuMemHostAlloc", "cuMemHostGetDevicePointer_v2", "cuMemFreeHost",
 	"cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuDeviceGetUuid_v2", "cuCtxGetExecAffinity",
+	"cuGetProcAddress",
 }
 
 // Sonames tried in order.
