@@ -94,7 +94,7 @@ func (g *GPU) benchKernels() error {
 				g.drv.ModuleUnload(mod)
 				return err
 			}
-			g.fns[name] = f
+			g.addFn(name, f)
 		}
 		g.benchMod = mod
 		return nil
@@ -373,7 +373,7 @@ func benchLaunch(env registry.Env, n int) (*tensor.Tensor, error) {
 		return nil, err
 	}
 	defer g.Close()
-	f := g.fns["bench_noop"]
+	f := g.fns["bench_noop"].f
 	launchAll := func() error {
 		for range n {
 			if err := g.launchGrid("bench_noop", [3]uint32{1, 1, 1}, 32); err != nil {

@@ -33,6 +33,13 @@
 // the fused kernels the VM's fusions at load run where they take the
 // operands (false: run the original ops).
 //
+// On compute capability 9.0+ the kernels launch with programmatic
+// dependent launch (pdl.go): each starts while the one before it on the
+// stream ends, the skinny products stream their first pieces of W
+// towards L2, and every kernel waits (griddepcontrol.wait) before it
+// touches any buffer but weights; PDLFunc switches it per worker
+// process. cuBLAS and the measurement kernels launch the ordinary way.
+//
 // # Measurements
 //
 // FillUniformFunc, BenchStreamFunc, BenchGemmFunc, BenchMatmulNTFunc and

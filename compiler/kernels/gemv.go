@@ -169,7 +169,7 @@ func (g *GPU) gemvKernels() error {
 						g.drv.ModuleUnload(mod)
 						return err
 					}
-					g.fns[name] = f
+					g.addFn(name, f)
 				}
 			}
 		}
@@ -180,7 +180,7 @@ func (g *GPU) gemvKernels() error {
 					g.drv.ModuleUnload(mod)
 					return err
 				}
-				g.fns[name] = f
+				g.addFn(name, f)
 			}
 		}
 		f, err := g.drv.ModuleGetFunction(mod, "add_rms_norm_f32")
@@ -188,7 +188,7 @@ func (g *GPU) gemvKernels() error {
 			g.drv.ModuleUnload(mod)
 			return err
 		}
-		g.fns["add_rms_norm_f32"] = f
+		g.addFn("add_rms_norm_f32", f)
 		g.gemvMod = mod
 		return nil
 	})

@@ -31,7 +31,11 @@ type GPU struct {
 	blas *cublas.Lib
 	h    cublas.Handle
 	mod  cuda.Module
-	fns  map[string]cuda.Function
+	fns  map[string]kernelFn
+	// l launches the kernels (drv; a fake in tests); pdl: the device
+	// takes programmatic dependent launches (pdl.go).
+	l   launcher
+	pdl bool
 	// modelMod holds the decoder kernels (kernels_model.cu), loaded at
 	// the first decoder op.
 	modelMod cuda.Module
@@ -89,7 +93,7 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GPU{dev: dev, drv: drv, blas: blas, fns: map[string]cuda.Function{}}
+	g := &GPU{dev: dev, drv: drv, blas: blas, fns: map[string]kernelFn{}, l: drv}
 	err = dev.Do(func(s cuda.Stream) error {
 		d, err := drv.DeviceGet(dev.Ordinal())
 		if err != nil {
@@ -103,6 +107,7 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 		if err != nil {
 			return err
 		}
+		g.pdl = pdlCapable(drv, major)
 		if major < 8 {
 			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
 		}
@@ -119,7 +124,7 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 				if err != nil {
 					return err
 				}
-				g.fns[k+"_"+dt] = f
+				g.addFn(k+"_"+dt, f)
 			}
 		}
 		if g.h, err = blas.Create(); err != nil {
@@ -263,9 +268,9 @@ func blocks(n int64) uint32 {
 }
 
 func (g *GPU) launch(name string, n int64, params []unsafe.Pointer) error {
-	f := g.fns[name]
+	k := g.fns[name]
 	return g.dev.Do(func(s cuda.Stream) error {
-		return g.drv.LaunchKernel(f, [3]uint32{blocks(n), 1, 1}, [3]uint32{kernelThreads, 1, 1}, 0, s, params)
+		return g.launchOn(s, name, k, [3]uint32{blocks(n), 1, 1}, [3]uint32{kernelThreads, 1, 1}, params)
 	})
 }
 

@@ -67,7 +67,7 @@ func (g *GPU) modelKernels() error {
 					g.drv.ModuleUnload(mod)
 					return err
 				}
-				g.fns[k+"_"+dt] = f
+				g.addFn(k+"_"+dt, f)
 			}
 		}
 		g.modelMod = mod
@@ -82,12 +82,12 @@ func (g *GPU) modelKernels() error {
 // launchGrid launches kernel name with the given grid and block size on
 // the worker's stream. params point at the kernel's arguments in order.
 func (g *GPU) launchGrid(name string, grid [3]uint32, threads uint32, params ...unsafe.Pointer) error {
-	f, ok := g.fns[name]
+	k, ok := g.fns[name]
 	if !ok {
 		return fmt.Errorf("%w: no GPU kernel %s", ErrUnsupported, name)
 	}
 	return g.dev.Do(func(s cuda.Stream) error {
-		return g.drv.LaunchKernel(f, grid, [3]uint32{threads, 1, 1}, 0, s, params)
+		return g.launchOn(s, name, k, grid, [3]uint32{threads, 1, 1}, params)
 	})
 }
 

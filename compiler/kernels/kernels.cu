@@ -7,6 +7,34 @@
 
 // h2f, f2h, b2f, f2b: gpu/cudasrc/half.cuh, prepended by the Go side.
 
+// Programmatic dependent launch (pdl.go; PTX griddepcontrol, compute
+// capability 9.0+). PDL_WAIT blocks until the kernel before this one on
+// the stream has completed and its writes are visible (at once when this
+// kernel was launched the ordinary way); every VM kernel executes it
+// before it reads or writes any buffer but weights, since with
+// programmatic stream serialization it may start while that kernel
+// still runs. PDL_LAUNCH lets the next kernel of the stream be launched
+// (its blocks placed and its prologue run) before this one ends.
+// PDL_ENTRY is both, first thing in a kernel with no prologue: the
+// launch comes after the wait, so at most one kernel waits ahead of the
+// running one.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define PDL_WAIT() \
+  do {             \
+  } while (0)
+#define PDL_LAUNCH() \
+  do {               \
+  } while (0)
+#endif
+#define PDL_ENTRY() \
+  do {              \
+    PDL_WAIT();     \
+    PDL_LAUNCH();   \
+  } while (0)
+
 struct F32 {
   typedef float T;
   static __device__ __forceinline__ float load(T v) { return v; }
@@ -63,10 +91,10 @@ __device__ void gelu_impl(const typename E::T* x, typename E::T* out, long long 
 }
 
 #define KERNELS(name, E)                                                                  \
-  extern "C" __global__ void add_##name(const E::T* x, const E::T* y, E::T* out, Bcast p) { \
+  extern "C" __global__ void add_##name(const E::T* x, const E::T* y, E::T* out, Bcast p) { PDL_ENTRY(); \
     add_impl<E>(x, y, out, p);                                                            \
   }                                                                                       \
-  extern "C" __global__ void gelu_##name(const E::T* x, E::T* out, long long n) {         \
+  extern "C" __global__ void gelu_##name(const E::T* x, E::T* out, long long n) { PDL_ENTRY();         \
     gelu_impl<E>(x, out, n);                                                              \
   }
 

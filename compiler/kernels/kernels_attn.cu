@@ -215,21 +215,21 @@ __device__ void attn_combine_impl(const float* part, const int* pos, typename E:
 #define ATTN_KERNELS(name, E)                                                                                              \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_split_##name##_e2(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale, int tps) {                                  \
+                             int hq, int hkv, int seq, int chunk, float scale, int tps) { PDL_ENTRY();                                  \
     attn_split_impl<E, 2, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_split_##name##_e4(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale, int tps) {                                  \
+                             int hq, int hkv, int seq, int chunk, float scale, int tps) { PDL_ENTRY();                                  \
     attn_split_impl<E, 4, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_split_##name##_e8(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale, int tps) {                                  \
+                             int hq, int hkv, int seq, int chunk, float scale, int tps) { PDL_ENTRY();                                  \
     attn_split_impl<E, 8, 4>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
   }                                                                                                                        \
   extern "C" __global__ void attn_combine_##name(const float* part, const int* pos, E::T* out, int hq, int d, int splits,  \
-                                                 int chunk) {                                                             \
+                                                 int chunk) { PDL_ENTRY();                                                             \
     attn_combine_impl<E>(part, pos, out, hq, d, splits, chunk);                                                            \
   }
 

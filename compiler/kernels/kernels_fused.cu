@@ -37,7 +37,7 @@ __device__ void add_rms_norm_impl(const typename E::T* x, const typename E::T* y
 
 #define FUSED_KERNELS(name, E)                                                                                       \
   extern "C" __global__ void add_rms_norm_##name(const E::T* x, const E::T* y, E::T* sum, const E::T* w, E::T* out, \
-                                                 long long h, float eps) {                                          \
+                                                 long long h, float eps) { PDL_ENTRY();                                          \
     add_rms_norm_impl<E>(x, y, sum, w, out, h, eps);                                                                \
   }
 

@@ -116,6 +116,33 @@ __device__ __forceinline__ void gemv_rows(const V4* const* w, const V4* x, int M
   }
 }
 
+// GEMV_PREFETCH is the 16-byte pieces of its share of each row a lane
+// asks L2 for before PDL_WAIT: 8 give a warp its first 4 KiB (the first
+// two batches of GEMV_UNROLL loads), 32 KiB a block, about a quarter of
+// L2 for one wave of a 4096-wide matrix.
+#define GEMV_PREFETCH 8
+
+// gemv_prefetch asks L2 for the calling lane's first pieces of row `row`
+// of NW weights (the same pieces gemv_rows loads first): weights are
+// never written during a step, so this may run before PDL_WAIT, while
+// the previous kernel finishes, and the loads after the wait hit L2
+// instead of waiting for HBM.
+template <int NW>
+__device__ __forceinline__ void gemv_prefetch(const V4* const* w, int k8, long long row, int kp, int ks, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int step = 32 * ks;
+#pragma unroll
+  for (int j = 0; j < NW; j++) {
+    const V4* wr = w[j] + row * k8;
+#pragma unroll
+    for (int t = 0; t < GEMV_PREFETCH; t++) {
+      const int i = kp * 32 + lane + t * step;
+      if (i < k8) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + i));
+    }
+  }
+#endif
+}
+
 // gemv_nt: grid.x = ceil(N / (GEMV_WARPS / ks)) blocks of GEMV_WARPS
 // warps; block b owns rows b*rb .. b*rb+rb-1 (rb = GEMV_WARPS / ks).
 template <class E, int MT>
@@ -127,10 +154,10 @@ __device__ void gemv_nt_impl(const u16* x, const u16* w, u16* out, int M, int N,
   float acc[1][MT];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[0][m] = 0.0f;
-  if (row < N) {
-    const V4* ws[1] = {(const V4*)w};
-    gemv_rows<E, MT, 1>(ws, (const V4*)x, M, k8, row, wp % ks, ks, lane, acc);
-  }
+  const V4* ws[1] = {(const V4*)w};
+  if (row < N) gemv_prefetch<1>(ws, k8, row, wp % ks, ks, lane);
+  PDL_ENTRY();
+  if (row < N) gemv_rows<E, MT, 1>(ws, (const V4*)x, M, k8, row, wp % ks, ks, lane, acc);
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[0][m] = warp_sum(acc[0][m]);
   if (lane == 0)
@@ -160,10 +187,10 @@ __device__ void gemv_gated_impl(const u16* x, const u16* wg, const u16* wu, u16*
   float acc[2][MT];
 #pragma unroll
   for (int m = 0; m < MT; m++) acc[0][m] = acc[1][m] = 0.0f;
-  if (row < N) {
-    const V4* ws[2] = {(const V4*)wg, (const V4*)wu};
-    gemv_rows<E, MT, 2>(ws, (const V4*)x, M, k8, row, wp % ks, ks, lane, acc);
-  }
+  const V4* ws[2] = {(const V4*)wg, (const V4*)wu};
+  if (row < N) gemv_prefetch<2>(ws, k8, row, wp % ks, ks, lane);
+  PDL_ENTRY();
+  if (row < N) gemv_rows<E, MT, 2>(ws, (const V4*)x, M, k8, row, wp % ks, ks, lane, acc);
 #pragma unroll
   for (int m = 0; m < MT; m++) {
     acc[0][m] = warp_sum(acc[0][m]);

@@ -280,38 +280,38 @@ __device__ void argmax_impl(const typename E::T* x, int* out, long long n) {
 }
 
 #define MODEL_KERNELS(name, E)                                                                                      \
-  extern "C" __global__ void mul_##name(const E::T* x, const E::T* y, E::T* out, Bcast p) {                           \
+  extern "C" __global__ void mul_##name(const E::T* x, const E::T* y, E::T* out, Bcast p) { PDL_ENTRY();                           \
     binary_impl<E, MulOp>(x, y, out, p);                                                                            \
   }                                                                                                                 \
-  extern "C" __global__ void silu_##name(const E::T* x, E::T* out, long long n) { silu_impl<E>(x, out, n); }        \
+  extern "C" __global__ void silu_##name(const E::T* x, E::T* out, long long n) { PDL_ENTRY(); silu_impl<E>(x, out, n); }        \
   extern "C" __global__ void embedding_##name(const int* ids, const E::T* table, E::T* out, long long nids,          \
-                                              long long vocab, long long h) {                                       \
+                                              long long vocab, long long h) { PDL_ENTRY();                                       \
     embedding_impl<E>(ids, table, out, nids, vocab, h);                                                             \
   }                                                                                                                 \
-  extern "C" __global__ void rms_norm_##name(const E::T* x, const E::T* w, E::T* out, long long h, float eps) {      \
+  extern "C" __global__ void rms_norm_##name(const E::T* x, const E::T* w, E::T* out, long long h, float eps) { PDL_ENTRY();      \
     rms_norm_impl<E>(x, w, out, h, eps);                                                                            \
   }                                                                                                                 \
   extern "C" __global__ void layer_norm_##name(const E::T* x, const E::T* w, const E::T* b, E::T* out, long long h, \
-                                               float eps) {                                                         \
+                                               float eps) { PDL_ENTRY();                                                         \
     layer_norm_impl<E>(x, w, b, out, h, eps);                                                                       \
   }                                                                                                                 \
   extern "C" __global__ void rope_##name(const E::T* x, const int* pos, E::T* out, long long t, long long heads,     \
-                                         long long d, double theta) {                                               \
+                                         long long d, double theta) { PDL_ENTRY();                                               \
     rope_impl<E>(x, pos, out, t, heads, d, theta);                                                                  \
   }                                                                                                                 \
   extern "C" __global__ void rope_table_##name(const E::T* x, const int* pos, E::T* out, long long t, long long heads, \
-                                               long long d, RopeFreqs f) {                                           \
+                                               long long d, RopeFreqs f) { PDL_ENTRY();                                           \
     rope_table_impl<E>(x, pos, out, t, heads, d, f);                                                                \
   }                                                                                                                 \
   extern "C" __global__ void kv_append_##name(const E::T* k, const E::T* v, E::T* kc, E::T* vc, const int* pos,      \
-                                              long long t, long long row, long long seq, long long tps) {           \
+                                              long long t, long long row, long long seq, long long tps) { PDL_ENTRY();           \
     kv_append_impl<E>(k, v, kc, vc, pos, t, row, seq, tps);                                                            \
   }                                                                                                                 \
   extern "C" __global__ void attention_##name(const E::T* q, const E::T* kc, const E::T* vc, const int* pos,         \
-                                              E::T* out, int hq, int hkv, int d, int seq, float scale, int tps) {   \
+                                              E::T* out, int hq, int hkv, int d, int seq, float scale, int tps) { PDL_ENTRY();   \
     attention_impl<E>(q, kc, vc, pos, out, hq, hkv, d, seq, scale, tps);                                               \
   }                                                                                                                 \
-  extern "C" __global__ void argmax_##name(const E::T* x, int* out, long long n) { argmax_impl<E>(x, out, n); }
+  extern "C" __global__ void argmax_##name(const E::T* x, int* out, long long n) { PDL_ENTRY(); argmax_impl<E>(x, out, n); }
 
 
 MODEL_KERNELS(f32, F32)

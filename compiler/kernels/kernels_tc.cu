@@ -108,6 +108,32 @@ __device__ __forceinline__ void tc_store(u16* out, long long i, const float* v) 
   }
 }
 
+// TC_PREFETCH is the chunks of k of its rows a lane asks L2 for before
+// PDL_WAIT: 8 give a warp the first 512 bytes of each of its 16 rows of
+// each weight (32 KiB a block of one weight).
+#define TC_PREFETCH 8
+
+// tc_prefetch asks L2 for the calling lane's first pieces of rows r0
+// and r1 of NW weights (those tc_rows loads first): weights are never
+// written during a step, so this may run before PDL_WAIT.
+template <int NW>
+__device__ __forceinline__ void tc_prefetch(const V4* const* w, int N, int k8, long long rowBase, int c0, int c1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const long long r0 = rowBase + g, r1 = r0 + 8;
+#pragma unroll
+  for (int u = 0; u < TC_PREFETCH; u++) {
+    const int piece = (c0 + u) * 4 + q;
+    if (c0 + u < c1 && piece < k8)
+#pragma unroll
+      for (int j = 0; j < NW; j++) {
+        if (r0 < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[j] + r0 * k8 + piece));
+        if (r1 < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[j] + r1 * k8 + piece));
+      }
+  }
+#endif
+}
+
 // tc_tile computes rows tile·TC_ROWS .. +TC_ROWS-1 of one product (NW
 // weights of N rows; out [M, N]) over this block's split of k (gtile
 // numbers the tile among all the launch's tiles for part and counters).
@@ -130,6 +156,8 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
 #pragma unroll
       for (int i = 0; i < 4; i++) acc[j][t][i] = 0.0f;
   const long long rowBase = (long long)tile * TC_ROWS + wid * 16;
+  tc_prefetch<NW>(w, N, k8, rowBase, c0, c1);
+  PDL_ENTRY();
   tc_rows<E, NT, NW, U>(w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc);
   if (splits == 1) {
 #pragma unroll

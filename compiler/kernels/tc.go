@@ -180,7 +180,7 @@ func (g *GPU) tcKernels() error {
 						g.drv.ModuleUnload(mod)
 						return err
 					}
-					g.fns[name] = f
+					g.addFn(name, f)
 				}
 			}
 		}
