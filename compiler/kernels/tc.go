@@ -22,8 +22,6 @@ const (
 	tcRows  = 16 * tcWarps // TC_ROWS: rows of w per block (a tile)
 	// TCMaxM is the most rows of x the tensor-core kernels take.
 	TCMaxM = 32
-	// tcChunk is the elements of k a warp reads per step from each row.
-	tcChunk = 32
 	// tcMinChunks is the fewest chunks of k a split keeps (a split shorter
 	// than this spends more on its partial sums than on its weights).
 	tcMinChunks = 8
