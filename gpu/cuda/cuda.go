@@ -107,7 +107,6 @@ var symbols = []string{
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 	"cuMemHostAlloc", "cuMemHostGetDevicePointer_v2", "cuMemFreeHost",
 	"cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuDeviceGetUuid_v2", "cuCtxGetExecAffinity",
-	"cuGetProcAddress",
 }
 
 // Sonames tried in order.

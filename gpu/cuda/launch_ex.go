@@ -3,6 +3,8 @@ package cuda
 import (
 	"runtime"
 	"unsafe"
+
+	"github.com/chorus-rt/chorus/internal/sys/dl"
 )
 
 // LaunchAttrProgrammaticStreamSerialization is
@@ -41,28 +43,21 @@ type launchEx struct {
 	attr LaunchAttribute
 }
 
-// procAddress asks the driver for entry point name as of API version
-// (cuGetProcAddress, the 4-argument form of CUDA 11.3): 0 when the
-// driver lacks it. cuLaunchKernelEx (12.0) is looked up so, since Load
-// must keep working on drivers without it.
-func (d *Driver) procAddress(name string, version int) uintptr {
-	cname := append([]byte(name), 0)
-	var p uintptr
-	if d.c.Raw("cuGetProcAddress", uintptr(unsafe.Pointer(unsafe.SliceData(cname))), uintptr(unsafe.Pointer(&p)), uintptr(version), 0) != 0 {
-		return 0
-	}
-	return p
-}
-
-// launchExFn is cuLaunchKernelEx, looked up at the first use (after
-// cuInit, which cuGetProcAddress may need): 0 when the driver lacks it.
+// launchExFn is cuLaunchKernelEx (driver API 12.0), which older drivers
+// lack, so Load does not require it: resolved at the first use through
+// a second Open of the driver (a reference to the library already
+// loaded), 0 when missing.
 func (d *Driver) launchExFn() uintptr {
-	d.launchExOnce.Do(func() { d.launchEx = d.procAddress("cuLaunchKernelEx", 12000) })
+	d.launchExOnce.Do(func() {
+		if lib, err := dl.Open("CUDA driver", sonames, []string{"cuLaunchKernelEx"}); err == nil {
+			d.launchEx = lib.Sym("cuLaunchKernelEx")
+		}
+	})
 	return d.launchEx
 }
 
 // HasLaunchEx reports whether the driver has cuLaunchKernelEx (else
-// LaunchKernelPDL launches the ordinary way). Call it after Init.
+// LaunchKernelPDL launches the ordinary way).
 func (d *Driver) HasLaunchEx() bool { return d.launchExFn() != 0 }
 
 // LaunchKernelPDL launches f as LaunchKernel does, with programmatic
