@@ -60,14 +60,14 @@ func TestLaunchPDL(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		what         string
-		gpu, switch_ bool
+		gpu, on bool
 	}{
 		{"sm_90, on", true, true},
 		{"sm_90, off", true, false},
 		{"sm_80, on", false, true},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			setPDL(t, tc.switch_)
+			setPDL(t, tc.on)
 			l := &fakeLauncher{}
 			g := &GPU{fns: map[string]kernelFn{}, l: l, pdl: tc.gpu}
 			for i, n := range names {
@@ -80,7 +80,7 @@ func TestLaunchPDL(t *testing.T) {
 				t.Fatalf("%d launches, want %d", len(l.launches), len(names))
 			}
 			for i, n := range names {
-				want := n.waits && tc.gpu && tc.switch_
+				want := n.waits && tc.gpu && tc.on
 				if got := l.launches[i]; got.f != cuda.Function(i+1) || got.pdl != want {
 					t.Errorf("%s: launched function %d with PDL %v, want function %d with PDL %v", n.name, got.f, got.pdl, i+1, want)
 				}
