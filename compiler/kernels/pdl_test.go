@@ -59,7 +59,7 @@ func TestLaunchPDL(t *testing.T) {
 		{"gemv_bf16", false}, {"unknown_bf16", false}, {"bf16", false},
 	}
 	for _, tc := range []struct {
-		what         string
+		what    string
 		gpu, on bool
 	}{
 		{"sm_90, on", true, true},
