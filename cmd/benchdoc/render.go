@@ -71,13 +71,10 @@ func Render(fsys fs.FS) ([]byte, error) {
 
 	var b bytes.Buffer
 	b.WriteString(header)
-	b.WriteString("| benchmark | machine | date |\n| --- | --- | --- |\n")
-	for _, r := range all {
-		machine, _, _ := strings.Cut(r.machine, " (")
-		fmt.Fprintf(&b, "| [%s](#%s) | %s | %s |\n", r.title, anchor(r.title), machine, r.date)
-	}
-	for _, r := range all {
-		b.WriteString("\n")
+	for i, r := range all {
+		if i > 0 {
+			b.WriteString("\n")
+		}
 		b.Write(section(r.dir, r.readme))
 		b.WriteString("\n")
 		b.Write(section(r.dir, r.table))
@@ -156,19 +153,4 @@ func section(dir string, md []byte) []byte {
 		b.WriteByte('\n')
 	}
 	return []byte(b.String())
-}
-
-// anchor is the fragment GitHub gives a heading: lower case, spaces as
-// hyphens, punctuation other than hyphens and underscores dropped.
-func anchor(title string) string {
-	var b strings.Builder
-	for _, c := range strings.ToLower(title) {
-		switch {
-		case c == ' ':
-			b.WriteByte('-')
-		case c == '-' || c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c > 127:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
 }

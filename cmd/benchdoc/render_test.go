@@ -57,7 +57,6 @@ func TestRender(t *testing.T) {
 			},
 			want: []string{
 				"# Benchmarks\n",
-				"| [Claim A](#claim-a) | cpu-2vcpu | 2026-11-25 |\n| [Claim B](#claim-b) |",
 				"\n## Claim A\n", "\n### Reading\n",
 				"[run.jsonl](../bench/results/a-cpu/run.jsonl)", "[design](performance.md)",
 				"| 1 |\n\n## Claim B\n", "| 2 |\n",
@@ -123,17 +122,5 @@ func TestRender(t *testing.T) {
 				at += i + len(w)
 			}
 		})
-	}
-}
-
-func TestAnchor(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"Claim A", "claim-a"},
-		{"Custom all-reduce vs NCCL, 2 x H200", "custom-all-reduce-vs-nccl-2-x-h200"},
-		{"`chorus bench session`: p50 (us)", "chorus-bench-session-p50-us"},
-	} {
-		if got := anchor(c.in); got != c.want {
-			t.Errorf("anchor(%q) = %q, want %q", c.in, got, c.want)
-		}
 	}
 }
