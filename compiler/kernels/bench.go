@@ -11,7 +11,6 @@ import (
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/cudasrc"
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -63,41 +62,9 @@ func (g *GPU) benchKernels() error {
 	if g.benchMod != 0 {
 		return nil
 	}
-	comp, err := nvrtc.Load()
-	if err != nil {
+	return g.dev.Do(func(cuda.Stream) (err error) {
+		g.benchMod, err = g.loadModule("chorus_vm_bench.cu", cudasrc.Half+kernelSource+gemvKernelSource+benchKernelSource, benchKernelNames)
 		return err
-	}
-	return g.dev.Do(func(cuda.Stream) error {
-		d, err := g.drv.DeviceGet(g.dev.Ordinal())
-		if err != nil {
-			return err
-		}
-		major, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMajor)
-		if err != nil {
-			return err
-		}
-		minor, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMinor)
-		if err != nil {
-			return err
-		}
-		cubin, _, err := comp.CompileCached("chorus_vm_bench.cu", cudasrc.Half+kernelSource+gemvKernelSource+benchKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
-		if err != nil {
-			return err
-		}
-		mod, err := g.drv.ModuleLoadData(cubin)
-		if err != nil {
-			return err
-		}
-		for _, name := range benchKernelNames {
-			f, err := g.drv.ModuleGetFunction(mod, name)
-			if err != nil {
-				g.drv.ModuleUnload(mod)
-				return err
-			}
-			g.addFn(name, f)
-		}
-		g.benchMod = mod
-		return nil
 	})
 }
 

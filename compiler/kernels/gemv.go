@@ -9,7 +9,6 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/cudasrc"
-	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/runtime/registry"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -132,65 +131,28 @@ func (g *GPU) gemvKernels() error {
 	if g.gemvMod != 0 {
 		return nil
 	}
-	comp, err := nvrtc.Load()
-	if err != nil {
-		return err
+	var names []string
+	for _, kind := range []string{"nt", "nt3", "gated"} {
+		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+			for _, mt := range gemvRowBuckets {
+				names = append(names, gemvName(kind, dt, mt))
+			}
+		}
 	}
-	err = g.dev.Do(func(cuda.Stream) error {
+	for _, dt := range []string{"f16", "bf16"} {
+		names = append(names, "attn_split_"+dt+"_e2", "attn_split_"+dt+"_e4", "attn_split_"+dt+"_e8", "attn_combine_"+dt, "add_rms_norm_"+dt)
+	}
+	names = append(names, "add_rms_norm_f32")
+	err := g.dev.Do(func(cuda.Stream) error {
 		d, err := g.drv.DeviceGet(g.dev.Ordinal())
-		if err != nil {
-			return err
-		}
-		major, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMajor)
-		if err != nil {
-			return err
-		}
-		minor, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMinor)
 		if err != nil {
 			return err
 		}
 		if g.sms, err = g.drv.DeviceAttribute(d, cuda.AttrMultiprocessorCount); err != nil {
 			return err
 		}
-		cubin, _, err := comp.CompileCached("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource+attnKernelSource+fusedKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
-		if err != nil {
-			return err
-		}
-		mod, err := g.drv.ModuleLoadData(cubin)
-		if err != nil {
-			return err
-		}
-		for _, kind := range []string{"nt", "nt3", "gated"} {
-			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
-				for _, mt := range gemvRowBuckets {
-					name := gemvName(kind, dt, mt)
-					f, err := g.drv.ModuleGetFunction(mod, name)
-					if err != nil {
-						g.drv.ModuleUnload(mod)
-						return err
-					}
-					g.addFn(name, f)
-				}
-			}
-		}
-		for _, dt := range []string{"f16", "bf16"} {
-			for _, name := range []string{"attn_split_" + dt + "_e2", "attn_split_" + dt + "_e4", "attn_split_" + dt + "_e8", "attn_combine_" + dt, "add_rms_norm_" + dt} {
-				f, err := g.drv.ModuleGetFunction(mod, name)
-				if err != nil {
-					g.drv.ModuleUnload(mod)
-					return err
-				}
-				g.addFn(name, f)
-			}
-		}
-		f, err := g.drv.ModuleGetFunction(mod, "add_rms_norm_f32")
-		if err != nil {
-			g.drv.ModuleUnload(mod)
-			return err
-		}
-		g.addFn("add_rms_norm_f32", f)
-		g.gemvMod = mod
-		return nil
+		g.gemvMod, err = g.loadModule("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource+attnKernelSource+fusedKernelSource, names)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("vm: skinny-matrix kernels on cuda:%d: %w", g.dev.Ordinal(), err)

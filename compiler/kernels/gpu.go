@@ -32,6 +32,10 @@ type GPU struct {
 	h    cublas.Handle
 	mod  cuda.Module
 	fns  map[string]kernelFn
+	// comp compiles the modules loaded later (loadModule) for arch, the
+	// device's "sm_XY".
+	comp *nvrtc.Compiler
+	arch string
 	// l launches the kernels (drv; a fake in tests); pdl: the device
 	// takes programmatic dependent launches (pdl.go).
 	l   launcher
@@ -51,6 +55,31 @@ type GPU struct {
 	// their split-K scratch buffers (tc.go).
 	tcMod  cuda.Module
 	tcBufs []*device.Buffer
+}
+
+// loadModule compiles src for the device (NVRTC, cached by content),
+// loads it and registers the named functions; a missing name unloads the
+// module and registers none. Call it inside g.dev.Do.
+func (g *GPU) loadModule(file, src string, names []string) (cuda.Module, error) {
+	cubin, _, err := g.comp.CompileCached(file, src, g.arch)
+	if err != nil {
+		return 0, err
+	}
+	mod, err := g.drv.ModuleLoadData(cubin)
+	if err != nil {
+		return 0, err
+	}
+	fns := make([]cuda.Function, len(names))
+	for i, name := range names {
+		if fns[i], err = g.drv.ModuleGetFunction(mod, name); err != nil {
+			g.drv.ModuleUnload(mod)
+			return 0, err
+		}
+	}
+	for i, name := range names {
+		g.addFn(name, fns[i])
+	}
+	return mod, nil
 }
 
 // kernelThreads is the block size of the elementwise kernels.
@@ -93,7 +122,7 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GPU{dev: dev, drv: drv, blas: blas, fns: map[string]kernelFn{}, l: drv}
+	g := &GPU{dev: dev, drv: drv, blas: blas, fns: map[string]kernelFn{}, l: drv, comp: comp}
 	err = dev.Do(func(s cuda.Stream) error {
 		d, err := drv.DeviceGet(dev.Ordinal())
 		if err != nil {
@@ -111,7 +140,8 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 		if major < 8 {
 			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
 		}
-		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", cudasrc.Half+kernelSource, fmt.Sprintf("sm_%d%d", major, minor))
+		g.arch = fmt.Sprintf("sm_%d%d", major, minor)
+		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", cudasrc.Half+kernelSource, g.arch)
 		if err != nil {
 			return err
 		}

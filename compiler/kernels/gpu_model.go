@@ -10,7 +10,6 @@ import (
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/cudasrc"
-	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -35,43 +34,15 @@ func (g *GPU) modelKernels() error {
 	if g.modelMod != 0 {
 		return nil
 	}
-	comp, err := nvrtc.Load()
-	if err != nil {
-		return err
+	var names []string
+	for _, k := range modelKernelNames {
+		for _, dt := range []string{"f32", "f16", "bf16"} {
+			names = append(names, k+"_"+dt)
+		}
 	}
-	err = g.dev.Do(func(cuda.Stream) error {
-		d, err := g.drv.DeviceGet(g.dev.Ordinal())
-		if err != nil {
-			return err
-		}
-		major, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMajor)
-		if err != nil {
-			return err
-		}
-		minor, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMinor)
-		if err != nil {
-			return err
-		}
-		cubin, _, err := comp.CompileCached("chorus_vm_model.cu", cudasrc.Half+kernelSource+modelKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
-		if err != nil {
-			return err
-		}
-		mod, err := g.drv.ModuleLoadData(cubin)
-		if err != nil {
-			return err
-		}
-		for _, k := range modelKernelNames {
-			for _, dt := range []string{"f32", "f16", "bf16"} {
-				f, err := g.drv.ModuleGetFunction(mod, k+"_"+dt)
-				if err != nil {
-					g.drv.ModuleUnload(mod)
-					return err
-				}
-				g.addFn(k+"_"+dt, f)
-			}
-		}
-		g.modelMod = mod
-		return nil
+	err := g.dev.Do(func(cuda.Stream) (err error) {
+		g.modelMod, err = g.loadModule("chorus_vm_model.cu", cudasrc.Half+kernelSource+modelKernelSource, names)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("vm: decoder kernels on cuda:%d: %w", g.dev.Ordinal(), err)

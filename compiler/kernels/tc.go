@@ -9,7 +9,6 @@ import (
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/cudasrc"
 	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -144,46 +143,17 @@ func (g *GPU) tcKernels() error {
 	if err := g.gemvKernels(); err != nil { // the multiprocessor count
 		return err
 	}
-	comp, err := nvrtc.Load()
-	if err != nil {
-		return err
-	}
-	err = g.dev.Do(func(cuda.Stream) error {
-		d, err := g.drv.DeviceGet(g.dev.Ordinal())
-		if err != nil {
-			return err
-		}
-		major, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMajor)
-		if err != nil {
-			return err
-		}
-		minor, err := g.drv.DeviceAttribute(d, cuda.AttrComputeCapabilityMinor)
-		if err != nil {
-			return err
-		}
-		cubin, _, err := comp.CompileCached("chorus_vm_tc.cu", cudasrc.Half+kernelSource+gemvKernelSource+tcKernelSource, fmt.Sprintf("sm_%d%d", major, minor))
-		if err != nil {
-			return err
-		}
-		mod, err := g.drv.ModuleLoadData(cubin)
-		if err != nil {
-			return err
-		}
-		for _, kind := range []string{"nt", "nt3", "gated"} {
-			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
-				for _, mt := range tcRowBuckets {
-					name := tcName(kind, dt, mt)
-					f, err := g.drv.ModuleGetFunction(mod, name)
-					if err != nil {
-						g.drv.ModuleUnload(mod)
-						return err
-					}
-					g.addFn(name, f)
-				}
+	var names []string
+	for _, kind := range []string{"nt", "nt3", "gated"} {
+		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+			for _, mt := range tcRowBuckets {
+				names = append(names, tcName(kind, dt, mt))
 			}
 		}
-		g.tcMod = mod
-		return nil
+	}
+	err := g.dev.Do(func(cuda.Stream) (err error) {
+		g.tcMod, err = g.loadModule("chorus_vm_tc.cu", cudasrc.Half+kernelSource+gemvKernelSource+tcKernelSource, names)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("vm: tensor-core skinny kernels on cuda:%d: %w", g.dev.Ordinal(), err)
