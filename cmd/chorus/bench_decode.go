@@ -97,8 +97,12 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	jsonOut := fs.String("json", "", "also write every row as a JSON line to this file (must not exist)")
 	seed := fs.Int64("seed", 1, "seed of the random weights")
 	modelDir := fs.String("model", "", "a Hugging Face folder (model/hf) to time instead of random weights of the given shapes")
+	kind := fs.String("session", "process", "session kind: process (one process per rank) or threaded (workers are goroutines of this process, so a profiler that follows one process, such as ncu, sees every kernel)")
 	lmHeads := fs.String("lm-head", decoder.DefaultLMHead, "LM head placements (comma-separated): replicated (every worker all of it), split (by vocabulary, the logits gathered)")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkSession("bench decode", *kind); err != nil {
 		return err
 	}
 	set := map[string]bool{}
@@ -206,9 +210,14 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	for i := range ids {
 		ids[i] = i % gpus
 	}
-	po := processOptions("shm")
-	po.NumWorkers, po.DeviceIDs = *n, ids
-	s, err := session.NewProcess(ctx, po)
+	var s *session.Session
+	if *kind == "threaded" {
+		s, err = session.NewThreaded(session.Options{NumWorkers: *n, DeviceIDs: ids})
+	} else {
+		po := processOptions("shm")
+		po.NumWorkers, po.DeviceIDs = *n, ids
+		s, err = session.NewProcess(ctx, po)
+	}
 	if err != nil {
 		return err
 	}

@@ -42,10 +42,11 @@ func (p attnPlan) scratch(t, hq, d int) int64 {
 // call (float16 or bfloat16, head dim 64, 128 or 256, at most 8 query
 // heads per kv head (4 at 256), 16-byte aligned operands), and how many
 // row chunks each (token, kv head) gets: enough blocks for four per
-// multiprocessor, chunks of at least 32 rows, one chunk (no combine pass)
+// multiprocessor, chunks of at least 8 rows, one chunk (no combine pass)
 // when the tokens alone fill the GPU. The split is fixed by the cache's
-// size, not the position, so a captured graph serves every position
-// (blocks past a token's position return at once).
+// size, not the position, so a captured graph serves every position;
+// chunk is the most rows a split takes (a token at position p spreads
+// rows 0..p over the splits: attn_chunk in kernels_attn.cu).
 func planAttention(t, hq, hkv, d, maxSeq int, dt tensor.DType, aligned bool, sms int) (attnPlan, bool) {
 	if dt != tensor.Float16 && dt != tensor.BFloat16 || !aligned || t < 1 || hkv < 1 || hq%hkv != 0 || maxSeq < 1 {
 		return attnPlan{}, false
@@ -61,7 +62,7 @@ func planAttention(t, hq, hkv, d, maxSeq int, dt tensor.DType, aligned bool, sms
 		return attnPlan{}, false
 	}
 	want := 4 * max(sms, 1)
-	p.splits = max(1, min((want+hkv*t-1)/(hkv*t), (maxSeq+31)/32, attnMaxSplits))
+	p.splits = max(1, min((want+hkv*t-1)/(hkv*t), (maxSeq+7)/8, attnMaxSplits))
 	for p.splits > 1 && p.scratch(t, hq, d) > attnScratchMax {
 		p.splits /= 2
 	}
@@ -123,6 +124,73 @@ func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (boo
 	err := g.launchGrid(fmt.Sprintf("attn_split_%s_e%d", suf, pl.epl), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
 		unsafe.Pointer(&a.q), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
 		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.tps))
+	if err == nil && pl.splits > 1 {
+		err = g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
+			unsafe.Pointer(&a.part), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d),
+			unsafe.Pointer(&a.splits), unsafe.Pointer(&a.chunk))
+	}
+	runtime.KeepAlive(a)
+	return true, err
+}
+
+// attnMaxHalf is ATTN_MAX_HALF: the most inverse frequencies (head_dim /
+// 2) attn_rope_split takes.
+const attnMaxHalf = 128
+
+// TryRopeAttention runs rope (table form) of q and k, the cache append
+// and attention as one split-KV launch (attn_rope_split) and the combine
+// when every sequence brings one token (decode) and planAttention takes
+// the call; t: q and k before the rotation ([tokens, heads, head_dim]),
+// v, the caches, pos and out, as the attention op takes them. It reports
+// false, having run nothing, otherwise.
+func (g *GPU) TryRopeAttention(t []*tensor.Tensor, freqs []float32) (bool, error) {
+	if len(t) != 7 {
+		return false, fmt.Errorf("%w: rope attention takes 7 operands, got %d", ErrShape, len(t))
+	}
+	dims, err := checkAttention(t[0], t[1], t[2], t[3], t[4], t[5], t[6])
+	if err != nil {
+		return false, err
+	}
+	if dims.t == 0 || dims.tps() != 1 || len(freqs) != dims.d/2 || len(freqs) > attnMaxHalf || dims.maxSeq > math.MaxInt32 {
+		return false, nil
+	}
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	p, err := g.ptrs([]string{"q", "k", "v", "k_cache", "v_cache", "pos", "out"}, t...)
+	if err != nil {
+		return false, err
+	}
+	dt := t[0].DType()
+	pl, ok := planAttention(dims.t, dims.hq, dims.hkv, dims.d, dims.maxSeq, dt, aligned16(p[0], p[1], p[2], p[3], p[4], p[6]), g.sms)
+	if !ok {
+		return false, nil
+	}
+	suf := "f16"
+	if dt == tensor.BFloat16 {
+		suf = "bf16"
+	}
+	var part uint64
+	if n := pl.scratch(dims.t, dims.hq, dims.d); n > 0 {
+		b, err := g.attnScratch(n)
+		if err != nil {
+			return true, err
+		}
+		part = uint64(b.Ptr())
+	}
+	a := &struct {
+		q, k, v, kc, vc, pos, out, part uint64
+		hq, hkv, seq, chunk             int32
+		scale                           float32
+		d, splits                       int32
+		f                               [attnMaxHalf]float32
+	}{q: p[0], k: p[1], v: p[2], kc: p[3], vc: p[4], pos: p[5], out: p[6], part: part, hq: int32(dims.hq), hkv: int32(dims.hkv),
+		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), scale: float32(1 / math.Sqrt(float64(dims.d))), d: int32(dims.d), splits: int32(pl.splits)}
+	copy(a.f[:], freqs)
+	err = g.launchGrid(fmt.Sprintf("attn_rope_split_%s_e%d", suf, pl.epl), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
+		unsafe.Pointer(&a.q), unsafe.Pointer(&a.k), unsafe.Pointer(&a.v), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos),
+		unsafe.Pointer(&a.out), unsafe.Pointer(&a.part), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq),
+		unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.f))
 	if err == nil && pl.splits > 1 {
 		err = g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
 			unsafe.Pointer(&a.part), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d),

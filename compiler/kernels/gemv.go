@@ -140,7 +140,10 @@ func (g *GPU) gemvKernels() error {
 		}
 	}
 	for _, dt := range []string{"f16", "bf16"} {
-		names = append(names, "attn_split_"+dt+"_e2", "attn_split_"+dt+"_e4", "attn_split_"+dt+"_e8", "attn_combine_"+dt, "add_rms_norm_"+dt)
+		for _, e := range []string{"_e2", "_e4", "_e8"} {
+			names = append(names, "attn_split_"+dt+e, "attn_rope_split_"+dt+e)
+		}
+		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt)
 	}
 	names = append(names, "add_rms_norm_f32")
 	err := g.dev.Do(func(cuda.Stream) error {

@@ -89,8 +89,8 @@ func TestPlanAttention(t *testing.T) {
 		{"decode_tp2", 1, 16, 4, 128, 4133, tensor.BFloat16, true, 4, 130, 32},
 		// a prompt of 512 tokens fills the GPU by itself: one chunk
 		{"prefill", 512, 32, 8, 128, 4133, tensor.Float16, true, 4, 1, 4136},
-		{"small_cache", 1, 4, 4, 64, 40, tensor.Float16, true, 2, 2, 24},
-		{"d256", 2, 8, 2, 256, 100, tensor.BFloat16, true, 8, 4, 32},
+		{"small_cache", 1, 4, 4, 64, 40, tensor.Float16, true, 2, 5, 8},
+		{"d256", 2, 8, 2, 256, 100, tensor.BFloat16, true, 8, 13, 8},
 		{"d80", 1, 4, 4, 80, 64, tensor.BFloat16, false, 0, 0, 0},
 		{"g16", 1, 32, 2, 128, 64, tensor.BFloat16, false, 0, 0, 0},
 		{"d256_g8", 1, 16, 2, 256, 64, tensor.BFloat16, false, 0, 0, 0},

@@ -22,9 +22,10 @@ var modelKernelNames = []string{"mul", "silu", "embedding", "rms_norm", "layer_n
 
 // Launch shapes of the decoder kernels (kernels_model.cu).
 const (
-	normThreads  = 256 // rms_norm, layer_norm, argmax: one block per row (a multiple of 32, at most 1024)
-	attnThreads  = 128 // attention: ATT_WARPS warps
-	attnMaxHeadD = 256 // ATT_MAX_D
+	normThreads   = 256  // rms_norm, layer_norm: one block per row (a multiple of 32, at most 1024)
+	argmaxThreads = 1024 // argmax: one block per row, as many threads as a block takes (a row is a vocabulary)
+	attnThreads   = 128  // attention: ATT_WARPS warps
+	attnMaxHeadD  = 256  // ATT_MAX_D
 )
 
 // modelKernels compiles and loads kernels_model.cu at the first decoder
@@ -338,7 +339,7 @@ func (g *GPU) argmax(t []*tensor.Tensor, p []uint64) error {
 		x, out uint64
 		n      int64
 	}{p[0], p[1], int64(n)}
-	err = g.launchGrid("argmax_"+suf, grid, normThreads, unsafe.Pointer(&a.x), unsafe.Pointer(&a.out), unsafe.Pointer(&a.n))
+	err = g.launchGrid("argmax_"+suf, grid, argmaxThreads, unsafe.Pointer(&a.x), unsafe.Pointer(&a.out), unsafe.Pointer(&a.n))
 	runtime.KeepAlive(a)
 	return err
 }

@@ -51,6 +51,16 @@ struct BF16 {
   static __device__ __forceinline__ T store(float f) { return f2b(f); }
 };
 
+// NORM_REGS is how many elements of its row a thread of rms_norm
+// (kernels_model.cu) and add_rms_norm (kernels_fused.cu) keeps in
+// registers: a row of up to NORM_REGS x blockDim.x elements (8192 at 256
+// threads) is read with every load issued before the first is used, and
+// never read twice. A loop that stores between its loads, or reads the
+// row again after the sum, waits for memory at every element: it made a
+// 4096-wide add_rms_norm 12.6 us and rms_norm 11.5 us on an H200, more
+// than a decode layer's 33 MB output projection (14.7 us).
+#define NORM_REGS 32
+
 #define MAX_RANK 8
 
 // Broadcast: out has `rank` dims of `shape`; x and y advance by sx and sy

@@ -13,6 +13,21 @@
 // (splits > 1), or the output itself (splits == 1).
 // attn_combine: grid (heads, tokens), one thread per element of the head
 // dim, merges the splits that reach the token's position.
+//
+// A token at position p spreads rows 0..p over the splits (attn_chunk):
+// the grid is fixed by the cache's size (a captured graph serves every
+// position), but a short context in a long cache runs on many blocks of
+// a few rows each instead of a few blocks that read their rows one
+// latency after another (128 rows of a 4133-row cache: 17 blocks of 8
+// rows a kv head instead of 2 of 64).
+//
+// attn_rope_split is attn_split of one decode token per sequence with
+// the rotary embedding (table form) and the cache append folded in: it
+// rotates q and the new k as it loads them (lane l and lane l ^ 16 hold
+// the pair (i, i + d/2)), rounds them to the dtype as rope_table stores
+// them, writes the new k and v to cache row p in the block whose split
+// holds p, and uses them from registers for that row. Three launches
+// (rope of q, rope of k, kv_append: 8.2 us a layer on an H200) go.
 
 #define ATTN_WARPS 4
 
@@ -50,9 +65,24 @@ struct RowLoad<E, 8> {  // 8 x 16-bit: one 16-byte load
   }
 };
 
-template <class E, int EPL, int GM>
-__device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc, const typename E::T* vc, const int* pos,
-                                typename E::T* out, float* part, int hq, int hkv, int seq, int chunk, float scale, int tps) {
+// attn_chunk: the rows of each split for a token at position p >= 0: the
+// fewest, a multiple of 8, that cover rows 0..p, at most the plan's chunk.
+__device__ __forceinline__ int attn_chunk(int p, int splits, int chunk) {
+  const int c = ((p + splits) / splits + 7) / 8 * 8;
+  return min(chunk, c);
+}
+
+// AttnFreqs: the rotary table (inverse frequencies, head_dim / 2 <= 128)
+// by value, as rope_table takes it.
+#define ATTN_MAX_HALF 128
+struct AttnFreqs {
+  float v[ATTN_MAX_HALF];
+};
+
+template <class E, int EPL, int GM, bool ROPE>
+__device__ void attn_split_impl(const typename E::T* q, const typename E::T* knew, const typename E::T* vnew, typename E::T* kc,
+                                typename E::T* vc, const int* pos, typename E::T* out, float* part, int hq, int hkv, int seq,
+                                int chunk, float scale, int tps, const AttnFreqs* fr) {
   constexpr int D = 32 * EPL;
   __shared__ float sm[ATTN_WARPS][GM], sl[ATTN_WARPS][GM];
   __shared__ float sacc[ATTN_WARPS][GM][D];
@@ -60,8 +90,6 @@ __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc,
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int G = hq / hkv;
   const int p = pos[t];
-  const int r0 = s * chunk;
-  const int r1 = min(r0 + chunk, p + 1);
   if (p < 0 || p >= seq) {
     if (s == 0)
       for (int i = threadIdx.x; i < G * D; i += blockDim.x) out[((long long)t * hq + kh * G + i / D) * D + i % D] = E::store(attn_qnan());
@@ -83,14 +111,57 @@ __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc,
       acc[g][e] = 0.0f;
       qr[g][e] = 0.0f;
     }
-    if (g < G) {
-      RowLoad<E, EPL>::load(q + ((long long)t * hq + kh * G + g) * D + lane * EPL, qr[g]);
-#pragma unroll
-      for (int e = 0; e < EPL; e++) qr[g][e] *= scale;
-    }
+    if (g < G) RowLoad<E, EPL>::load(q + ((long long)t * hq + kh * G + g) * D + lane * EPL, qr[g]);
   }
+  const int ch = attn_chunk(p, splits, chunk);
+  const int r0 = s * ch;
+  const int r1 = min(r0 + ch, p + 1);
   const long long rs = (long long)hkv * D;  // elements between rows
   const long long cb = (long long)(t / tps) * seq * rs;  // token t's cache (a batch: one per sequence)
+  float kn[EPL], vn[EPL];  // the new row (ROPE)
+  if (ROPE) {
+    // lane l holds elements i = l*EPL.. of the first half (l < 16) or
+    // i + d/2 of the second: the pair's other element is in lane l ^ 16
+    float cs[EPL], sn[EPL];
+    const bool lo = lane < 16;
+#pragma unroll
+    for (int e = 0; e < EPL; e++) {
+      const float ang = __fmul_rn((float)p, fr->v[(lane & 15) * EPL + e]);
+      double sd, cd;
+      sincos((double)ang, &sd, &cd);
+      sn[e] = (float)sd;
+      cs[e] = (float)cd;
+    }
+#pragma unroll
+    for (int g = 0; g < GM; g++) {
+      if (g >= G) break;
+#pragma unroll
+      for (int e = 0; e < EPL; e++) {
+        const float o = qr[g][e], pr = __shfl_xor_sync(0xffffffffu, o, 16);
+        qr[g][e] = E::load(E::store(lo ? o * cs[e] - pr * sn[e] : o * cs[e] + pr * sn[e]));
+      }
+    }
+    RowLoad<E, EPL>::load(knew + ((long long)t * hkv + kh) * D + lane * EPL, kn);
+    RowLoad<E, EPL>::load(vnew + ((long long)t * hkv + kh) * D + lane * EPL, vn);
+#pragma unroll
+    for (int e = 0; e < EPL; e++) {
+      const float o = kn[e], pr = __shfl_xor_sync(0xffffffffu, o, 16);
+      kn[e] = E::load(E::store(lo ? o * cs[e] - pr * sn[e] : o * cs[e] + pr * sn[e]));
+    }
+    if (w == 0 && r0 <= p && p < r0 + ch) {
+      typename E::T* kd = kc + cb + (long long)p * rs + (long long)kh * D + lane * EPL;
+      typename E::T* vd = vc + cb + (long long)p * rs + (long long)kh * D + lane * EPL;
+#pragma unroll
+      for (int e = 0; e < EPL; e++) {
+        kd[e] = E::store(kn[e]);
+        vd[e] = E::store(vn[e]);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < GM; g++)
+#pragma unroll
+    for (int e = 0; e < EPL; e++) qr[g][e] *= scale;
   const typename E::T* kb = kc + cb + (long long)kh * D + lane * EPL;
   const typename E::T* vb = vc + cb + (long long)kh * D + lane * EPL;
   for (int r = r0 + w; r < r1; r += 2 * ATTN_WARPS) {
@@ -101,6 +172,16 @@ __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kc,
     if (two) {
       RowLoad<E, EPL>::load(kb + (r + ATTN_WARPS) * rs, kf[1]);
       RowLoad<E, EPL>::load(vb + (r + ATTN_WARPS) * rs, vf[1]);
+    }
+    if (ROPE) {  // the new row, from registers (its cache row is being written)
+#pragma unroll
+      for (int j = 0; j < 2; j++)
+        if (r + j * ATTN_WARPS == p)
+#pragma unroll
+          for (int e = 0; e < EPL; e++) {
+            kf[j][e] = kn[e];
+            vf[j][e] = vn[e];
+          }
     }
 #pragma unroll
     for (int j = 0; j < 2; j++) {
@@ -172,7 +253,7 @@ __device__ void attn_combine_impl(const float* part, const int* pos, typename E:
   const int lane = j & 31, w = j >> 5, nw = (blockDim.x + 31) >> 5;
   const float* pp = part + ((long long)t * hq + h) * splits * (d + 2);
   const int p = pos[t];
-  const int na = p < 0 ? 1 : min(splits, p / chunk + 1);
+  const int na = p < 0 ? 1 : min(splits, p / attn_chunk(p, splits, chunk) + 1);
   // the largest max over the splits with rows
   float M = attn_neg_inf();
   for (int s = j; s < na; s += blockDim.x)
@@ -212,24 +293,28 @@ __device__ void attn_combine_impl(const float* part, const int* pos, typename E:
   out[((long long)t * hq + h) * d + j] = E::store(v / L);
 }
 
+#define ATTN_SPLIT(name, E, EPL, GM)                                                                                     \
+  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
+      attn_split_##name##_e##EPL(const E::T* q, E::T* kc, E::T* vc, const int* pos, E::T* out, float* part, int hq, int hkv, \
+                                 int seq, int chunk, float scale, int tps) {                                               \
+    PDL_ENTRY();                                                                                                           \
+    attn_split_impl<E, EPL, GM, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps,       \
+                                       nullptr);                                                                           \
+  }                                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
+      attn_rope_split_##name##_e##EPL(const E::T* q, const E::T* k, const E::T* v, E::T* kc, E::T* vc, const int* pos,     \
+                                      E::T* out, float* part, int hq, int hkv, int seq, int chunk, float scale, AttnFreqs f) { \
+    PDL_ENTRY();                                                                                                           \
+    attn_split_impl<E, EPL, GM, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, 1, &f);                 \
+  }
+
 #define ATTN_KERNELS(name, E)                                                                                              \
-  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
-      attn_split_##name##_e2(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale, int tps) { PDL_ENTRY();                                  \
-    attn_split_impl<E, 2, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
-  }                                                                                                                        \
-  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
-      attn_split_##name##_e4(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale, int tps) { PDL_ENTRY();                                  \
-    attn_split_impl<E, 4, 8>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
-  }                                                                                                                        \
-  extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
-      attn_split_##name##_e8(const E::T* q, const E::T* kc, const E::T* vc, const int* pos, E::T* out, float* part,       \
-                             int hq, int hkv, int seq, int chunk, float scale, int tps) { PDL_ENTRY();                                  \
-    attn_split_impl<E, 8, 4>(q, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps);                                  \
-  }                                                                                                                        \
+  ATTN_SPLIT(name, E, 2, 8)                                                                                                \
+  ATTN_SPLIT(name, E, 4, 8)                                                                                                \
+  ATTN_SPLIT(name, E, 8, 4)                                                                                                \
   extern "C" __global__ void attn_combine_##name(const float* part, const int* pos, E::T* out, int hq, int d, int splits,  \
-                                                 int chunk) { PDL_ENTRY();                                                             \
+                                                 int chunk) {                                                              \
+    PDL_ENTRY();                                                                                                           \
     attn_combine_impl<E>(part, pos, out, hq, d, splits, chunk);                                                            \
   }
 

@@ -23,6 +23,33 @@ template <class E>
 __device__ void add_rms_norm_impl(const typename E::T* x, const typename E::T* y, typename E::T* sum, const typename E::T* w,
                                   typename E::T* out, long long h, float eps) {
   const long long off = (long long)blockIdx.x * h;
+  if (h <= (long long)NORM_REGS * blockDim.x) {
+    // Every load before the first store (sum may alias nothing, but the
+    // compiler cannot know): see NORM_REGS.
+    float a[NORM_REGS], b[NORM_REGS];
+#pragma unroll
+    for (int i = 0; i < NORM_REGS; i++) {
+      const long long j = threadIdx.x + (long long)i * blockDim.x;
+      a[i] = j < h ? E::load(x[off + j]) : 0.0f;
+      b[i] = j < h ? E::load(y[off + j]) : 0.0f;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NORM_REGS; i++) {
+      const long long j = threadIdx.x + (long long)i * blockDim.x;
+      typename E::T s = E::store(a[i] + b[i]);
+      if (j < h) sum[off + j] = s;
+      a[i] = E::load(s);
+      ss += a[i] * a[i];
+    }
+    const float inv = rsqrtf(fused_block_sum(ss) / (float)h + eps);
+#pragma unroll
+    for (int i = 0; i < NORM_REGS; i++) {
+      const long long j = threadIdx.x + (long long)i * blockDim.x;
+      if (j < h) out[off + j] = E::store(E::load(E::store(a[i] * inv)) * E::load(w[j]));
+    }
+    return;
+  }
   float ss = 0.0f;
   for (long long j = threadIdx.x; j < h; j += blockDim.x) {
     typename E::T s = E::store(E::load(x[off + j]) + E::load(y[off + j]));

@@ -1,6 +1,7 @@
 package vm_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
@@ -190,7 +191,8 @@ func TestGPUSplitAttention(t *testing.T) {
 }
 
 // TestGPUFused runs the instruction sequences the VM fuses at load (the
-// gated MLP, three products of one input, a residual add and its norm)
+// gated MLP, three products of one input, a residual add and its norm,
+// rope of q and k with the attention after them)
 // on cuda:0, where they become one kernel each, and on the CPU, where
 // they run op by op.
 func TestGPUFused(t *testing.T) {
@@ -238,6 +240,35 @@ func TestGPUFused(t *testing.T) {
 			return []ir.Ref{s, o}
 		}, nil},
 	}
+	// rope of q and k, then attention: one attn_rope_split launch (and the
+	// combine) for decode tokens, one per sequence; the caches are
+	// compared too (the kernel appends the rotated k and v).
+	ropeAttn := func(name string, tk, hq, hkv, d, batch, seq, lo, hi int64) modelCase {
+		cache := []int64{seq, hkv, d}
+		if batch > 1 {
+			cache = append([]int64{batch}, cache...)
+		}
+		freqs := make([]float32, d/2)
+		for i := range freqs {
+			freqs[i] = float32(math.Pow(500000, -2*float64(i)/float64(d)))
+		}
+		return modelCase{name, []modelInput{floatIn(tk, hq, d), floatIn(tk, hkv, d), floatIn(tk, hkv, d), floatIn(cache...), floatIn(cache...), intIn(lo, hi, tk)},
+			func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+				qr := alloc(b, dt, tk, hq, d)
+				b.RopeTable(in[0], in[5], freqs, qr)
+				kr := alloc(b, dt, tk, hkv, d)
+				b.RopeTable(in[1], in[5], freqs, kr)
+				o := alloc(b, dt, tk, hq, d)
+				b.Attention(qr, kr, in[2], in[3], in[4], in[5], o)
+				return []ir.Ref{o}
+			}, []int{3, 4}}
+	}
+	cases = append(cases,
+		ropeAttn("rope_attn_short_in_long_cache", 1, 32, 8, 128, 1, 4133, 100, 140),
+		ropeAttn("rope_attn_long", 1, 32, 8, 128, 1, 4096, 4000, 4095),
+		ropeAttn("rope_attn_batch_d64", 4, 8, 2, 64, 4, 300, 0, 299),
+		ropeAttn("rope_attn_first_row_d256", 1, 8, 2, 256, 1, 100, 0, 0),
+	)
 	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
 		for _, c := range cases {

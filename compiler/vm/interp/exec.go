@@ -261,6 +261,13 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		}
 		return m.addNorm(env, in, t)
 
+	case opRopeAttn:
+		t, err := ts()
+		if err != nil {
+			return err
+		}
+		return m.ropeAttn(env, in, t)
+
 	case opNop:
 		return nil
 

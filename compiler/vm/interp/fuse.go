@@ -2,6 +2,7 @@ package interp
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/runtime/registry"
@@ -22,13 +23,17 @@ const (
 	// opAddNorm: refs [x, y, sum, w, out] and f (eps) stand for
 	// add(x, y, sum); rms_norm(sum, w, eps, out).
 	opAddNorm ir.Op = 253
+	// opRopeAttn: refs [q, k, v, kc, vc, pos, out, qr, kr] and freqs stand
+	// for rope(q, pos, qr); rope(k, pos, kr); attention(qr, kr, v, kc,
+	// vc, pos, out), rope in its table form.
+	opRopeAttn ir.Op = 254
 )
 
 // fuse applies every fusion to a function's code (at load; results are
 // the slots the function returns) and returns how many instructions it
 // made.
 func fuse(code []instr, results []int) int {
-	return fuseGated(code, results) + fuseNT3(code) + fuseAddNorm(code)
+	return fuseGated(code, results) + fuseNT3(code) + fuseAddNorm(code) + fuseRopeAttn(code, results)
 }
 
 // quiet reports ops that do no work of their own (allocations, views):
@@ -118,6 +123,74 @@ func fuseAddNorm(code []instr) int {
 		n++
 	}
 	return n
+}
+
+// fuseRopeAttn finds rope(%q, %pos, %qr) and rope(%k, %pos, %kr) of one
+// table, then attention(%qr, %kr, %v, %kc, %vc, %pos, %out), with only
+// allocations and views between and qr, kr read by nothing else, and
+// replaces them with one opRopeAttn at the attention: on a GPU one
+// kernel rotates q and k as it loads them, appends k and v to the caches
+// and attends (kernels.TryRopeAttention, decode steps), else the three
+// ops run as before.
+func fuseRopeAttn(code []instr, results []int) int {
+	uses := map[int]int{}
+	for _, in := range code {
+		for _, s := range readsOf(in) {
+			uses[s]++
+		}
+	}
+	for _, s := range results {
+		uses[s]++
+	}
+	n := 0
+	for i := range code {
+		a := &code[i]
+		if a.op != ir.OpRope || a.freqs == nil || len(a.refs) != 3 {
+			continue
+		}
+		next := nextWork(code, i, 2)
+		if len(next) < 2 {
+			continue
+		}
+		b, c := &code[next[0]], &code[next[1]]
+		if b.op != ir.OpRope || len(b.refs) != 3 || !slices.Equal(a.freqs, b.freqs) || b.refs[1] != a.refs[1] ||
+			c.op != ir.OpAttention || len(c.refs) != 7 {
+			continue
+		}
+		qr, kr, pos := a.refs[2], b.refs[2], a.refs[1]
+		if c.refs[0] != qr || c.refs[1] != kr || c.refs[5] != pos || qr == kr || uses[qr] != 1 || uses[kr] != 1 {
+			continue
+		}
+		fused := instr{index: c.index, op: opRopeAttn, def: -1, freqs: a.freqs,
+			refs: []int{a.refs[0], b.refs[0], c.refs[2], c.refs[3], c.refs[4], pos, c.refs[6], qr, kr},
+			text: fmt.Sprintf("rope and attention (bindings %d, %d, %d fused)", a.index, b.index, c.index)}
+		*a, *b = nopOf(*a), nopOf(*b)
+		*c = fused
+		n++
+	}
+	return n
+}
+
+// ropeAttn runs an opRopeAttn instruction (t: q, k, v, kc, vc, pos, out,
+// qr, kr).
+func (m *Module) ropeAttn(env registry.Env, in *instr, t []*tensor.Tensor) error {
+	if onGPU(t) {
+		g, err := m.gpuKernels(env)
+		if err != nil {
+			return err
+		}
+		if ok, err := g.TryRopeAttention(t[:7], in.freqs); ok || err != nil {
+			return err
+		}
+	}
+	rope := &instr{op: ir.OpRope, freqs: in.freqs}
+	if err := m.modelKernel(env, rope, []*tensor.Tensor{t[0], t[5], t[7]}); err != nil {
+		return err
+	}
+	if err := m.modelKernel(env, rope, []*tensor.Tensor{t[1], t[5], t[8]}); err != nil {
+		return err
+	}
+	return m.modelKernel(env, &instr{op: ir.OpAttention}, []*tensor.Tensor{t[7], t[8], t[2], t[3], t[4], t[5], t[6]})
 }
 
 // nt3 runs an opNT3 instruction.

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
@@ -126,6 +127,50 @@ func TestFuseNT3AndAddNorm(t *testing.T) {
 		{"layer_norm", []instr{{op: ir.OpAdd, refs: []int{7, 8, 9}}, {op: ir.OpLayerNorm, refs: []int{9, 10, 12, 11}}}},
 	} {
 		if n := fuse(c.code, nil); n != 0 {
+			t.Errorf("%s: fused %d", c.name, n)
+		}
+	}
+}
+
+func TestFuseRopeAttn(t *testing.T) {
+	f := []float32{1, 0.5}
+	// rope of q (0) and k (1) at pos 5 into 7 and 8, attention of them
+	// with v 2, caches 3 and 4 into 6.
+	rope := func(x, out int, f []float32) instr {
+		return instr{op: ir.OpRope, def: -1, refs: []int{x, 5, out}, freqs: f}
+	}
+	attn := instr{op: ir.OpAttention, def: -1, refs: []int{7, 8, 2, 3, 4, 5, 6}}
+	code := []instr{{op: ir.OpAllocTensor, def: 7}, rope(0, 7, f), {op: ir.OpAllocTensor, def: 8}, rope(1, 8, f), {op: ir.OpAllocTensor, def: 6}, attn}
+	for i := range code {
+		code[i].index = i
+	}
+	if n := fuse(code, nil); n != 1 {
+		t.Fatalf("fused %d, want 1", n)
+	}
+	if code[1].op != opNop || code[3].op != opNop {
+		t.Errorf("the replaced instructions are %v, %v", code[1].op, code[3].op)
+	}
+	want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	if c := code[5]; c.op != opRopeAttn || !slices.Equal(c.refs, want) || !slices.Equal(c.freqs, f) {
+		t.Errorf("fused %+v, want refs %v", c, want)
+	}
+	// Not fused: rope with theta (no table), two tables, another
+	// position, a rotated q read again, a rotated k that is a result.
+	theta := rope(0, 7, nil)
+	other := attn
+	other.refs = []int{7, 8, 2, 3, 4, 9, 6}
+	for _, c := range []struct {
+		name    string
+		code    []instr
+		results []int
+	}{
+		{"theta", []instr{theta, rope(1, 8, nil), attn}, nil},
+		{"tables", []instr{rope(0, 7, f), rope(1, 8, []float32{1, 0.25}), attn}, nil},
+		{"pos", []instr{rope(0, 7, f), rope(1, 8, f), other}, nil},
+		{"q_read_again", []instr{rope(0, 7, f), rope(1, 8, f), attn, {op: ir.OpSilu, refs: []int{7, 10}}}, nil},
+		{"k_result", []instr{rope(0, 7, f), rope(1, 8, f), attn}, []int{8}},
+	} {
+		if n := fuse(c.code, c.results); n != 0 {
 			t.Errorf("%s: fused %d", c.name, n)
 		}
 	}
