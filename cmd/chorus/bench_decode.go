@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chorus-rt/chorus/compiler/kernels"
 	"github.com/chorus-rt/chorus/compiler/vm"
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/model/decoder"
@@ -24,7 +23,7 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--pdl off,on] [--lm-head replicated,split] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
+const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--lm-head replicated,split] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
 
 // decodePresets are model shapes by name (--preset).
 var decodePresets = map[string]decoder.Config{
@@ -43,7 +42,6 @@ type decodeRow struct {
 	Config  string `json:"config,omitempty"`
 	Mode    string `json:"mode,omitempty"`    // eager, graph (decode); torch-eager, ... (anchor)
 	Kernels string `json:"kernels,omitempty"` // gemv (skinny-matrix kernels for a few rows) or cublas
-	PDL     string `json:"pdl,omitempty"`     // on, off: programmatic dependent launch of the VM's kernels (decode rows)
 	LMHead  string `json:"lm_head,omitempty"` // replicated or split (by vocabulary)
 	Batch   int    `json:"batch,omitempty"`
 	Ctx     int    `json:"ctx,omitempty"`
@@ -88,7 +86,6 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	prefill := fs.Int("prefill", 512, "prompt length of the prefill row (0: none)")
 	modes := fs.String("modes", "eager,graph", "eager (a VM call per step), graph (a CUDA graph replay per step)")
 	kernels := fs.String("kernels", "gemv", "matrix paths for decode rows: gemv (the default: CUDA-core skinny kernels for 1-4 rows, tensor-core ones for q/k/v and small weights at 5-16, cuBLAS for the rest), cublas (cuBLAS for every product)")
-	pdls := fs.String("pdl", "on", "programmatic dependent launch of the VM's kernels for decode rows (comma-separated): on (each kernel starts while the one before it ends, compute capability 9.0+), off (each waits for the one before)")
 	launches := fs.Int("launch", 1000, "launch-cost rows: this many empty kernels back to back (0: none)")
 	shapes := fs.Bool("shapes", false, "per-shape rows: every projection of a worker through cuBLAS and the skinny-matrix kernels at 1, 2, 4, 8, 16 and 32 rows")
 	streamBytes := fs.Int64("stream-bytes", 2<<30, "buffer of the streaming-read bound (much larger than L2)")
@@ -156,12 +153,6 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	for _, k := range ks {
 		if k != "gemv" && k != "cublas" {
 			return usageError{fmt.Sprintf("bench decode: --kernels: %q (gemv, cublas)", k)}
-		}
-	}
-	pdlList := strings.Split(*pdls, ",")
-	for _, p := range pdlList {
-		if p != "on" && p != "off" {
-			return usageError{fmt.Sprintf("bench decode: --pdl: %q (on, off)", p)}
 		}
 	}
 	lmHeadList := strings.Split(*lmHeads, ",")
@@ -254,7 +245,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 				b.c = b.ck.Decoder
 			}
 			fmt.Fprintf(b.out, "# LM head: %s\n", h)
-			if err := b.model(ctx, *seed, bs, cs, ms, ks, pdlList, *warmup, *steps, *prefill); err != nil {
+			if err := b.model(ctx, *seed, bs, cs, ms, ks, *warmup, *steps, *prefill); err != nil {
 				return err
 			}
 		}
@@ -565,31 +556,6 @@ func (b *decodeBench) setGemv(ctx context.Context, kernels string) error {
 	return b.s.Sync(ctx)
 }
 
-// crossKernelsPDL is every (kernels, pdl) pair, kernels outermost.
-func crossKernelsPDL(kernels, pdls []string) [][2]string {
-	var out [][2]string
-	for _, k := range kernels {
-		for _, p := range pdls {
-			out = append(out, [2]string{k, p})
-		}
-	}
-	return out
-}
-
-// setPDL switches every worker's programmatic dependent launch of the
-// VM's kernels (a decode graph captured after it keeps the setting).
-func (b *decodeBench) setPDL(ctx context.Context, on bool) error {
-	f, err := b.s.GetGlobalFunc(ctx, kernels.PDLFunc)
-	if err != nil {
-		return err
-	}
-	defer f.Release()
-	if err := b.s.CallPackedDiscard(f, on); err != nil {
-		return err
-	}
-	return b.s.Sync(ctx)
-}
-
 // fillTo resets the model and prefills ctx tokens of every sequence (in
 // prompts of at most chunk tokens in all), so the next step runs at
 // position ctx.
@@ -615,7 +581,7 @@ func fillTo(ctx context.Context, m *decoder.Model, n, chunk int) error {
 	return nil
 }
 
-func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int, modes, kernels, pdls []string, warmup, steps, prefill int) error {
+func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int, modes, kernels []string, warmup, steps, prefill int) error {
 	t0 := time.Now()
 	var w map[string]*session.DRef
 	var err error
@@ -646,14 +612,10 @@ func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int
 	}
 	defer func() { m.Release() }()
 	fmt.Fprintf(b.out, "# %s and the model loaded in %v; per GPU a step reads %.2f GB of weights\n", what, time.Since(t0).Round(time.Millisecond), b.stepBytes(-1, 1)/1e9)
-	fmt.Fprintf(b.out, "%-8s %-7s %-4s %5s %6s %9s %9s %8s %8s %8s %9s %8s %5s\n", "mode", "kernels", "pdl", "batch", "ctx", "ms/step", "tokens/s", "GB/step", "GB/s", "of_bound", "host_ms", "ops", "fused")
+	fmt.Fprintf(b.out, "%-8s %-7s %5s %6s %9s %9s %8s %8s %8s %9s %8s %5s\n", "mode", "kernels", "batch", "ctx", "ms/step", "tokens/s", "GB/step", "GB/s", "of_bound", "host_ms", "ops", "fused")
 	for bi, bt := range batches {
-		for i, kp := range crossKernelsPDL(kernels, pdls) {
-			k, pd := kp[0], kp[1]
+		for i, k := range kernels {
 			if err := b.setGemv(ctx, k); err != nil {
-				return err
-			}
-			if err := b.setPDL(ctx, pd == "on"); err != nil {
 				return err
 			}
 			if i > 0 || bi > 0 {
@@ -725,14 +687,14 @@ func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int
 						gb += b.stepBytes(p, bt)
 					}
 					gb /= float64(steps) * 1e9
-					r := decodeRow{What: "decode", Config: b.c.String(), Mode: mode, Kernels: k, PDL: pd, LMHead: b.c.LMHeadMode(), Batch: bt, Ctx: cx,
+					r := decodeRow{What: "decode", Config: b.c.String(), Mode: mode, Kernels: k, LMHead: b.c.LMHeadMode(), Batch: bt, Ctx: cx,
 						MS: perStep * 1e3, TokensPerS: float64(bt) / perStep, GBPerStep: gb, GBs: gb / perStep, OfBound: gb / perStep / b.bound}
 					r.Fused = rs[0].Fused
 					if mode == "eager" && rs[0].Calls > 0 {
 						r.HostMS = rs[0].Host.Seconds() * 1e3 / float64(rs[0].Calls)
 						r.HostOps = float64(rs[0].Ops) / float64(rs[0].Calls)
 					}
-					fmt.Fprintf(b.out, "%-8s %-7s %-4s %5d %6d %9.3f %9.1f %8.2f %8.0f %8.2f %9.3f %8.0f %5d\n", mode, k, pd, bt, cx, r.MS, r.TokensPerS, gb, r.GBs, r.OfBound, r.HostMS, r.HostOps, r.Fused)
+					fmt.Fprintf(b.out, "%-8s %-7s %5d %6d %9.3f %9.1f %8.2f %8.0f %8.2f %9.3f %8.0f %5d\n", mode, k, bt, cx, r.MS, r.TokensPerS, gb, r.GBs, r.OfBound, r.HostMS, r.HostOps, r.Fused)
 					if err := b.emit(r); err != nil {
 						return err
 					}

@@ -37,8 +37,8 @@
 // dependent launch (pdl.go): each starts while the one before it on the
 // stream ends, the skinny products stream their first pieces of W
 // towards L2, and every kernel waits (griddepcontrol.wait) before it
-// touches any buffer but weights; PDLFunc switches it per worker
-// process. cuBLAS and the measurement kernels launch the ordinary way.
+// touches any buffer but weights. cuBLAS and the measurement kernels
+// launch the ordinary way.
 //
 // # Measurements
 //

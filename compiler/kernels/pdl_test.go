@@ -32,16 +32,9 @@ func (l *fakeLauncher) LaunchKernelPDL(f cuda.Function, _, _ [3]uint32, _ uint32
 	return l.err
 }
 
-// setPDL sets the process switch for one test.
-func setPDL(t *testing.T, on bool) {
-	prev := pdlOn.Swap(on)
-	t.Cleanup(func() { pdlOn.Store(prev) })
-}
-
 // TestLaunchPDL: a kernel whose source waits (pdlWaits) launches with
-// the attribute on a GPU that takes it while the switch is on; every
-// other kernel, and every kernel on an older GPU or with the switch
-// off, launches the ordinary way.
+// the attribute on a GPU that takes it; every other kernel, and every
+// kernel on an older GPU, launches the ordinary way.
 func TestLaunchPDL(t *testing.T) {
 	names := []struct {
 		name  string
@@ -53,21 +46,19 @@ func TestLaunchPDL(t *testing.T) {
 		{"attention_f32", true}, {"argmax_bf16", true},
 		{"gemv_nt_bf16_m1", true}, {"gemv_nt3_f16_m8", true}, {"gemv_gated_bf16_m4", true},
 		{"add_rms_norm_bf16", true}, {"add_rms_norm_f32", true},
-		{"attn_split_bf16_e8", true}, {"attn_combine_f16", true},
+		{"attn_split_bf16_e8", true}, {"attn_rope_split_f16_e4", true}, {"attn_combine_f16", true},
 		{"tc_nt_bf16_m16", true}, {"tc_nt3_bf16_m8", true}, {"tc_gated_f16_m32", true},
 		{"bench_noop", false}, {"bench_stream", false}, {"fill_uniform_bf16", false},
 		{"gemv_bf16", false}, {"unknown_bf16", false}, {"bf16", false},
 	}
 	for _, tc := range []struct {
-		what    string
-		gpu, on bool
+		what string
+		gpu  bool
 	}{
-		{"sm_90, on", true, true},
-		{"sm_90, off", true, false},
-		{"sm_80, on", false, true},
+		{"sm_90", true},
+		{"sm_80", false},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			setPDL(t, tc.on)
 			l := &fakeLauncher{}
 			g := &GPU{fns: map[string]kernelFn{}, l: l, pdl: tc.gpu}
 			for i, n := range names {
@@ -80,7 +71,7 @@ func TestLaunchPDL(t *testing.T) {
 				t.Fatalf("%d launches, want %d", len(l.launches), len(names))
 			}
 			for i, n := range names {
-				want := n.waits && tc.gpu && tc.on
+				want := n.waits && tc.gpu
 				if got := l.launches[i]; got.f != cuda.Function(i+1) || got.pdl != want {
 					t.Errorf("%s: launched function %d with PDL %v, want function %d with PDL %v", n.name, got.f, got.pdl, i+1, want)
 				}
@@ -90,7 +81,6 @@ func TestLaunchPDL(t *testing.T) {
 }
 
 func TestLaunchPDLErrorNamesKernel(t *testing.T) {
-	setPDL(t, true)
 	bad := errors.New("launch failed")
 	g := &GPU{fns: map[string]kernelFn{}, l: &fakeLauncher{err: bad}, pdl: true}
 	g.addFn("gemv_nt_bf16_m1", 1)
