@@ -87,8 +87,13 @@ func TestPlanAttention(t *testing.T) {
 		// 8 kv heads (520 blocks, about four per multiprocessor).
 		{"decode", 1, 32, 8, 128, 4133, tensor.BFloat16, true, 4, 65, 64},
 		{"decode_tp2", 1, 16, 4, 128, 4133, tensor.BFloat16, true, 4, 130, 32},
-		// a prompt of 512 tokens fills the GPU by itself: one chunk
-		{"prefill", 512, 32, 8, 128, 4133, tensor.Float16, true, 4, 1, 4136},
+		// a prompt of 512 tokens: chunks of at most 256 rows would need
+		// 145 MB of scratch, so 4 splits (at most 128 rows of a token's
+		// 512 each)
+		{"prefill", 512, 32, 8, 128, 4133, tensor.Float16, true, 4, 4, 1040},
+		// 32 sequences fill the GPU with 3 splits, but chunks stay at
+		// most 256 rows long: 17 of 248
+		{"batch32", 32, 32, 8, 128, 4133, tensor.BFloat16, true, 4, 17, 248},
 		{"small_cache", 1, 4, 4, 64, 40, tensor.Float16, true, 2, 5, 8},
 		{"d256", 2, 8, 2, 256, 100, tensor.BFloat16, true, 8, 13, 8},
 		{"d80", 1, 4, 4, 80, 64, tensor.BFloat16, false, 0, 0, 0},
@@ -109,6 +114,11 @@ func TestPlanAttention(t *testing.T) {
 			}
 			if p.splits*p.chunk < c.seq || (p.splits-1)*p.chunk >= c.seq || p.chunk%8 != 0 {
 				t.Errorf("%d chunks of %d rows do not tile %d rows", p.splits, p.chunk, c.seq)
+			}
+			// fill: the splits a short context spreads over fill the GPU
+			// with blocks (four a multiprocessor) and no more
+			if want := min(max(1, (4*sms+c.hkv*c.t-1)/(c.hkv*c.t)), p.splits); p.fill != want {
+				t.Errorf("fill %d, want %d", p.fill, want)
 			}
 			if p.scratch(c.t, c.hq, c.d) > attnScratchMax {
 				t.Errorf("scratch %d bytes", p.scratch(c.t, c.hq, c.d))

@@ -66,9 +66,11 @@ struct RowLoad<E, 8> {  // 8 x 16-bit: one 16-byte load
 };
 
 // attn_chunk: the rows of each split for a token at position p >= 0: the
-// fewest, a multiple of 8, that cover rows 0..p, at most the plan's chunk.
-__device__ __forceinline__ int attn_chunk(int p, int splits, int chunk) {
-  const int c = ((p + splits) / splits + 7) / 8 * 8;
+// fewest, a multiple of 8, that cover rows 0..p with fill splits (the
+// splits that fill the GPU with blocks; fill <= splits), at most the
+// plan's chunk (then the splits cover the whole cache).
+__device__ __forceinline__ int attn_chunk(int p, int fill, int chunk) {
+  const int c = ((p + fill) / fill + 7) / 8 * 8;
   return min(chunk, c);
 }
 
@@ -82,7 +84,7 @@ struct AttnFreqs {
 template <class E, int EPL, int GM, bool ROPE>
 __device__ void attn_split_impl(const typename E::T* q, const typename E::T* knew, const typename E::T* vnew, typename E::T* kc,
                                 typename E::T* vc, const int* pos, typename E::T* out, float* part, int hq, int hkv, int seq,
-                                int chunk, float scale, int tps, const AttnFreqs* fr) {
+                                int chunk, int fill, float scale, int tps, const AttnFreqs* fr) {
   constexpr int D = 32 * EPL;
   __shared__ float sm[ATTN_WARPS][GM], sl[ATTN_WARPS][GM];
   __shared__ float sacc[ATTN_WARPS][GM][D];
@@ -113,9 +115,10 @@ __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kne
     }
     if (g < G) RowLoad<E, EPL>::load(q + ((long long)t * hq + kh * G + g) * D + lane * EPL, qr[g]);
   }
-  const int ch = attn_chunk(p, splits, chunk);
+  const int ch = attn_chunk(p, fill, chunk);
   const int r0 = s * ch;
   const int r1 = min(r0 + ch, p + 1);
+  if (r0 > p) return;  // no rows, and attn_combine reads only splits with rows
   const long long rs = (long long)hkv * D;  // elements between rows
   const long long cb = (long long)(t / tps) * seq * rs;  // token t's cache (a batch: one per sequence)
   float kn[EPL], vn[EPL];  // the new row (ROPE)
@@ -246,14 +249,14 @@ __device__ void attn_split_impl(const typename E::T* q, const typename E::T* kne
 // thread sums its element over the splits, four loads in flight.
 #define ATTN_MAX_SPLITS 1024
 template <class E>
-__device__ void attn_combine_impl(const float* part, const int* pos, typename E::T* out, int hq, int d, int splits, int chunk) {
+__device__ void attn_combine_impl(const float* part, const int* pos, typename E::T* out, int hq, int d, int splits, int chunk, int fill) {
   __shared__ float scale[ATTN_MAX_SPLITS];
   __shared__ float red[32];
   const int h = blockIdx.x, t = blockIdx.y, j = threadIdx.x;
   const int lane = j & 31, w = j >> 5, nw = (blockDim.x + 31) >> 5;
   const float* pp = part + ((long long)t * hq + h) * splits * (d + 2);
   const int p = pos[t];
-  const int na = p < 0 ? 1 : min(splits, p / attn_chunk(p, splits, chunk) + 1);
+  const int na = p < 0 ? 1 : min(splits, p / attn_chunk(p, fill, chunk) + 1);
   // the largest max over the splits with rows
   float M = attn_neg_inf();
   for (int s = j; s < na; s += blockDim.x)
@@ -296,16 +299,17 @@ __device__ void attn_combine_impl(const float* part, const int* pos, typename E:
 #define ATTN_SPLIT(name, E, EPL, GM)                                                                                     \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_split_##name##_e##EPL(const E::T* q, E::T* kc, E::T* vc, const int* pos, E::T* out, float* part, int hq, int hkv, \
-                                 int seq, int chunk, float scale, int tps) {                                               \
+                                 int seq, int chunk, int fill, float scale, int tps) {                                     \
     PDL_ENTRY();                                                                                                           \
-    attn_split_impl<E, EPL, GM, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, tps,       \
+    attn_split_impl<E, EPL, GM, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale, tps, \
                                        nullptr);                                                                           \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
       attn_rope_split_##name##_e##EPL(const E::T* q, const E::T* k, const E::T* v, E::T* kc, E::T* vc, const int* pos,     \
-                                      E::T* out, float* part, int hq, int hkv, int seq, int chunk, float scale, AttnFreqs f) { \
+                                      E::T* out, float* part, int hq, int hkv, int seq, int chunk, int fill, float scale,     \
+                                      AttnFreqs f) {                                                                       \
     PDL_ENTRY();                                                                                                           \
-    attn_split_impl<E, EPL, GM, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, scale, 1, &f);                 \
+    attn_split_impl<E, EPL, GM, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale, 1, &f);           \
   }
 
 #define ATTN_KERNELS(name, E)                                                                                              \
@@ -313,9 +317,9 @@ __device__ void attn_combine_impl(const float* part, const int* pos, typename E:
   ATTN_SPLIT(name, E, 4, 8)                                                                                                \
   ATTN_SPLIT(name, E, 8, 4)                                                                                                \
   extern "C" __global__ void attn_combine_##name(const float* part, const int* pos, E::T* out, int hq, int d, int splits,  \
-                                                 int chunk) {                                                              \
+                                                 int chunk, int fill) {                                                    \
     PDL_ENTRY();                                                                                                           \
-    attn_combine_impl<E>(part, pos, out, hq, d, splits, chunk);                                                            \
+    attn_combine_impl<E>(part, pos, out, hq, d, splits, chunk, fill);                                                      \
   }
 
 ATTN_KERNELS(f16, F16)

@@ -267,6 +267,7 @@ func TestGPUFused(t *testing.T) {
 		ropeAttn("rope_attn_short_in_long_cache", 1, 32, 8, 128, 1, 4133, 100, 140),
 		ropeAttn("rope_attn_long", 1, 32, 8, 128, 1, 4096, 4000, 4095),
 		ropeAttn("rope_attn_batch_d64", 4, 8, 2, 64, 4, 300, 0, 299),
+		ropeAttn("rope_attn_batch8_long", 8, 32, 8, 128, 8, 4133, 3900, 4132),
 		ropeAttn("rope_attn_first_row_d256", 1, 8, 2, 256, 1, 100, 0, 0),
 	)
 	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
