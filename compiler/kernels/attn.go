@@ -87,6 +87,13 @@ func planAttention(t, hq, hkv, d, maxSeq int, dt tensor.DType, aligned bool, sms
 	return p, true
 }
 
+// chunkAt is attn_chunk of kernels_attn.cu (keep the two the same): the
+// rows of each split for a token at position pos >= 0, the fewest (a
+// multiple of 8) that cover rows 0..pos with fill splits, at most chunk.
+func (p attnPlan) chunkAt(pos int) int {
+	return min(p.chunk, ((pos+p.fill)/p.fill+7)/8*8)
+}
+
 // attnScratch returns a device buffer of at least n bytes for split
 // results. Buffers are kept until the state closes (a captured graph
 // holds their addresses); none is made while the stream is captured.

@@ -125,6 +125,24 @@ func TestPlanAttention(t *testing.T) {
 			}
 		})
 	}
+	// At every position the splits' chunks cover rows 0..pos and no split
+	// past the last one with rows is read (the combine reads pos/chunk+1
+	// of them): the kernels read each row once and write only splits the
+	// combine merges.
+	for _, c := range [][3]int{{1, 8, 4133}, {8, 8, 4133}, {32, 8, 4133}, {512, 8, 4133}, {1, 4, 40}, {2, 2, 100}, {1, 8, 1}} {
+		tk, hkv, seq := c[0], c[1], c[2]
+		p, ok := planAttention(tk, 4*hkv, hkv, 128, seq, tensor.BFloat16, true, sms)
+		if !ok {
+			t.Fatalf("t %d hkv %d seq %d: not planned", tk, hkv, seq)
+		}
+		for pos := range seq {
+			ch := p.chunkAt(pos)
+			na := pos/ch + 1
+			if ch < 8 || ch%8 != 0 || ch > p.chunk || na > p.splits {
+				t.Fatalf("t %d seq %d plan %+v: position %d in chunks of %d, %d splits with rows", tk, seq, p, pos, ch, na)
+			}
+		}
+	}
 	if _, ok := planAttention(1, 32, 8, 128, 64, tensor.BFloat16, false, sms); ok {
 		t.Error("unaligned operands were taken")
 	}

@@ -68,7 +68,8 @@ struct RowLoad<E, 8> {  // 8 x 16-bit: one 16-byte load
 // attn_chunk: the rows of each split for a token at position p >= 0: the
 // fewest, a multiple of 8, that cover rows 0..p with fill splits (the
 // splits that fill the GPU with blocks; fill <= splits), at most the
-// plan's chunk (then the splits cover the whole cache).
+// plan's chunk (then the splits cover the whole cache). attnPlan.chunkAt
+// in attn.go is the same rule (its test checks the cover).
 __device__ __forceinline__ int attn_chunk(int p, int fill, int chunk) {
   const int c = ((p + fill) / fill + 7) / 8 * 8;
   return min(chunk, c);
