@@ -114,6 +114,37 @@ func (g *GPU) attnScratch(n int64) (*device.Buffer, error) {
 	return b, nil
 }
 
+// attnPart is the device address of the split results of a launch of pl
+// (0: one split, none).
+func (g *GPU) attnPart(pl attnPlan, dims attnDims) (uint64, error) {
+	n := pl.scratch(dims.t, dims.hq, dims.d)
+	if n == 0 {
+		return 0, nil
+	}
+	b, err := g.attnScratch(n)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(b.Ptr()), nil
+}
+
+// attnCombine merges the splits of a launch of pl into out (nothing to
+// do for one split).
+func (g *GPU) attnCombine(suf string, pl attnPlan, dims attnDims, part, pos, out uint64) error {
+	if pl.splits == 1 {
+		return nil
+	}
+	a := &struct {
+		part, pos, out             uint64
+		hq, d, splits, chunk, fill int32
+	}{part, pos, out, int32(dims.hq), int32(dims.d), int32(pl.splits), int32(pl.chunk), int32(pl.fill)}
+	err := g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
+		unsafe.Pointer(&a.part), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d),
+		unsafe.Pointer(&a.splits), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill))
+	runtime.KeepAlive(a)
+	return err
+}
+
 // trySplitAttention runs the attention half of the op (after the cache
 // append) through the split-KV kernels when planAttention takes it.
 func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (bool, error) {
@@ -124,32 +155,26 @@ func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (boo
 	if !ok || dims.maxSeq > math.MaxInt32 {
 		return false, nil
 	}
-	suf := "f16"
-	if dt == tensor.BFloat16 {
-		suf = "bf16"
+	suf, err := kernelSuffix(dt)
+	if err != nil {
+		return false, err
 	}
-	var part uint64
-	if n := pl.scratch(dims.t, dims.hq, dims.d); n > 0 {
-		b, err := g.attnScratch(n)
-		if err != nil {
-			return true, err
-		}
-		part = uint64(b.Ptr())
+	part, err := g.attnPart(pl, dims)
+	if err != nil {
+		return true, err
 	}
 	a := &struct {
 		q, kc, vc, pos, out, part uint64
 		hq, hkv, seq, chunk, fill int32
 		scale                     float32
-		d, splits, tps            int32
+		tps                       int32
 	}{p[0], p[3], p[4], p[5], p[6], part, int32(dims.hq), int32(dims.hkv), int32(dims.maxSeq), int32(pl.chunk), int32(pl.fill),
-		float32(1 / math.Sqrt(float64(dims.d))), int32(dims.d), int32(pl.splits), int32(dims.tps())}
-	err := g.launchGrid(fmt.Sprintf("attn_split_%s_e%d", suf, pl.epl), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
+		float32(1 / math.Sqrt(float64(dims.d))), int32(dims.tps())}
+	err = g.launchGrid(fmt.Sprintf("attn_split_%s_e%d", suf, pl.epl), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
 		unsafe.Pointer(&a.q), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
 		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.tps))
-	if err == nil && pl.splits > 1 {
-		err = g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
-			unsafe.Pointer(&a.part), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d),
-			unsafe.Pointer(&a.splits), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill))
+	if err == nil {
+		err = g.attnCombine(suf, pl, dims, a.part, a.pos, a.out)
 	}
 	runtime.KeepAlive(a)
 	return true, err
@@ -188,35 +213,28 @@ func (g *GPU) TryRopeAttention(t []*tensor.Tensor, freqs []float32) (bool, error
 	if !ok {
 		return false, nil
 	}
-	suf := "f16"
-	if dt == tensor.BFloat16 {
-		suf = "bf16"
+	suf, err := kernelSuffix(dt)
+	if err != nil {
+		return false, err
 	}
-	var part uint64
-	if n := pl.scratch(dims.t, dims.hq, dims.d); n > 0 {
-		b, err := g.attnScratch(n)
-		if err != nil {
-			return true, err
-		}
-		part = uint64(b.Ptr())
+	part, err := g.attnPart(pl, dims)
+	if err != nil {
+		return true, err
 	}
 	a := &struct {
 		q, k, v, kc, vc, pos, out, part uint64
 		hq, hkv, seq, chunk, fill       int32
 		scale                           float32
-		d, splits                       int32
 		f                               [attnMaxHalf]float32
 	}{q: p[0], k: p[1], v: p[2], kc: p[3], vc: p[4], pos: p[5], out: p[6], part: part, hq: int32(dims.hq), hkv: int32(dims.hkv),
-		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill), scale: float32(1 / math.Sqrt(float64(dims.d))), d: int32(dims.d), splits: int32(pl.splits)}
+		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill), scale: float32(1 / math.Sqrt(float64(dims.d)))}
 	copy(a.f[:], freqs)
 	err = g.launchGrid(fmt.Sprintf("attn_rope_split_%s_e%d", suf, pl.epl), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
 		unsafe.Pointer(&a.q), unsafe.Pointer(&a.k), unsafe.Pointer(&a.v), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos),
 		unsafe.Pointer(&a.out), unsafe.Pointer(&a.part), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq),
 		unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.f))
-	if err == nil && pl.splits > 1 {
-		err = g.launchGrid("attn_combine_"+suf, [3]uint32{uint32(dims.hq), uint32(dims.t), 1}, uint32(dims.d),
-			unsafe.Pointer(&a.part), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.d),
-			unsafe.Pointer(&a.splits), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill))
+	if err == nil {
+		err = g.attnCombine(suf, pl, dims, a.part, a.pos, a.out)
 	}
 	runtime.KeepAlive(a)
 	return true, err

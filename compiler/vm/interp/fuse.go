@@ -133,15 +133,7 @@ func fuseAddNorm(code []instr) int {
 // and attends (kernels.TryRopeAttention, decode steps), else the three
 // ops run as before.
 func fuseRopeAttn(code []instr, results []int) int {
-	uses := map[int]int{}
-	for _, in := range code {
-		for _, s := range readsOf(in) {
-			uses[s]++
-		}
-	}
-	for _, s := range results {
-		uses[s]++
-	}
+	uses := useCounts(code, results)
 	n := 0
 	for i := range code {
 		a := &code[i]
@@ -253,15 +245,7 @@ func onGPU(t []*tensor.Tensor) bool {
 // and on CPUs, it runs the four ops in order. It returns how many it
 // fused.
 func fuseGated(code []instr, results []int) int {
-	uses := map[int]int{} // slot -> instructions reading it (and results)
-	for _, in := range code {
-		for _, s := range readsOf(in) {
-			uses[s]++
-		}
-	}
-	for _, s := range results {
-		uses[s]++
-	}
+	uses := useCounts(code, results)
 	n := 0
 	for i := range code {
 		gm := &code[i]
@@ -300,6 +284,21 @@ func fuseGated(code []instr, results []int) int {
 
 func nopOf(in instr) instr {
 	return instr{index: in.index, op: opNop, def: -1, text: in.text + " (fused)"}
+}
+
+// useCounts maps each slot to the instructions that read it, plus one if
+// the function returns it.
+func useCounts(code []instr, results []int) map[int]int {
+	uses := map[int]int{}
+	for _, in := range code {
+		for _, s := range readsOf(in) {
+			uses[s]++
+		}
+	}
+	for _, s := range results {
+		uses[s]++
+	}
+	return uses
 }
 
 // readsOf lists the slots an instruction reads (its refs other than the
