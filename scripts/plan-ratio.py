@@ -4,10 +4,14 @@
 Reads the JSON lines of `chorus bench allreduce` (plan rows: backend
 chorus-plan-NAME[-graph]; ccl/ipc rows: chorus-ipc-STRATEGY[-graph] or
 ipc-STRATEGY) and prints, per plan, mode (eager or graph) and size, the
-plan's mean time per call, the kernel's, and plan / kernel. The pairs:
+kernel's mean time per call and, for each version of the executor, the
+plan's and plan / kernel. A row's "version" field (added by the script
+that ran two builds in one call, e.g. "base" and "new") names the
+executor version; rows without one are version "-". The pairs:
 allreduce_packet and allreduce_oneshot against the one-shot kernel,
 allreduce_twoshot and allpairs-allreduce (all-pairs reduce-scatter, then
-all-gather) against the two-shot kernel.
+all-gather) against the two-shot kernel. Times are medians over the
+files' rows of the same key.
 Usage: plan-ratio.py FILE.jsonl... > table.md
 """
 import json
@@ -17,8 +21,13 @@ PAIRS = {"allreduce_packet": "oneshot", "allreduce_oneshot": "oneshot",
          "allreduce_twoshot": "twoshot", "allpairs-allreduce": "twoshot"}
 
 
-def main(paths):
-    plans, kernels = {}, {}
+def med(v):
+    v = sorted(v)
+    return v[len(v) // 2]
+
+
+def load(paths):
+    plans, kernels, versions = {}, {}, []
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -34,29 +43,45 @@ def main(paths):
                 base = b[:-len("-graph")] if b.endswith("-graph") else b
                 key = (graph, r["bytes"])
                 if base.startswith("chorus-plan-"):
+                    v = r.get("version", "-")
+                    if v not in versions:
+                        versions.append(v)
                     name = base[len("chorus-plan-"):]
-                    plans.setdefault(name, {}).setdefault(key, []).append(t)
+                    plans.setdefault(name, {}).setdefault(key, {}).setdefault(v, []).append(t)
                 else:
                     for p in ("chorus-ipc-", "ipc-"):
                         if base.startswith(p):
                             kernels.setdefault(base[len(p):], {}).setdefault(key, []).append(t)
+    return plans, kernels, versions
 
-    def med(v):
-        v = sorted(v)
-        return v[len(v) // 2]
 
-    print("| plan | kernel | mode | bytes | plan us | kernel us | plan / kernel |")
-    print("|---|---|---|---:|---:|---:|---:|")
+def table(plans, kernels, versions):
+    head = "| plan | kernel | mode | bytes | kernel us |"
+    rule = "|---|---|---|---:|---:|"
+    for v in versions:
+        vv = "" if v == "-" else f" ({v})"
+        head += f" plan us{vv} | plan / kernel{vv} |"
+        rule += "---:|---:|"
+    out = [head, rule]
     for name in sorted(plans):
+        kname = next((v for k, v in PAIRS.items() if name.startswith(k)), None)
         for (graph, nbytes) in sorted(plans[name]):
-            kname = next((v for k, v in PAIRS.items() if name.startswith(k)), None)
             k = kernels.get(kname, {}).get((graph, nbytes))
-            p = med(plans[name][(graph, nbytes)])
-            if not k:
-                print(f"| {name} | {kname} | {'graph' if graph else 'eager'} | {nbytes} | {p:.1f} | - | - |")
-                continue
-            k = med(k)
-            print(f"| {name} | {kname} | {'graph' if graph else 'eager'} | {nbytes} | {p:.1f} | {k:.1f} | {p / k:.2f} |")
+            k = med(k) if k else None
+            row = f"| {name} | {kname} | {'graph' if graph else 'eager'} | {nbytes} | {'-' if k is None else f'{k:.1f}'} |"
+            for v in versions:
+                ts = plans[name][(graph, nbytes)].get(v)
+                if not ts:
+                    row += " - | - |"
+                    continue
+                p = med(ts)
+                row += f" {p:.1f} | {'-' if k is None else f'{p / k:.2f}'} |"
+            out.append(row)
+    return "\n".join(out)
+
+
+def main(paths):
+    print(table(*load(paths)))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ import (
 
 	"github.com/chorus-rt/chorus/algo/handplan"
 	"github.com/chorus-rt/chorus/algo/library"
+	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/ipc"
+	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/tensor"
 )
 
 // TestGroupable: every library plan without port channels groups; the
@@ -75,5 +78,99 @@ func TestGroupSize(t *testing.T) {
 				t.Errorf("grid %d x %d exceeds what is resident", g, c.in.Blocks)
 			}
 		})
+	}
+}
+
+// TestCallSync: the call boundary each library plan gets (2, 4 and 8
+// ranks, 1 and 2 instances), and its kernels' defines.
+func TestCallSync(t *testing.T) {
+	want := map[string]Sync{"allreduce_packet": SyncPackets, "allreduce_port": SyncBarriers}
+	defines := map[Sync]string{
+		SyncBarriers:   "#define START 1\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n",
+		SyncPackets:    "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n",
+		SyncHandshakes: "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 1\n",
+	}
+	for _, name := range library.Names() {
+		for _, n := range []int{2, 4, 8} {
+			for _, inst := range []int{1, 2} {
+				p, err := library.Build(name, n, library.Options{Instances: inst})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, ok := want[name]
+				if !ok {
+					w = SyncHandshakes // every other library plan starts with a handshake
+				}
+				if got := CallSync(p); got != w {
+					t.Errorf("%s %d ranks %d instances: CallSync %d, want %d", name, n, inst, got, w)
+				}
+				k, err := Generate(p, n-1, tensor.Float32, reduce.Sum)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(k.Source, defines[w]) || k.Res.Sync != w {
+					t.Errorf("%s %d ranks: kernel lacks %q (Res.Sync %d)", name, n, defines[w], k.Res.Sync)
+				}
+			}
+		}
+	}
+}
+
+// TestCallSyncNeedsBarriers: plans one edit away from the library's that
+// must keep the start barrier (or lose the packet boundary).
+func TestCallSyncNeedsBarriers(t *testing.T) {
+	ops := func(p *plan.Plan, r, tb int) *[]plan.Op { return &p.GPUs[r].ThreadBlocks[tb].Ops }
+	drop := func(p *plan.Plan, r, tb int, name plan.OpName) bool {
+		o := ops(p, r, tb)
+		for i, op := range *o {
+			if op.Name == name {
+				*o = append((*o)[:i], (*o)[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		algo string
+		what string
+		edit func(p *plan.Plan) bool
+		want Sync
+	}{
+		{"allreduce_packet", "in place", func(p *plan.Plan) bool { p.InPlace = true; return true }, SyncBarriers},
+		{"allreduce_packet", "a plain put instead of ppkt", func(p *plan.Plan) bool {
+			for i, op := range *ops(p, 0, 0) {
+				if op.Name == plan.OpPutPackets {
+					(*ops(p, 0, 0))[i].Name = plan.OpPut
+					return true
+				}
+			}
+			return false
+		}, SyncBarriers},
+		// tb 0 reads the peer's input with no wait before it.
+		{"allreduce_oneshot", "no first wait", func(p *plan.Plan) bool { return drop(p, 0, 0, plan.OpWait) }, SyncBarriers},
+		// tb 1 learns that the peer started only at the barrier with tb 0.
+		{"allreduce_oneshot", "no barrier before tb 1's read", func(p *plan.Plan) bool { return drop(p, 0, 1, plan.OpBarrier) }, SyncBarriers},
+		// a signal nobody waits for could land after the counters were zeroed.
+		{"allreduce_twoshot", "one more signal", func(p *plan.Plan) bool {
+			o := ops(p, 0, 0)
+			*o = append(*o, (*o)[0])
+			return (*o)[0].Name == plan.OpSignal
+		}, SyncBarriers},
+		{"allreduce_twoshot", "no first wait", func(p *plan.Plan) bool {
+			// the put into the peer's scratch then precedes every wait;
+			// the matching signal goes too, so the counts stay equal
+			return drop(p, 0, 0, plan.OpWait) && drop(p, 1, 0, plan.OpSignal)
+		}, SyncBarriers},
+	} {
+		p, err := library.Build(c.algo, 2, library.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.edit(p) {
+			t.Fatalf("%s: %s: the edit found nothing to change", c.algo, c.what)
+		}
+		if got := CallSync(p); got != c.want {
+			t.Errorf("%s with %s: CallSync %d, want %d", c.algo, c.what, got, c.want)
+		}
 	}
 }

@@ -1,7 +1,8 @@
 // chorus GPU executor runtime (package algo/gpuexec): the helpers every
 // generated plan kernel calls. Compiled by NVRTC without headers: the
 // generator prepends the #defines RANK, NRANKS, DT, OP, LL, NTHREADS,
-// NSEMS, SEM_INIT, PORT, GROUPED and gpu/cudasrc's half.cuh (u16, h2f,
+// NSEMS, SEM_INIT, PORT, GROUPED, START, END_RELEASE, ZERO_EARLY and
+// gpu/cudasrc's half.cuh (u16, h2f,
 // f2h, b2f, f2b).
 //
 // Block groups: each plan thread block runs on a.group CUDA blocks
@@ -67,6 +68,11 @@ __device__ __forceinline__ u32 ld_acquire_sys_u32(const u32* p) {
 }
 __device__ __forceinline__ void st_release_sys_u32(u32* p, u32 v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_relaxed_sys_u32(const u32* p) {
+  u32 v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 __device__ __forceinline__ void st_relaxed_sys_u32(u32* p, u32 v) {
   asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -731,60 +737,91 @@ __device__ __forceinline__ void reset_semaphores(const Args& a) {
 
 // ---- call start and end (cross-rank barriers; docs/gpu-executor.md) ----
 
+// ---- call start and end (docs/gpu-executor.md, "Call boundaries") ----
+// The generator defines START (1: a start barrier), END_RELEASE (1: the
+// end barrier publishes the rank's writes) and ZERO_EARLY (1: grouped
+// signal counters are zeroed before the end barrier's word, else after
+// it), per gpuexec.CallSync.
+
 // start_barrier: no block touches a peer's memory before every peer has
 // started this call (so it finished the previous one, copies included).
+// Block 0 stores the word, every block polls, both relaxed: as ccl/ipc's
+// start barrier, it only says "I have arrived"; what peers read after it
+// was written by earlier work on their streams, complete at the kernel
+// boundary. Plans whose own handshakes or packet flags do this (START 0)
+// have none.
 __device__ __forceinline__ void start_barrier(const Args& a, u32 flag) {
+#if START
   const int t = threadIdx.x;
   if (NRANKS > 1 && t < NRANKS && t != RANK) {
     if (blockIdx.x == 0) st_relaxed_sys_u32((u32*)a.bar_start[t] + RANK, flag);
     const u32* mine = (const u32*)a.bar_start[RANK] + t;
-    Waiter w = waiter(a, 2);
-    while ((int)(ld_acquire_sys_u32(mine) - flag) < 0)
-      if (!keep_waiting(a, w, blockIdx.x, -1, 0)) break;
+    if ((int)(ld_relaxed_sys_u32(mine) - flag) < 0) {
+      Waiter w = waiter(a, 2);
+      while ((int)(ld_relaxed_sys_u32(mine) - flag) < 0)
+        if (!keep_waiting(a, w, blockIdx.x, -1, 0)) break;
+    }
   }
+  __syncthreads();
+#endif
+}
+
+// zero_inbound: the last block zeroes the rank's inbound signal counters
+// of this call's group (GROUPED plans count tickets from 0 every call).
+__device__ __forceinline__ void zero_inbound(const Args& a) {
+  u64* in = (u64*)a.inbound[RANK];
+  for (u64 i = threadIdx.x; i < a.nslots * a.group; i += blockDim.x) in[i] = 0ull;
   __syncthreads();
 }
 
 // end_barrier: the last block of this rank to finish tells every peer
-// (release) and waits for every peer's word (acquire), so when the kernel
-// ends no peer touches this rank's memory any more and every peer write
-// to it is visible. It then resets the semaphores and bumps the call
-// counter.
-// GROUPED plans then zero the rank's inbound counters (every peer's
-// signals of this call have landed: they precede the peers' end words),
-// before any peer can signal again (after this rank's next start).
+// and waits for every peer's word, so when the kernel ends no peer
+// touches this rank's memory any more and (END_RELEASE) every peer write
+// to it is visible. It resets the semaphores and bumps the call counter.
+// Ordering: each block's arrival is a GPU-scope acq_rel add, so one
+// system-scope fence in the last block before its stores orders every
+// block's writes before them (release is cumulative over what happens
+// before it); no block needs a system-scope fence of its own. Packet
+// plans (END_RELEASE 0) store and poll relaxed: what peers stored was
+// consumed by flag, so the word only says "I am done".
+// Grouped plans zero their counters when no signal of the call can still
+// arrive: after the peers' words (their signals precede them), or, where
+// every signal is waited for in the call (ZERO_EARLY), before this rank's
+// word; either way before any peer can signal again.
 __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
     u32* ctl = (u32*)a.ctl;
-    fence_acq_rel_sys();
     last = atom_add_acq_rel_gpu_u32(ctl + 1, 1u) == gridDim.x - 1u;
     if (last) {
       st_relaxed_gpu_u32(ctl + 1, 0u);
       reset_semaphores(a);
-      fence_acq_rel_sys();
-      if (NRANKS > 1) {
-        for (int q = 0; q < NRANKS; q++)
-          if (q != RANK) st_release_sys_u32((u32*)a.bar_end[q] + RANK, flag);
-        for (int q = 0; q < NRANKS; q++) {
-          if (q == RANK) continue;
-          const u32* mine = (const u32*)a.bar_end[RANK] + q;
-          Waiter w = waiter(a, 2);
-          while ((int)(ld_acquire_sys_u32(mine) - flag) < 0)
-            if (!keep_waiting(a, w, blockIdx.x, -2, 0)) break;
-        }
-      }
     }
   }
-  if (GROUPED) {
-    __syncthreads();
-    if (last) {
-      u64* in = (u64*)a.inbound[RANK];
-      for (u64 i = threadIdx.x; i < a.nslots * a.group; i += blockDim.x) in[i] = 0ull;
-      __syncthreads();
+#if GROUPED && ZERO_EARLY
+  __syncthreads();
+  if (last) zero_inbound(a);
+#endif
+  if (NRANKS > 1 && threadIdx.x == 0 && last) {
+#if END_RELEASE
+    fence_acq_rel_sys();
+#endif
+    for (int q = 0; q < NRANKS; q++)
+      if (q != RANK) st_relaxed_sys_u32((u32*)a.bar_end[q] + RANK, flag);
+    for (int q = 0; q < NRANKS; q++) {
+      if (q == RANK) continue;
+      const u32* mine = (const u32*)a.bar_end[RANK] + q;
+      if ((int)((END_RELEASE ? ld_acquire_sys_u32(mine) : ld_relaxed_sys_u32(mine)) - flag) >= 0) continue;
+      Waiter w = waiter(a, 2);
+      while ((int)((END_RELEASE ? ld_acquire_sys_u32(mine) : ld_relaxed_sys_u32(mine)) - flag) < 0)
+        if (!keep_waiting(a, w, blockIdx.x, -2, 0)) break;
     }
   }
+#if GROUPED && START
+  __syncthreads();
+  if (last) zero_inbound(a);
+#endif
   if (threadIdx.x == 0 && last) *(volatile u32*)a.ctl = flag;
 }
 

@@ -8,6 +8,9 @@
 #define NSEMS 0
 #define PORT 0
 #define GROUPED 1
+#define START 0
+#define END_RELEASE 1
+#define ZERO_EARLY 1
 ...
 
 // thread block 0: 8 ops
@@ -16,7 +19,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 0: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
-    signal_mem(a, peer, slot, 1, false);
+    signal_mem(a, peer, slot, 1, true);
   }
   { // op 1: wait (memory)
     const int slot[] = {1};

@@ -8,6 +8,9 @@
 #define NSEMS 0
 #define PORT 0
 #define GROUPED 1
+#define START 0
+#define END_RELEASE 0
+#define ZERO_EARLY 0
 ...
 
 // thread block 0: 3 ops

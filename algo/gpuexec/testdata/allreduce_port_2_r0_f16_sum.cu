@@ -8,6 +8,9 @@
 #define NSEMS 0
 #define PORT 1
 #define GROUPED 0
+#define START 1
+#define END_RELEASE 1
+#define ZERO_EARLY 0
 ...
 
 // thread block 0: 11 ops

@@ -8,6 +8,9 @@
 #define NSEMS 1
 #define PORT 1
 #define GROUPED 0
+#define START 1
+#define END_RELEASE 1
+#define ZERO_EARLY 0
 #define SEM_INIT {0}
 ...
 
