@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The library allreduce plans against the ccl/ipc kernels of the same
+# algorithm, 2 ranks sharing GPU 0 under MPS, eager and graph, bfloat16,
+# 1 KB-256 MB; with a second build (BASE) its plans run interleaved with
+# NEW's in the same call, so a change to algo/gpuexec is measured before
+# and after on one card. First TestGPUSharedMPS and the algo/run GPU
+# correctness tests of NEW under the same daemon, each bounded.
+# Build each folder with scripts/gpu-build.sh (BASE: from a worktree of
+# the old commit; only its chorus is used). Run from the repository root
+# on the GPU machine.
+# Usage: scripts/plan-mps-bench.sh NEW [BASE] OUT
+#   OUT/log.txt (tests, table), OUT/bench.jsonl (rows, "version": "new"
+#   or "base"), OUT/table.md (scripts/plan-ratio.py), OUT/mps.log, OUT/run.log
+set -u
+if [ $# -eq 2 ]; then new=$1 base= out=$2; elif [ $# -eq 3 ]; then new=$1 base=$2 out=$3; else
+  echo "usage: $0 NEW [BASE] OUT" >&2; exit 2
+fi
+mkdir -p "$out"
+L=$out/log.txt
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } | tee "$L"
+export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/chorus-mps/pipe} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/chorus-mps/log}
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if ! nvidia-cuda-mps-control -d; then echo "FAIL: nvidia-cuda-mps-control -d did not start the daemon" | tee -a "$L"; exit 1; fi
+trap 'echo quit | nvidia-cuda-mps-control' EXIT
+export CHORUS_REQUIRE_GPU=1
+t0=$(date +%s)
+(cd algo/gpuexec && timeout "${MPS_TIMEOUT:-130}" "$new/algo-gpuexec.test" -test.v -test.count=1 -test.run 'TestGPUSharedMPS') >"$out/mps.log" 2>&1
+echo "TestGPUSharedMPS rc=$? $(($(date +%s) - t0))s" | tee -a "$L"
+grep -E '^\s*--- |wrong|us a call' "$out/mps.log" | head -80 >>"$L"
+t0=$(date +%s)
+(cd algo/run && timeout "${RUN_TIMEOUT:-50}" "$new/algo-run.test" -test.v -test.count=1 -test.run 'TestGPUMatchesCPU|TestGPUPlanWaitTimeout') >"$out/run.log" 2>&1
+echo "algo/run GPU tests rc=$? $(($(date +%s) - t0))s" | tee -a "$L"
+grep -E '^\s*--- ' "$out/run.log" | head -40 >>"$L"
+J=$out/bench.jsonl
+: >"$J"
+common="--devices 0 --workers 2 --dtype bfloat16 --min ${MIN:-1K} --max ${MAX:-256M} --step 8 --json"
+for mode in "" "--graph"; do
+  t0=$(date +%s)
+  # shellcheck disable=SC2086 # $common and $mode are lists of flags
+  timeout 40 "$new/chorus" bench allreduce --backend ipc --strategy oneshot,twoshot $common $mode 2>>"$out/bench.err" | grep '^{' >>"$J"
+  echo "ipc $mode rc=${PIPESTATUS[0]} $(($(date +%s) - t0))s" | tee -a "$L"
+  for algo in allreduce_packet allreduce_oneshot allreduce_twoshot; do
+    for v in base new; do
+      dir=$new
+      if [ $v = base ]; then [ -n "$base" ] || continue; dir=$base; fi
+      t0=$(date +%s)
+      # shellcheck disable=SC2086
+      timeout 30 "$dir/chorus" bench allreduce --algorithm $algo --device cuda $common $mode 2>>"$out/bench.err" |
+        grep '^{' | sed "s/^{/{\"version\":\"$v\",/" >>"$J"
+      echo "$algo $v $mode rc=${PIPESTATUS[0]} $(($(date +%s) - t0))s" | tee -a "$L"
+    done
+  done
+done
+python3 "$(dirname "$0")/plan-ratio.py" "$J" | tee "$out/table.md" >>"$L"
+date -u | tee -a "$L"
