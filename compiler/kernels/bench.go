@@ -298,6 +298,16 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 		pl.grid = uint32((n + int64(gemvWarps/ks) - 1) / int64(gemvWarps/ks))
 	}
 	a := &gemvArgs{x: x, out: out, m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
+	kind := "nt"
+	if path == "gated" {
+		kind = "gated"
+	}
+	grid := pl.grid
+	if path != "cublas" {
+		if grid, err = g.gemvGrid(gemvName(kind, dt, pl.mt), int64(pl.grid)); err != nil {
+			return nil, err
+		}
+	}
 	laps, err := g.timeLaps(iters+2, func(i int) error {
 		switch path {
 		case "cublas":
@@ -306,12 +316,12 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 			})
 		case "gemv":
 			a.w = w(i)
-			return g.launchGrid(gemvName("nt", dt, pl.mt), [3]uint32{pl.grid, 1, 1}, gemvWarps*32,
+			return g.launchGrid(gemvName("nt", dt, pl.mt), [3]uint32{grid, 1, 1}, gemvWarps*32,
 				unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
 				unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
 		}
 		a.w, a.w2 = w(2*i), w(2*i+1)
-		return g.launchGrid(gemvName("gated", dt, pl.mt), [3]uint32{pl.grid, 1, 1}, gemvWarps*32,
+		return g.launchGrid(gemvName("gated", dt, pl.mt), [3]uint32{grid, 1, 1}, gemvWarps*32,
 			unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
 			unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
 	})

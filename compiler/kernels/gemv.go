@@ -35,15 +35,17 @@ const (
 var gemvRowBuckets = []int{1, 2, 4, 8}
 
 // GemvDefaultCoreRows is the most rows of x the CUDA-core kernels take;
-// more (up to the threshold) run the tensor-core kernels. At one row the
-// CUDA-core kernel beats cuBLAS on every Llama-3-8B projection (H200:
-// 13.1 against 16.6-20.1 us for 4096x4096, 7.1 against 17.6 for
-// 1024x4096, 0.97 against 0.94 of the streaming bound for the LM head);
-// at 8 rows it loses on all of them (38 against 16-20 us for 4096x4096):
-// every 16-byte piece of w then costs 8 loads of x from L1 and 128
-// conversions and FMAs, and the kernel stops being memory-bound, where
-// the tensor cores are not.
-const GemvDefaultCoreRows = 4
+// more (up to the threshold) run the tensor-core kernels and cuBLAS. At
+// one row the CUDA-core kernel beats cuBLAS on every Llama-3-8B
+// projection (H200: 13.1 against 16.6-20.1 us for 4096x4096, 7.1
+// against 17.6 for 1024x4096, 0.97 against 0.94 of the streaming bound
+// for the LM head); from 2 rows cuBLAS wins or ties on every large
+// weight (H200, 2 rows: down 39.4 against 33.8 us, o 17.8 against 14.4;
+// 4 rows: down 61.8 against 34.0): every 16-byte piece of w then costs a
+// load of x per row from L1 and 8 conversions and FMAs per row, and the
+// kernel stops being memory-bound. A Llama-3-8B step at batch 4 took
+// 5.50 ms with 1 against 8.11 with 4.
+const GemvDefaultCoreRows = 1
 
 // GemvDefaultRows is the default threshold: the skinny-matrix kernels
 // for up to this many rows of x, cuBLAS above. Between
@@ -114,6 +116,54 @@ func planGemv(m, n, k int, dt tensor.DType, aligned bool, sms, maxRows int) (gem
 	}
 	p.grid = uint32(blocks)
 	return p, true
+}
+
+// waveGrid is the grid for blocks units of work on a GPU that holds
+// slots blocks of the kernel at once: the fewest blocks that do the work
+// in as many rounds as a full wave of slots would, so every block does
+// the same number of units and the last round is not a partial wave.
+func waveGrid(blocks, slots int64) uint32 {
+	if slots <= 0 || blocks <= slots {
+		return uint32(blocks)
+	}
+	rounds := (blocks + slots - 1) / slots
+	return uint32((blocks + rounds - 1) / rounds)
+}
+
+// gemvGrid is the grid of a skinny kernel launch of blocks row groups:
+// one balanced wave (kernels_gemv.cu, gemv_grid).
+func (g *GPU) gemvGrid(name string, blocks int64) (uint32, error) {
+	slots, err := g.slots(name, gemvWarps*32)
+	if err != nil {
+		return 0, err
+	}
+	return waveGrid(blocks, int64(slots)), nil
+}
+
+// slots is how many blocks of kernel name (threads each) the GPU holds
+// at once: multiprocessors times the occupancy, cached per kernel.
+func (g *GPU) slots(name string, threads int) (int, error) {
+	if n, ok := g.occ[name]; ok {
+		return n, nil
+	}
+	k, ok := g.fns[name]
+	if !ok {
+		return 0, fmt.Errorf("%w: no GPU kernel %s", ErrUnsupported, name)
+	}
+	var per int
+	err := g.dev.Do(func(cuda.Stream) error {
+		var err error
+		per, err = g.drv.OccupancyMaxActiveBlocksPerMultiprocessor(k.f, threads, 0)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("occupancy of %s: %w", name, err)
+	}
+	if g.occ == nil {
+		g.occ = map[string]int{}
+	}
+	g.occ[name] = per * g.sms
+	return g.occ[name], nil
 }
 
 func gemvName(kind string, dt tensor.DType, mt int) string {
@@ -187,7 +237,12 @@ func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err 
 		return false, nil
 	}
 	a := &gemvArgs{x: p[0], w: p[1], out: p[2], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
-	err = g.launchGrid(gemvName("nt", dt, pl.mt), [3]uint32{pl.grid, 1, 1}, gemvWarps*32,
+	name := gemvName("nt", dt, pl.mt)
+	grid, err := g.gemvGrid(name, int64(pl.grid))
+	if err != nil {
+		return false, err
+	}
+	err = g.launchGrid(name, [3]uint32{grid, 1, 1}, gemvWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
 		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
 	runtime.KeepAlive(a)
@@ -250,7 +305,12 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 		return false, nil
 	}
 	a := &gemvArgs{x: p[0], w: p[1], w2: p[2], out: p[3], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
-	err = g.launchGrid(gemvName("gated", x.DType(), pl.mt), [3]uint32{pl.grid, 1, 1}, gemvWarps*32,
+	name := gemvName("gated", x.DType(), pl.mt)
+	grid, err := g.gemvGrid(name, int64(pl.grid))
+	if err != nil {
+		return false, err
+	}
+	err = g.launchGrid(name, [3]uint32{grid, 1, 1}, gemvWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
 		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
 	runtime.KeepAlive(a)
@@ -305,11 +365,16 @@ func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 	for _, n := range ns {
 		blocks += (n + rb - 1) / rb
 	}
+	name := gemvName("nt3", x.DType(), pl.mt)
+	grid, err := g.gemvGrid(name, int64(blocks))
+	if err != nil {
+		return false, err
+	}
 	a := &struct {
 		x, w0, w1, w2, o0, o1, o2 uint64
 		n0, n1, n2, m, k, ks      int32
 	}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), int32(pl.ks)}
-	err = g.launchGrid(gemvName("nt3", x.DType(), pl.mt), [3]uint32{uint32(blocks), 1, 1}, gemvWarps*32,
+	err = g.launchGrid(name, [3]uint32{grid, 1, 1}, gemvWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
 		unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
 		unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2),

@@ -147,3 +147,35 @@ func TestPlanAttention(t *testing.T) {
 		t.Error("unaligned operands were taken")
 	}
 }
+
+// TestWaveGrid checks the balanced wave: never more blocks than the work
+// or the slots, as many rounds as a full wave, and blocks that share the
+// rounds evenly (at most one unit apart).
+func TestWaveGrid(t *testing.T) {
+	for _, c := range []struct {
+		blocks, slots int64
+		want          uint32
+	}{
+		{1, 1056, 1},
+		{1056, 1056, 1056},
+		{1057, 1056, 529},   // 2 rounds
+		{1792, 1056, 896},   // gate/up of Llama-3-8B: 2 rounds of 896
+		{2502, 1056, 834},   // 3 rounds
+		{16032, 1056, 1002}, // the LM head: 16 rounds
+		{5, 0, 5},
+	} {
+		got := waveGrid(c.blocks, c.slots)
+		if got != c.want {
+			t.Errorf("waveGrid(%d, %d) = %d, want %d", c.blocks, c.slots, got, c.want)
+			continue
+		}
+		if c.slots <= 0 {
+			continue
+		}
+		full := (c.blocks + c.slots - 1) / c.slots
+		rounds := (c.blocks + int64(got) - 1) / int64(got)
+		if int64(got) > c.slots || rounds != full || int64(got)*(rounds-1) >= c.blocks {
+			t.Errorf("waveGrid(%d, %d) = %d: %d rounds (a full wave takes %d)", c.blocks, c.slots, got, rounds, full)
+		}
+	}
+}

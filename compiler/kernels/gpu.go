@@ -47,6 +47,8 @@ type GPU struct {
 	// at the first product they take; sms is the multiprocessor count.
 	gemvMod cuda.Module
 	sms     int
+	// occ is blocks a GPU holds at once, by kernel name (slots).
+	occ map[string]int
 	// benchMod holds the measurement kernels (kernels_bench.cu).
 	benchMod cuda.Module
 	// attnBufs are the split-KV attention's scratch buffers (attn.go).

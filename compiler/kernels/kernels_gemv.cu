@@ -118,15 +118,15 @@ __device__ __forceinline__ void gemv_rows(const V4* const* w, const V4* x, int M
 
 // GEMV_PREFETCH is the 16-byte pieces of its share of each row a lane
 // asks L2 for before PDL_WAIT: 8 give a warp its first 4 KiB (the first
-// two batches of GEMV_UNROLL loads), 32 KiB a block, about a quarter of
-// L2 for one wave of a 4096-wide matrix.
+// two batches of GEMV_UNROLL loads). More is slower: a Llama-3-8B step
+// on an H200 took 5.29 ms with 32 against 5.04-5.07 with 8 (same run).
 #define GEMV_PREFETCH 8
 
 // gemv_prefetch asks L2 for the calling lane's first pieces of row `row`
 // of NW weights (the same pieces gemv_rows loads first): weights are
-// never written during a step, so this may run before PDL_WAIT, while
-// the previous kernel finishes, and the loads after the wait hit L2
-// instead of waiting for HBM.
+// never written during a step, so this runs before PDL_WAIT, while the
+// previous kernel finishes, and the loads after the wait hit L2 instead
+// of waiting for HBM.
 template <int NW>
 __device__ __forceinline__ void gemv_prefetch(const V4* const* w, int k8, long long row, int kp, int ks, int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -143,104 +143,141 @@ __device__ __forceinline__ void gemv_prefetch(const V4* const* w, int k8, long l
 #endif
 }
 
-// gemv_nt: grid.x = ceil(N / (GEMV_WARPS / ks)) blocks of GEMV_WARPS
-// warps; block b owns rows b*rb .. b*rb+rb-1 (rb = GEMV_WARPS / ks).
-template <class E, int MT>
-__device__ void gemv_nt_impl(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks, int blk) {
-  __shared__ float part[GEMV_WARPS][MT];
+// gemv_block computes one row group (block-sized unit of work: rb = GEMV_WARPS
+// / ks rows of w, ks warps a row) of NW weights of N rows: out[m, n] =
+// x[m]·w[n] (NW == 1), or silu(x[m]·wg[n]) * (x[m]·wu[n]) (NW == 2), each
+// product rounded to the dtype first (as the unfused matmul_nt, silu and
+// mul do). Every thread of the block calls it; it ends with a barrier
+// so part can be reused for the next group.
+template <class E, int MT, int NW>
+__device__ __forceinline__ void gemv_block(const V4* const* ws, const V4* x, u16* out, int M, int N, int k8, int ks, long long blk,
+                                           float (*part)[GEMV_WARPS][MT]) {
   const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-  const int rb = GEMV_WARPS / ks, k8 = K >> 3;
-  const long long row = (long long)blk * rb + wp / ks;
-  float acc[1][MT];
+  const int rb = GEMV_WARPS / ks;
+  const long long row = blk * rb + wp / ks;
+  float acc[NW][MT];
 #pragma unroll
-  for (int m = 0; m < MT; m++) acc[0][m] = 0.0f;
-  const V4* ws[1] = {(const V4*)w};
-  if (row < N) gemv_prefetch<1>(ws, k8, row, wp % ks, ks, lane);
-  PDL_ENTRY();
-  if (row < N) gemv_rows<E, MT, 1>(ws, (const V4*)x, M, k8, row, wp % ks, ks, lane, acc);
+  for (int j = 0; j < NW; j++)
 #pragma unroll
-  for (int m = 0; m < MT; m++) acc[0][m] = warp_sum(acc[0][m]);
+    for (int m = 0; m < MT; m++) acc[j][m] = 0.0f;
+  if (row < N) gemv_rows<E, MT, NW>(ws, x, M, k8, row, wp % ks, ks, lane, acc);
+#pragma unroll
+  for (int j = 0; j < NW; j++)
+#pragma unroll
+    for (int m = 0; m < MT; m++) acc[j][m] = warp_sum(acc[j][m]);
   if (lane == 0)
 #pragma unroll
-    for (int m = 0; m < MT; m++) part[wp][m] = acc[0][m];
+    for (int j = 0; j < NW; j++)
+#pragma unroll
+      for (int m = 0; m < MT; m++) part[j][wp][m] = acc[j][m];
   __syncthreads();
   const int t = threadIdx.x;
   if (t < rb * MT) {
     const int r = t / MT, m = t % MT;
-    const long long n = (long long)blk * rb + r;
+    const long long n = blk * rb + r;
     if (n < N && m < M) {
-      float s = 0.0f;
-      for (int j = 0; j < ks; j++) s += part[r * ks + j][m];
-      out[(long long)m * N + n] = E::store(s);
-    }
-  }
-}
-
-// gemv_gated: out[m, n] = silu(x[m]·wg[n]) * (x[m]·wu[n]), each product
-// rounded to the dtype first (as the unfused matmul_nt, silu and mul do).
-template <class E, int MT>
-__device__ void gemv_gated_impl(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int ks) {
-  __shared__ float part[2][GEMV_WARPS][MT];
-  const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
-  const int rb = GEMV_WARPS / ks, k8 = K >> 3;
-  const long long row = (long long)blockIdx.x * rb + wp / ks;
-  float acc[2][MT];
+      float s[NW];
 #pragma unroll
-  for (int m = 0; m < MT; m++) acc[0][m] = acc[1][m] = 0.0f;
-  const V4* ws[2] = {(const V4*)wg, (const V4*)wu};
-  if (row < N) gemv_prefetch<2>(ws, k8, row, wp % ks, ks, lane);
-  PDL_ENTRY();
-  if (row < N) gemv_rows<E, MT, 2>(ws, (const V4*)x, M, k8, row, wp % ks, ks, lane, acc);
-#pragma unroll
-  for (int m = 0; m < MT; m++) {
-    acc[0][m] = warp_sum(acc[0][m]);
-    acc[1][m] = warp_sum(acc[1][m]);
-  }
-  if (lane == 0)
-#pragma unroll
-    for (int m = 0; m < MT; m++) {
-      part[0][wp][m] = acc[0][m];
-      part[1][wp][m] = acc[1][m];
-    }
-  __syncthreads();
-  const int t = threadIdx.x;
-  if (t < rb * MT) {
-    const int r = t / MT, m = t % MT;
-    const long long n = (long long)blockIdx.x * rb + r;
-    if (n < N && m < M) {
-      float g = 0.0f, u = 0.0f;
-      for (int j = 0; j < ks; j++) {
-        g += part[0][r * ks + j][m];
-        u += part[1][r * ks + j][m];
+      for (int j = 0; j < NW; j++) {
+        s[j] = 0.0f;
+        for (int q = 0; q < ks; q++) s[j] += part[j][r * ks + q][m];
       }
-      g = E::load(E::store(g));
-      u = E::load(E::store(u));
-      float a = E::load(E::store(g / (1.0f + expf(-g))));
-      out[(long long)m * N + n] = E::store(a * u);
+      if (NW == 1) {
+        out[(long long)m * N + n] = E::store(s[0]);
+      } else {
+        const float g = E::load(E::store(s[0])), u = E::load(E::store(s[NW - 1]));
+        const float a = E::load(E::store(g / (1.0f + expf(-g))));
+        out[(long long)m * N + n] = E::store(a * u);
+      }
     }
+  }
+  __syncthreads();
+}
+
+// GemvSeg is a row group's place: the weights, output and rows of the
+// segment it falls in (gemv_nt3 deals groups to q, k and v in order).
+template <int NW>
+struct GemvSeg {
+  const V4* w[NW];
+  u16* out;
+  int n;
+  long long blk;
+};
+
+template <int NW>
+__device__ __forceinline__ GemvSeg<NW> gemv_seg(const u16* const* w, u16* const* out, const int* n, int S, int rb, long long b) {
+  GemvSeg<NW> g;
+  int s = 0;
+  long long nb = ((long long)n[0] + rb - 1) / rb;
+  if (S > 1 && b >= nb) {
+    b -= nb;
+    s = 1;
+    nb = ((long long)n[1] + rb - 1) / rb;
+    if (S > 2 && b >= nb) {
+      b -= nb;
+      s = 2;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NW; j++) g.w[j] = (const V4*)(s == 0 ? w[j] : s == 1 ? w[NW + j] : w[2 * NW + j]);
+  g.out = s == 0 ? out[0] : s == 1 ? out[1] : out[2];
+  g.n = s == 0 ? n[0] : s == 1 ? n[1] : n[2];
+  g.blk = b;
+  return g;
+}
+
+// gemv_grid runs row groups blockIdx.x, blockIdx.x + gridDim.x, ... of S
+// segments (rows n0, n1, n2; NW weights each, w[s*NW + j]). The host
+// sizes the grid to one balanced wave (waveGrid), so every block does
+// the same number of groups and none waits to be placed; before PDL_WAIT
+// a block asks L2 for its first group's first pieces. On an H200 a
+// Llama-3-8B step took 5.04-5.07 ms against 5.35 with a block per row
+// group (same run; gate/up 61.8 against 68.2 us alone); a wave of half
+// the blocks the GPU holds (so that the next kernel's blocks could start
+// beside it) took 5.68.
+template <class E, int MT, int NW, int S>
+__device__ void gemv_grid(const u16* x, const u16* const* w, u16* const* out, const int* n, int M, int K, int ks) {
+  __shared__ float part[NW][GEMV_WARPS][MT];
+  const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
+  const int rb = GEMV_WARPS / ks, k8 = K >> 3;
+  long long total = 0;
+  for (int s = 0; s < S; s++) total += ((long long)n[s] + rb - 1) / rb;
+  if ((long long)blockIdx.x < total) {
+    GemvSeg<NW> g = gemv_seg<NW>(w, out, n, S, rb, blockIdx.x);
+    const long long row = g.blk * rb + wp / ks;
+    if (row < g.n) gemv_prefetch<NW>(g.w, k8, row, wp % ks, ks, lane);
+  }
+  PDL_ENTRY();
+  for (long long b = blockIdx.x; b < total; b += gridDim.x) {
+    GemvSeg<NW> g = gemv_seg<NW>(w, out, n, S, rb, b);
+    gemv_block<E, MT, NW>(g.w, (const V4*)x, g.out, M, g.n, k8, ks, g.blk, part);
   }
 }
 
-#define GEMV_KERNELS(name, E, MT)                                                                                         \
-  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                           \
-      gemv_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks) {                         \
-    gemv_nt_impl<E, MT>(x, w, out, M, N, K, ks, blockIdx.x);                                                              \
-  }                                                                                                                       \
-  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                           \
-      gemv_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,       \
-                              int n0, int n1, int n2, int M, int K, int ks) {                                             \
-    const int rb = GEMV_WARPS / ks, b0 = (n0 + rb - 1) / rb, b1 = (n1 + rb - 1) / rb;                                     \
-    const int b = blockIdx.x;                                                                                             \
-    if (b < b0)                                                                                                           \
-      gemv_nt_impl<E, MT>(x, w0, o0, M, n0, K, ks, b);                                                                    \
-    else if (b < b0 + b1)                                                                                                 \
-      gemv_nt_impl<E, MT>(x, w1, o1, M, n1, K, ks, b - b0);                                                               \
-    else                                                                                                                  \
-      gemv_nt_impl<E, MT>(x, w2, o2, M, n2, K, ks, b - b0 - b1);                                                          \
-  }                                                                                                                       \
-  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                           \
-      gemv_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int ks) {      \
-    gemv_gated_impl<E, MT>(x, wg, wu, out, M, N, K, ks);                                                                  \
+// gemv_nt: out[M, N] = x · wᵀ. gemv_nt3: three of one x (q, k, v).
+// gemv_gated: silu(x · wgᵀ) ⊙ (x · wuᵀ).
+#define GEMV_KERNELS(name, E, MT)                                                                                      \
+  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                        \
+      gemv_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks) {                      \
+    const u16* ws[1] = {w};                                                                                            \
+    u16* os[1] = {out};                                                                                                \
+    const int ns[1] = {N};                                                                                             \
+    gemv_grid<E, MT, 1, 1>(x, ws, os, ns, M, K, ks);                                                                   \
+  }                                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                        \
+      gemv_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,    \
+                              int n0, int n1, int n2, int M, int K, int ks) {                                          \
+    const u16* ws[3] = {w0, w1, w2};                                                                                   \
+    u16* os[3] = {o0, o1, o2};                                                                                         \
+    const int ns[3] = {n0, n1, n2};                                                                                    \
+    gemv_grid<E, MT, 1, 3>(x, ws, os, ns, M, K, ks);                                                                   \
+  }                                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                        \
+      gemv_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int ks) {   \
+    const u16* ws[2] = {wg, wu};                                                                                       \
+    u16* os[1] = {out};                                                                                                \
+    const int ns[1] = {N};                                                                                             \
+    gemv_grid<E, MT, 2, 1>(x, ws, os, ns, M, K, ks);                                                                   \
   }
 
 #define GEMV_ALL_M(name, E) \

@@ -71,7 +71,7 @@ func TestSkinnyPath(t *testing.T) {
 	for _, c := range []struct {
 		m, max int
 		want   string
-	}{{1, 32, "core"}, {4, 32, "core"}, {5, 32, "tc"}, {32, 32, "tc"}, {33, 64, ""}, {8, 4, ""}, {1, 0, ""}, {0, 32, ""}} {
+	}{{1, 32, "core"}, {2, 32, "tc"}, {4, 32, "tc"}, {5, 32, "tc"}, {32, 32, "tc"}, {33, 64, ""}, {8, 4, ""}, {1, 0, ""}, {0, 32, ""}} {
 		if got := skinnyPath(c.m, c.max); got != c.want {
 			t.Errorf("skinnyPath(%d, %d) = %q, want %q", c.m, c.max, got, c.want)
 		}

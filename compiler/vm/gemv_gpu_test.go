@@ -39,6 +39,9 @@ func gemvCases() []modelCase {
 		nt("m8_batch", []int64{2, 4, 512}, 1030),
 		nt("m1_long", []int64{1, 1, 14336}, 64),
 		nt("m5_tail", []int64{5, 8 * 37}, 129),
+		// more row groups than an H200 holds blocks at once: the
+		// persistent grids take several rounds
+		nt("m1_rounds", []int64{1, 256}, 20011),
 	}
 }
 
@@ -226,6 +229,26 @@ func TestGPUFused(t *testing.T) {
 		{"qkv", []modelInput{floatIn(1, 1024), floatIn(512, 1024), floatIn(128, 1024), floatIn(136, 1024)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 			var outs []ir.Ref
 			for i, n := range []int64{512, 128, 136} {
+				o := alloc(b, dt, 1, n)
+				b.MatmulNT(in[0], in[1+i], o)
+				outs = append(outs, o)
+			}
+			return outs
+		}, nil},
+		{"gated_rounds", []modelInput{floatIn(1, 256), floatIn(20011, 256), floatIn(20011, 256)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			g := alloc(b, dt, 1, 20011)
+			b.MatmulNT(in[0], in[1], g)
+			u := alloc(b, dt, 1, 20011)
+			b.MatmulNT(in[0], in[2], u)
+			a := alloc(b, dt, 1, 20011)
+			b.Silu(g, a)
+			o := alloc(b, dt, 1, 20011)
+			b.Mul(a, u, o)
+			return []ir.Ref{o}
+		}, nil},
+		{"qkv_rounds", []modelInput{floatIn(1, 256), floatIn(12000, 256), floatIn(3000, 256), floatIn(3001, 256)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			var outs []ir.Ref
+			for i, n := range []int64{12000, 3000, 3001} {
 				o := alloc(b, dt, 1, n)
 				b.MatmulNT(in[0], in[1+i], o)
 				outs = append(outs, o)
