@@ -75,7 +75,11 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const Args a) {
+extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const Args params) {
+  __shared__ Args shared_args;
+  if (threadIdx.x == 0) shared_args = params;
+  __syncthreads();
+  const Args& a = shared_args;
   const u32 flag = call_flag(a);
   start_barrier(a, flag);
   if (!gave_up(a)) {
