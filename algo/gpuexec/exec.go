@@ -101,6 +101,12 @@ type Executor struct {
 	sharing ipc.Sharing
 	sms     int
 	group   int // the latest call's blocks per plan thread block
+	// direct: the latest call's input and output go to the peers where
+	// the caller's tensors lie (IPC memory, DirectProposal), at
+	// directBuf[b].Data[q] + directOff[b] on rank q; no staging copy.
+	direct    [2]bool
+	directBuf [2]*ipc.Buffer
+	directOff [2]int64
 
 	a      *args
 	params []unsafe.Pointer
@@ -305,7 +311,7 @@ func (x *Executor) freeAbort() error {
 }
 
 // descriptor exchanged before every call (and at New, with the GPU).
-const descBytes = 96
+const descBytes = 128
 
 type desc struct {
 	bad       byte
@@ -314,23 +320,55 @@ type desc struct {
 	inB, outB int64
 	plan      [32]byte
 	share     ipc.GPUShare // at New
+	// route: this rank's DirectProposal (bit 0 input, bit 1 output) and
+	// where its tensors lie (IPC allocation, offset).
+	direct        byte
+	inSeq, outSeq uint64
+	inOff, outOff int64
 }
 
 func (d desc) encode(b []byte) {
 	clear(b[:descBytes])
-	b[0], b[1], b[2] = d.bad, d.dtype, d.op
+	b[0], b[1], b[2], b[3] = d.bad, d.dtype, d.op, d.direct
 	binary.LittleEndian.PutUint16(b[4:], d.group)
 	binary.LittleEndian.PutUint64(b[8:], uint64(d.inB))
 	binary.LittleEndian.PutUint64(b[16:], uint64(d.outB))
 	copy(b[24:56], d.plan[:])
 	d.share.Encode(b[56 : 56+ipc.GPUShareBytes])
+	binary.LittleEndian.PutUint64(b[96:], d.inSeq)
+	binary.LittleEndian.PutUint64(b[104:], uint64(d.inOff))
+	binary.LittleEndian.PutUint64(b[112:], d.outSeq)
+	binary.LittleEndian.PutUint64(b[120:], uint64(d.outOff))
 }
 
 func decodeDesc(b []byte) desc {
-	d := desc{bad: b[0], dtype: b[1], op: b[2], group: binary.LittleEndian.Uint16(b[4:]),
+	d := desc{bad: b[0], dtype: b[1], op: b[2], direct: b[3], group: binary.LittleEndian.Uint16(b[4:]),
 		inB: int64(binary.LittleEndian.Uint64(b[8:])), outB: int64(binary.LittleEndian.Uint64(b[16:]))}
 	copy(d.plan[:], b[24:56])
 	d.share = ipc.DecodeGPUShare(b[56 : 56+ipc.GPUShareBytes])
+	d.inSeq, d.inOff = binary.LittleEndian.Uint64(b[96:]), int64(binary.LittleEndian.Uint64(b[104:]))
+	d.outSeq, d.outOff = binary.LittleEndian.Uint64(b[112:]), int64(binary.LittleEndian.Uint64(b[120:]))
+	return d
+}
+
+// agreeDirect is, per buffer, whether every rank proposed the direct
+// route with the same allocation and offset as mine.
+func agreeDirect(mine desc, all []desc) [2]bool {
+	var d [2]bool
+	for b := range 2 {
+		d[b] = mine.direct&(1<<b) != 0
+		for _, o := range all {
+			if o.direct&(1<<b) == 0 {
+				d[b] = false
+			}
+			if b == 0 && (o.inSeq != mine.inSeq || o.inOff != mine.inOff) {
+				d[b] = false
+			}
+			if b == 1 && (o.outSeq != mine.outSeq || o.outOff != mine.outOff) {
+				d[b] = false
+			}
+		}
+	}
 	return d
 }
 
@@ -446,6 +484,10 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 		g, err = x.propose(l, call)
 		d.group = uint16(g)
 	}
+	var placeBuf [2]*ipc.Buffer
+	if err == nil {
+		d = x.proposeDirect(d, call, sp, rp, send.NumBytes(), recv.NumBytes(), &placeBuf)
+	}
 	switch {
 	case spent:
 		d.bad = 2
@@ -469,21 +511,50 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 		if o.bad != 0 {
 			return fmt.Errorf("%w: gpuexec: rank %d: rank %d's call of plan %q is invalid (it says why)", ccl.ErrBadArgs, me, q, x.p.Name)
 		}
-		if o.group = d.group; o != d { // the group proposals may differ
+		// The group and route proposals may differ (the least group
+		// wins; a route goes direct only where every rank agrees).
+		o.group, o.direct, o.inSeq, o.inOff, o.outSeq, o.outOff = d.group, d.direct, d.inSeq, d.inOff, d.outSeq, d.outOff
+		if o != d {
 			return fmt.Errorf("%w: gpuexec: rank %d: plan %q called with %s %s, %d -> %d bytes here, %s %s, %d -> %d bytes on rank %d",
 				ccl.ErrMismatch, me, x.p.Name, tensor.DType(d.dtype), reduce.Op(d.op), d.inB, d.outB, tensor.DType(o.dtype), reduce.Op(o.op), o.inB, o.outB, q)
 		}
 	}
 	x.group = int(d.group)
+	all := make([]desc, x.cfg.Size)
 	for q := range x.cfg.Size {
-		x.group = min(x.group, int(x.peerDesc(q).group))
+		all[q] = x.peerDesc(q)
+		x.group = min(x.group, int(all[q].group))
 	}
+	x.direct = agreeDirect(d, all)
+	x.directBuf, x.directOff = placeBuf, [2]int64{d.inOff, d.outOff}
 	sizes := CallSizes(x.p, x.bufs, call)
 	if err := x.grow(ctx, sizes); err != nil {
 		return err
 	}
 	x.fill(call, sizes, sp, rp)
 	return x.launch(l, call, sp, rp)
+}
+
+// proposeDirect adds this rank's route proposal to d (DirectProposal with
+// where send and recv lie) and keeps the IPC allocations it found.
+func (x *Executor) proposeDirect(d desc, c *Call, sp, rp uint64, inB, outB int64, bufs *[2]*ipc.Buffer) desc {
+	var pl [2]Place
+	for b, ptr := range []uint64{sp, rp} {
+		if buf, off, ok := x.cfg.Alloc.Lookup(ptr); ok {
+			bufs[b] = buf
+			pl[b] = Place{IPC: true, Seq: buf.Seq, Offset: off, Room: buf.Size - off}
+		}
+	}
+	dir := DirectProposal(x.p, x.bufs, CallSizes(x.p, x.bufs, c), pl[0], pl[1], inB, outB, Overlap(sp, inB, rp, outB))
+	if dir[0] {
+		d.direct |= 1
+		d.inSeq, d.inOff = pl[0].Seq, pl[0].Offset
+	}
+	if dir[1] {
+		d.direct |= 2
+		d.outSeq, d.outOff = pl[1].Seq, pl[1].Offset
+	}
+	return d
 }
 
 // propose is the blocks per plan thread block this rank proposes for
@@ -548,7 +619,7 @@ func GroupSize(in GroupInput) (int, error) {
 func (x *Executor) grow(ctx context.Context, s Sizes) error {
 	for b := range 3 {
 		need := s.Bytes[b]
-		if need == 0 || (x.data[b] != nil && x.data[b].Size >= need) {
+		if need == 0 || (x.data[b] != nil && x.data[b].Size >= need) || (b < 2 && x.direct[b]) {
 			continue
 		}
 		var st int
@@ -591,7 +662,10 @@ func (x *Executor) fill(c *Call, s Sizes, sp, rp uint64) {
 			a.buf[q][1] = x.data[0].Data[q] + uint64(oo)
 		} else {
 			for b := range 2 {
-				if x.bufs.IPC[b] {
+				switch {
+				case x.direct[b]:
+					a.buf[q][b] = x.directBuf[b].Data[q] + uint64(x.directOff[b])
+				case x.bufs.IPC[b]:
 					a.buf[q][b] = x.data[b].Data[q]
 				}
 			}
@@ -604,10 +678,10 @@ func (x *Executor) fill(c *Call, s Sizes, sp, rp uint64) {
 		a.barEnd[q] = x.ctlBuf.Data[q] + uint64(x.ctl.BarEnd)
 	}
 	if !x.p.InPlace {
-		if !x.bufs.IPC[0] {
+		if !x.bufs.IPC[0] || x.direct[0] {
 			a.buf[me][0] = sp
 		}
-		if !x.bufs.IPC[1] {
+		if !x.bufs.IPC[1] || x.direct[1] {
 			a.buf[me][1] = rp
 		}
 	}
@@ -640,8 +714,8 @@ func (x *Executor) launch(l *loaded, c *Call, sp, rp uint64) error {
 			}
 			return d.MemcpyDtoDAsync(cuda.DevicePtr(dst), cuda.DevicePtr(src), n, s)
 		}
-		stagedOut := x.p.InPlace || x.bufs.IPC[1]
-		if x.p.InPlace || x.bufs.IPC[0] {
+		stagedOut := x.p.InPlace || (x.bufs.IPC[1] && !x.direct[1])
+		if x.p.InPlace || (x.bufs.IPC[0] && !x.direct[0]) {
 			if err := cp(a.buf[me][0], sp, inB); err != nil {
 				return err
 			}

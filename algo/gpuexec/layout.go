@@ -369,3 +369,36 @@ func Hash(p *plan.Plan) ([32]byte, error) {
 	}
 	return sha256.Sum256(raw), nil
 }
+
+// Place is where a caller's tensor lies: in a live IPC allocation
+// (ccl/ipc Allocator.Lookup: the allocation's Seq, the tensor's Offset in
+// it and the allocation's bytes from there, Room) or not (IPC false).
+type Place struct {
+	IPC          bool
+	Seq          uint64
+	Offset, Room int64
+}
+
+// DirectProposal says, for the input and the output, whether this rank
+// can let its peers reach the caller's tensor where it lies instead of
+// staging it through the executor's IPC buffer (a device copy before or
+// after the kernel): the plan stages that buffer (Buffers.IPC, not in
+// place), the tensor is IPC memory at a 16-byte aligned offset, it holds
+// the bytes the kernel addresses in that buffer on any rank (s.Bytes),
+// the plan never writes its input, and send and recv do not overlap
+// (peers would read an input this rank overwrites). Every rank proposes;
+// a buffer goes direct only where every rank proposes it with the same
+// allocation and offset (Run), so the peers' addresses are the
+// allocation's mappings plus that offset.
+func DirectProposal(p *plan.Plan, b Buffers, s Sizes, in, out Place, inBytes, outBytes int64, overlap bool) [2]bool {
+	var d [2]bool
+	if p.InPlace || overlap {
+		return d
+	}
+	ok := func(pl Place, need, have int64) bool {
+		return pl.IPC && pl.Offset%16 == 0 && need <= have && need <= pl.Room
+	}
+	d[0] = b.IPC[0] && !b.InputWritten && ok(in, s.Bytes[0], inBytes)
+	d[1] = b.IPC[1] && ok(out, s.Bytes[1], outBytes)
+	return d
+}

@@ -241,3 +241,74 @@ func TestOverlapAndAliasUnsafe(t *testing.T) {
 		}
 	}
 }
+
+// The direct route: the caller's tensor stands in for the staged IPC
+// buffer only where peers can reach all of it and nothing aliases.
+func TestDirectProposal(t *testing.T) {
+	p := build(t, "allreduce_twoshot", 2)
+	inPlace := build(t, "allreduce_twoshot", 2)
+	inPlace.InPlace = true
+	ipcAt := func(off, room int64) Place { return Place{IPC: true, Seq: 3, Offset: off, Room: room} }
+	const n = 1024
+	both := Buffers{IPC: [3]bool{true, true, false}}
+	s := Sizes{Bytes: [3]int64{n, n, 0}}
+	cases := []struct {
+		name    string
+		p       *plan.Plan
+		b       Buffers
+		in, out Place
+		overlap bool
+		want    [2]bool
+	}{
+		{"both in IPC memory", p, both, ipcAt(0, n), ipcAt(0, 4*n), false, [2]bool{true, true}},
+		{"neither in IPC memory", p, both, Place{}, Place{}, false, [2]bool{false, false}},
+		{"only the output", p, both, Place{}, ipcAt(256, n), false, [2]bool{false, true}},
+		{"buffer not staged: the kernel uses the tensor anyway", p, Buffers{IPC: [3]bool{false, true, false}}, ipcAt(0, n), ipcAt(0, n), false, [2]bool{false, true}},
+		{"unaligned offset", p, both, ipcAt(8, n), ipcAt(0, n), false, [2]bool{false, true}},
+		{"allocation ends before the bytes the kernel reaches", p, both, ipcAt(0, n-16), ipcAt(0, n), false, [2]bool{false, true}},
+		{"send and recv overlap", p, both, ipcAt(0, n), ipcAt(0, n), true, [2]bool{false, false}},
+		{"the plan writes its input", p, Buffers{IPC: [3]bool{true, true, false}, InputWritten: true}, ipcAt(0, n), ipcAt(0, n), false, [2]bool{false, true}},
+		{"in place", inPlace, both, ipcAt(0, n), ipcAt(0, n), false, [2]bool{false, false}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := DirectProposal(c.p, c.b, s, c.in, c.out, n, n, c.overlap); got != c.want {
+				t.Errorf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+	// A tensor smaller than the bytes the kernel addresses (another rank's
+	// larger layout) never goes direct: the kernel would write past it.
+	if got := DirectProposal(p, both, Sizes{Bytes: [3]int64{2 * n, 2 * n, 0}}, ipcAt(0, 8*n), ipcAt(0, 8*n), n, n, false); got != [2]bool{} {
+		t.Errorf("tensor smaller than the buffer: got %v, want no direct route", got)
+	}
+}
+
+// Every rank must propose a route, with the same allocation and offset,
+// for it to be taken; the descriptor carries the proposal.
+func TestAgreeDirect(t *testing.T) {
+	mine := desc{direct: 3, inSeq: 5, inOff: 64, outSeq: 6}
+	var b [descBytes]byte
+	mine.encode(b[:])
+	if got := decodeDesc(b[:]); got != mine {
+		t.Fatalf("descriptor round trip: got %+v, want %+v", got, mine)
+	}
+	cases := []struct {
+		name string
+		peer desc
+		want [2]bool
+	}{
+		{"same", mine, [2]bool{true, true}},
+		{"peer stages its input", desc{direct: 2, outSeq: 6}, [2]bool{false, true}},
+		{"input at another offset", desc{direct: 3, inSeq: 5, inOff: 128, outSeq: 6}, [2]bool{false, true}},
+		{"output in another allocation", desc{direct: 3, inSeq: 5, inOff: 64, outSeq: 7}, [2]bool{true, false}},
+		{"peer proposes nothing", desc{}, [2]bool{false, false}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := agreeDirect(mine, []desc{mine, c.peer}); got != c.want {
+				t.Errorf("got %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -233,23 +233,27 @@ func sharedGPU(t *testing.T, n int, strategiesOnly bool) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		// ipc: the tensors in IPC memory, which plans that stage a
+		// buffer reach directly (gpuexec.DirectProposal).
 		for _, sz := range []struct {
 			bytes int64
 			iters int
-		}{{1 << 10, 10000}, {4 << 20, 200}, {16 << 20, 50}} {
+			ipc   bool
+		}{{1 << 10, 10000, false}, {4 << 20, 200, false}, {16 << 20, 50, false}, {1 << 10, 2000, true}, {4 << 20, 200, true}} {
 			inN, outN := run.Counts(p, tensor.Float32, sz.bytes)
 			if inN == 0 {
 				continue
 			}
+			c.IPCTensors = sz.ipc
 			for _, graph := range []bool{false, true} {
 				r, err := c.Bench(ctx, tensor.Float32, inN, outN, sz.iters, 1, reduce.Sum, graph, 7)
 				if err != nil {
-					t.Fatalf("%s, %d bytes, graph %v: %v", name, sz.bytes, graph, err)
+					t.Fatalf("%s, %d bytes, graph %v, IPC tensors %v: %v", name, sz.bytes, graph, sz.ipc, err)
 				}
 				if r.Wrong != 0 {
-					t.Errorf("%s, %d bytes, graph %v: %d wrong elements", name, sz.bytes, graph, r.Wrong)
+					t.Errorf("%s, %d bytes, graph %v, IPC tensors %v: %d wrong elements", name, sz.bytes, graph, sz.ipc, r.Wrong)
 				}
-				t.Logf("%s %d ranks %d bytes graph %v: %.1f us a call", name, n, sz.bytes, graph, r.TimeUs)
+				t.Logf("%s %d ranks %d bytes graph %v IPC tensors %v: %.1f us a call", name, n, sz.bytes, graph, sz.ipc, r.TimeUs)
 			}
 		}
 		if err := c.Close(); err != nil {

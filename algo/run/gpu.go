@@ -81,7 +81,14 @@ type GPUOptions struct {
 }
 
 // GPUCollective is a plan loaded on every GPU worker of a session.
-type GPUCollective struct{ loaded }
+type GPUCollective struct {
+	loaded
+	// IPCTensors makes Bench allocate each worker's input and output in
+	// IPC memory (as chorus bench allreduce --backend ipc times the
+	// ccl/ipc kernels), where the executor lets peers reach them
+	// directly instead of staging them (gpuexec.DirectProposal).
+	IPCTensors bool
+}
 
 // LoadGPU makes p a collective of s on the workers' GPUs (package
 // algo/gpuexec): the session must have GPU workers and InitCCL with a GPU
@@ -100,7 +107,7 @@ func LoadGPU(ctx context.Context, s *session.Session, p *plan.Plan, opts GPUOpti
 	if err != nil {
 		return nil, err
 	}
-	c := &GPUCollective{loaded{s: s, p: p}}
+	c := &GPUCollective{loaded: loaded{s: s, p: p}}
 	if err := c.load(ctx, "LoadGPU", [3]string{FuncGPULoad, FuncGPURun, FuncGPUClose}, raw, opts.Timeout.Milliseconds(), opts.Force); err != nil {
 		return nil, err
 	}
@@ -124,7 +131,7 @@ func (c *GPUCollective) Bench(ctx context.Context, dt tensor.DType, inN, outN in
 		return res, err
 	}
 	defer f.Release()
-	out, err := c.s.CallPacked(f, c.h, dt, inN, outN, iters, warmup, op.String(), graph, seed)
+	out, err := c.s.CallPacked(f, c.h, dt, inN, outN, iters, warmup, op.String(), graph, seed, c.IPCTensors)
 	if err != nil {
 		return res, err
 	}
@@ -154,7 +161,7 @@ func gpuValue(r, i int, seed int64) float64 {
 // graphCalls is the most calls one captured graph of gpuBenchWorker holds.
 const graphCalls = 100
 
-func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iters, warmup int, opName string, graph bool, seed int64) (*tensor.Tensor, error) {
+func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, iters, warmup int, opName string, graph bool, seed int64, ipcTensors bool) (*tensor.Tensor, error) {
 	x, err := gpuExecutor(h)
 	if err != nil {
 		return nil, err
@@ -166,11 +173,15 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 	p := x.Plan()
 	ctx := env.Context()
 	r, n := x.Rank(), x.Size()
-	send, err := env.Alloc(dt, tensor.Shape{inN}, env.Device(), tensor.ScopeGlobal)
+	scope := tensor.ScopeGlobal
+	if ipcTensors {
+		scope = registry.ScopeIPC
+	}
+	send, err := env.Alloc(dt, tensor.Shape{inN}, env.Device(), scope)
 	if err != nil {
 		return nil, err
 	}
-	recv, err := env.Alloc(dt, tensor.Shape{outN}, env.Device(), tensor.ScopeGlobal)
+	recv, err := env.Alloc(dt, tensor.Shape{outN}, env.Device(), scope)
 	if err != nil {
 		return nil, err
 	}

@@ -261,6 +261,7 @@ type sweep struct {
 	device  string
 	devices []int
 	graph   bool
+	ipc     bool // --ipc-tensors
 	force   bool
 	plot    *plotFlags
 }
@@ -280,10 +281,11 @@ func sweepFlags(fs *flag.FlagSet) func() (sweep, error) {
 	devs := fs.String("devices", "0", "with --device cuda: GPU ordinals, comma-separated (worker i on the (i mod len)-th; several workers may share one)")
 	graph := fs.Bool("graph", false, "with --device cuda: time replays of a CUDA graph of one call")
 	force := fs.Bool("force", false, "run a plan the verifier rejects (CPU and GPU executors)")
+	ipcT := fs.Bool("ipc-tensors", false, "with --device cuda: each worker's input and output in IPC memory (as bench allreduce --backend ipc), which the executor's peers reach directly instead of staging them")
 	pf := addPlotFlags(fs)
 	return func() (sweep, error) {
 		sw := sweep{kind: *kind, tr: *tr, workers: *workers, step: *step, iters: *iters, warmup: *warmup, json: *asJSON,
-			device: *dev, graph: *graph, force: *force, plot: pf}
+			device: *dev, graph: *graph, ipc: *ipcT, force: *force, plot: pf}
 		cmd := fs.Name()
 		var err error
 		if sw.device != "cpu" && sw.device != "cuda" {
@@ -635,6 +637,7 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 	if err != nil {
 		return err
 	}
+	c.IPCTensors = sw.ipc
 	mode := "eager"
 	if sw.graph {
 		mode = "CUDA graph replays"
