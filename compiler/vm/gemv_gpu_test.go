@@ -172,6 +172,8 @@ func TestGPUSplitAttention(t *testing.T) {
 		attention("prefill_g8_d64", 5, 8, 1, 64, 300, 200, 296),
 		attention("d256", 2, 8, 2, 256, 100, 60, 99),
 		attention("first_row", 1, 4, 4, 128, 64, 0, 0),
+		attention("g2_prefill", 3, 16, 8, 128, 900, 500, 899),
+		attention("g3", 2, 12, 4, 128, 700, 400, 699),
 	}
 	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
@@ -292,6 +294,9 @@ func TestGPUFused(t *testing.T) {
 		ropeAttn("rope_attn_batch_d64", 4, 8, 2, 64, 4, 300, 0, 299),
 		ropeAttn("rope_attn_batch8_long", 8, 32, 8, 128, 8, 4133, 3900, 4132),
 		ropeAttn("rope_attn_first_row_d256", 1, 8, 2, 256, 1, 100, 0, 0),
+		ropeAttn("rope_attn_batch3_g8", 3, 32, 4, 128, 3, 600, 300, 599),
+		ropeAttn("rope_attn_batch2_g2_d64", 2, 8, 4, 64, 2, 500, 200, 499),
+		ropeAttn("rope_attn_batch2_g3", 2, 12, 4, 128, 2, 400, 100, 399),
 	)
 	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
