@@ -280,6 +280,25 @@ func TestGeneratedSourceIsSelfConsistent(t *testing.T) {
 	}
 }
 
+// The kernel parameter is read once, into shared memory: any other use
+// (a reference passed to a function, a field read) lets its address
+// escape into the __noinline__ thread-block functions, and the compiler
+// then copies all 528 bytes into every thread's local memory.
+func TestKernelParameterReadOnce(t *testing.T) {
+	for name, k := range allKernels(t) {
+		code := stripCommentsAndStrings(k.Source)
+		i := strings.Index(code, KernelName+"(const Args params)")
+		if i < 0 {
+			t.Fatalf("%s: the kernel does not take `const Args params`", name)
+		}
+		body := code[i+len(KernelName+"(const Args params)"):]
+		uses := regexp.MustCompile(`\bparams\b`).FindAllStringIndex(body, -1)
+		if len(uses) != 1 || !strings.Contains(body, "shared_args = params;") {
+			t.Errorf("%s: the kernel uses its parameter %d times; want only `shared_args = params;`", name, len(uses))
+		}
+	}
+}
+
 func stripCommentsAndStrings(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
