@@ -190,7 +190,7 @@ func (g *GPU) gemvKernels() error {
 		}
 	}
 	for _, dt := range []string{"f16", "bf16"} {
-		for _, e := range []string{"_e2", "_e4", "_e8"} {
+		for _, e := range []string{"_e2", "_e4", "_e8", "_e2_q4", "_e4_q4"} {
 			names = append(names, "attn_split_"+dt+e, "attn_rope_split_"+dt+e)
 		}
 		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt)

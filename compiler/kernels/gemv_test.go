@@ -179,3 +179,26 @@ func TestWaveGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnKernelName checks which split kernel a call runs: the one
+// sized for 4 query heads a kv head where the heads fit (head dims 64 and
+// 128), else the one for 8 (head dim 256: 4), as kernels_attn.cu
+// compiles them.
+func TestAttnKernelName(t *testing.T) {
+	for _, c := range []struct {
+		epl, g int
+		want   string
+	}{
+		{4, 4, "attn_split_bf16_e4_q4"},
+		{4, 1, "attn_split_bf16_e4_q4"},
+		{2, 3, "attn_split_bf16_e2_q4"},
+		{4, 5, "attn_split_bf16_e4"},
+		{4, 8, "attn_split_bf16_e4"},
+		{8, 4, "attn_split_bf16_e8"},
+		{8, 1, "attn_split_bf16_e8"},
+	} {
+		if got := (attnPlan{epl: c.epl}).kernel("attn_split", "bf16", c.g); got != c.want {
+			t.Errorf("head dim %d, %d heads a kv head: %s, want %s", 32*c.epl, c.g, got, c.want)
+		}
+	}
+}

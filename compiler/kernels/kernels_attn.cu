@@ -297,26 +297,34 @@ __device__ void attn_combine_impl(const float* part, const int* pos, typename E:
   out[((long long)t * hq + h) * d + j] = E::store(v / L);
 }
 
-#define ATTN_SPLIT(name, E, EPL, GM)                                                                                     \
+#define ATTN_SPLIT_AS(sfx, E, EPL, GM)                                                                                     \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
-      attn_split_##name##_e##EPL(const E::T* q, E::T* kc, E::T* vc, const int* pos, E::T* out, float* part, int hq, int hkv, \
+      attn_split_##sfx(const E::T* q, E::T* kc, E::T* vc, const int* pos, E::T* out, float* part, int hq, int hkv, \
                                  int seq, int chunk, int fill, float scale, int tps) {                                     \
     PDL_ENTRY();                                                                                                           \
     attn_split_impl<E, EPL, GM, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale, tps, \
                                        nullptr);                                                                           \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(ATTN_WARPS * 32)                                                            \
-      attn_rope_split_##name##_e##EPL(const E::T* q, const E::T* k, const E::T* v, E::T* kc, E::T* vc, const int* pos,     \
+      attn_rope_split_##sfx(const E::T* q, const E::T* k, const E::T* v, E::T* kc, E::T* vc, const int* pos,     \
                                       E::T* out, float* part, int hq, int hkv, int seq, int chunk, int fill, float scale,     \
                                       AttnFreqs f) {                                                                       \
     PDL_ENTRY();                                                                                                           \
     attn_split_impl<E, EPL, GM, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale, 1, &f);           \
   }
 
+// ATTN_SPLIT: kernels for up to GM query heads a kv head (registers
+// for GM heads' q and output whatever G is); ATTN_SPLIT_Q4: the same
+// for at most 4.
+#define ATTN_SPLIT(name, E, EPL, GM) ATTN_SPLIT_AS(name##_e##EPL, E, EPL, GM)
+#define ATTN_SPLIT_Q4(name, E, EPL) ATTN_SPLIT_AS(name##_e##EPL##_q4, E, EPL, 4)
+
 #define ATTN_KERNELS(name, E)                                                                                              \
   ATTN_SPLIT(name, E, 2, 8)                                                                                                \
   ATTN_SPLIT(name, E, 4, 8)                                                                                                \
   ATTN_SPLIT(name, E, 8, 4)                                                                                                \
+  ATTN_SPLIT_Q4(name, E, 2)                                                                                                \
+  ATTN_SPLIT_Q4(name, E, 4)                                                                                                \
   extern "C" __global__ void attn_combine_##name(const float* part, const int* pos, E::T* out, int hq, int d, int splits,  \
                                                  int chunk, int fill) {                                                    \
     PDL_ENTRY();                                                                                                           \
