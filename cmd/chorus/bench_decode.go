@@ -558,8 +558,11 @@ func (b *decodeBench) setGemv(ctx context.Context, kernels string) error {
 
 // fillTo resets the model and prefills ctx tokens of every sequence (in
 // prompts of at most chunk tokens in all), so the next step runs at
-// position ctx.
-func fillTo(ctx context.Context, m *decoder.Model, n, chunk int) error {
+// position ctx. It waits for each prompt (s.Sync): a long context in a
+// batch queues seconds of prefill, and one wait for all of it would
+// trip the session's hang report (a batch of 32 at context 4096 took
+// over 10 s on an H200).
+func fillTo(ctx context.Context, s *session.Session, m *decoder.Model, n, chunk int) error {
 	m.Reset()
 	if chunk <= 0 {
 		chunk = 512
@@ -577,6 +580,9 @@ func fillTo(ctx context.Context, m *decoder.Model, n, chunk int) error {
 			return err
 		}
 		st.Release()
+		if err := s.Sync(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -634,7 +640,7 @@ func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int
 			}
 			for _, cx := range ctxs {
 				for _, mode := range modes {
-					if err := fillTo(ctx, m, cx, prefill); err != nil {
+					if err := fillTo(ctx, b.s, m, cx, prefill); err != nil {
 						return err
 					}
 					if mode == "graph" {
