@@ -57,6 +57,8 @@ type GPU struct {
 	// their split-K scratch buffers (tc.go).
 	tcMod  cuda.Module
 	tcBufs []*device.Buffer
+	// prefillMod holds the prefill attention kernels (kernels_prefill.cu).
+	prefillMod cuda.Module
 }
 
 // loadModule compiles src for the device (NVRTC, cached by content),
@@ -201,6 +203,10 @@ func (g *GPU) Close() {
 		if g.tcMod != 0 {
 			g.drv.ModuleUnload(g.tcMod)
 			g.tcMod = 0
+		}
+		if g.prefillMod != 0 {
+			g.drv.ModuleUnload(g.prefillMod)
+			g.prefillMod = 0
 		}
 		return nil
 	})

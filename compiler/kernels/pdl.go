@@ -23,8 +23,9 @@ import (
 // pdlFamilies are the kernel families (a kernel's name up to its dtype
 // suffix) whose source executes PDL_WAIT before touching any buffer but
 // weights: the kernels of kernels.cu, kernels_model.cu, kernels_gemv.cu,
-// kernels_fused.cu, kernels_attn.cu and kernels_tc.cu. The measurement
-// kernels (kernels_bench.cu) do not wait.
+// kernels_fused.cu, kernels_attn.cu, kernels_tc.cu and
+// kernels_prefill.cu. The measurement kernels (kernels_bench.cu) do not
+// wait.
 var pdlFamilies = map[string]bool{
 	"add": true, "gelu": true,
 	"mul": true, "silu": true, "embedding": true, "rms_norm": true, "layer_norm": true,
@@ -32,6 +33,7 @@ var pdlFamilies = map[string]bool{
 	"gemv_nt": true, "gemv_nt3": true, "gemv_gated": true, "add_rms_norm": true,
 	"attn_split": true, "attn_rope_split": true, "attn_combine": true,
 	"tc_nt": true, "tc_nt3": true, "tc_gated": true,
+	"prefill_attn": true,
 }
 
 // pdlWaits reports whether kernel name waits (griddepcontrol.wait)

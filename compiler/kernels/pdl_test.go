@@ -48,6 +48,7 @@ func TestLaunchPDL(t *testing.T) {
 		{"add_rms_norm_bf16", true}, {"add_rms_norm_f32", true},
 		{"attn_split_bf16_e8", true}, {"attn_rope_split_f16_e4", true}, {"attn_combine_f16", true},
 		{"tc_nt_bf16_m16", true}, {"tc_nt3_bf16_m8", true}, {"tc_gated_f16_m32", true},
+		{"prefill_attn_bf16_d128", true}, {"prefill_attn_f16_d64", true},
 		{"bench_noop", false}, {"bench_stream", false}, {"fill_uniform_bf16", false},
 		{"gemv_bf16", false}, {"unknown_bf16", false}, {"bf16", false},
 	}
@@ -156,7 +157,7 @@ func cuFuncs(t *testing.T, src string) []cuFunc {
 // through a function it calls), and one outside them must not be listed;
 // every listed family must exist. The GPU tests check the numbers.
 func TestKernelsWaitBeforeTouchingBuffers(t *testing.T) {
-	src := strings.Join([]string{kernelSource, modelKernelSource, gemvKernelSource, fusedKernelSource, attnKernelSource, tcKernelSource, benchKernelSource}, "\n")
+	src := strings.Join([]string{kernelSource, modelKernelSource, gemvKernelSource, fusedKernelSource, attnKernelSource, tcKernelSource, prefillKernelSource, benchKernelSource}, "\n")
 	fs := cuFuncs(t, src)
 	waits := map[string]bool{}
 	for changed := true; changed; {
