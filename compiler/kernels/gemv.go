@@ -193,7 +193,7 @@ func (g *GPU) gemvKernels() error {
 		for _, e := range []string{"_e2", "_e4", "_e8", "_e2_q4", "_e4_q4"} {
 			names = append(names, "attn_split_"+dt+e, "attn_rope_split_"+dt+e)
 		}
-		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt)
+		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt, "add_rms_norm_v_"+dt)
 	}
 	names = append(names, "add_rms_norm_f32")
 	err := g.dev.Do(func(cuda.Stream) error {
@@ -383,6 +383,17 @@ func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 	return true, err
 }
 
+// addNormVRegs is ADDNORM_VR (kernels_fused.cu): the 16-byte pieces of
+// its row a thread of add_rms_norm_v holds.
+const addNormVRegs = 4
+
+// addNormVec reports whether add_rms_norm_v takes rows of h elements of
+// dt: 16-bit, h a multiple of 8 up to 8 x addNormVRegs x normThreads,
+// every operand 16-byte aligned.
+func addNormVec(dt tensor.DType, h int, aligned bool) bool {
+	return (dt == tensor.Float16 || dt == tensor.BFloat16) && aligned && h > 0 && h%8 == 0 && h/8 <= addNormVRegs*normThreads
+}
+
 // TryAddNorm runs a residual add and the RMSNorm of its sum (t: x, y,
 // sum, w, out) as one add_rms_norm launch when x, y and sum have one
 // shape [rows, h] and w is [h].
@@ -409,6 +420,17 @@ func (g *GPU) TryAddNorm(t []*tensor.Tensor, eps float64) (bool, error) {
 	grid, err := gridRows(rows)
 	if err != nil {
 		return false, nil
+	}
+	if addNormVec(x.DType(), h, aligned16(p...)) {
+		a := &struct {
+			x, y, sum, w, out uint64
+			h8                int32
+			eps               float32
+		}{p[0], p[1], p[2], p[3], p[4], int32(h / 8), float32(eps)}
+		err = g.launchGrid("add_rms_norm_v_"+suf, grid, normThreads, unsafe.Pointer(&a.x), unsafe.Pointer(&a.y), unsafe.Pointer(&a.sum),
+			unsafe.Pointer(&a.w), unsafe.Pointer(&a.out), unsafe.Pointer(&a.h8), unsafe.Pointer(&a.eps))
+		runtime.KeepAlive(a)
+		return true, err
 	}
 	a := &struct {
 		x, y, sum, w, out uint64

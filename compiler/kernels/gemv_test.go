@@ -202,3 +202,24 @@ func TestAttnKernelName(t *testing.T) {
 		}
 	}
 }
+
+func TestAddNormVec(t *testing.T) {
+	for _, c := range []struct {
+		dt      tensor.DType
+		h       int
+		aligned bool
+		want    bool
+	}{
+		{tensor.BFloat16, 4096, true, true},
+		{tensor.Float16, 8192, true, true},
+		{tensor.BFloat16, 8200, true, false}, // more than a block's registers
+		{tensor.BFloat16, 1000, true, true},
+		{tensor.BFloat16, 1001, true, false}, // not whole 16-byte pieces
+		{tensor.BFloat16, 4096, false, false},
+		{tensor.Float32, 4096, true, false},
+	} {
+		if got := addNormVec(c.dt, c.h, c.aligned); got != c.want {
+			t.Errorf("addNormVec(%v, %d, %v) = %v, want %v", c.dt, c.h, c.aligned, got, c.want)
+		}
+	}
+}

@@ -62,6 +62,86 @@ __device__ void add_rms_norm_impl(const typename E::T* x, const typename E::T* y
     out[off + j] = E::store(E::load(E::store(E::load(sum[off + j]) * inv)) * E::load(w[j]));
 }
 
+// ADDNORM_VR is the most 16-byte pieces of its row a thread of
+// add_rms_norm_v keeps in registers (a row of up to 8 x ADDNORM_VR x
+// blockDim.x elements: 8192 at 256 threads).
+#define ADDNORM_VR 4
+
+// pack2 rounds two floats to the dtype and packs them as a 32-bit word
+// (lo in the low half), as Pair<E> unpacks them.
+template <class E>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  return (unsigned)E::store(lo) | ((unsigned)E::store(hi) << 16);
+}
+
+// add_rms_norm_v is add_rms_norm for 16-bit rows of h = 8 * h8 elements
+// with 16-byte aligned operands: a thread's pieces of the row move as
+// 16-byte vectors, and its pieces of the weight w are loaded before
+// PDL_WAIT (weights are never written during a step), so after the wait
+// the block reads x and y once, reduces, and writes sum and out. The
+// arithmetic and roundings are add_rms_norm's.
+template <class E>
+__device__ void add_rms_norm_v_impl(const V4* x, const V4* y, V4* sum, const V4* w, V4* out, int h8, float eps) {
+  const long long off = (long long)blockIdx.x * h8;
+  V4 wv[ADDNORM_VR], sv[ADDNORM_VR];
+#pragma unroll
+  for (int i = 0; i < ADDNORM_VR; i++) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < h8) wv[i] = ld_cached(w + j);
+  }
+  PDL_ENTRY();
+  V4 xv[ADDNORM_VR], yv[ADDNORM_VR];
+#pragma unroll
+  for (int i = 0; i < ADDNORM_VR; i++) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < h8) {
+      xv[i] = x[off + j];
+      yv[i] = y[off + j];
+    }
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < ADDNORM_VR; i++) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < h8) {
+      const unsigned xs[4] = {xv[i].x, xv[i].y, xv[i].z, xv[i].w}, ys[4] = {yv[i].x, yv[i].y, yv[i].z, yv[i].w};
+      unsigned s[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        s[q] = pack2<E>(Pair<E>::lo(xs[q]) + Pair<E>::lo(ys[q]), Pair<E>::hi(xs[q]) + Pair<E>::hi(ys[q]));
+        const float lo = Pair<E>::lo(s[q]), hi = Pair<E>::hi(s[q]);
+        ss += lo * lo;
+        ss += hi * hi;
+      }
+      sv[i] = V4{s[0], s[1], s[2], s[3]};
+      sum[off + j] = sv[i];
+    }
+  }
+  const float inv = rsqrtf(fused_block_sum(ss) / (float)(8 * h8) + eps);
+#pragma unroll
+  for (int i = 0; i < ADDNORM_VR; i++) {
+    const int j = threadIdx.x + i * blockDim.x;
+    if (j < h8) {
+      const unsigned ss4[4] = {sv[i].x, sv[i].y, sv[i].z, sv[i].w}, ws[4] = {wv[i].x, wv[i].y, wv[i].z, wv[i].w};
+      unsigned o[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++)
+        o[q] = pack2<E>(E::load(E::store(Pair<E>::lo(ss4[q]) * inv)) * Pair<E>::lo(ws[q]),
+                        E::load(E::store(Pair<E>::hi(ss4[q]) * inv)) * Pair<E>::hi(ws[q]));
+      out[off + j] = V4{o[0], o[1], o[2], o[3]};
+    }
+  }
+}
+
+#define FUSED_V_KERNELS(name, E)                                                                                  \
+  extern "C" __global__ void add_rms_norm_v_##name(const V4* x, const V4* y, V4* sum, const V4* w, V4* out, int h8, \
+                                                   float eps) {                                                   \
+    add_rms_norm_v_impl<E>(x, y, sum, w, out, h8, eps);                                                           \
+  }
+
+FUSED_V_KERNELS(f16, F16)
+FUSED_V_KERNELS(bf16, BF16)
+
 #define FUSED_KERNELS(name, E)                                                                                       \
   extern "C" __global__ void add_rms_norm_##name(const E::T* x, const E::T* y, E::T* sum, const E::T* w, E::T* out, \
                                                  long long h, float eps) { PDL_ENTRY();                                          \

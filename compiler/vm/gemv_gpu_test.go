@@ -216,6 +216,15 @@ func TestGPUFused(t *testing.T) {
 	alloc := func(b *ir.FuncBuilder, dt tensor.DType, s ...int64) ir.Ref {
 		return b.AllocTensor("t", s, dt, vdevice.Unconstrained, "")
 	}
+	addNorm := func(name string, rows, h int64) modelCase {
+		return modelCase{name, []modelInput{floatIn(rows, h), floatIn(rows, h), floatIn(h)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			s := alloc(b, dt, rows, h)
+			b.Add(in[0], in[1], s)
+			o := alloc(b, dt, rows, h)
+			b.RMSNorm(s, in[2], 1e-5, o)
+			return []ir.Ref{s, o}
+		}, nil}
+	}
 	cases := []modelCase{
 		{"gated", []modelInput{floatIn(3, 512), floatIn(300, 512), floatIn(300, 512)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 			g := alloc(b, dt, 3, 300)
@@ -257,13 +266,38 @@ func TestGPUFused(t *testing.T) {
 			}
 			return outs
 		}, nil},
-		{"add_norm", []modelInput{floatIn(2, 1000), floatIn(2, 1000), floatIn(1000)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
-			s := alloc(b, dt, 2, 1000)
-			b.Add(in[0], in[1], s)
-			o := alloc(b, dt, 2, 1000)
-			b.RMSNorm(s, in[2], 1e-5, o)
-			return []ir.Ref{s, o}
+		// q/k/v, o, gate/up and down of one row: each product asks L2 for
+		// the next one's weights as it ends (linkNext), which must not
+		// change a result
+		{"layer_chain", []modelInput{floatIn(1, 256), floatIn(600, 256), floatIn(100, 256), floatIn(100, 256), floatIn(256, 600),
+			floatIn(3000, 256), floatIn(3000, 256), floatIn(256, 3000)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			var qkv []ir.Ref
+			for i, n := range []int64{600, 100, 100} {
+				o := alloc(b, dt, 1, n)
+				b.MatmulNT(in[0], in[1+i], o)
+				qkv = append(qkv, o)
+			}
+			o := alloc(b, dt, 1, 256)
+			b.MatmulNT(qkv[0], in[4], o)
+			g := alloc(b, dt, 1, 3000)
+			b.MatmulNT(o, in[5], g)
+			u := alloc(b, dt, 1, 3000)
+			b.MatmulNT(o, in[6], u)
+			a := alloc(b, dt, 1, 3000)
+			b.Silu(g, a)
+			m := alloc(b, dt, 1, 3000)
+			b.Mul(a, u, m)
+			d := alloc(b, dt, 1, 256)
+			b.MatmulNT(m, in[7], d)
+			return []ir.Ref{qkv[1], qkv[2], o, m, d}
 		}, nil},
+		// add_rms_norm_v (16-bit rows of whole 16-byte pieces, up to 8192
+		// wide: 4 pieces a thread at 8192) and add_rms_norm (others)
+		addNorm("add_norm", 2, 1000),
+		addNorm("add_norm_8192", 1, 8192),
+		addNorm("add_norm_4096_batch", 3, 4096),
+		addNorm("add_norm_odd", 2, 1004),
+		addNorm("add_norm_wide", 1, 8200),
 	}
 	// rope of q and k, then attention: one attn_rope_split launch (and the
 	// combine) for decode tokens, one per sequence; the caches are
