@@ -8,16 +8,18 @@
 // own, so a prompt of n tokens reads each cache row once per token that
 // sees it: on an H200 a 512-token Llama-3-8B prompt spent 332 us a layer
 // there. prefill_attn is flash-attention-2 on the tensor cores: grid
-// (query blocks, kv heads, sequences), PF_WARPS warps a block; a block
-// takes PF_ROWS query rows, row r being head r % G (of the G = hq / hkv
-// that share the kv head) of token r / G of its run of tq = PF_ROWS / G
+// (query blocks, kv heads, sequences), exactly PF_WARPS warps a block
+// (the tile copy is unrolled for that many threads). A block takes
+// PF_ROWS query rows, row r being head r % G (of the G = hq / hkv that
+// share the kv head) of token r / G of its run of tq = PF_ROWS / G
 // tokens, and walks the cache in tiles of PF_KEYS rows: the block copies
-// a tile's K and V to shared memory once (V transposed), and each warp
-// computes S = Q Kᵀ for its 16 rows (mma.sync m16n8k16, float32
-// accumulation), masks the rows past each token's position, keeps the
-// running max and sum (online softmax, base 2), and adds P V (P rounded
-// to the dtype, as flash attention does) into its float32 output. The
-// output is divided by the sum and rounded to the dtype once.
+// a tile's K and V to shared memory once (V transposed; every load of a
+// tile issued before the first store), and each warp computes S = Q Kᵀ
+// for its 16 rows (mma.sync m16n8k16, float32 accumulation), masks the
+// rows past each token's position, keeps the running max and sum (online
+// softmax, base 2), and adds P V (P rounded to the dtype, as flash
+// attention does) into its float32 output. The output is divided by the
+// sum and rounded to the dtype once.
 //
 // Semantics are the attention op's: token t of sequence b attends cache
 // rows 0..pos[t] of that sequence's caches, scale 1/sqrt(d); a position
@@ -78,6 +80,7 @@ __device__ void prefill_attn_impl(const u16* q, const u16* kc, const u16* vc, co
   constexpr int DK = D / 16;       // k steps of Q Kᵀ
   constexpr int DN = D / 8;        // n tiles of the output
   constexpr int NK = PF_KEYS / 8;  // n tiles of S
+  constexpr int PF_COPY = PF_KEYS * D / 8 / (PF_WARPS * 32);  // 16-byte pieces of K (and of V) a thread copies a tile
   __shared__ __align__(16) u16 ks[PF_KEYS * KS];
   __shared__ __align__(16) u16 vt[D * VS];
   __shared__ int lim[PF_ROWS];
@@ -135,18 +138,26 @@ __device__ void prefill_attn_impl(const u16* q, const u16* kc, const u16* vc, co
     const int j0 = kt * PF_KEYS;
     __syncthreads();  // every warp is done with the last tile
     // Copy rows j0.. (zeros past top): lane pairs take a row's 32-byte
-    // sector, a warp 16 rows.
-    for (int i = threadIdx.x; i < PF_KEYS * D / 8; i += blockDim.x) {
+    // sector, a warp 16 rows; every load of the tile is issued before the
+    // first store (one memory latency a tile, not PF_COPY).
+    PfV4 kv[PF_COPY], vv[PF_COPY];
+#pragma unroll
+    for (int u = 0; u < PF_COPY; u++) {
+      const int i = threadIdx.x + u * PF_WARPS * 32;
       const int key = (i >> 1) % PF_KEYS, col = (((i >> 1) / PF_KEYS) * 2 + (i & 1)) * 8;
-      PfV4 kv, vv;
-      kv.x = kv.y = kv.z = kv.w = 0u;
-      vv = kv;
+      kv[u].x = kv[u].y = kv[u].z = kv[u].w = 0u;
+      vv[u] = kv[u];
       if (j0 + key <= top) {
-        kv = *(const PfV4*)(kb + (long long)(j0 + key) * rs + col);
-        vv = *(const PfV4*)(vb + (long long)(j0 + key) * rs + col);
+        kv[u] = *(const PfV4*)(kb + (long long)(j0 + key) * rs + col);
+        vv[u] = *(const PfV4*)(vb + (long long)(j0 + key) * rs + col);
       }
-      *(PfV4*)(ks + key * KS + col) = kv;
-      const unsigned vw[4] = {vv.x, vv.y, vv.z, vv.w};
+    }
+#pragma unroll
+    for (int u = 0; u < PF_COPY; u++) {
+      const int i = threadIdx.x + u * PF_WARPS * 32;
+      const int key = (i >> 1) % PF_KEYS, col = (((i >> 1) / PF_KEYS) * 2 + (i & 1)) * 8;
+      *(PfV4*)(ks + key * KS + col) = kv[u];
+      const unsigned vw[4] = {vv[u].x, vv[u].y, vv[u].z, vv[u].w};
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         vt[(col + 2 * e) * VS + key] = (u16)(vw[e] & 0xffffu);

@@ -29,6 +29,10 @@ const (
 	prefillMaxGroup = 8
 )
 
+// prefillMin is prefillMinTokens, a variable so that a benchmark can send
+// the calls to the split-KV kernel for the same-run comparison.
+var prefillMin = prefillMinTokens
+
 // prefillPlan is one launch of prefill_attn.
 type prefillPlan struct {
 	d      int // head dim: 64 or 128
@@ -52,7 +56,7 @@ func planPrefill(dims attnDims, dt tensor.DType, aligned bool) (prefillPlan, boo
 		return prefillPlan{}, false
 	case g < 1 || g > prefillMaxGroup:
 		return prefillPlan{}, false
-	case dims.tps() < prefillMinTokens || dims.t%dims.batch != 0:
+	case dims.tps() < prefillMin || dims.t%dims.batch != 0:
 		return prefillPlan{}, false
 	case dims.hkv > 65535 || dims.batch > 65535 || dims.maxSeq < 1 || dims.maxSeq > math.MaxInt32 || dims.tps() > math.MaxInt32/2:
 		return prefillPlan{}, false
