@@ -193,7 +193,7 @@ func (g *GPU) gemvKernels() error {
 		for _, e := range []string{"_e2", "_e4", "_e8", "_e2_q4", "_e4_q4"} {
 			names = append(names, "attn_split_"+dt+e, "attn_rope_split_"+dt+e)
 		}
-		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt, "add_rms_norm_v_"+dt)
+		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt, "add_rms_norm_v_"+dt, "silu_mul_"+dt)
 	}
 	names = append(names, "add_rms_norm_f32")
 	err := g.dev.Do(func(cuda.Stream) error {
@@ -313,6 +313,45 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 	err = g.launchGrid(name, [3]uint32{grid, 1, 1}, gemvWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
 		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+	runtime.KeepAlive(a)
+	return true, err
+}
+
+// TrySiluMul runs out = silu(g) ⊙ u (the gated projection's activation
+// after its two products ran apart) as one silu_mul launch when g, u and
+// out have one 16-bit shape of whole 16-byte pieces, 16-byte aligned,
+// and out is an input or overlaps neither; else the caller runs silu and
+// mul.
+func (g *GPU) TrySiluMul(gt, u, out *tensor.Tensor) (bool, error) {
+	n := gt.NumElements()
+	dt := gt.DType()
+	if (dt != tensor.Float16 && dt != tensor.BFloat16) || !tensor.SameLayout(gt, u) || !tensor.SameLayout(gt, out) || n == 0 || n%8 != 0 {
+		return false, nil
+	}
+	suf, err := kernelSuffix(dt)
+	if err != nil {
+		return false, nil
+	}
+	p, err := g.ptrs([]string{"gate", "up", "out"}, gt, u, out)
+	if err != nil {
+		return false, err
+	}
+	// out may be g or u itself (the decoder's memory plan puts the
+	// product where the gate was): each element is read before it is
+	// written, by the same thread; a partial overlap is refused.
+	nb := gt.NumBytes()
+	if !aligned16(p...) || (p[2] != p[0] && overlaps(p[0], nb, p[2], nb)) || (p[2] != p[1] && overlaps(p[1], nb, p[2], nb)) {
+		return false, nil
+	}
+	if err := g.gemvKernels(); err != nil {
+		return false, err
+	}
+	a := &struct {
+		g, u, out uint64
+		n8        int64
+	}{p[0], p[1], p[2], n / 8}
+	err = g.launchGrid("silu_mul_"+suf, [3]uint32{blocks(a.n8), 1, 1}, kernelThreads,
+		unsafe.Pointer(&a.g), unsafe.Pointer(&a.u), unsafe.Pointer(&a.out), unsafe.Pointer(&a.n8))
 	runtime.KeepAlive(a)
 	return true, err
 }

@@ -142,6 +142,38 @@ __device__ void add_rms_norm_v_impl(const V4* x, const V4* y, V4* sum, const V4*
 FUSED_V_KERNELS(f16, F16)
 FUSED_V_KERNELS(bf16, BF16)
 
+// silu_mul: out = silu(g) ⊙ u over n8 16-byte pieces of 16-bit
+// elements, the gated MLP's activation when its two products ran apart
+// (prefill rows): the silu rounded to the dtype before the product, as
+// the silu and mul kernels one after the other, in one pass with 16-byte
+// loads and stores. The unfused pair took 36 and 37 us a layer of a
+// 512-token Llama-3-8B prefill on an H200 (ncu).
+template <class E>
+__device__ void silu_mul_impl(const V4* g, const V4* u, V4* out, long long n8) {
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += stride) {
+    const V4 gv = g[i], uv = u[i];
+    const unsigned gs[4] = {gv.x, gv.y, gv.z, gv.w}, us[4] = {uv.x, uv.y, uv.z, uv.w};
+    unsigned o[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const float gl = Pair<E>::lo(gs[q]), gh = Pair<E>::hi(gs[q]);
+      const float al = E::load(E::store(gl / (1.0f + expf(-gl)))), ah = E::load(E::store(gh / (1.0f + expf(-gh))));
+      o[q] = pack2<E>(al * Pair<E>::lo(us[q]), ah * Pair<E>::hi(us[q]));
+    }
+    out[i] = V4{o[0], o[1], o[2], o[3]};
+  }
+}
+
+#define SILU_MUL_KERNELS(name, E)                                                                         \
+  extern "C" __global__ void silu_mul_##name(const V4* g, const V4* u, V4* out, long long n8) {           \
+    PDL_ENTRY();                                                                                          \
+    silu_mul_impl<E>(g, u, out, n8);                                                                      \
+  }
+
+SILU_MUL_KERNELS(f16, F16)
+SILU_MUL_KERNELS(bf16, BF16)
+
 #define FUSED_KERNELS(name, E)                                                                                       \
   extern "C" __global__ void add_rms_norm_##name(const E::T* x, const E::T* y, E::T* sum, const E::T* w, E::T* out, \
                                                  long long h, float eps) { PDL_ENTRY();                                          \

@@ -45,7 +45,7 @@ func TestLaunchPDL(t *testing.T) {
 		{"rope_bf16", true}, {"rope_table_bf16", true}, {"kv_append_bf16", true},
 		{"attention_f32", true}, {"argmax_bf16", true},
 		{"gemv_nt_bf16_m1", true}, {"gemv_nt3_f16_m8", true}, {"gemv_gated_bf16_m4", true},
-		{"add_rms_norm_bf16", true}, {"add_rms_norm_f32", true}, {"add_rms_norm_v_f16", true},
+		{"add_rms_norm_bf16", true}, {"add_rms_norm_f32", true}, {"add_rms_norm_v_f16", true}, {"silu_mul_bf16", true},
 		{"attn_split_bf16_e8", true}, {"attn_rope_split_f16_e4", true}, {"attn_combine_f16", true},
 		{"tc_nt_bf16_m16", true}, {"tc_nt3_bf16_m8", true}, {"tc_gated_f16_m32", true},
 		{"prefill_attn_bf16_d128", true}, {"prefill_attn_f16_d64", true},

@@ -225,7 +225,24 @@ func TestGPUFused(t *testing.T) {
 			return []ir.Ref{s, o}
 		}, nil}
 	}
+	// the gated MLP of many rows: its products run on cuBLAS, then
+	// silu_mul (whole 16-byte pieces) or silu and mul (not)
+	gatedRows := func(name string, rows, n, k int64) modelCase {
+		return modelCase{name, []modelInput{floatIn(rows, k), floatIn(n, k), floatIn(n, k)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			g := alloc(b, dt, rows, n)
+			b.MatmulNT(in[0], in[1], g)
+			u := alloc(b, dt, rows, n)
+			b.MatmulNT(in[0], in[2], u)
+			a := alloc(b, dt, rows, n)
+			b.Silu(g, a)
+			o := alloc(b, dt, rows, n)
+			b.Mul(a, u, o)
+			return []ir.Ref{o}
+		}, nil}
+	}
 	cases := []modelCase{
+		gatedRows("gated_prefill", 64, 300, 512),
+		gatedRows("gated_prefill_odd", 33, 301, 256),
 		{"gated", []modelInput{floatIn(3, 512), floatIn(300, 512), floatIn(300, 512)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 			g := alloc(b, dt, 3, 300)
 			b.MatmulNT(in[0], in[1], g)

@@ -342,7 +342,17 @@ func (m *Module) gated(env registry.Env, t []*tensor.Tensor) error {
 		{ir.OpSilu, []*tensor.Tensor{t[3], t[5]}},
 		{ir.OpMul, []*tensor.Tensor{t[5], t[4], t[6]}},
 	}
-	for _, s := range steps {
+	for i, s := range steps {
+		if i == 2 && onGPU(t) {
+			// silu and mul in one pass (prefill rows: the products ran apart)
+			g, err := m.gpuKernels(env)
+			if err != nil {
+				return err
+			}
+			if ok, err := g.TrySiluMul(t[3], t[4], t[6]); ok || err != nil {
+				return err
+			}
+		}
 		var err error
 		if s.op == ir.OpMatmulNT {
 			err = m.kernel(env, s.op, s.args)
