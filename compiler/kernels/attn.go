@@ -163,8 +163,13 @@ func (g *GPU) attnCombine(suf string, pl attnPlan, dims attnDims, part, pos, out
 }
 
 // trySplitAttention runs the attention half of the op (after the cache
-// append) through the split-KV kernels when planAttention takes it.
+// append) through the prefill kernel when planPrefill takes it (many
+// tokens a sequence), else through the split-KV kernels when
+// planAttention takes it.
 func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (bool, error) {
+	if ok, err := g.tryPrefillAttention(dims, dt, p); ok || err != nil {
+		return ok, err
+	}
 	if err := g.gemvKernels(); err != nil {
 		return false, err
 	}
@@ -216,6 +221,10 @@ func (g *GPU) TryRopeAttention(t []*tensor.Tensor, freqs []float32) (bool, error
 		return false, err
 	}
 	if dims.t == 0 || dims.tps() != 1 || len(freqs) != dims.d/2 || len(freqs) > attnMaxHalf || dims.maxSeq > math.MaxInt32 {
+		return false, nil
+	}
+	if _, ok := planPrefill(dims, t[0].DType(), true); ok {
+		// a large batch: rope, the cache append and the prefill kernel
 		return false, nil
 	}
 	if err := g.gemvKernels(); err != nil {

@@ -348,6 +348,10 @@ func TestGPUFused(t *testing.T) {
 		ropeAttn("rope_attn_batch3_g8", 3, 32, 4, 128, 3, 600, 300, 599),
 		ropeAttn("rope_attn_batch2_g2_d64", 2, 8, 4, 64, 2, 500, 200, 499),
 		ropeAttn("rope_attn_batch2_g3", 2, 12, 4, 128, 2, 400, 100, 399),
+		// 128 and more (sequence, kv head) pairs: rope, the cache append
+		// and the prefill kernel
+		ropeAttn("rope_attn_batch32", 32, 32, 8, 128, 32, 700, 1, 699),
+		ropeAttn("rope_attn_batch16_d64", 16, 64, 8, 64, 16, 300, 0, 299),
 	)
 	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
