@@ -13,7 +13,7 @@ import (
 
 // openTestGPU opens the kernels on cuda:0 (a skip, or a failure under
 // CHORUS_REQUIRE_GPU, without one).
-func openTestGPU(t *testing.T) (*GPU, *device.CUDA) {
+func openTestGPU(t testing.TB) (*GPU, *device.CUDA) {
 	t.Helper()
 	gputest.Require(t, 1)
 	drv, err := cuda.Load()
@@ -40,7 +40,7 @@ func openTestGPU(t *testing.T) (*GPU, *device.CUDA) {
 }
 
 // onGPU copies a host tensor into a new tensor on dev.
-func onGPU(t *testing.T, dev *device.CUDA, h *tensor.Tensor) *tensor.Tensor {
+func onGPU(t testing.TB, dev *device.CUDA, h *tensor.Tensor) *tensor.Tensor {
 	t.Helper()
 	buf, err := dev.Alloc(max(h.NumBytes(), 1))
 	if err != nil {

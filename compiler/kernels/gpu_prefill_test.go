@@ -6,9 +6,6 @@ import (
 	"testing"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
-	"github.com/chorus-rt/chorus/gpu/cuda"
-	"github.com/chorus-rt/chorus/gpu/device"
-	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -146,32 +143,9 @@ func TestGPUPrefillAttention(t *testing.T) {
 // prefill kernel and, as the same run's anchor, the split-KV kernels.
 // Run it with -test.bench GPUPrefill on a GPU machine.
 func BenchmarkGPUPrefillAttention(b *testing.B) {
-	gputest.Require(b, 1)
-	drv, err := cuda.Load()
-	if err != nil {
-		gputest.Skipf(b, "CUDA driver: %v", err)
-	}
-	if err := drv.Init(); err != nil {
-		gputest.Skipf(b, "cuInit: %v", err)
-	}
-	dev, err := device.OpenCUDA(drv, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer dev.Close()
-	g, err := newGPU(dev)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer g.Close()
+	g, dev := openTestGPU(b)
 	const tk, hq, hkv, d, seq = 512, 32, 8, 128, 4096
 	dt := tensor.BFloat16
-	var bufs []*device.Buffer
-	defer func() {
-		for _, x := range bufs {
-			dev.Free(x)
-		}
-	}()
 	mk := func(shape tensor.Shape, fill func(*tensor.Tensor) error) *tensor.Tensor {
 		h := tensor.MustNew(dt, shape)
 		if shape.Equal(tensor.Shape{tk}) {
@@ -180,19 +154,7 @@ func BenchmarkGPUPrefillAttention(b *testing.B) {
 		if err := fill(h); err != nil {
 			b.Fatal(err)
 		}
-		buf, err := dev.Alloc(h.NumBytes())
-		if err != nil {
-			b.Fatal(err)
-		}
-		bufs = append(bufs, buf)
-		if err := dev.CopyIn(buf, 0, h.Bytes()); err != nil {
-			b.Fatal(err)
-		}
-		x, err := tensor.View(tensor.NewDeviceStorage(tensor.CUDADevice(dev.Ordinal()), "", buf), 0, h.DType(), h.Shape())
-		if err != nil {
-			b.Fatal(err)
-		}
-		return x
+		return onGPU(b, dev, h)
 	}
 	random := func(seed uint64) func(*tensor.Tensor) error {
 		return func(x *tensor.Tensor) error { return tensor.RandomRange(x, seed, -2, 2) }
