@@ -164,10 +164,14 @@ func (g *GPU) attnCombine(suf string, pl attnPlan, dims attnDims, part, pos, out
 
 // trySplitAttention runs the attention half of the op (after the cache
 // append) through the prefill kernel when planPrefill takes it (many
-// tokens a sequence), else through the split-KV kernels when
-// planAttention takes it.
+// tokens a sequence), the tensor-core decode kernel when planDecode
+// takes it (one token a sequence), else through the split-KV kernels
+// when planAttention takes it.
 func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (bool, error) {
 	if ok, err := g.tryPrefillAttention(dims, dt, p); ok || err != nil {
+		return ok, err
+	}
+	if ok, err := g.tryDecodeAttention(dims, dt, p, nil); ok || err != nil {
 		return ok, err
 	}
 	if err := g.gemvKernels(); err != nil {
@@ -177,13 +181,18 @@ func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (boo
 	if !ok || dims.maxSeq > math.MaxInt32 {
 		return false, nil
 	}
+	return true, g.splitAttention(pl, dims, dt, p)
+}
+
+// splitAttention runs attn_split as pl plans it, and the combine.
+func (g *GPU) splitAttention(pl attnPlan, dims attnDims, dt tensor.DType, p []uint64) error {
 	suf, err := kernelSuffix(dt)
 	if err != nil {
-		return false, err
+		return err
 	}
 	part, err := g.attnPart(pl, dims)
 	if err != nil {
-		return true, err
+		return err
 	}
 	a := &struct {
 		q, kc, vc, pos, out, part uint64
@@ -199,7 +208,7 @@ func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (boo
 		err = g.attnCombine(suf, pl, dims, a.part, a.pos, a.out)
 	}
 	runtime.KeepAlive(a)
-	return true, err
+	return err
 }
 
 // attnMaxHalf is ATTN_MAX_HALF: the most inverse frequencies (head_dim /
@@ -207,11 +216,12 @@ func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (boo
 const attnMaxHalf = 128
 
 // TryRopeAttention runs rope (table form) of q and k, the cache append
-// and attention as one split-KV launch (attn_rope_split) and the combine
-// when every sequence brings one token (decode) and planAttention takes
-// the call; t: q and k before the rotation ([tokens, heads, head_dim]),
-// v, the caches, pos and out, as the attention op takes them. It reports
-// false, having run nothing, otherwise.
+// and attention as one launch and the combine when every sequence brings
+// one token (decode): dec_attn_rope where planDecode takes the call,
+// else attn_rope_split where planAttention does; t: q and k before the
+// rotation ([tokens, heads, head_dim]), v, the caches, pos and out, as
+// the attention op takes them. It reports false, having run nothing,
+// otherwise.
 func (g *GPU) TryRopeAttention(t []*tensor.Tensor, freqs []float32) (bool, error) {
 	if len(t) != 7 {
 		return false, fmt.Errorf("%w: rope attention takes 7 operands, got %d", ErrShape, len(t))
@@ -223,10 +233,6 @@ func (g *GPU) TryRopeAttention(t []*tensor.Tensor, freqs []float32) (bool, error
 	if dims.t == 0 || dims.tps() != 1 || len(freqs) != dims.d/2 || len(freqs) > attnMaxHalf || dims.maxSeq > math.MaxInt32 {
 		return false, nil
 	}
-	if _, ok := planPrefill(dims, t[0].DType(), true); ok {
-		// a large batch: rope, the cache append and the prefill kernel
-		return false, nil
-	}
 	if err := g.gemvKernels(); err != nil {
 		return false, err
 	}
@@ -235,6 +241,9 @@ func (g *GPU) TryRopeAttention(t []*tensor.Tensor, freqs []float32) (bool, error
 		return false, err
 	}
 	dt := t[0].DType()
+	if ok, err := g.tryDecodeAttention(dims, dt, p, freqs); ok || err != nil {
+		return ok, err
+	}
 	pl, ok := planAttention(dims.t, dims.hq, dims.hkv, dims.d, dims.maxSeq, dt, aligned16(p[0], p[1], p[2], p[3], p[4], p[6]), g.sms)
 	if !ok {
 		return false, nil

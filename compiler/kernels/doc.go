@@ -27,12 +27,15 @@
 // above for the q/k/v triple and small weights (kernels_tc.cu, planTC,
 // split-K summed by each tile's last block); GemvFunc sets the row
 // threshold per worker process (default GemvDefaultRows, at most
-// GemvMaxM). Attention of 16 or more tokens a sequence (prefill), and
-// decode batches of at least 128 (sequence, kv head) pairs, runs on the
-// tensor cores a tile of the cache at a time (kernels_prefill.cu,
-// planPrefill); other attention with head dims 64-256 runs split-KV
-// (kernels_attn.cu, planAttention), over one cache or a batch's caches
-// (one per sequence). TryGated, TryNT3, TryAddNorm and TrySiluMul are
+// GemvMaxM). Attention of 16 or more tokens a sequence (prefill) runs on
+// the tensor cores a tile of the cache at a time (kernels_prefill.cu,
+// planPrefill), decode (one token a sequence, head dims 64 and 128) on
+// the tensor cores with the cache split over blocks and, where the VM
+// fused rope before it, the rotation and the cache append folded in
+// (dec_attn, planDecode, TryRopeAttention); other attention with head
+// dims 64-256 runs split-KV on the CUDA cores (kernels_attn.cu,
+// planAttention), over one cache or a batch's caches (one per
+// sequence). TryGated, TryNT3, TryAddNorm and TrySiluMul are
 // the fused kernels the VM's fusions at load run where they take the
 // operands (false: run the original ops).
 //

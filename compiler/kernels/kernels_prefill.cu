@@ -1,8 +1,9 @@
-// chorus VM prefill attention: the attention op's second half (after
-// kv_append) when every sequence brings many tokens (a prompt or a chunk
-// of one), float16 and bfloat16, head dims 64 and 128, up to 8 query
-// heads a kv head. A module of its own (prefill.go): compiled after
-// kernels.cu (F16, BF16, PDL_ENTRY), nothing else.
+// chorus VM attention on the tensor cores: the attention op's second
+// half (after kv_append) when every sequence brings many tokens (a prompt
+// or a chunk of one: prefill_attn, up to 8 query heads a kv head) or one
+// (decode: dec_attn, below, up to 16), float16 and bfloat16, head dims 64
+// and 128. A module of its own (prefill.go): compiled after kernels.cu
+// (F16, BF16, PDL_ENTRY), nothing else.
 //
 // The split-KV kernel (kernels_attn.cu) gives every token a block of its
 // own, so a prompt of n tokens reads each cache row once per token that
@@ -266,3 +267,330 @@ PREFILL_ATTN(f16, F16, 64)
 PREFILL_ATTN(f16, F16, 128)
 PREFILL_ATTN(bf16, BF16, 64)
 PREFILL_ATTN(bf16, BF16, 128)
+
+// dec_attn: decode attention (one token a sequence) on the tensor cores,
+// the cache split over blocks (flash-decoding). The split-KV kernel of
+// kernels_attn.cu reduces every cache row's dot products across a warp
+// with shuffles, one row after another: at batch 8 and context 4096 a
+// Llama-3-8B step spent about 3.6 ms of its 8.8 in attention on an H200,
+// where the cache rows it reads take 1.0 ms at the memory bandwidth.
+// prefill_attn for decode fills 4 of a block's 64 query rows and gives a
+// (sequence, kv head) one block, too few to fill the GPU below batch 32.
+//
+// Grid (splits, kv heads, sequences), PF_WARPS warps. Block (s, kh, b)
+// takes cache rows [s·ch, min((s+1)·ch, pos[b]+1)) of kv head kh, ch =
+// dec_chunk (attn_chunk of kernels_attn.cu: the same rule, so that
+// attn_combine reads the same splits). Its G = hq / hkv query heads (at
+// most 16) are the rows of one 16-row A operand that every warp holds
+// (staged through shared memory, rows past G zero). Warp w walks the
+// block's rows DEC_KEYS at a time (rows DEC_KEYS·w.., then DEC_KEYS·
+// PF_WARPS further), every load of them issued before the first is used,
+// on its own: no shared memory and no barrier in the loop (a first
+// version copied 64-row tiles to shared memory between barriers, 16 rows
+// a warp, and streamed at half the bandwidth: each tile waited one memory
+// latency with little else in flight). Each lane loads its parts of K
+// and V straight into registers, in 16-byte pieces that a warp's lanes
+// take side by side (whole 32-byte sectors), and the mma fragments
+// come from those registers: a dot product does not depend on the order
+// of the head dim, so lane c of a quad holds, as the k step's B operand,
+// head-dim elements (kk/2)·32 + 8c + 4(kk%2) + {0,1} (b0) and {2,3} (b1),
+// and q's A fragments use the same order; V's B fragments take column g
+// of n tile n from head-dim element (n/8)·64 + 8g + n%8, so the output's
+// columns come in that order too and are put back when the warps merge.
+// S = Q Kᵀ (2 n tiles), online softmax (base 2), O += P V (one k step of
+// 16 rows). At the end the warps merge through shared memory (one warp
+// after another into one output, 8 KB: a copy a warp would take 32 KB of
+// shared memory, which other kernels' blocks then cannot use) and the
+// block writes the output (one split) or, per head, its split's max
+// (natural log units, as attn_combine takes it), sum and unnormalized
+// output.
+//
+// dec_attn_rope also does what rope_table of q and k and kv_append did
+// before it: it rotates q as it stages it, and the block whose split
+// holds row pos[b] rotates the new k and writes k and v to that row
+// before its warps read the row back (a block sees its own global writes
+// after __syncthreads). Sines and cosines as rope_table computes them.
+#define DEC_MAX_HALF 128
+#define DEC_MAX_GROUP 16
+#define DEC_KEYS 32  // cache rows a warp loads at once
+struct DecFreqs {
+  float v[DEC_MAX_HALF];
+};
+
+// dec_chunk is attn_chunk (kernels_attn.cu; keep the two the same).
+__device__ __forceinline__ int dec_chunk(int p, int fill, int chunk) {
+  const int c = ((p + fill) / fill + 7) / 8 * 8;
+  return min(chunk, c);
+}
+
+// dec_rope is pair (x1, x2) = elements (i, i + d/2) turned by the angle
+// (float)p · f, as rope_table turns it.
+__device__ __forceinline__ void dec_rope(int p, float f, float& x1, float& x2) {
+  const float ang = __fmul_rn((float)p, f);
+  double sd, cd;
+  sincos((double)ang, &sd, &cd);
+  const float s = (float)sd, c = (float)cd;
+  const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+  x1 = y1;
+  x2 = y2;
+}
+
+__device__ __forceinline__ unsigned dec_word(const PfV4& v, int x) { return x == 0 ? v.x : x == 1 ? v.y : x == 2 ? v.z : v.w; }
+
+// dec_kdim is the first of the two head-dim elements in word half (0:
+// b0, 1: b1) of k step kk for lane c of a quad (see above).
+__device__ __forceinline__ int dec_kdim(int kk, int c, int half) { return (kk >> 1) * 32 + c * 8 + (kk & 1) * 4 + half * 2; }
+
+// dec_odim is the head-dim element of column j of output n tile n.
+__device__ __forceinline__ int dec_odim(int n, int j) { return (n >> 3) * 64 + j * 8 + (n & 7); }
+
+template <class E, int D, bool ROPE>
+__device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u16* kc, u16* vc, const int* pos, u16* out, float* part,
+                              int hq, int hkv, int seq, int chunk, int fill, float scale2, const DecFreqs* fr) {
+  constexpr int DK = D / 16;  // k steps of Q Kᵀ
+  constexpr int DN = D / 8;   // n tiles of the output
+  constexpr int KP = D / 32;  // 16-byte pieces of a K row a lane loads
+  constexpr int VP = D / 64;  // 16-byte pieces of a V row a lane loads
+  __shared__ __align__(16) u16 qs[DEC_MAX_GROUP * D];
+  __shared__ float mw[PF_WARPS * DEC_MAX_GROUP], lw[PF_WARPS * DEC_MAX_GROUP];
+  __shared__ float ow[DEC_MAX_GROUP * D];  // the merged output, head-dim order
+  const int s = blockIdx.x, kh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int G = hq / hkv;
+  const int p = pos[b];
+  const long long hb = (long long)b * hq + (long long)kh * G;  // the block's first (token, head) row
+  const float nan = __uint_as_float(0x7fc00000u);
+  if (p < 0 || p >= seq) {  // NaN rows, as attn_split (no append)
+    if (s == 0)
+      for (int i = threadIdx.x; i < G * D; i += blockDim.x) out[hb * D + i] = E::store(nan);
+    if (splits > 1)
+      for (int i = threadIdx.x; i < G; i += blockDim.x) {
+        float* pp = part + ((hb + i) * splits + s) * (D + 2);
+        pp[0] = nan;
+        pp[1] = 0.0f;
+      }
+    return;
+  }
+  const int ch = dec_chunk(p, fill, chunk);
+  const int r0 = s * ch;
+  if (r0 > p) return;  // no rows; attn_combine reads only splits with rows
+  const int r1 = min(r0 + ch, p + 1);
+  const long long rs = (long long)hkv * D;  // elements between cache rows
+  u16* kb = kc + (long long)b * seq * rs + (long long)kh * D;
+  u16* vb = vc + (long long)b * seq * rs + (long long)kh * D;
+  // q of the G heads (rotated), zeros past them; and the new cache row
+  for (int i = threadIdx.x; i < DEC_MAX_GROUP * D / 2; i += blockDim.x) {
+    const int r = i / (D / 2), e = i % (D / 2);
+    u16 y1 = 0, y2 = 0;
+    if (r < G) {
+      y1 = q[(hb + r) * D + e];
+      y2 = q[(hb + r) * D + e + D / 2];
+      if (ROPE) {
+        float x1 = E::load(y1), x2 = E::load(y2);
+        dec_rope(p, fr->v[e], x1, x2);
+        y1 = E::store(x1);
+        y2 = E::store(x2);
+      }
+    }
+    qs[r * D + e] = y1;
+    qs[r * D + e + D / 2] = y2;
+  }
+  if (ROPE && p < r1) {  // this split holds row p: append the rotated k and v
+    const u16* kn = knew + ((long long)b * hkv + kh) * D;
+    const u16* vn = vnew + ((long long)b * hkv + kh) * D;
+    for (int i = threadIdx.x; i < D / 2; i += blockDim.x) {
+      float x1 = E::load(kn[i]), x2 = E::load(kn[i + D / 2]);
+      dec_rope(p, fr->v[i], x1, x2);
+      kb[(long long)p * rs + i] = E::store(x1);
+      kb[(long long)p * rs + i + D / 2] = E::store(x2);
+    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x) vb[(long long)p * rs + i] = vn[i];
+  }
+  __syncthreads();
+  unsigned qf[DK][4];
+#pragma unroll
+  for (int kk = 0; kk < DK; kk++) {
+    qf[kk][0] = *(const unsigned*)(qs + g * D + dec_kdim(kk, c, 0));
+    qf[kk][1] = *(const unsigned*)(qs + (g + 8) * D + dec_kdim(kk, c, 0));
+    qf[kk][2] = *(const unsigned*)(qs + g * D + dec_kdim(kk, c, 1));
+    qf[kk][3] = *(const unsigned*)(qs + (g + 8) * D + dec_kdim(kk, c, 1));
+  }
+  float o[DN][4];
+#pragma unroll
+  for (int n = 0; n < DN; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) o[n][e] = 0.0f;
+  float mlo = pf_neg_inf(), mhi = pf_neg_inf(), slo = 0.0f, shi = 0.0f;
+  const PfV4 zero = {0u, 0u, 0u, 0u};
+  for (int k0 = r0 + DEC_KEYS * w; k0 < r1; k0 += DEC_KEYS * PF_WARPS) {
+    // Every load of the warp's DEC_KEYS rows first. Group u (rows k0 +
+    // 16u ..): K rows + g and + 8 + g, pieces c, c + 4, ... (head-dim
+    // elements 32j + 8c ..); V rows + 2c, + 1, + 8, + 9, pieces at
+    // head-dim elements 64j + 8g .. (rows past r1: zeros).
+    PfV4 kr[DEC_KEYS / 16][2][KP], vr[DEC_KEYS / 16][4][VP];
+#pragma unroll
+    for (int u = 0; u < DEC_KEYS / 16; u++) {
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++) {
+        const int row = k0 + 16 * u + nt * 8 + g;
+#pragma unroll
+        for (int j = 0; j < KP; j++) kr[u][nt][j] = row < r1 ? *(const PfV4*)(kb + (long long)row * rs + j * 32 + c * 8) : zero;
+      }
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        const int row = k0 + 16 * u + (x >> 1) * 8 + 2 * c + (x & 1);
+#pragma unroll
+        for (int j = 0; j < VP; j++) vr[u][x][j] = row < r1 ? *(const PfV4*)(vb + (long long)row * rs + j * 64 + g * 8) : zero;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < DEC_KEYS / 16; u++) {
+      const int k1 = k0 + 16 * u;
+      if (k1 >= r1) break;
+      float sc[2][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) sc[nt][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < DK; kk++)
+          PfMma<E>::run(sc[nt], qf[kk], dec_word(kr[u][nt][kk >> 1], (kk & 1) * 2), dec_word(kr[u][nt][kk >> 1], (kk & 1) * 2 + 1));
+      }
+      float nlo = mlo, nhi = mhi;
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int key = k1 + nt * 8 + 2 * c + (e & 1);
+          const float v = key < r1 ? sc[nt][e] * scale2 : pf_neg_inf();
+          sc[nt][e] = v;
+          if (e < 2)
+            nlo = fmaxf(nlo, v);
+          else
+            nhi = fmaxf(nhi, v);
+        }
+#pragma unroll
+      for (int x = 1; x <= 2; x <<= 1) {
+        nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
+        nhi = fmaxf(nhi, __shfl_xor_sync(0xffffffffu, nhi, x));
+      }
+      // key k1 < r1 is among the 16, so the new maxima are finite
+      const float clo = exp2f(mlo - nlo), chi = exp2f(mhi - nhi);
+      mlo = nlo;
+      mhi = nhi;
+      slo *= clo;
+      shi *= chi;
+#pragma unroll
+      for (int n = 0; n < DN; n++) {
+        o[n][0] *= clo;
+        o[n][1] *= clo;
+        o[n][2] *= chi;
+        o[n][3] *= chi;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++) {
+        sc[nt][0] = exp2f(sc[nt][0] - mlo);
+        sc[nt][1] = exp2f(sc[nt][1] - mlo);
+        sc[nt][2] = exp2f(sc[nt][2] - mhi);
+        sc[nt][3] = exp2f(sc[nt][3] - mhi);
+        slo += sc[nt][0] + sc[nt][1];
+        shi += sc[nt][2] + sc[nt][3];
+      }
+      unsigned a[4];
+      a[0] = pf_pack<E>(sc[0][0], sc[0][1]);
+      a[1] = pf_pack<E>(sc[0][2], sc[0][3]);
+      a[2] = pf_pack<E>(sc[1][0], sc[1][1]);
+      a[3] = pf_pack<E>(sc[1][2], sc[1][3]);
+#pragma unroll
+      for (int n = 0; n < DN; n++) {
+        // rows 2c, 2c + 1 (b0) and 8 + 2c, 9 + 2c (b1), element n % 8 of
+        // piece n / 8
+        const unsigned sel = (n & 1) ? 0x7632u : 0x5410u;
+        const int x = (n & 7) >> 1;
+        const unsigned b0 = __byte_perm(dec_word(vr[u][0][n >> 3], x), dec_word(vr[u][1][n >> 3], x), sel);
+        const unsigned b1 = __byte_perm(dec_word(vr[u][2][n >> 3], x), dec_word(vr[u][3][n >> 3], x), sel);
+        PfMma<E>::run(o[n], a, b0, b1);
+      }
+    }
+  }
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    slo += __shfl_xor_sync(0xffffffffu, slo, x);
+    shi += __shfl_xor_sync(0xffffffffu, shi, x);
+  }
+  // Merge the warps: each one's max and sum per head, then, one warp
+  // after another, its output scaled to the heads' common max added into
+  // ow (rows past G are not kept); a warp with no rows has sum 0.
+  if (c == 0) {
+    mw[w * DEC_MAX_GROUP + g] = mlo;
+    lw[w * DEC_MAX_GROUP + g] = slo;
+    mw[w * DEC_MAX_GROUP + g + 8] = mhi;
+    lw[w * DEC_MAX_GROUP + g + 8] = shi;
+  }
+  __syncthreads();
+  float wt[2];  // this warp's weights of rows g and g + 8
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int r = g + 8 * h;
+    float M = pf_neg_inf();
+#pragma unroll
+    for (int x = 0; x < PF_WARPS; x++)
+      if (lw[x * DEC_MAX_GROUP + r] > 0.0f) M = fmaxf(M, mw[x * DEC_MAX_GROUP + r]);
+    wt[h] = lw[w * DEC_MAX_GROUP + r] > 0.0f ? exp2f(mw[w * DEC_MAX_GROUP + r] - M) : 0.0f;
+  }
+#pragma unroll
+  for (int x = 0; x < PF_WARPS; x++) {
+    if (w == x) {
+#pragma unroll
+      for (int n = 0; n < DN; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int r = g + 8 * (e >> 1), j = dec_odim(n, 2 * c + (e & 1));
+          if (r < G) ow[r * D + j] = (x == 0 ? 0.0f : ow[r * D + j]) + o[n][e] * wt[e >> 1];
+        }
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < G * D; i += blockDim.x) {
+    const int r = i / D, j = i % D;
+    float M = pf_neg_inf(), L = 0.0f;
+#pragma unroll
+    for (int x = 0; x < PF_WARPS; x++)
+      if (lw[x * DEC_MAX_GROUP + r] > 0.0f) M = fmaxf(M, mw[x * DEC_MAX_GROUP + r]);
+#pragma unroll
+    for (int x = 0; x < PF_WARPS; x++) {
+      const float l = lw[x * DEC_MAX_GROUP + r];
+      if (l > 0.0f) L += l * exp2f(mw[x * DEC_MAX_GROUP + r] - M);
+    }
+    const float v = ow[r * D + j];
+    if (splits == 1) {
+      out[(hb + r) * D + j] = E::store(v / L);
+    } else {
+      float* pp = part + ((hb + r) * splits + s) * (D + 2);
+      if (j == 0) {
+        pp[0] = M * 0.6931471805599453f;  // base 2 to natural log units
+        pp[1] = L;
+      }
+      pp[2 + j] = v;
+    }
+  }
+}
+
+#define DEC_ATTN(name, E, D)                                                                                               \
+  extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
+      dec_attn_##name##_d##D(const u16* q, u16* kc, u16* vc, const int* pos, u16* out, float* part, int hq, int hkv,    \
+                             int seq, int chunk, int fill, float scale2) {                                                 \
+    PDL_ENTRY();                                                                                                           \
+    dec_attn_impl<E, D, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, nullptr);   \
+  }                                                                                                                        \
+  extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
+      dec_attn_rope_##name##_d##D(const u16* q, const u16* k, const u16* v, u16* kc, u16* vc, const int* pos, u16* out, \
+                                  float* part, int hq, int hkv, int seq, int chunk, int fill, float scale2, DecFreqs f) {  \
+    PDL_ENTRY();                                                                                                           \
+    dec_attn_impl<E, D, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, &f);                     \
+  }
+
+DEC_ATTN(f16, F16, 64)
+DEC_ATTN(f16, F16, 128)
+DEC_ATTN(bf16, BF16, 64)
+DEC_ATTN(bf16, BF16, 128)

@@ -33,7 +33,7 @@ var pdlFamilies = map[string]bool{
 	"gemv_nt": true, "gemv_nt3": true, "gemv_gated": true, "add_rms_norm": true, "add_rms_norm_v": true, "silu_mul": true,
 	"attn_split": true, "attn_rope_split": true, "attn_combine": true,
 	"tc_nt": true, "tc_nt3": true, "tc_gated": true,
-	"prefill_attn": true,
+	"prefill_attn": true, "dec_attn": true, "dec_attn_rope": true,
 }
 
 // pdlWaits reports whether kernel name waits (griddepcontrol.wait)

@@ -48,7 +48,7 @@ func TestLaunchPDL(t *testing.T) {
 		{"add_rms_norm_bf16", true}, {"add_rms_norm_f32", true}, {"add_rms_norm_v_f16", true}, {"silu_mul_bf16", true},
 		{"attn_split_bf16_e8", true}, {"attn_rope_split_f16_e4", true}, {"attn_combine_f16", true},
 		{"tc_nt_bf16_m16", true}, {"tc_nt3_bf16_m8", true}, {"tc_gated_f16_m32", true},
-		{"prefill_attn_bf16_d128", true}, {"prefill_attn_f16_d64", true},
+		{"prefill_attn_bf16_d128", true}, {"prefill_attn_f16_d64", true}, {"dec_attn_bf16_d128", true}, {"dec_attn_rope_f16_d64", true},
 		{"bench_noop", false}, {"bench_stream", false}, {"fill_uniform_bf16", false},
 		{"gemv_bf16", false}, {"unknown_bf16", false}, {"bf16", false},
 	}

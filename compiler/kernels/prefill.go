@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
@@ -21,24 +22,13 @@ const (
 	prefillRows  = 16 * prefillWarps // PF_ROWS: query rows (token x head) per block
 	// prefillMinTokens is the fewest tokens a sequence brings for a call
 	// to take the prefill kernel: below, a block's rows are mostly
-	// padding and the split-KV kernel (one block per token) is the
-	// better fit (decode: 1 token, speculative steps: a few).
+	// padding: decode (1 token) goes to dec_attn, a few tokens (a
+	// speculative step) to the split-KV kernel (one block per token).
 	prefillMinTokens = 16
 	// prefillMaxGroup is the most query heads a kv head takes (a block's
 	// rows hold at least prefillRows / 8 = 8 tokens).
 	prefillMaxGroup = 8
 )
-
-// prefillDecodeBlocks is the fewest (sequence, kv head) pairs a decode
-// call (one token a sequence) brings for it to take the prefill kernel
-// too: a block a pair, reading that sequence's cache once in tiles of 64
-// rows with the kv head's query heads as rows of the tensor-core
-// products. Llama-3-8B at batch 32 (256 pairs) and context 4096 on an
-// H200 took 14.2 against 18.6 ms a step with the split-KV kernel (same
-// run); below about a block per multiprocessor the split kernel, which
-// spreads a cache over many blocks, fills the GPU better (batch 8, 64
-// pairs, stays there; batch 16, at the threshold, was not timed).
-const prefillDecodeBlocks = 128
 
 // prefillMin is prefillMinTokens, a variable so that a benchmark can send
 // the calls to the split-KV kernel for the same-run comparison.
@@ -54,9 +44,7 @@ type prefillPlan struct {
 // planPrefill decides whether the prefill kernel takes an attention call
 // (after its cache append): float16 or bfloat16, head dim 64 or 128, at
 // most prefillMaxGroup query heads a kv head, at least prefillMinTokens
-// tokens a sequence (or one, in a batch of at least prefillDecodeBlocks
-// sequence and kv head pairs), 16-byte aligned operands, a grid the GPU
-// takes; a
+// tokens a sequence, 16-byte aligned operands, a grid the GPU takes; a
 // block holds prefillRows rows of (token, head), so tq tokens of a kv
 // head's G query heads.
 func planPrefill(dims attnDims, dt tensor.DType, aligned bool) (prefillPlan, bool) {
@@ -69,7 +57,7 @@ func planPrefill(dims attnDims, dt tensor.DType, aligned bool) (prefillPlan, boo
 		return prefillPlan{}, false
 	case g < 1 || g > prefillMaxGroup:
 		return prefillPlan{}, false
-	case dims.tps() < prefillMin && !(dims.tps() == 1 && dims.batch*dims.hkv >= prefillDecodeBlocks), dims.t%dims.batch != 0:
+	case dims.tps() < prefillMin, dims.t%dims.batch != 0:
 		return prefillPlan{}, false
 	case dims.hkv > 65535 || dims.batch > 65535 || dims.maxSeq < 1 || dims.maxSeq > math.MaxInt32 || dims.tps() > math.MaxInt32/2:
 		return prefillPlan{}, false
@@ -98,7 +86,7 @@ func (g *GPU) prefillKernels() error {
 		return nil
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.prefillMod, err = g.loadModule("chorus_vm_prefill.cu", cudasrc.Half+kernelSource+prefillKernelSource, prefillKernelNames)
+		g.prefillMod, err = g.loadModule("chorus_vm_prefill.cu", cudasrc.Half+kernelSource+prefillKernelSource, append(slices.Clone(prefillKernelNames), decodeKernelNames...))
 		return err
 	})
 	if err != nil {

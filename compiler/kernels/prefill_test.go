@@ -28,13 +28,10 @@ func TestPlanPrefill(t *testing.T) {
 		{"g3", 48, 6, 2, 64, 64, 1, tensor.BFloat16, true, true, 21, 3, "prefill_attn_bf16_d64"},
 		{"batch2", 66, 32, 8, 128, 200, 2, tensor.BFloat16, true, true, 16, 3, "prefill_attn_bf16_d128"},
 		{"min_tokens", 16, 32, 8, 128, 64, 1, tensor.BFloat16, true, true, 16, 1, "prefill_attn_bf16_d128"},
-		// decode of at least prefillDecodeBlocks (sequence, kv head) pairs
-		{"batch32_decode", 32, 32, 8, 128, 4133, 32, tensor.BFloat16, true, true, 16, 1, "prefill_attn_bf16_d128"},
-		{"batch16_decode", 16, 32, 8, 128, 4133, 16, tensor.BFloat16, true, true, 16, 1, "prefill_attn_bf16_d128"},
-		// the split-KV kernel's calls: decode, a few tokens a sequence
+		// decode (dec_attn), a few tokens a sequence (split-KV)
 		{"decode", 1, 32, 8, 128, 4133, 1, tensor.BFloat16, true, false, 0, 0, ""},
 		{"batch8_decode", 8, 32, 8, 128, 4133, 8, tensor.BFloat16, true, false, 0, 0, ""},
-		{"batch15_decode", 15, 32, 8, 128, 4133, 15, tensor.BFloat16, true, false, 0, 0, ""},
+		{"batch32_decode", 32, 32, 8, 128, 4133, 32, tensor.BFloat16, true, false, 0, 0, ""},
 		{"15_tokens", 15, 32, 8, 128, 64, 1, tensor.BFloat16, true, false, 0, 0, ""},
 		{"batch2_15", 30, 32, 8, 128, 64, 2, tensor.BFloat16, true, false, 0, 0, ""},
 		// shapes it does not take

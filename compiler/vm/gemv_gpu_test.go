@@ -316,9 +316,10 @@ func TestGPUFused(t *testing.T) {
 		addNorm("add_norm_odd", 2, 1004),
 		addNorm("add_norm_wide", 1, 8200),
 	}
-	// rope of q and k, then attention: one attn_rope_split launch (and the
-	// combine) for decode tokens, one per sequence; the caches are
-	// compared too (the kernel appends the rotated k and v).
+	// rope of q and k, then attention: one launch (dec_attn_rope; at head
+	// dim 256, attn_rope_split) and the combine for decode tokens, one per
+	// sequence; the caches are compared too (the kernel appends the
+	// rotated k and v).
 	ropeAttn := func(name string, tk, hq, hkv, d, batch, seq, lo, hi int64) modelCase {
 		cache := []int64{seq, hkv, d}
 		if batch > 1 {
@@ -348,8 +349,8 @@ func TestGPUFused(t *testing.T) {
 		ropeAttn("rope_attn_batch3_g8", 3, 32, 4, 128, 3, 600, 300, 599),
 		ropeAttn("rope_attn_batch2_g2_d64", 2, 8, 4, 64, 2, 500, 200, 499),
 		ropeAttn("rope_attn_batch2_g3", 2, 12, 4, 128, 2, 400, 100, 399),
-		// 128 and more (sequence, kv head) pairs: rope, the cache append
-		// and the prefill kernel
+		// large batches (dec_attn_rope like the others, where the split
+		// plan differs: one block takes at most 512 rows)
 		ropeAttn("rope_attn_batch32", 32, 32, 8, 128, 32, 700, 1, 699),
 		ropeAttn("rope_attn_batch16_d64", 16, 64, 8, 64, 16, 300, 0, 299),
 	)
