@@ -7,6 +7,10 @@ Builds three tiny random decoders with transformers (seeded, float32):
   qwen2    Qwen2ForCausalLM: q/k/v biases, tied embeddings, byte-level BPE (Qwen2 style)
   mistral  MistralForCausalLM, sliding_window 32 (every context here fits in it), 4 kv
            heads (splits over 4 workers), SentencePiece-style BPE (byte fallback)
+  llama3_d128  llama3's shape of attention at Llama-3-8B's head dim: head_dim 128, 8 heads
+           over 2 kv heads (4 a kv head), so that the GPU's tensor-core attention kernels
+           (head dims 64 and 128) run, with a fourth prompt of more than 16 tokens (the
+           prefill kernel takes 16 or more tokens a sequence)
 saves each with save_pretrained (safetensors) and its tokenizer (tokenizer.json,
 tokenizer_config.json with a chat template), and writes golden.json: for a few
 prompts the prompt ids, transformers' greedy continuation (16 new tokens,
@@ -15,7 +19,8 @@ the CPU and in float16 and bfloat16 (on the GPU when there is one, else the CPU)
 the rotary table (inv_freq) of each model; the ids of one chat conversation
 rendered by the template.
 
-Usage: python3 gen.py [OUTDIR]   (default: this script's folder)
+Usage: python3 gen.py [OUTDIR [NAME...]]   (default: this script's folder, every model;
+with names, only those are rebuilt and their entries replaced in OUTDIR's golden.json)
 Needs torch, transformers (5.x; 4.4x works), tokenizers, safetensors.
 """
 import copy
@@ -40,6 +45,9 @@ Le café est très bon. Ünïcödé text: naïve façade, smörgåsbord, 東京,
 def main():\n    print("hello")\n    return 0\n""" * 3
 
 PROMPTS = ["The quick brown fox", "Rotary embeddings turn pairs", "Hello, world! 東京 🙂"]
+LONG_PROMPT = ("Grouped-query attention shares one key and value head among several query heads. "
+               "Rotary embeddings turn pairs of features by angles that grow with the position.")
+MODELS = ["llama3", "qwen2", "mistral", "llama3_d128"]
 CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello, world!"}]
 NEW = 16
 
@@ -95,14 +103,18 @@ def wrap(tok, bos, eos, template, add_bos):
 
 
 def build(name):
-    torch.manual_seed({"llama3": 1, "qwen2": 2, "mistral": 3}[name])
+    torch.manual_seed({"llama3": 1, "qwen2": 2, "mistral": 3, "llama3_d128": 4}[name])
     common = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96,
                   max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.25, hidden_act="silu")
-    if name == "llama3":
+    head_dim = 24
+    if name == "llama3_d128":
+        head_dim = 128
+        common.update(hidden_size=128, num_attention_heads=8, intermediate_size=192)
+    if name.startswith("llama3"):
         tok = byte_level_tokenizer(["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], 320)
         fast = wrap(tok, "<|begin_of_text|>", "<|eot_id|>", LLAMA3_TEMPLATE, True)
         rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
-        cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), head_dim=24, rope_theta=500000.0, rope_scaling=dict(rope),
+        cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), head_dim=head_dim, rope_theta=500000.0, rope_scaling=dict(rope),
                           tie_word_embeddings=False, bos_token_id=tok.token_to_id("<|begin_of_text|>"),
                           eos_token_id=[tok.token_to_id("<|end_of_text|>"), tok.token_to_id("<|eot_id|>")], **common)
         if getattr(cfg, "rope_parameters", None) is not None and cfg.rope_parameters.get("rope_type") != "llama3":
@@ -151,9 +163,16 @@ def greedy(model, ids, device, dtype):
 
 
 def main():
+    names = sys.argv[2:] or MODELS
+    for name in names:
+        if name not in MODELS:
+            sys.exit(f"gen.py: unknown model {name!r} (models: {', '.join(MODELS)})")
     golden = {"transformers": transformers.__version__, "torch": torch.__version__, "new_tokens": NEW, "models": {}}
+    gp = os.path.join(OUT, "golden.json")
+    if sys.argv[2:] and os.path.exists(gp):
+        golden["models"] = json.load(open(gp))["models"]  # the other models' entries stay
     gpu = torch.cuda.is_available()
-    for name in ["llama3", "qwen2", "mistral"]:
+    for name in names:
         model, tok = build(name)
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
@@ -181,7 +200,7 @@ def main():
                  "chat_ids": tok.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=True)}
         if hasattr(entry["chat_ids"], "keys"):
             entry["chat_ids"] = list(entry["chat_ids"]["input_ids"])
-        for text in PROMPTS:
+        for text in PROMPTS + ([LONG_PROMPT] if name == "llama3_d128" else []):
             ids = tok(text)["input_ids"]
             p = {"text": text, "ids": ids, "decoded": tok.decode(ids, skip_special_tokens=True)}
             p["float32"] = greedy(model, ids, "cpu", torch.float32)
@@ -194,7 +213,7 @@ def main():
                   f"f16 {'same' if p['float16']['new_ids'] == p['float32']['new_ids'] else p['float16']['new_ids']}, "
                   f"bf16 {'same' if p['bfloat16']['new_ids'] == p['float32']['new_ids'] else p['bfloat16']['new_ids']}")
         golden["models"][name] = entry
-    with open(os.path.join(OUT, "golden.json"), "w") as f:
+    with open(gp, "w") as f:
         json.dump(golden, f, ensure_ascii=False)
         f.write("\n")
 
