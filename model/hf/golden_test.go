@@ -255,6 +255,35 @@ var (
 	halfTolSame = map[tensor.DType]float64{tensor.Float16: 2.5e-2, tensor.BFloat16: 1e-1}
 )
 
+// halfTols are a prompt's tolerances in dtype dt: halfTolSame and
+// halfTolF32, or twice transformers' own distance between its run in dt
+// and its float32 run where that is larger (the larger of the first
+// step's and, where the two runs chose the same tokens up to there, the
+// last step's). A prompt whose logits the dtype's rounding moves further
+// (llama3_d128: transformers' float16 0.028 of the largest logit from its
+// float32 at the first step of the 93-token prompt and 0.016 at the last
+// of the third, bfloat16 0.199 and 0.089; the other models at most 0.011
+// and 0.043) gets room for the same rounding on chorus's side, which
+// computes in the dtype too: the two runs are two draws of that error. A
+// wrong kernel is off by far more (whole logits).
+func halfTols(run, ref32 goldenRun, dt tensor.DType) (same, f32 float64) {
+	gap := func(got, want []float64) float64 {
+		top, g := 0.0, 0.0
+		for _, v := range want {
+			top = math.Max(top, math.Abs(v))
+		}
+		for j, v := range want {
+			g = math.Max(g, math.Abs(got[j]-v)/top)
+		}
+		return g
+	}
+	g := gap(run.FirstLogits, ref32.FirstLogits)
+	if n := len(run.NewIDs); fmt.Sprint(ref32.NewIDs[:n-1]) == fmt.Sprint(run.NewIDs[:n-1]) {
+		g = math.Max(g, gap(run.LastLogits, ref32.LastLogits))
+	}
+	return math.Max(halfTolSame[dt], 2*g), math.Max(halfTolF32[dt], 2*g)
+}
+
 // forced runs transformers' tokens (run.NewIDs, teacher forcing) through
 // m after the prompt and checks every step's greedy choice: chorus's
 // argmax must be transformers' token, or within tolSame of chorus's
@@ -315,8 +344,8 @@ func forced(t *testing.T, ctx context.Context, m *decoder.Model, ids []int32, ru
 // through the IPC all-reduce), fed transformers' 16 greedy tokens in the
 // same dtype: every step's greedy choice equals transformers' (or ties
 // with it within the dtype's tolerance), and the first and last steps'
-// logits are within halfTolSame of transformers' in that dtype and
-// halfTolF32 of transformers' in float32.
+// logits are within the prompt's tolerances (halfTols) of transformers'
+// in that dtype and of transformers' in float32.
 func TestGoldenGPU(t *testing.T) {
 	gpus := gpuCount(t)
 	g := readGolden(t)
@@ -355,15 +384,16 @@ func TestGoldenGPU(t *testing.T) {
 					defer m.Release()
 					var same, f32 float64
 					ties := 0
-					for _, p := range gm.Prompts {
+					for i, p := range gm.Prompts {
 						run := p.Float16
 						if dt == tensor.BFloat16 {
 							run = p.BFloat16
 						}
 						ref32 := p.Float32
-						ref32.Device = "transformers float32"
-						run.Device = "transformers " + dt.String()
-						a, b, k := forced(t, ctx, m.Model, p.IDs, run, ref32, halfTolSame[dt], halfTolF32[dt])
+						ref32.Device = fmt.Sprintf("transformers float32 (prompt %d)", i)
+						run.Device = fmt.Sprintf("transformers %s (prompt %d)", dt, i)
+						tolSame, tolF32 := halfTols(run, ref32, dt)
+						a, b, k := forced(t, ctx, m.Model, p.IDs, run, ref32, tolSame, tolF32)
 						same, f32, ties = math.Max(same, a), math.Max(f32, b), ties+k
 					}
 					t.Logf("largest logit error of the largest logit: %.2g against transformers in %s, %.2g against float32; %d of %d greedy choices tied within the tolerance", same, dt, f32, ties, len(gm.Prompts)*len(gm.Prompts[0].Float32.NewIDs))
