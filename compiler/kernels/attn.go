@@ -181,11 +181,14 @@ func (g *GPU) trySplitAttention(dims attnDims, dt tensor.DType, p []uint64) (boo
 	if !ok || dims.maxSeq > math.MaxInt32 {
 		return false, nil
 	}
-	return true, g.splitAttention(pl, dims, dt, p)
+	return true, g.splitAttention(pl, dims, dt, p, nil)
 }
 
-// splitAttention runs attn_split as pl plans it, and the combine.
-func (g *GPU) splitAttention(pl attnPlan, dims attnDims, dt tensor.DType, p []uint64) error {
+// splitAttention runs the split-KV kernel as pl plans it, and the
+// combine: attn_split on the caches as they are (freqs nil), or
+// attn_rope_split, which also rotates q and k by the rotary table freqs
+// and appends k and v. p: q, k, v, k_cache, v_cache, pos, out.
+func (g *GPU) splitAttention(pl attnPlan, dims attnDims, dt tensor.DType, p []uint64, freqs []float32) error {
 	suf, err := kernelSuffix(dt)
 	if err != nil {
 		return err
@@ -194,16 +197,30 @@ func (g *GPU) splitAttention(pl attnPlan, dims attnDims, dt tensor.DType, p []ui
 	if err != nil {
 		return err
 	}
+	rope := freqs != nil
 	a := &struct {
-		q, kc, vc, pos, out, part uint64
-		hq, hkv, seq, chunk, fill int32
-		scale                     float32
-		tps                       int32
-	}{p[0], p[3], p[4], p[5], p[6], part, int32(dims.hq), int32(dims.hkv), int32(dims.maxSeq), int32(pl.chunk), int32(pl.fill),
-		float32(1 / math.Sqrt(float64(dims.d))), int32(dims.tps())}
-	err = g.launchGrid(pl.kernel("attn_split", suf, dims.hq/dims.hkv), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
-		unsafe.Pointer(&a.q), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
-		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.tps))
+		q, k, v, kc, vc, pos, out, part uint64
+		hq, hkv, seq, chunk, fill       int32
+		scale                           float32
+		tps                             int32
+		f                               [attnMaxHalf]float32
+	}{q: p[0], k: p[1], v: p[2], kc: p[3], vc: p[4], pos: p[5], out: p[6], part: part, hq: int32(dims.hq), hkv: int32(dims.hkv),
+		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill), scale: float32(1 / math.Sqrt(float64(dims.d))), tps: int32(dims.tps())}
+	family := "attn_split"
+	params := []unsafe.Pointer{unsafe.Pointer(&a.q)}
+	if rope {
+		family = "attn_rope_split"
+		copy(a.f[:], freqs)
+		params = append(params, unsafe.Pointer(&a.k), unsafe.Pointer(&a.v))
+	}
+	params = append(params, unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
+		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill), unsafe.Pointer(&a.scale))
+	if rope {
+		params = append(params, unsafe.Pointer(&a.f))
+	} else {
+		params = append(params, unsafe.Pointer(&a.tps))
+	}
+	err = g.launchGrid(pl.kernel(family, suf, dims.hq/dims.hkv), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32, params...)
 	if err == nil {
 		err = g.attnCombine(suf, pl, dims, a.part, a.pos, a.out)
 	}
@@ -248,29 +265,5 @@ func (g *GPU) TryRopeAttention(t []*tensor.Tensor, freqs []float32) (bool, error
 	if !ok {
 		return false, nil
 	}
-	suf, err := kernelSuffix(dt)
-	if err != nil {
-		return false, err
-	}
-	part, err := g.attnPart(pl, dims)
-	if err != nil {
-		return true, err
-	}
-	a := &struct {
-		q, k, v, kc, vc, pos, out, part uint64
-		hq, hkv, seq, chunk, fill       int32
-		scale                           float32
-		f                               [attnMaxHalf]float32
-	}{q: p[0], k: p[1], v: p[2], kc: p[3], vc: p[4], pos: p[5], out: p[6], part: part, hq: int32(dims.hq), hkv: int32(dims.hkv),
-		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill), scale: float32(1 / math.Sqrt(float64(dims.d)))}
-	copy(a.f[:], freqs)
-	err = g.launchGrid(pl.kernel("attn_rope_split", suf, dims.hq/dims.hkv), [3]uint32{uint32(pl.splits), uint32(dims.hkv), uint32(dims.t)}, attnWarps*32,
-		unsafe.Pointer(&a.q), unsafe.Pointer(&a.k), unsafe.Pointer(&a.v), unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos),
-		unsafe.Pointer(&a.out), unsafe.Pointer(&a.part), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq),
-		unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill), unsafe.Pointer(&a.scale), unsafe.Pointer(&a.f))
-	if err == nil {
-		err = g.attnCombine(suf, pl, dims, a.part, a.pos, a.out)
-	}
-	runtime.KeepAlive(a)
-	return true, err
+	return true, g.splitAttention(pl, dims, dt, p, freqs)
 }

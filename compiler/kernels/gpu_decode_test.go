@@ -253,7 +253,7 @@ func BenchmarkGPUDecodeAttention(b *testing.B) {
 							if !planned {
 								b.Fatal("planAttention refuses the call")
 							}
-							ok, err = true, g.splitAttention(pl, dims, dt, p)
+							ok, err = true, g.splitAttention(pl, dims, dt, p, nil)
 						} else {
 							decodeBlocksPerSM, decodeMaxChunk = ch.perSM, ch.rows
 							ok, err = g.tryDecodeAttention(dims, dt, p, nil)
