@@ -141,33 +141,6 @@ __device__ __forceinline__ void gemv_rows(const V4* const* w, const V4* x, int M
   }
 }
 
-// GEMV_PREFETCH is the 16-byte pieces of its share of each row a lane
-// asks L2 for before PDL_WAIT: 8 give a warp its first 4 KiB (the first
-// two batches of GEMV_UNROLL loads). More is slower: a Llama-3-8B step
-// on an H200 took 5.29 ms with 32 against 5.04-5.07 with 8 (same run).
-#define GEMV_PREFETCH 8
-
-// gemv_prefetch asks L2 for the calling lane's first pieces of row `row`
-// of NW weights (the same pieces gemv_rows loads first): weights are
-// never written during a step, so this runs before PDL_WAIT, while the
-// previous kernel finishes, and the loads after the wait hit L2 instead
-// of waiting for HBM.
-template <int NW>
-__device__ __forceinline__ void gemv_prefetch(const V4* const* w, int k8, long long row, int kp, int ks, int lane) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int step = 32 * ks;
-#pragma unroll
-  for (int j = 0; j < NW; j++) {
-    const V4* wr = w[j] + row * k8;
-#pragma unroll
-    for (int t = 0; t < GEMV_PREFETCH; t++) {
-      const int i = kp * 32 + lane + t * step;
-      if (i < k8) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + i));
-    }
-  }
-#endif
-}
-
 // gemv_block computes one row group (block-sized unit of work: rb = GEMV_WARPS
 // / ks rows of w, ks warps a row) of NW weights of N rows: out[m, n] =
 // x[m]·w[n] (NW == 1), or silu(x[m]·wg[n]) * (x[m]·wu[n]) (NW == 2), each
@@ -254,8 +227,7 @@ __device__ __forceinline__ GemvSeg<NW> gemv_seg(const u16* const* w, u16* const*
 // gemv_grid runs row groups blockIdx.x, blockIdx.x + gridDim.x, ... of S
 // segments (rows n0, n1, n2; NW weights each, w[s*NW + j]). The host
 // sizes the grid to one balanced wave (waveGrid), so every block does
-// the same number of groups and none waits to be placed; before PDL_WAIT
-// a block asks L2 for its first group's first pieces. On an H200 a
+// the same number of groups and none waits to be placed. On an H200 a
 // Llama-3-8B step took 5.04-5.07 ms against 5.35 with a block per row
 // group (same run; gate/up 61.8 against 68.2 us alone); a wave of half
 // the blocks the GPU holds (so that the next kernel's blocks could start
@@ -263,15 +235,17 @@ __device__ __forceinline__ GemvSeg<NW> gemv_seg(const u16* const* w, u16* const*
 template <class E, int MT, int NW, int S>
 __device__ void gemv_grid(const u16* x, const u16* const* w, u16* const* out, const int* n, int M, int K, int ks) {
   __shared__ float part[NW][GEMV_WARPS][MT];
-  const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
   const int rb = GEMV_WARPS / ks, k8 = K >> 3;
   long long total = 0;
   for (int s = 0; s < S; s++) total += ((long long)n[s] + rb - 1) / rb;
-  if ((long long)blockIdx.x < total) {
-    GemvSeg<NW> g = gemv_seg<NW>(w, out, n, S, rb, blockIdx.x);
-    const long long row = g.blk * rb + wp / ks;
-    if (row < g.n) gemv_prefetch<NW>(g.w, k8, row, wp % ks, ks, lane);
-  }
+  // Nothing is read before the wait, weights included: a weight operand
+  // may be another kernel's output. With the pipelined loads, asking L2
+  // for each lane's first 8 pieces of w before the wait (a hint, safe
+  // whatever w is) made a step slower, not faster (H200, Llama-3-8B,
+  // batch 1, graph-replayed, same run: 4.362 ms at context 128 without,
+  // 4.402 with 8 pieces, 4.531 with 16); loading the first round into
+  // registers before the wait, which w's being another kernel's output
+  // would break, gave 4.329.
   PDL_ENTRY();
   for (long long b = blockIdx.x; b < total; b += gridDim.x) {
     GemvSeg<NW> g = gemv_seg<NW>(w, out, n, S, rb, b);

@@ -4,21 +4,20 @@
 // Compiled after kernels_gemv.cu (V4, ld_stream, ld_cached).
 //
 // Memory-bound like the CUDA-core kernels: every byte of w is read once
-// with 16-byte loads that skip L1; the products run on the tensor cores,
+// (through shared memory, below); the products run on the tensor cores,
 // so a piece of w costs one load whatever M is (the CUDA-core kernel pays
 // M loads of x and 8·M multiply-adds per piece and stops being
 // memory-bound at 8 rows).
 //
 // A block is TC_WARPS warps; warp i owns rows tile·TC_ROWS + 16i ..
 // +15 of w (the mma's A operand, 16 rows) and all MT = 8·NT rows of x
-// (B, NT tiles of 8 tokens). Lane (g = lane/4, q = lane%4) loads the
-// 16-byte piece q of each 32-element chunk of k from rows g and g+8 of w
-// and from token g of every x tile. The mma reads A and B registers in a
+// (B, NT tiles of 8 tokens). Lane (g = lane/4, q = lane%4) takes the
+// 16-byte piece q of each 32-element chunk of k of rows g and g+8 of w
+// (from the warp's ring) and of token g of every x tile (from L1). The mma reads A and B registers in a
 // fixed (row, k) layout; since a dot product does not care about the
 // order of k, the piece's 8 elements stand for k columns {2q, 2q+1,
 // 2q+8, 2q+9} of one mma (its first two registers) and the same of a
-// second (its last two), in A and B alike. TC_UNROLL chunks are in flight
-// per lane before the first mma.
+// second (its last two), in A and B alike.
 //
 // Split-K: grid.y = splits blocks share a tile, each over cps chunks of
 // k. With splits > 1 every block writes its float32 partial sums to
@@ -56,44 +55,6 @@ __device__ __forceinline__ V4 v4_zero() {
   return v;
 }
 
-// tc_rows accumulates acc[j][t][0..3] (weight j, token tile t; the mma's
-// C fragment: rows r0 = g and r1 = g + 8 of the warp's 16, tokens
-// 8t + 2q and 8t + 2q + 1) over chunks [c0, c1) of k.
-template <class E, int NT, int NW, int U>
-__device__ __forceinline__ void tc_rows(const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0, int c1,
-                                        float acc[NW][NT][4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const long long r0 = rowBase + g, r1 = r0 + 8;
-  const bool ok0 = r0 < N, ok1 = r1 < N;
-  for (int c = c0; c < c1; c += U) {
-    V4 wa[NW][U], wb[NW][U], xv[NT][U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int piece = (c + u) * 4 + q;
-      const bool in = c + u < c1 && piece < k8;
-#pragma unroll
-      for (int j = 0; j < NW; j++) {
-        wa[j][u] = in && ok0 ? ld_stream(w[j] + r0 * k8 + piece) : v4_zero();
-        wb[j][u] = in && ok1 ? ld_stream(w[j] + r1 * k8 + piece) : v4_zero();
-      }
-#pragma unroll
-      for (int t = 0; t < NT; t++) {
-        const int tok = t * 8 + g;
-        xv[t][u] = in && tok < M ? ld_cached(x + (long long)tok * k8 + piece) : v4_zero();
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++)
-#pragma unroll
-      for (int j = 0; j < NW; j++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) {
-          Mma<E>::run(acc[j][t], wa[j][u].x, wb[j][u].x, wa[j][u].y, wb[j][u].y, xv[t][u].x, xv[t][u].y);
-          Mma<E>::run(acc[j][t], wa[j][u].z, wb[j][u].z, wa[j][u].w, wb[j][u].w, xv[t][u].z, xv[t][u].w);
-        }
-  }
-}
-
 // tc_store writes one output element: the product (NW == 1), or
 // silu(g)·u with every product rounded to the dtype first as the unfused
 // matmul_nt, silu and mul do (NW == 2).
@@ -108,36 +69,126 @@ __device__ __forceinline__ void tc_store(u16* out, long long i, const float* v) 
   }
 }
 
-// TC_PREFETCH is the chunks of k of its rows a lane asks L2 for before
-// PDL_WAIT: 8 give a warp the first 512 bytes of each of its 16 rows of
-// each weight (32 KiB a block of one weight).
-#define TC_PREFETCH 8
+// The weights stream through shared memory: each warp copies its 16 rows
+// of w into a ring of TC_STAGES buffers of its own with cp.async (16
+// bytes a lane, cached in L2 only), TC_STAGES - 1 stages in flight while
+// it multiplies the oldest; a stage is TC_AU(NW) chunks of k of every row
+// of each weight (4 KiB a warp: 256 bytes of a row, 128 of each of two),
+// and one copy instruction moves whole runs of two rows (one). Nothing
+// is copied before PDL_WAIT: a weight operand may be another kernel's
+// output. On an H200 (same run, Llama-3-8B, graph-replayed, context 128)
+// this took batch 4 from 5.052 to 4.913 ms and batch 8 from 5.201 to
+// 5.108 against the kernel that loaded 4 chunks a lane into registers;
+// 2 KiB stages (5 deep) gave 4.969 and 5.118, and blocks of 2 warps with
+// 512-byte runs were slower (5.378 at batch 8). Static shared memory:
+// 48 KiB a block.
+#define TC_STAGES 3
+#define TC_AU(NW) ((NW) == 1 ? 4 : 2)
+// tc_stage_v4 is one stage of one warp in 16-byte pieces.
+#define TC_STAGE_V4(NW) ((NW) * 16 * TC_AU(NW) * 4)
 
-// tc_prefetch asks L2 for the calling lane's first pieces of rows r0
-// and r1 of NW weights (those tc_rows loads first): weights are never
-// written during a step, so this may run before PDL_WAIT.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+  unsigned d;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// tc_swz is where piece pc (0 .. 4U-1) of row r sits in a stage: odd
+// rows swap the halves of each 128 bytes, so the 8 lanes of one phase of
+// a 16-byte shared load (rows g and g+1, pieces 4u .. 4u+3) hit 8
+// different bank groups.
+template <int PR>
+__device__ __forceinline__ int tc_swz(int r, int pc) {
+  return PR >= 8 ? pc ^ ((r & 1) << 2) : pc;
+}
+
+// tc_issue copies stage st (chunks c0 + st·U ..) of the warp's 16 rows
+// of NW weights into buffer st % TC_STAGES of sm; rows past N and
+// pieces past the split or k are zero-filled.
 template <int NW>
-__device__ __forceinline__ void tc_prefetch(const V4* const* w, int N, int k8, long long rowBase, int c0, int c1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const long long r0 = rowBase + g, r1 = r0 + 8;
+__device__ __forceinline__ void tc_issue(V4* sm, const V4* const* w, int N, int k8, long long rowBase, int c0, int c1, int st) {
+  constexpr int U = TC_AU(NW), PR = 4 * U;  // pieces a row a stage
+  const int lane = threadIdx.x & 31;
+  V4* buf = sm + (st % TC_STAGES) * TC_STAGE_V4(NW);
 #pragma unroll
-  for (int u = 0; u < TC_PREFETCH; u++) {
-    const int piece = (c0 + u) * 4 + q;
-    if (c0 + u < c1 && piece < k8)
+  for (int j = 0; j < NW; j++)
+#pragma unroll
+    for (int t = 0; t < 16 * PR / 32; t++) {
+      const int p = t * 32 + lane, r = p / PR, pc = p % PR;
+      const int chunk = c0 + st * U + pc / 4, piece = chunk * 4 + (pc & 3);
+      const long long row = rowBase + r;
+      const bool ok = row < N && chunk < c1 && piece < k8;
+      cp_async16(buf + (j * 16 + r) * PR + tc_swz<PR>(r, pc), ok ? w[j] + row * k8 + piece : w[j], ok);
+    }
+}
+
+// tc_rows accumulates acc[j][t][0..3] (weight j, token tile t; the mma's
+// C fragment: rows r0 = g and r1 = g + 8 of the warp's 16, tokens
+// 8t + 2q and 8t + 2q + 1) over chunks [c0, c1) of k, through the
+// shared-memory ring sm (this warp's TC_STAGES stages), whose first
+// TC_STAGES - 1 stages tc_prologue issued.
+template <class E, int NT, int NW>
+__device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0,
+                                              int c1, float acc[NW][NT][4]) {
+  constexpr int U = TC_AU(NW), PR = 4 * U;
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int nst = (c1 - c0 + U - 1) / U;
+  for (int st = 0; st < nst; st++) {
+    if (st + TC_STAGES - 1 < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st + TC_STAGES - 1);
+    cp_async_commit();
+    V4 xv[NT][U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int piece = (c0 + st * U + u) * 4 + q;
+      const bool in = c0 + st * U + u < c1 && piece < k8;
+#pragma unroll
+      for (int t = 0; t < NT; t++) {
+        const int tok = t * 8 + g;
+        xv[t][u] = in && tok < M ? ld_cached(x + (long long)tok * k8 + piece) : v4_zero();
+      }
+    }
+    cp_async_wait<TC_STAGES - 1>();
+    __syncwarp();
+    const V4* buf = sm + (st % TC_STAGES) * TC_STAGE_V4(NW);
+#pragma unroll
+    for (int u = 0; u < U; u++)
 #pragma unroll
       for (int j = 0; j < NW; j++) {
-        if (r0 < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[j] + r0 * k8 + piece));
-        if (r1 < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[j] + r1 * k8 + piece));
+        const V4 wa = buf[(j * 16 + g) * PR + tc_swz<PR>(g, 4 * u + q)];
+        const V4 wb = buf[(j * 16 + g + 8) * PR + tc_swz<PR>(g + 8, 4 * u + q)];
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+          Mma<E>::run(acc[j][t], wa.x, wb.x, wa.y, wb.y, xv[t][u].x, xv[t][u].y);
+          Mma<E>::run(acc[j][t], wa.z, wb.z, wa.w, wb.w, xv[t][u].z, xv[t][u].w);
+        }
       }
+    __syncwarp();
   }
-#endif
+  cp_async_wait<0>();
+}
+
+// tc_prologue issues the warp's first TC_STAGES - 1 stages (one commit
+// group each, empty past the split).
+template <int NW>
+__device__ __forceinline__ void tc_prologue(V4* sm, const V4* const* w, int N, int k8, long long rowBase, int c0, int c1) {
+  constexpr int U = TC_AU(NW);
+  const int nst = (c1 - c0 + U - 1) / U;
+#pragma unroll
+  for (int st = 0; st < TC_STAGES - 1; st++) {
+    if (st < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st);
+    cp_async_commit();
+  }
 }
 
 // tc_tile computes rows tile·TC_ROWS .. +TC_ROWS-1 of one product (NW
 // weights of N rows; out [M, N]) over this block's split of k (gtile
 // numbers the tile among all the launch's tiles for part and counters).
-template <class E, int NT, int NW, int U>
+template <class E, int NT, int NW>
 __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int N, int K, int cps, int tile, int gtile, float* part,
                         int* counters) {
   constexpr int MT = NT * 8;
@@ -156,9 +207,11 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
 #pragma unroll
       for (int i = 0; i < 4; i++) acc[j][t][i] = 0.0f;
   const long long rowBase = (long long)tile * TC_ROWS + wid * 16;
-  tc_prefetch<NW>(w, N, k8, rowBase, c0, c1);
+  __shared__ V4 ring[TC_WARPS * TC_STAGES * TC_STAGE_V4(NW)];
+  V4* sm = ring + wid * TC_STAGES * TC_STAGE_V4(NW);
   PDL_ENTRY();
-  tc_rows<E, NT, NW, U>(w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc);
+  tc_prologue<NW>(sm, w, N, k8, rowBase, c0, c1);
+  tc_rows<E, NT, NW>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc);
   if (splits == 1) {
 #pragma unroll
     for (int t = 0; t < NT; t++)
@@ -188,7 +241,7 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
       }
   __threadfence();
   __syncthreads();
-  __shared__ int last;
+  int& last = *(int*)ring;  // every warp is done with its ring (and 48 KiB is the static limit)
   if (threadIdx.x == 0) {
     last = atomicAdd(&counters[gtile], 1) == splits - 1;
     if (last) counters[gtile] = 0;  // ready for the next launch
@@ -212,16 +265,12 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
   }
 }
 
-// TC_U is the chunks in flight per lane: fewer for two weights and 32
-// rows of x (registers).
-#define TC_U(NT, NW) ((NW) == 2 && (NT) == 4 ? 2 : 4)
-
 #define TC_KERNELS(name, E, MT)                                                                                         \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int cps, float* part,               \
                            int* counters) {                                                                            \
     const u16* ws[1] = {w};                                                                                            \
-    tc_tile<E, MT / 8, 1, TC_U(MT / 8, 1)>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters);          \
+    tc_tile<E, MT / 8, 1>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters);                            \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,       \
@@ -231,20 +280,20 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
     const u16* ws[1];                                                                                                  \
     if (b < b0) {                                                                                                      \
       ws[0] = w0;                                                                                                      \
-      tc_tile<E, MT / 8, 1, TC_U(MT / 8, 1)>(x, ws, o0, M, n0, K, cps, b, b, part, counters);                           \
+      tc_tile<E, MT / 8, 1>(x, ws, o0, M, n0, K, cps, b, b, part, counters);                                            \
     } else if (b < b0 + b1) {                                                                                          \
       ws[0] = w1;                                                                                                      \
-      tc_tile<E, MT / 8, 1, TC_U(MT / 8, 1)>(x, ws, o1, M, n1, K, cps, b - b0, b, part, counters);                      \
+      tc_tile<E, MT / 8, 1>(x, ws, o1, M, n1, K, cps, b - b0, b, part, counters);                                       \
     } else {                                                                                                           \
       ws[0] = w2;                                                                                                      \
-      tc_tile<E, MT / 8, 1, TC_U(MT / 8, 1)>(x, ws, o2, M, n2, K, cps, b - b0 - b1, b, part, counters);                 \
+      tc_tile<E, MT / 8, 1>(x, ws, o2, M, n2, K, cps, b - b0 - b1, b, part, counters);                                  \
     }                                                                                                                  \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int cps,      \
                               float* part, int* counters) {                                                            \
     const u16* ws[2] = {wg, wu};                                                                                       \
-    tc_tile<E, MT / 8, 2, TC_U(MT / 8, 2)>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters);          \
+    tc_tile<E, MT / 8, 2>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters);                            \
   }
 
 #define TC_ALL_M(name, E) \

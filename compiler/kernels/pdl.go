@@ -11,8 +11,7 @@ import (
 // Programmatic dependent launch (PDL, compute capability 9.0+): a VM
 // kernel launched with programmatic stream serialization starts while
 // the kernel before it on the stream finishes, runs its prologue (the
-// skinny products stream their first pieces of w towards L2) and then
-// waits in griddepcontrol.wait until that kernel has completed and its
+// residual norm loads its weight) and then waits in griddepcontrol.wait until that kernel has completed and its
 // writes are visible; early in its body it executes
 // griddepcontrol.launch_dependents, so the next kernel's launch, block
 // placement and prologue overlap its own run instead of following its

@@ -36,24 +36,23 @@ var tcRowBuckets = []int{8, 16, 32}
 const tcMinRows = GemvDefaultCoreRows + 1
 
 // tcBlocksPerSM is the blocks of TC_WARPS warps per multiprocessor a
-// launch aims for with split-K. The kernel is latency-bound (each warp
-// waits for its TC_UNROLL chunks before the next), so more blocks help
-// up to about 8 per multiprocessor (H200, 8 rows, splits 1 to 16: q
-// 4096x4096 75.5 us at 64 blocks, 21.4 at 512, 19.6 at 1024; gate
-// 14336x4096 88.1 at 224 blocks, 56.5 at 896, 59.4 at 1792).
+// launch aims for with split-K (shared memory holds 4 at once, so about
+// two waves): more, shorter splits keep more of w in flight (H200, 8
+// rows, the register-fed kernel before the shared-memory ring, splits 1
+// to 16: q 4096x4096 75.5 us at 64 blocks, 21.4 at 512, 19.6 at 1024;
+// gate 14336x4096 88.1 at 224 blocks, 56.5 at 896, 59.4 at 1792; not
+// re-tuned for the ring).
 const tcBlocksPerSM = 8
 
 // tcMaxWeight is the largest weight (elements) a single product sends to
 // the tensor-core kernels; larger ones go to cuBLAS, which streams them
-// faster from 5 rows on (H200, 8 rows: q/o 4096x4096 19.6-21.5 us
-// against 15.6-20.2, gate 14336x4096 56.5 against 32.6, down 4096x14336
-// 54.6 against 34.5; but k/v 1024x4096 12.4 against 19.3, in another run
-// 13.1 against 13.8). The q/k/v
-// triple goes to them whole (one launch where cuBLAS makes three): a
-// Llama-3-8B step at batch 8 took 8.60 ms with every product on the
-// tensor-core kernels against 6.60 with cuBLAS, 63 us a layer more on o,
-// gate/up and down by the per-shape times, so the triple ran ~7 us a
-// layer under cuBLAS's three.
+// faster (H200, 8 rows, the kernels' best split against cuBLAS: q/o
+// 4096x4096 16.9 against 16.3 us, gate 14336x4096 41.6 against 32.8,
+// down 4096x14336 40.4 against 34.3; but k/v 1024x4096 11.0 against
+// 17.2). The q/k/v triple goes to them whole (one launch where cuBLAS
+// makes three). A Llama-3-8B step at batch 8 took 5.50 ms with every
+// product on the tensor-core kernels against 5.11 with cuBLAS for o,
+// gate/up and down (same run).
 const tcMaxWeight = 8 << 20
 
 // tcMaxRows is the most rows of x the tensor-core kernels take by
