@@ -73,6 +73,43 @@ __device__ __forceinline__ unsigned pf_pack(float lo, float hi) {
   return (unsigned)E::store(lo) | ((unsigned)E::store(hi) << 16);
 }
 
+// pf_softmax_step is one step of the online softmax (base 2) over the
+// scores s of a row pair (C fragments: elements 0-1 of row lo, 2-3 of
+// row hi), already scaled and masked, whose per-lane maxima are nlo and
+// nhi (including the running ones mlo and mhi): the maxima over the
+// quad, the running sums and outputs o rescaled to them, and s replaced
+// by its exponentials, added to the sums.
+template <int NK, int DN>
+__device__ __forceinline__ void pf_softmax_step(float (&s)[NK][4], float nlo, float nhi, float& mlo, float& mhi, float& slo, float& shi,
+                                                float (&o)[DN][4]) {
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) {
+    nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
+    nhi = fmaxf(nhi, __shfl_xor_sync(0xffffffffu, nhi, x));
+  }
+  const float clo = exp2f(mlo - nlo), chi = exp2f(mhi - nhi);
+  mlo = nlo;
+  mhi = nhi;
+  slo *= clo;
+  shi *= chi;
+#pragma unroll
+  for (int n = 0; n < DN; n++) {
+    o[n][0] *= clo;
+    o[n][1] *= clo;
+    o[n][2] *= chi;
+    o[n][3] *= chi;
+  }
+#pragma unroll
+  for (int n = 0; n < NK; n++) {
+    s[n][0] = exp2f(s[n][0] - mlo);
+    s[n][1] = exp2f(s[n][1] - mlo);
+    s[n][2] = exp2f(s[n][2] - mhi);
+    s[n][3] = exp2f(s[n][3] - mhi);
+    slo += s[n][0] + s[n][1];
+    shi += s[n][2] + s[n][3];
+  }
+}
+
 template <class E, int D>
 __device__ void prefill_attn_impl(const u16* q, const u16* kc, const u16* vc, const int* pos, u16* out, int hq, int hkv, int seq,
                                   int tps, int tq, float scale2) {
@@ -194,32 +231,7 @@ __device__ void prefill_attn_impl(const u16* q, const u16* kc, const u16* vc, co
         else
           nhi = fmaxf(nhi, v);
       }
-#pragma unroll
-    for (int x = 1; x <= 2; x <<= 1) {
-      nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
-      nhi = fmaxf(nhi, __shfl_xor_sync(0xffffffffu, nhi, x));
-    }
-    const float clo = exp2f(mlo - nlo), chi = exp2f(mhi - nhi);
-    mlo = nlo;
-    mhi = nhi;
-    slo *= clo;
-    shi *= chi;
-#pragma unroll
-    for (int n = 0; n < DN; n++) {
-      o[n][0] *= clo;
-      o[n][1] *= clo;
-      o[n][2] *= chi;
-      o[n][3] *= chi;
-    }
-#pragma unroll
-    for (int n = 0; n < NK; n++) {
-      s[n][0] = exp2f(s[n][0] - mlo);
-      s[n][1] = exp2f(s[n][1] - mlo);
-      s[n][2] = exp2f(s[n][2] - mhi);
-      s[n][3] = exp2f(s[n][3] - mhi);
-      slo += s[n][0] + s[n][1];
-      shi += s[n][2] + s[n][3];
-    }
+    pf_softmax_step<NK, DN>(s, nlo, nhi, mlo, mhi, slo, shi, o);
     // O += P V: P's A fragments from S's C fragments, V from Vᵀ.
 #pragma unroll
     for (int kk = 0; kk < PF_KEYS / 16; kk++) {
@@ -469,33 +481,8 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
           else
             nhi = fmaxf(nhi, v);
         }
-#pragma unroll
-      for (int x = 1; x <= 2; x <<= 1) {
-        nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
-        nhi = fmaxf(nhi, __shfl_xor_sync(0xffffffffu, nhi, x));
-      }
       // key k1 < r1 is among the 16, so the new maxima are finite
-      const float clo = exp2f(mlo - nlo), chi = exp2f(mhi - nhi);
-      mlo = nlo;
-      mhi = nhi;
-      slo *= clo;
-      shi *= chi;
-#pragma unroll
-      for (int n = 0; n < DN; n++) {
-        o[n][0] *= clo;
-        o[n][1] *= clo;
-        o[n][2] *= chi;
-        o[n][3] *= chi;
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; nt++) {
-        sc[nt][0] = exp2f(sc[nt][0] - mlo);
-        sc[nt][1] = exp2f(sc[nt][1] - mlo);
-        sc[nt][2] = exp2f(sc[nt][2] - mhi);
-        sc[nt][3] = exp2f(sc[nt][3] - mhi);
-        slo += sc[nt][0] + sc[nt][1];
-        shi += sc[nt][2] + sc[nt][3];
-      }
+      pf_softmax_step<2, DN>(sc, nlo, nhi, mlo, mhi, slo, shi, o);
       unsigned a[4];
       a[0] = pf_pack<E>(sc[0][0], sc[0][1]);
       a[1] = pf_pack<E>(sc[0][2], sc[0][3]);
