@@ -40,8 +40,9 @@ const tcMinRows = GemvDefaultCoreRows + 1
 // two waves): more, shorter splits keep more of w in flight (H200, 8
 // rows, the register-fed kernel before the shared-memory ring, splits 1
 // to 16: q 4096x4096 75.5 us at 64 blocks, 21.4 at 512, 19.6 at 1024;
-// gate 14336x4096 88.1 at 224 blocks, 56.5 at 896, 59.4 at 1792; not
-// re-tuned for the ring).
+// gate 14336x4096 88.1 at 224 blocks, 56.5 at 896, 59.4 at 1792). With
+// the ring, 4 (its occupancy, about the best split of each weight alone)
+// left Llama-3-8B steps at batch 4, 8 and 16 within 1% (same run).
 const tcBlocksPerSM = 8
 
 // tcMaxWeight is the largest weight (elements) a single product sends to
@@ -50,9 +51,10 @@ const tcBlocksPerSM = 8
 // 4096x4096 16.9 against 16.3 us, gate 14336x4096 41.6 against 32.8,
 // down 4096x14336 40.4 against 34.3; but k/v 1024x4096 11.0 against
 // 17.2). The q/k/v triple goes to them whole (one launch where cuBLAS
-// makes three). A Llama-3-8B step at batch 8 took 5.50 ms with every
-// product on the tensor-core kernels against 5.11 with cuBLAS for o,
-// gate/up and down (same run).
+// makes three). Llama-3-8B steps at batch 4, 8 and 16 took 5.61, 6.00
+// and 7.29 ms with every product on the tensor-core kernels (4 blocks a
+// multiprocessor) against 4.95, 5.11 and 5.42 with cuBLAS for o, gate/up
+// and down (same run).
 const tcMaxWeight = 8 << 20
 
 // tcMaxRows is the most rows of x the tensor-core kernels take by
