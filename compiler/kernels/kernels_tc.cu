@@ -74,14 +74,14 @@ __device__ __forceinline__ void tc_store(u16* out, long long i, const float* v) 
 // bytes a lane, cached in L2 only), TC_STAGES - 1 stages in flight while
 // it multiplies the oldest; a stage is TC_AU(NW) chunks of k of every row
 // of each weight (4 KiB a warp: 256 bytes of a row, 128 of each of two),
-// and one copy instruction moves whole runs of two rows (one). Nothing
-// is copied before PDL_WAIT: a weight operand may be another kernel's
-// output. On an H200 (same run, Llama-3-8B, graph-replayed, context 128)
-// this took batch 4 from 5.052 to 4.913 ms and batch 8 from 5.201 to
-// 5.108 against the kernel that loaded 4 chunks a lane into registers;
-// 2 KiB stages (5 deep) gave 4.969 and 5.118, and blocks of 2 warps with
-// 512-byte runs were slower (5.378 at batch 8). Static shared memory:
-// 48 KiB a block.
+// and one copy instruction moves the whole runs of two rows (of four
+// with two weights). Nothing is copied before PDL_WAIT: a weight operand
+// may be another kernel's output (copying the first stages before it
+// took batch 8 to 5.066 ms against 5.154, same run). On an H200 (same
+// run, Llama-3-8B, graph-replayed, context 128) the ring took batch 4
+// from 5.052 to 4.913 ms and batch 8 from 5.201 to 5.108 against the
+// kernel that loaded 4 chunks a lane into registers; 2 KiB stages (5
+// deep) gave 4.969 and 5.118. Static shared memory: 48 KiB a block.
 #define TC_STAGES 3
 #define TC_AU(NW) ((NW) == 1 ? 4 : 2)
 // tc_stage_v4 is one stage of one warp in 16-byte pieces.
@@ -133,8 +133,8 @@ __device__ __forceinline__ void tc_issue(V4* sm, const V4* const* w, int N, int 
 // shared-memory ring sm (this warp's TC_STAGES stages), whose first
 // TC_STAGES - 1 stages tc_prologue issued.
 template <class E, int NT, int NW>
-__device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0,
-                                              int c1, float acc[NW][NT][4]) {
+__device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0, int c1,
+                                        float acc[NW][NT][4]) {
   constexpr int U = TC_AU(NW), PR = 4 * U;
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int nst = (c1 - c0 + U - 1) / U;
