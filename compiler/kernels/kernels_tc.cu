@@ -130,14 +130,20 @@ __device__ __forceinline__ void tc_issue(V4* sm, const V4* const* w, int N, int 
 // tc_rows accumulates acc[j][t][0..3] (weight j, token tile t; the mma's
 // C fragment: rows r0 = g and r1 = g + 8 of the warp's 16, tokens
 // 8t + 2q and 8t + 2q + 1) over chunks [c0, c1) of k, through the
-// shared-memory ring sm (this warp's TC_STAGES stages), whose first
-// TC_STAGES - 1 stages tc_prologue issued.
+// shared-memory ring sm (this warp's TC_STAGES stages): the first
+// TC_STAGES - 1 stages are issued (one commit group each, empty past the
+// split), then each step issues one more and multiplies the oldest.
 template <class E, int NT, int NW>
 __device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0, int c1,
                                         float acc[NW][NT][4]) {
   constexpr int U = TC_AU(NW), PR = 4 * U;
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int nst = (c1 - c0 + U - 1) / U;
+#pragma unroll
+  for (int st = 0; st < TC_STAGES - 1; st++) {
+    if (st < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st);
+    cp_async_commit();
+  }
   for (int st = 0; st < nst; st++) {
     if (st + TC_STAGES - 1 < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st + TC_STAGES - 1);
     cp_async_commit();
@@ -172,19 +178,6 @@ __device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x,
   cp_async_wait<0>();
 }
 
-// tc_prologue issues the warp's first TC_STAGES - 1 stages (one commit
-// group each, empty past the split).
-template <int NW>
-__device__ __forceinline__ void tc_prologue(V4* sm, const V4* const* w, int N, int k8, long long rowBase, int c0, int c1) {
-  constexpr int U = TC_AU(NW);
-  const int nst = (c1 - c0 + U - 1) / U;
-#pragma unroll
-  for (int st = 0; st < TC_STAGES - 1; st++) {
-    if (st < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st);
-    cp_async_commit();
-  }
-}
-
 // tc_tile computes rows tile·TC_ROWS .. +TC_ROWS-1 of one product (NW
 // weights of N rows; out [M, N]) over this block's split of k (gtile
 // numbers the tile among all the launch's tiles for part and counters).
@@ -210,7 +203,6 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
   __shared__ V4 ring[TC_WARPS * TC_STAGES * TC_STAGE_V4(NW)];
   V4* sm = ring + wid * TC_STAGES * TC_STAGE_V4(NW);
   PDL_ENTRY();
-  tc_prologue<NW>(sm, w, N, k8, rowBase, c0, c1);
   tc_rows<E, NT, NW>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc);
   if (splits == 1) {
 #pragma unroll
