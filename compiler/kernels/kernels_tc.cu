@@ -127,12 +127,32 @@ __device__ __forceinline__ void tc_issue(V4* sm, const V4* const* w, int N, int 
     }
 }
 
+// tc_load_x loads into xv the pieces of x that stage st multiplies
+// (lane: token g of every tile, piece q of each chunk; zero past the
+// split, k or M).
+template <int NT, int U>
+__device__ __forceinline__ void tc_load_x(V4 (&xv)[NT][U], const V4* x, int M, int k8, int c0, int c1, int st) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int piece = (c0 + st * U + u) * 4 + q;
+    const bool in = c0 + st * U + u < c1 && piece < k8;
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+      const int tok = t * 8 + g;
+      xv[t][u] = in && tok < M ? ld_cached(x + (long long)tok * k8 + piece) : v4_zero();
+    }
+  }
+}
+
 // tc_rows accumulates acc[j][t][0..3] (weight j, token tile t; the mma's
 // C fragment: rows r0 = g and r1 = g + 8 of the warp's 16, tokens
 // 8t + 2q and 8t + 2q + 1) over chunks [c0, c1) of k, through the
 // shared-memory ring sm (this warp's TC_STAGES stages): the first
 // TC_STAGES - 1 stages are issued (one commit group each, empty past the
-// split), then each step issues one more and multiplies the oldest.
+// split), then each step issues one more and multiplies the oldest. The
+// pieces of x a stage needs are loaded one stage ahead, so the products
+// of a stage never wait for x.
 template <class E, int NT, int NW>
 __device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0, int c1,
                                         float acc[NW][NT][4]) {
@@ -144,20 +164,12 @@ __device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x,
     if (st < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st);
     cp_async_commit();
   }
+  V4 xv[NT][U], xn[NT][U];
+  tc_load_x<NT, U>(xv, x, M, k8, c0, c1, 0);
   for (int st = 0; st < nst; st++) {
     if (st + TC_STAGES - 1 < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st + TC_STAGES - 1);
     cp_async_commit();
-    V4 xv[NT][U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int piece = (c0 + st * U + u) * 4 + q;
-      const bool in = c0 + st * U + u < c1 && piece < k8;
-#pragma unroll
-      for (int t = 0; t < NT; t++) {
-        const int tok = t * 8 + g;
-        xv[t][u] = in && tok < M ? ld_cached(x + (long long)tok * k8 + piece) : v4_zero();
-      }
-    }
+    tc_load_x<NT, U>(xn, x, M, k8, c0, c1, st + 1);
     cp_async_wait<TC_STAGES - 1>();
     __syncwarp();
     const V4* buf = sm + (st % TC_STAGES) * TC_STAGE_V4(NW);
@@ -174,6 +186,10 @@ __device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x,
         }
       }
     __syncwarp();
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int t = 0; t < NT; t++) xv[t][u] = xn[t][u];
   }
   cp_async_wait<0>();
 }

@@ -36,25 +36,27 @@ var tcRowBuckets = []int{8, 16, 32}
 const tcMinRows = GemvDefaultCoreRows + 1
 
 // tcBlocksPerSM is the blocks of TC_WARPS warps per multiprocessor a
-// launch aims for with split-K (shared memory holds 4 at once, so about
-// two waves): more, shorter splits keep more of w in flight (H200, 8
-// rows, the register-fed kernel before the shared-memory ring, splits 1
-// to 16: q 4096x4096 75.5 us at 64 blocks, 21.4 at 512, 19.6 at 1024;
-// gate 14336x4096 88.1 at 224 blocks, 56.5 at 896, 59.4 at 1792). With
-// the ring, 4 (its occupancy, about the best split of each weight alone)
-// left Llama-3-8B steps at batch 4, 8 and 16 within 1% (same run).
-const tcBlocksPerSM = 8
+// launch aims for with split-K: the kernels' occupancy (48 KiB of
+// shared memory a block, 4 a multiprocessor), so that every block is
+// resident in one wave; the split is the largest that does not exceed
+// it. H200, 8 rows, same run: gate 14336x4096 35.3 us unsplit, 35.4 at
+// 2 splits, 38.2 at 4 and 42.8 at 8 (the old rule, two waves of 8 a
+// multiprocessor rounded up, took 5: 44.9); down 4096x14336 34.7 at 8
+// splits, 41.2 at 17; q 4096x4096 15.6 at 8, 18.1 at 16. Llama-3-8B
+// steps at batch 4, 8 and 16 (graph-replayed, context 128): 4.875,
+// 5.014 and 5.297 ms against 4.963, 5.111 and 5.499 with the old rule.
+const tcBlocksPerSM = 4
 
 // tcMaxWeight is the largest weight (elements) a single product sends to
 // the tensor-core kernels; larger ones go to cuBLAS, which streams them
-// faster (H200, 8 rows, the kernels' best split against cuBLAS: q/o
-// 4096x4096 16.9 against 16.3 us, gate 14336x4096 41.6 against 32.8,
-// down 4096x14336 40.4 against 34.3; but k/v 1024x4096 11.0 against
-// 17.2). The q/k/v triple goes to them whole (one launch where cuBLAS
-// makes three). Llama-3-8B steps at batch 4, 8 and 16 took 5.61, 6.00
-// and 7.29 ms with every product on the tensor-core kernels (4 blocks a
-// multiprocessor) against 4.95, 5.11 and 5.42 with cuBLAS for o, gate/up
-// and down (same run).
+// faster (H200, 8 rows, best split of the kernels against cuBLAS, same
+// run: gate 14336x4096 35.3 against 32.3 us, down 4096x14336 34.7
+// against 33.5, o 4096x4096 15.5 against 14.3; k/v 1024x4096 10.1
+// against 18.2). The q/k/v triple goes to them whole (one launch where
+// cuBLAS makes three). Llama-3-8B steps at batch 4, 8 and 16 (same run)
+// with every product on these kernels: 4.826, 5.058 and 5.644 ms,
+// against 4.868, 4.998 and 5.284 with cuBLAS for o, gate/up, down and
+// the LM head.
 const tcMaxWeight = 8 << 20
 
 // tcMaxRows is the most rows of x the tensor-core kernels take by
@@ -93,8 +95,9 @@ func (p tcPlan) countersBytes() int64 { return (int64(p.tiles)*4 + 255) / 256 * 
 // tensor-core kernel on a GPU with sms multiprocessors, and how: m at
 // most TCMaxM, float16 or bfloat16, k a multiple of 8, every operand
 // 16-byte aligned. splits > 0 forces the split of k (measurements);
-// else the split is the smallest that gives tcBlocksPerSM blocks per
-// multiprocessor, each split keeping at least tcMinChunks chunks of k.
+// else the split is the largest that gives at most tcBlocksPerSM blocks
+// per multiprocessor (at least 1), each split keeping at least
+// tcMinChunks chunks of k.
 func planTC(m int, ns []int, k int, dt tensor.DType, aligned bool, sms, splits int) (tcPlan, bool) {
 	if m < 1 || m > TCMaxM || k < 8 || k%8 != 0 || !aligned || len(ns) == 0 || (dt != tensor.Float16 && dt != tensor.BFloat16) {
 		return tcPlan{}, false
@@ -118,7 +121,7 @@ func planTC(m int, ns []int, k int, dt tensor.DType, aligned bool, sms, splits i
 	nch := (k/8 + 3) / 4
 	if splits <= 0 {
 		want := tcBlocksPerSM * max(sms, 1)
-		splits = min((want+p.tiles-1)/p.tiles, max(nch/tcMinChunks, 1), tcMaxSplits)
+		splits = min(max(want/p.tiles, 1), max(nch/tcMinChunks, 1), tcMaxSplits)
 	}
 	splits = max(1, min(splits, nch, 65535))
 	p.cps = (nch + splits - 1) / splits
