@@ -318,12 +318,12 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 			a.w = w(i)
 			return g.launchGrid(gemvName("nt", dt, pl.mt), [3]uint32{grid, 1, 1}, gemvWarps*32,
 				unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
-				unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+				unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks), unsafe.Pointer(&a.pre))
 		}
 		a.w, a.w2 = w(2*i), w(2*i+1)
 		return g.launchGrid(gemvName("gated", dt, pl.mt), [3]uint32{grid, 1, 1}, gemvWarps*32,
 			unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
-			unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+			unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks), unsafe.Pointer(&a.pre))
 	})
 	runtime.KeepAlive(a)
 	if err != nil {

@@ -218,6 +218,7 @@ func (g *GPU) gemvKernels() error {
 type gemvArgs struct {
 	x, w, w2, out uint64
 	m, n, k, ks   int32
+	pre           int32 // 1: read w before the PDL wait (GPU.SetFixedWeights)
 }
 
 // tryGemvNT runs out = a·bᵀ through the skinny-matrix kernel when
@@ -236,7 +237,7 @@ func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err 
 	if !ok {
 		return false, nil
 	}
-	a := &gemvArgs{x: p[0], w: p[1], out: p[2], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
+	a := &gemvArgs{x: p[0], w: p[1], out: p[2], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks), pre: g.preArg()}
 	name := gemvName("nt", dt, pl.mt)
 	grid, err := g.gemvGrid(name, int64(pl.grid))
 	if err != nil {
@@ -244,7 +245,7 @@ func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err 
 	}
 	err = g.launchGrid(name, [3]uint32{grid, 1, 1}, gemvWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
-		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks), unsafe.Pointer(&a.pre))
 	runtime.KeepAlive(a)
 	return true, err
 }
@@ -304,7 +305,7 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 	if !ok || overlaps(p[0], x.NumBytes(), p[3], out.NumBytes()) {
 		return false, nil
 	}
-	a := &gemvArgs{x: p[0], w: p[1], w2: p[2], out: p[3], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks)}
+	a := &gemvArgs{x: p[0], w: p[1], w2: p[2], out: p[3], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks), pre: g.preArg()}
 	name := gemvName("gated", x.DType(), pl.mt)
 	grid, err := g.gemvGrid(name, int64(pl.grid))
 	if err != nil {
@@ -312,7 +313,7 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 	}
 	err = g.launchGrid(name, [3]uint32{grid, 1, 1}, gemvWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
-		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+		unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks), unsafe.Pointer(&a.pre))
 	runtime.KeepAlive(a)
 	return true, err
 }
@@ -411,13 +412,13 @@ func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 	}
 	a := &struct {
 		x, w0, w1, w2, o0, o1, o2 uint64
-		n0, n1, n2, m, k, ks      int32
-	}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), int32(pl.ks)}
+		n0, n1, n2, m, k, ks, pre int32
+	}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), int32(pl.ks), g.preArg()}
 	err = g.launchGrid(name, [3]uint32{grid, 1, 1}, gemvWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
 		unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
 		unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2),
-		unsafe.Pointer(&a.m), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks))
+		unsafe.Pointer(&a.m), unsafe.Pointer(&a.k), unsafe.Pointer(&a.ks), unsafe.Pointer(&a.pre))
 	runtime.KeepAlive(a)
 	return true, err
 }

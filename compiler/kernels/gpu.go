@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/gpu/cublas"
@@ -54,11 +55,17 @@ type GPU struct {
 	// attnBufs are the split-KV attention's scratch buffers (attn.go).
 	attnBufs []*device.Buffer
 	// tcMod holds the tensor-core skinny kernels (kernels_tc.cu); tcBufs
-	// their split-K scratch buffers (tc.go).
-	tcMod  cuda.Module
-	tcBufs []*device.Buffer
+	// and tcCounters their split-K partial sums and per-tile counters
+	// (tc.go, tcScratch).
+	tcMod              cuda.Module
+	tcBufs, tcCounters []*device.Buffer
 	// prefillMod holds the prefill attention kernels (kernels_prefill.cu).
 	prefillMod cuda.Module
+	// fixedWeights: SetFixedWeights's promise for the products launched
+	// now (their kernels' pre argument); callLaunches: kernels launched
+	// since BeginCall.
+	fixedWeights bool
+	callLaunches int
 }
 
 // loadModule compiles src for the device (NVRTC, cached by content),
@@ -210,10 +217,10 @@ func (g *GPU) Close() {
 		}
 		return nil
 	})
-	for _, b := range append(g.attnBufs, g.tcBufs...) {
+	for _, b := range slices.Concat(g.attnBufs, g.tcBufs, g.tcCounters) {
 		g.dev.Free(b)
 	}
-	g.attnBufs, g.tcBufs = nil, nil
+	g.attnBufs, g.tcBufs, g.tcCounters = nil, nil, nil
 }
 
 // devPtr is the device address of t's first element on this GPU.

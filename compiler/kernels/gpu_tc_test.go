@@ -27,8 +27,10 @@ func poisoned(t *testing.T, dt tensor.DType, shape ...int64) *tensor.Tensor {
 // x: every row bucket, tail tiles, k not a multiple of the 32-element
 // chunk, with and without split-K) against the CPU kernels (float32
 // accumulation, one rounding), into poisoned outputs, twice: the second
-// launch must give the same bits (the split counters are back at zero
-// and the last block sums the splits in order).
+// launch, with the weights marked fixed (copied before the PDL wait),
+// must give the same bits (the split counters are back at zero and the
+// last block sums the splits in order). The three products share the
+// scratch buffers, as a step's do.
 func TestGPUTensorCoreSkinny(t *testing.T) {
 	g, dev := openTestGPU(t)
 	saved, savedRows := tcLimits, gemvMaxRows.Load()
@@ -70,6 +72,7 @@ func TestGPUTensorCoreSkinny(t *testing.T) {
 				dx, dw, dw2, dw3 := onGPU(t, dev, x), onGPU(t, dev, w), onGPU(t, dev, w2), onGPU(t, dev, w3)
 				var first []float64
 				for run := range 2 {
+					g.SetFixedWeights(run == 1)
 					out := onGPU(t, dev, poisoned(t, dt, int64(c.m), int64(c.n)))
 					if err := g.MatmulNT(dx, dw, out); err != nil {
 						t.Fatal(err)
@@ -83,6 +86,7 @@ func TestGPUTensorCoreSkinny(t *testing.T) {
 					if ok, err := g.TryNT3([]*tensor.Tensor{dx, dw, dw2, dw3, o[0], o[1], o[2]}); err != nil || !ok {
 						t.Fatalf("nt3: ran %v, %v", ok, err)
 					}
+					g.SetFixedWeights(false)
 					if err := dev.Sync(); err != nil {
 						t.Fatal(err)
 					}

@@ -88,6 +88,19 @@ __device__ __forceinline__ void gemv_dot(const V4 (&wv)[NW], const V4* x, int M,
     }
 }
 
+// gemv_full_round reports whether a lane's round of GEMV_UNROLL pieces
+// from piece i (every step-th) lies within the row's k8 pieces.
+__device__ __forceinline__ bool gemv_full_round(int i, int step, int k8) { return i + (GEMV_UNROLL - 1) * step < k8; }
+
+// gemv_first loads a lane's first round of pieces of its NW rows wr.
+template <int NW>
+__device__ __forceinline__ void gemv_first(const V4* const* wr, int i, int step, V4 (&cur)[GEMV_UNROLL][NW]) {
+#pragma unroll
+  for (int u = 0; u < GEMV_UNROLL; u++)
+#pragma unroll
+    for (int j = 0; j < NW; j++) cur[u][j] = ld_stream(wr[j] + i + u * step);
+}
+
 // gemv_rows accumulates, for the calling warp's share of row `row` of
 // NW weights w[0..NW), acc[j][m] += x[m, :] · w[j][row, :] over its
 // pieces (k8 16-byte pieces per row; piece i of the share is
@@ -99,23 +112,21 @@ __device__ __forceinline__ void gemv_dot(const V4 (&wv)[NW], const V4* x, int M,
 // although the doubled registers hold 3 blocks a multiprocessor instead
 // of 8 (gate/up 63.2 to 58.5 us alone); rounds of 2 pipelined gave
 // 4.581, rounds of 8 unpipelined a slower gate/up (60.9 us) and q/o.
+// With loaded, cur already holds the first round (gemv_grid's early
+// loads).
 template <class E, int MT, int NW>
 __device__ __forceinline__ void gemv_rows(const V4* const* w, const V4* x, int M, int k8, long long row, int kp, int ks, int lane,
-                                          float acc[NW][MT]) {
+                                          float acc[NW][MT], bool loaded, V4 (&cur)[GEMV_UNROLL][NW]) {
   const int step = 32 * ks, round = GEMV_UNROLL * step;
   const V4* wr[NW];
 #pragma unroll
   for (int j = 0; j < NW; j++) wr[j] = w[j] + row * k8;
   int i = kp * 32 + lane;
-  if (i + (GEMV_UNROLL - 1) * step < k8) {
-    V4 cur[GEMV_UNROLL][NW];
-#pragma unroll
-    for (int u = 0; u < GEMV_UNROLL; u++)
-#pragma unroll
-      for (int j = 0; j < NW; j++) cur[u][j] = ld_stream(wr[j] + i + u * step);
+  if (gemv_full_round(i, step, k8)) {
+    if (!loaded) gemv_first(wr, i, step, cur);
     for (;;) {
       const int n = i + round;
-      const bool more = n + (GEMV_UNROLL - 1) * step < k8;
+      const bool more = gemv_full_round(n, step, k8);
       V4 nxt[GEMV_UNROLL][NW];
       if (more) {
 #pragma unroll
@@ -149,7 +160,7 @@ __device__ __forceinline__ void gemv_rows(const V4* const* w, const V4* x, int M
 // so part can be reused for the next group.
 template <class E, int MT, int NW>
 __device__ __forceinline__ void gemv_block(const V4* const* ws, const V4* x, u16* out, int M, int N, int k8, int ks, long long blk,
-                                           float (*part)[GEMV_WARPS][MT]) {
+                                           float (*part)[GEMV_WARPS][MT], bool loaded, V4 (&cur)[GEMV_UNROLL][NW]) {
   const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
   const int rb = GEMV_WARPS / ks;
   const long long row = blk * rb + wp / ks;
@@ -158,7 +169,7 @@ __device__ __forceinline__ void gemv_block(const V4* const* ws, const V4* x, u16
   for (int j = 0; j < NW; j++)
 #pragma unroll
     for (int m = 0; m < MT; m++) acc[j][m] = 0.0f;
-  if (row < N) gemv_rows<E, MT, NW>(ws, x, M, k8, row, wp % ks, ks, lane, acc);
+  if (row < N) gemv_rows<E, MT, NW>(ws, x, M, k8, row, wp % ks, ks, lane, acc, loaded, cur);
 #pragma unroll
   for (int j = 0; j < NW; j++)
 #pragma unroll
@@ -233,50 +244,66 @@ __device__ __forceinline__ GemvSeg<NW> gemv_seg(const u16* const* w, u16* const*
 // the blocks the GPU holds (so that the next kernel's blocks could start
 // beside it) took 5.68.
 template <class E, int MT, int NW, int S>
-__device__ void gemv_grid(const u16* x, const u16* const* w, u16* const* out, const int* n, int M, int K, int ks) {
+__device__ void gemv_grid(const u16* x, const u16* const* w, u16* const* out, const int* n, int M, int K, int ks, int pre) {
   __shared__ float part[NW][GEMV_WARPS][MT];
   const int rb = GEMV_WARPS / ks, k8 = K >> 3;
   long long total = 0;
   for (int s = 0; s < S; s++) total += ((long long)n[s] + rb - 1) / rb;
-  // Nothing is read before the wait, weights included: a weight operand
-  // may be another kernel's output. With the pipelined loads, asking L2
-  // for each lane's first 8 pieces of w before the wait (a hint, safe
-  // whatever w is) made a step slower, not faster (H200, Llama-3-8B,
-  // batch 1, graph-replayed, same run: 4.362 ms at context 128 without,
-  // 4.402 with 8 pieces, 4.531 with 16); loading the first round into
-  // registers before the wait, which w's being another kernel's output
-  // would break, gave 4.329.
+  // With pre (the host's promise that no kernel of the stream since the
+  // call's first one writes w), a lane loads its first round of w before
+  // the wait, so the loads are in flight while the kernel before
+  // finishes. Without it nothing is read before the wait: a weight
+  // operand may be another kernel's output. Asking L2 for each lane's
+  // first 8 pieces of w before the wait (a hint, safe whatever w is) made
+  // a step slower (H200, Llama-3-8B, batch 1, graph-replayed, same run:
+  // 4.362 ms without, 4.402 with 8 pieces, 4.531 with 16).
+  V4 cur[GEMV_UNROLL][NW];
+  bool loaded = false;
+  if (pre && blockIdx.x < total) {
+    GemvSeg<NW> g = gemv_seg<NW>(w, out, n, S, rb, blockIdx.x);
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, i = (wp % ks) * 32 + lane;
+    const long long row = g.blk * rb + wp / ks;
+    if (row < g.n && gemv_full_round(i, 32 * ks, k8)) {
+      const V4* wr[NW];
+#pragma unroll
+      for (int j = 0; j < NW; j++) wr[j] = g.w[j] + row * k8;
+      gemv_first<NW>(wr, i, 32 * ks, cur);
+      loaded = true;
+    }
+  }
   PDL_ENTRY();
   for (long long b = blockIdx.x; b < total; b += gridDim.x) {
     GemvSeg<NW> g = gemv_seg<NW>(w, out, n, S, rb, b);
-    gemv_block<E, MT, NW>(g.w, (const V4*)x, g.out, M, g.n, k8, ks, g.blk, part);
+    gemv_block<E, MT, NW>(g.w, (const V4*)x, g.out, M, g.n, k8, ks, g.blk, part, loaded, cur);
+    loaded = false;
   }
 }
 
 // gemv_nt: out[M, N] = x · wᵀ. gemv_nt3: three of one x (q, k, v).
 // gemv_gated: silu(x · wgᵀ) ⊙ (x · wuᵀ).
-#define GEMV_KERNELS(name, E, MT)                                                                                      \
-  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                        \
-      gemv_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks) {                      \
-    const u16* ws[1] = {w};                                                                                            \
-    u16* os[1] = {out};                                                                                                \
-    const int ns[1] = {N};                                                                                             \
-    gemv_grid<E, MT, 1, 1>(x, ws, os, ns, M, K, ks);                                                                   \
-  }                                                                                                                    \
-  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                        \
-      gemv_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,    \
-                              int n0, int n1, int n2, int M, int K, int ks) {                                          \
-    const u16* ws[3] = {w0, w1, w2};                                                                                   \
-    u16* os[3] = {o0, o1, o2};                                                                                         \
-    const int ns[3] = {n0, n1, n2};                                                                                    \
-    gemv_grid<E, MT, 1, 3>(x, ws, os, ns, M, K, ks);                                                                   \
-  }                                                                                                                    \
-  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                        \
-      gemv_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int ks) {   \
-    const u16* ws[2] = {wg, wu};                                                                                       \
-    u16* os[1] = {out};                                                                                                \
-    const int ns[1] = {N};                                                                                             \
-    gemv_grid<E, MT, 2, 1>(x, ws, os, ns, M, K, ks);                                                                   \
+#define GEMV_KERNELS(name, E, MT)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                     \
+      gemv_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int ks, int pre) {          \
+    const u16* ws[1] = {w};                                                                                         \
+    u16* os[1] = {out};                                                                                             \
+    const int ns[1] = {N};                                                                                          \
+    gemv_grid<E, MT, 1, 1>(x, ws, os, ns, M, K, ks, pre);                                                           \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                     \
+      gemv_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2, \
+                              int n0, int n1, int n2, int M, int K, int ks, int pre) {                              \
+    const u16* ws[3] = {w0, w1, w2};                                                                                \
+    u16* os[3] = {o0, o1, o2};                                                                                      \
+    const int ns[3] = {n0, n1, n2};                                                                                 \
+    gemv_grid<E, MT, 1, 3>(x, ws, os, ns, M, K, ks, pre);                                                           \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32)                                                     \
+      gemv_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int ks,  \
+                                int pre) {                                                                          \
+    const u16* ws[2] = {wg, wu};                                                                                    \
+    u16* os[1] = {out};                                                                                             \
+    const int ns[1] = {N};                                                                                          \
+    gemv_grid<E, MT, 2, 1>(x, ws, os, ns, M, K, ks, pre);                                                           \
   }
 
 #define GEMV_ALL_M(name, E) \

@@ -75,9 +75,11 @@ __device__ __forceinline__ void tc_store(u16* out, long long i, const float* v) 
 // it multiplies the oldest; a stage is TC_AU(NW) chunks of k of every row
 // of each weight (4 KiB a warp: 256 bytes of a row, 128 of each of two),
 // and one copy instruction moves the whole runs of two rows (of four
-// with two weights). Nothing is copied before PDL_WAIT: a weight operand
-// may be another kernel's output (copying the first stages before it
-// took batch 8 to 5.066 ms against 5.154, same run). On an H200 (same
+// with two weights). The first stages are copied before PDL_WAIT only
+// with pre, the host's promise that no kernel of the stream since the
+// call's first one writes the weights (else a weight operand may be the
+// kernel before's output; copying them before the wait took batch 8 to
+// 5.066 ms against 5.154, same run). On an H200 (same
 // run, Llama-3-8B, graph-replayed, context 128) the ring took batch 4
 // from 5.052 to 4.913 ms and batch 8 from 5.201 to 5.108 against the
 // kernel that loaded 4 chunks a lane into registers; 2 KiB stages (5
@@ -149,21 +151,29 @@ __device__ __forceinline__ void tc_load_x(V4 (&xv)[NT][U], const V4* x, int M, i
 // C fragment: rows r0 = g and r1 = g + 8 of the warp's 16, tokens
 // 8t + 2q and 8t + 2q + 1) over chunks [c0, c1) of k, through the
 // shared-memory ring sm (this warp's TC_STAGES stages): the first
-// TC_STAGES - 1 stages are issued (one commit group each, empty past the
-// split), then each step issues one more and multiplies the oldest. The
+// TC_STAGES - 1 stages are issued (tc_first: one commit group each, empty
+// past the split; already, with issued), then each step issues one more
+// and multiplies the oldest. The
 // pieces of x a stage needs are loaded one stage ahead, so the products
 // of a stage never wait for x.
-template <class E, int NT, int NW>
-__device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0, int c1,
-                                        float acc[NW][NT][4]) {
-  constexpr int U = TC_AU(NW), PR = 4 * U;
-  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+template <int NW>
+__device__ __forceinline__ void tc_first(V4* sm, const V4* const* w, int N, int k8, long long rowBase, int c0, int c1) {
+  constexpr int U = TC_AU(NW);
   const int nst = (c1 - c0 + U - 1) / U;
 #pragma unroll
   for (int st = 0; st < TC_STAGES - 1; st++) {
     if (st < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st);
     cp_async_commit();
   }
+}
+
+template <class E, int NT, int NW>
+__device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0, int c1,
+                                        float acc[NW][NT][4], bool issued) {
+  constexpr int U = TC_AU(NW), PR = 4 * U;
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int nst = (c1 - c0 + U - 1) / U;
+  if (!issued) tc_first<NW>(sm, w, N, k8, rowBase, c0, c1);
   V4 xv[NT][U], xn[NT][U];
   tc_load_x<NT, U>(xv, x, M, k8, c0, c1, 0);
   for (int st = 0; st < nst; st++) {
@@ -199,7 +209,7 @@ __device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x,
 // numbers the tile among all the launch's tiles for part and counters).
 template <class E, int NT, int NW>
 __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int N, int K, int cps, int tile, int gtile, float* part,
-                        int* counters) {
+                        int* counters, int pre) {
   constexpr int MT = NT * 8;
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
   const int splits = gridDim.y, s = blockIdx.y;
@@ -218,8 +228,9 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
   const long long rowBase = (long long)tile * TC_ROWS + wid * 16;
   __shared__ V4 ring[TC_WARPS * TC_STAGES * TC_STAGE_V4(NW)];
   V4* sm = ring + wid * TC_STAGES * TC_STAGE_V4(NW);
+  if (pre) tc_first<NW>(sm, w, N, k8, rowBase, c0, c1);
   PDL_ENTRY();
-  tc_rows<E, NT, NW>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc);
+  tc_rows<E, NT, NW>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
   if (splits == 1) {
 #pragma unroll
     for (int t = 0; t < NT; t++)
@@ -276,32 +287,32 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
 #define TC_KERNELS(name, E, MT)                                                                                         \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int cps, float* part,               \
-                           int* counters) {                                                                            \
+                           int* counters, int pre) {                                                                   \
     const u16* ws[1] = {w};                                                                                            \
-    tc_tile<E, MT / 8, 1>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters);                            \
+    tc_tile<E, MT / 8, 1>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters, pre);                            \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,       \
-                            int n0, int n1, int n2, int M, int K, int cps, float* part, int* counters) {                \
+                            int n0, int n1, int n2, int M, int K, int cps, float* part, int* counters, int pre) {                \
     const int b0 = (n0 + TC_ROWS - 1) / TC_ROWS, b1 = (n1 + TC_ROWS - 1) / TC_ROWS;                                     \
     const int b = blockIdx.x;                                                                                          \
     const u16* ws[1];                                                                                                  \
     if (b < b0) {                                                                                                      \
       ws[0] = w0;                                                                                                      \
-      tc_tile<E, MT / 8, 1>(x, ws, o0, M, n0, K, cps, b, b, part, counters);                                            \
+      tc_tile<E, MT / 8, 1>(x, ws, o0, M, n0, K, cps, b, b, part, counters, pre);                                            \
     } else if (b < b0 + b1) {                                                                                          \
       ws[0] = w1;                                                                                                      \
-      tc_tile<E, MT / 8, 1>(x, ws, o1, M, n1, K, cps, b - b0, b, part, counters);                                       \
+      tc_tile<E, MT / 8, 1>(x, ws, o1, M, n1, K, cps, b - b0, b, part, counters, pre);                                       \
     } else {                                                                                                           \
       ws[0] = w2;                                                                                                      \
-      tc_tile<E, MT / 8, 1>(x, ws, o2, M, n2, K, cps, b - b0 - b1, b, part, counters);                                  \
+      tc_tile<E, MT / 8, 1>(x, ws, o2, M, n2, K, cps, b - b0 - b1, b, part, counters, pre);                                  \
     }                                                                                                                  \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int cps,      \
-                              float* part, int* counters) {                                                            \
+                              float* part, int* counters, int pre) {                                                   \
     const u16* ws[2] = {wg, wu};                                                                                       \
-    tc_tile<E, MT / 8, 2>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters);                            \
+    tc_tile<E, MT / 8, 2>(x, ws, out, M, N, K, cps, blockIdx.x, blockIdx.x, part, counters, pre);                            \
   }
 
 #define TC_ALL_M(name, E) \

@@ -80,6 +80,7 @@ func (g *GPU) launchOn(s cuda.Stream, name string, k kernelFn, grid, block [3]ui
 	if err != nil {
 		return fmt.Errorf("kernel %s: %w", name, err)
 	}
+	g.callLaunches++
 	return nil
 }
 
@@ -88,4 +89,34 @@ func (g *GPU) launchOn(s cuda.Stream, name string, k kernelFn, grid, block [3]ui
 // with cuLaunchKernelEx).
 func pdlCapable(drv *cuda.Driver, major int) bool {
 	return major >= 9 && drv.HasLaunchEx()
+}
+
+// SetFixedWeights tells the skinny products (the CUDA-core and
+// tensor-core kernels: matmul_nt, the q/k/v triple, the gated
+// projection) launched until the next call whether their weight
+// operands are fixed: written by no kernel launched on the stream since
+// the current VM call's first kernel, which has been launched and waits
+// for everything before it. With the promise (and PDL), a product reads
+// the first pieces of its weights before its PDL wait, while the kernel
+// before it finishes; anything else it reads only after. x is always
+// another kernel's output and is never read early. The VM makes the
+// promise per instruction (compiler/vm/interp: the weight is a
+// parameter of the function that no instruction writes, and an earlier
+// instruction launched work).
+func (g *GPU) SetFixedWeights(on bool) { g.fixedWeights = on }
+
+// BeginCall marks the start of a VM call: until a kernel of it has been
+// launched, no product reads its weights before its wait, whatever
+// SetFixedWeights says (a kernel of the call before may still be
+// writing them).
+func (g *GPU) BeginCall() { g.callLaunches = 0 }
+
+// preArg is the pre argument of a skinny product's kernel: 1 when its
+// weights are fixed (SetFixedWeights), it is launched with PDL (the
+// early reads overlap nothing otherwise) and not first in its call.
+func (g *GPU) preArg() int32 {
+	if g.fixedWeights && g.pdl && g.callLaunches > 0 {
+		return 1
+	}
+	return 0
 }

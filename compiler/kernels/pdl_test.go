@@ -225,3 +225,38 @@ func TestGPUPDLCapable(t *testing.T) {
 	}
 	t.Logf("compute capability %d.x: PDL launches %v", major, g.pdl)
 }
+
+// TestPreArg: a product reads its weights before its wait only when they
+// are fixed, it launches with PDL and a kernel of the call came first.
+func TestPreArg(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		pdl, fixed     bool
+		launchesBefore int
+		want           int32
+	}{
+		{"fixed after a launch", true, true, 1, 1},
+		{"first of its call", true, true, 0, 0},
+		{"not fixed", true, false, 3, 0},
+		{"no PDL", false, true, 3, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := &GPU{fns: map[string]kernelFn{}, l: &fakeLauncher{}, pdl: c.pdl}
+			g.addFn("add_bf16", 1)
+			g.BeginCall()
+			for range c.launchesBefore {
+				if err := g.launchOn(0, "add_bf16", g.fns["add_bf16"], [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.SetFixedWeights(c.fixed)
+			if got := g.preArg(); got != c.want {
+				t.Errorf("pre %d, want %d", got, c.want)
+			}
+			g.BeginCall()
+			if got := g.preArg(); got != 0 {
+				t.Errorf("pre %d at the start of the next call", got)
+			}
+		})
+	}
+}

@@ -79,13 +79,13 @@ type tcPlan struct {
 	cps    int // chunks of k per split
 }
 
-// scratch is the device bytes of the split-K partial sums and the
-// per-tile counters (at the front, 256-byte aligned); 0 without a split.
-func (p tcPlan) scratch(nw int) int64 {
+// partBytes is the device bytes of the split-K partial sums; 0 without
+// a split.
+func (p tcPlan) partBytes(nw int) int64 {
 	if p.splits == 1 {
 		return 0
 	}
-	return p.countersBytes() + int64(p.tiles)*int64(p.splits)*int64(nw)*int64(p.mt)*tcRows*4
+	return int64(p.tiles) * int64(p.splits) * int64(nw) * int64(p.mt) * tcRows * 4
 }
 
 func (p tcPlan) countersBytes() int64 { return (int64(p.tiles)*4 + 255) / 256 * 256 }
@@ -166,36 +166,51 @@ func (g *GPU) tcKernels() error {
 }
 
 // tcScratch returns the device addresses of the per-tile counters and
-// the partial sums of a split launch (0, 0 without a split). Buffers are
-// kept until the state closes (a captured graph holds their addresses),
-// zeroed when made (every launch leaves its counters at zero again), and
-// none is made while the stream is captured.
+// the partial sums of a split launch (0, 0 without a split). The two
+// live in buffers of their own (g.tcCounters, g.tcBufs), each shared by
+// every plan: counters are zero between launches (the last block of a
+// tile resets its own), so any plan may use any counter buffer long
+// enough, but a partial-sums buffer must never hold another plan's
+// counters (a q/k/v triple of 160 tiles once found a gated launch's sums
+// where its counters were and left tiles unwritten). Buffers are kept
+// until the state closes (a captured graph holds their addresses),
+// zeroed when made, and none is made while the stream is captured.
 func (g *GPU) tcScratch(p tcPlan, nw int) (counters, part uint64, err error) {
-	n := p.scratch(nw)
-	if n == 0 {
+	if p.splits == 1 {
 		return 0, 0, nil
 	}
-	var buf *device.Buffer
-	for _, b := range g.tcBufs {
+	c, err := g.scratchBuf(&g.tcCounters, p.countersBytes())
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := g.scratchBuf(&g.tcBufs, p.partBytes(nw))
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint64(c.Ptr()), uint64(b.Ptr()), nil
+}
+
+// scratchBuf returns the first buffer of *bufs of at least n bytes, or
+// a new zeroed one appended to it (never inside a capture).
+func (g *GPU) scratchBuf(bufs *[]*device.Buffer, n int64) (*device.Buffer, error) {
+	for _, b := range *bufs {
 		if b.Size() >= n {
-			buf = b
-			break
+			return b, nil
 		}
 	}
-	if buf == nil {
-		if g.dev.Capturing() {
-			return 0, 0, fmt.Errorf("%w: a tensor-core product needs a %d-byte scratch buffer inside a capture (run the function once first)", ErrUnsupported, n)
-		}
-		if buf, err = g.dev.Alloc(n); err != nil {
-			return 0, 0, err
-		}
-		if err := g.dev.Memset(buf, 0, 0, n); err != nil {
-			g.dev.Free(buf)
-			return 0, 0, err
-		}
-		g.tcBufs = append(g.tcBufs, buf)
+	if g.dev.Capturing() {
+		return nil, fmt.Errorf("%w: a tensor-core product needs a %d-byte scratch buffer inside a capture (run the function once first)", ErrUnsupported, n)
 	}
-	return uint64(buf.Ptr()), uint64(buf.Ptr()) + uint64(p.countersBytes()), nil
+	buf, err := g.dev.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.dev.Memset(buf, 0, 0, n); err != nil {
+		g.dev.Free(buf)
+		return nil, err
+	}
+	*bufs = append(*bufs, buf)
+	return buf, nil
 }
 
 // tcArgs are a tensor-core launch's parameters, kept alive across the
@@ -203,6 +218,7 @@ func (g *GPU) tcScratch(p tcPlan, nw int) (counters, part uint64, err error) {
 type tcArgs struct {
 	x, w, w2, out, part, counters uint64
 	m, n, k, cps                  int32
+	pre                           int32 // 1: copy w before the PDL wait (GPU.SetFixedWeights)
 }
 
 // launchTC runs kind ("nt" or "gated") of x[m, k] and the weights in a
@@ -222,12 +238,12 @@ func (g *GPU) launchTC(kind string, dt tensor.DType, pl tcPlan, a *tcArgs) error
 		err = g.launchGrid(tcName(kind, dt, pl.mt), grid, tcWarps*32,
 			unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
 			unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.cps),
-			unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters))
+			unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters), unsafe.Pointer(&a.pre))
 	} else {
 		err = g.launchGrid(tcName(kind, dt, pl.mt), grid, tcWarps*32,
 			unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
 			unsafe.Pointer(&a.m), unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.cps),
-			unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters))
+			unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters), unsafe.Pointer(&a.pre))
 	}
 	runtime.KeepAlive(a)
 	return err
@@ -247,7 +263,7 @@ func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool
 	if !ok {
 		return false, nil
 	}
-	a := &tcArgs{x: p[0], w: p[1], out: p[len(p)-1], m: int32(m), n: int32(n), k: int32(k)}
+	a := &tcArgs{x: p[0], w: p[1], out: p[len(p)-1], m: int32(m), n: int32(n), k: int32(k), pre: g.preArg()}
 	if kind == "gated" {
 		a.w2 = p[2]
 	}
@@ -275,13 +291,14 @@ func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, 
 		x, w0, w1, w2, o0, o1, o2 uint64
 		n0, n1, n2, m, k, cps     int32
 		part, counters            uint64
-	}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), int32(pl.cps), part, counters}
+		pre                       int32
+	}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), int32(pl.cps), part, counters, g.preArg()}
 	err = g.launchGrid(tcName("nt3", dt, pl.mt), [3]uint32{uint32(pl.tiles), uint32(pl.splits), 1}, tcWarps*32,
 		unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
 		unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
 		unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2),
 		unsafe.Pointer(&a.m), unsafe.Pointer(&a.k), unsafe.Pointer(&a.cps),
-		unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters))
+		unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters), unsafe.Pointer(&a.pre))
 	runtime.KeepAlive(a)
 	return true, err
 }

@@ -48,6 +48,10 @@ func (m *Module) run(env registry.Env, name string, args []any, mode *runMode) (
 		}
 		regs[prm.slot] = v
 	}
+	p.aliased = aliasedFixed(p, regs)
+	if m.gpu != nil {
+		m.gpu.BeginCall()
+	}
 	for pc := range p.code {
 		in := &p.code[pc]
 		m.stats.ops++
@@ -231,7 +235,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		if err != nil {
 			return err
 		}
-		return m.kernel(env, in.op, t)
+		return m.withFixed(p, in, func() error { return m.kernel(env, in.op, t) })
 
 	case ir.OpEmbedding, ir.OpRMSNorm, ir.OpLayerNorm, ir.OpRope, ir.OpAttention, ir.OpSilu, ir.OpMul, ir.OpArgmax:
 		t, err := ts()
@@ -245,14 +249,14 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		if err != nil {
 			return err
 		}
-		return m.gated(env, t)
+		return m.withFixed(p, in, func() error { return m.gated(env, t) })
 
 	case opNT3:
 		t, err := ts()
 		if err != nil {
 			return err
 		}
-		return m.nt3(env, t)
+		return m.withFixed(p, in, func() error { return m.nt3(env, t) })
 
 	case opAddNorm:
 		t, err := ts()

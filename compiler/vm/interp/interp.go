@@ -91,6 +91,11 @@ type program struct {
 	// cache holds workspace (allocations that never reach a result) per
 	// instruction, made by the first run and reused by later ones.
 	cache []any
+	// writtenParams and fixedParams are the parameters some instruction
+	// writes and those a fixed weight is a view of (markFixed); aliased:
+	// this call passed one storage as both (aliasedFixed).
+	writtenParams, fixedParams []int
+	aliased                    bool
 }
 
 type param struct {
@@ -126,6 +131,7 @@ type instr struct {
 	resType ir.Type
 	cached  bool // workspace: allocate once, reuse across runs
 	alloc   bool // an allocation (workspace or result)
+	fixedW  bool // a product whose weights no instruction writes (fixed.go)
 }
 
 // callArg is a call_packed argument: a slot (slot >= 0) or an immediate.
@@ -175,6 +181,7 @@ func loadModule(env registry.Env, m *ir.Module, plans map[string]*plan.Plan) (*M
 			return nil, fmt.Errorf("worker %d: func @%s: %w", env.WorkerID(), f.Name, err)
 		}
 		vm.fused += fuse(p.code, p.results)
+		p.writtenParams, p.fixedParams = markFixed(p.code, len(p.params))
 		vm.funcs[f.Name] = p
 		for _, in := range p.code {
 			if _, ok := devs[in.plan]; in.plan != "" && !ok {
