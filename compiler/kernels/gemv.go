@@ -466,9 +466,10 @@ func (g *GPU) TryAddNorm(t []*tensor.Tensor, eps float64) (bool, error) {
 			x, y, sum, w, out uint64
 			h8                int32
 			eps               float32
-		}{p[0], p[1], p[2], p[3], p[4], int32(h / 8), float32(eps)}
+			pre               int32
+		}{p[0], p[1], p[2], p[3], p[4], int32(h / 8), float32(eps), g.preArg()}
 		err = g.launchGrid("add_rms_norm_v_"+suf, grid, normThreads, unsafe.Pointer(&a.x), unsafe.Pointer(&a.y), unsafe.Pointer(&a.sum),
-			unsafe.Pointer(&a.w), unsafe.Pointer(&a.out), unsafe.Pointer(&a.h8), unsafe.Pointer(&a.eps))
+			unsafe.Pointer(&a.w), unsafe.Pointer(&a.out), unsafe.Pointer(&a.h8), unsafe.Pointer(&a.eps), unsafe.Pointer(&a.pre))
 		runtime.KeepAlive(a)
 		return true, err
 	}

@@ -76,20 +76,27 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 
 // add_rms_norm_v is add_rms_norm for 16-bit rows of h = 8 * h8 elements
 // with 16-byte aligned operands: a thread's pieces of the row move as
-// 16-byte vectors, and its pieces of the weight w are loaded before
-// PDL_WAIT (weights are never written during a step), so after the wait
-// the block reads x and y once, reduces, and writes sum and out. The
-// arithmetic and roundings are add_rms_norm's.
+// 16-byte vectors, and with pre (the host's promise that no kernel of
+// the call writes w: GPU.SetFixedWeights) its pieces of the weight are
+// loaded before PDL_WAIT, else just after it; then the block reads x and
+// y once, reduces, and writes sum and out. The arithmetic and roundings
+// are add_rms_norm's.
 template <class E>
-__device__ void add_rms_norm_v_impl(const V4* x, const V4* y, V4* sum, const V4* w, V4* out, int h8, float eps) {
-  const long long off = (long long)blockIdx.x * h8;
-  V4 wv[ADDNORM_VR], sv[ADDNORM_VR];
+__device__ __forceinline__ void addnorm_w(const V4* w, int h8, V4 (&wv)[ADDNORM_VR]) {
 #pragma unroll
   for (int i = 0; i < ADDNORM_VR; i++) {
     const int j = threadIdx.x + i * blockDim.x;
     if (j < h8) wv[i] = ld_cached(w + j);
   }
+}
+
+template <class E>
+__device__ void add_rms_norm_v_impl(const V4* x, const V4* y, V4* sum, const V4* w, V4* out, int h8, float eps, int pre) {
+  const long long off = (long long)blockIdx.x * h8;
+  V4 wv[ADDNORM_VR], sv[ADDNORM_VR];
+  if (pre) addnorm_w<E>(w, h8, wv);
   PDL_ENTRY();
+  if (!pre) addnorm_w<E>(w, h8, wv);
   V4 xv[ADDNORM_VR], yv[ADDNORM_VR];
 #pragma unroll
   for (int i = 0; i < ADDNORM_VR; i++) {
@@ -135,8 +142,8 @@ __device__ void add_rms_norm_v_impl(const V4* x, const V4* y, V4* sum, const V4*
 
 #define FUSED_V_KERNELS(name, E)                                                                                  \
   extern "C" __global__ void add_rms_norm_v_##name(const V4* x, const V4* y, V4* sum, const V4* w, V4* out, int h8, \
-                                                   float eps) {                                                   \
-    add_rms_norm_v_impl<E>(x, y, sum, w, out, h8, eps);                                                           \
+                                                   float eps, int pre) {                                          \
+    add_rms_norm_v_impl<E>(x, y, sum, w, out, h8, eps, pre);                                                      \
   }
 
 FUSED_V_KERNELS(f16, F16)

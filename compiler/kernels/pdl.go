@@ -11,8 +11,10 @@ import (
 // Programmatic dependent launch (PDL, compute capability 9.0+): a VM
 // kernel launched with programmatic stream serialization starts while
 // the kernel before it on the stream finishes, runs its prologue (the
-// residual norm loads its weight) and then waits in griddepcontrol.wait until that kernel has completed and its
-// writes are visible; early in its body it executes
+// products and the residual norm load their first weights where the VM
+// proves that safe: SetFixedWeights) and then waits in
+// griddepcontrol.wait until that kernel has completed and its writes are
+// visible; early in its body it executes
 // griddepcontrol.launch_dependents, so the next kernel's launch, block
 // placement and prologue overlap its own run instead of following its
 // tail. Only a kernel that waits before it touches any buffer another
@@ -21,7 +23,7 @@ import (
 
 // pdlFamilies are the kernel families (a kernel's name up to its dtype
 // suffix) whose source executes PDL_WAIT before touching any buffer but
-// weights: the kernels of kernels.cu, kernels_model.cu, kernels_gemv.cu,
+// fixed weights (SetFixedWeights): the kernels of kernels.cu, kernels_model.cu, kernels_gemv.cu,
 // kernels_fused.cu, kernels_attn.cu, kernels_tc.cu and
 // kernels_prefill.cu. The measurement kernels (kernels_bench.cu) do not
 // wait.
@@ -91,14 +93,14 @@ func pdlCapable(drv *cuda.Driver, major int) bool {
 	return major >= 9 && drv.HasLaunchEx()
 }
 
-// SetFixedWeights tells the skinny products (the CUDA-core and
-// tensor-core kernels: matmul_nt, the q/k/v triple, the gated
-// projection) launched until the next call whether their weight
-// operands are fixed: written by no kernel launched on the stream since
+// SetFixedWeights tells the kernels with weight operands (the skinny
+// products on CUDA or tensor cores: matmul_nt, the q/k/v triple, the
+// gated projection; the residual add and norm's norm weight) launched
+// until the next call whether their weight operands are fixed: written by no kernel launched on the stream since
 // the current VM call's first kernel, which has been launched and waits
-// for everything before it. With the promise (and PDL), a product reads
-// the first pieces of its weights before its PDL wait, while the kernel
-// before it finishes; anything else it reads only after. x is always
+// for everything before it. With the promise (and PDL), a kernel reads
+// (the first pieces of) its weights before its PDL wait, while the
+// kernel before it finishes; anything else it reads only after. x is always
 // another kernel's output and is never read early. The VM makes the
 // promise per instruction (compiler/vm/interp: the weight is a
 // parameter of the function that no instruction writes, and an earlier
@@ -111,7 +113,7 @@ func (g *GPU) SetFixedWeights(on bool) { g.fixedWeights = on }
 // writing them).
 func (g *GPU) BeginCall() { g.callLaunches = 0 }
 
-// preArg is the pre argument of a skinny product's kernel: 1 when its
+// preArg is the pre argument of a kernel with weights: 1 when its
 // weights are fixed (SetFixedWeights), it is launched with PDL (the
 // early reads overlap nothing otherwise) and not first in its call.
 func (g *GPU) preArg() int32 {

@@ -263,7 +263,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		if err != nil {
 			return err
 		}
-		return m.addNorm(env, in, t)
+		return m.withFixed(p, in, func() error { return m.addNorm(env, in, t) })
 
 	case opRopeAttn:
 		t, err := ts()

@@ -5,11 +5,11 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// Fixed weights. A skinny product launched with PDL may read its weights
-// before it waits for the kernel before it (kernels.GPU.SetFixedWeights)
-// when no kernel of the call writes them: then the loads overlap the
-// previous kernel's tail. The load-time half of that promise is here: a
-// product's weight operand is fixed when it is (a view of) a parameter
+// Fixed weights. A skinny product or residual norm launched with PDL may
+// read its weights before it waits for the kernel before it
+// (kernels.GPU.SetFixedWeights) when no kernel of the call writes them:
+// then the loads overlap the previous kernel's tail. The load-time half
+// of that promise is here: a weight operand is fixed when it is (a view of) a parameter
 // that no instruction of the function writes. The run-time half: no
 // parameter the function writes shares a storage with a fixed one
 // (aliasedFixed, per call), and the GPU side counts the call's launches
@@ -17,7 +17,7 @@ import (
 // kernel of an earlier call can still be writing).
 
 // weightRefs are the positions of an instruction's weight operands (the
-// products SetFixedWeights speaks for), nil for other instructions.
+// kernels SetFixedWeights speaks for), nil for other instructions.
 func weightRefs(in *instr) []int {
 	switch in.op {
 	case ir.OpMatmulNT:
@@ -26,6 +26,8 @@ func weightRefs(in *instr) []int {
 		return []int{1, 2}
 	case opNT3:
 		return []int{1, 2, 3}
+	case opAddNorm:
+		return []int{3} // the norm weight
 	}
 	return nil
 }
@@ -64,7 +66,7 @@ func writesOf(in *instr) []int {
 	return in.refs // attention, rope+attention (the caches), anything new
 }
 
-// markFixed sets fixedW on every product of code whose weight operands
+// markFixed sets fixedW on every instruction of code whose weight operands
 // are all fixed (nparams: the parameters are slots 0 .. nparams-1) and
 // returns the parameters some instruction writes and those a fixed
 // weight is a view of.
@@ -139,7 +141,7 @@ func aliasedFixed(p *program, regs []any) bool {
 	return false
 }
 
-// withFixed runs f, a product, with the GPU told its weights are fixed
+// withFixed runs f, a product or norm, with the GPU told its weights are fixed
 // when they are (in.fixedW, and not aliased this call).
 func (m *Module) withFixed(p *program, in *instr, f func() error) error {
 	if !in.fixedW || p.aliased || m.gpu == nil {

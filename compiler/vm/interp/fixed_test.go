@@ -43,6 +43,12 @@ func TestMarkFixed(t *testing.T) {
 		{"call_packed argument", func(c []instr) []instr {
 			return append(c, instr{op: ir.OpCallPacked, def: -1, args: []callArg{{slot: 1}, {slot: -1, val: int64(3)}}})
 		}, []int{4}, []int{0, 1, 4}, []int{2, 3}},
+		{"add and norm", func(c []instr) []instr {
+			return append(c, instr{op: opAddNorm, def: -1, refs: []int{0, 5, 13, 2, 14}})
+		}, []int{1, 4, 6}, []int{0, 4}, []int{1, 2, 3}},
+		{"norm weight written", func(c []instr) []instr {
+			return append(c, instr{op: opAddNorm, def: -1, refs: []int{0, 5, 13, 14, 3}})
+		}, []int{1}, []int{0, 3, 4}, []int{1}},
 		{"nt3", func(c []instr) []instr {
 			return append(c, instr{op: opNT3, def: -1, refs: []int{0, 1, 2, 3, 13, 14, 15}})
 		}, []int{1, 4, 6}, []int{0, 4}, []int{1, 2, 3}},
