@@ -57,6 +57,7 @@ type decodeRow struct {
 	HostMS     float64 `json:"host_ms_per_step,omitempty"` // VM issue time per step (eager)
 	HostOps    float64 `json:"ops_per_step,omitempty"`
 	Fused      int     `json:"fused,omitempty"` // instructions the VM fused at load
+	Fixed      int     `json:"fixed,omitempty"` // instructions whose weights are read before the PDL wait
 
 	BoundGBs   float64 `json:"bound_gbs,omitempty"`
 	GemmTFLOPs float64 `json:"gemm_tflops,omitempty"`
@@ -618,7 +619,7 @@ func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int
 	}
 	defer func() { m.Release() }()
 	fmt.Fprintf(b.out, "# %s and the model loaded in %v; per GPU a step reads %.2f GB of weights\n", what, time.Since(t0).Round(time.Millisecond), b.stepBytes(-1, 1)/1e9)
-	fmt.Fprintf(b.out, "%-8s %-7s %5s %6s %9s %9s %8s %8s %8s %9s %8s %5s\n", "mode", "kernels", "batch", "ctx", "ms/step", "tokens/s", "GB/step", "GB/s", "of_bound", "host_ms", "ops", "fused")
+	fmt.Fprintf(b.out, "%-8s %-7s %5s %6s %9s %9s %8s %8s %8s %9s %8s %5s %5s\n", "mode", "kernels", "batch", "ctx", "ms/step", "tokens/s", "GB/step", "GB/s", "of_bound", "host_ms", "ops", "fused", "fixed")
 	for bi, bt := range batches {
 		for i, k := range kernels {
 			if err := b.setGemv(ctx, k); err != nil {
@@ -695,12 +696,12 @@ func (b *decodeBench) model(ctx context.Context, seed int64, batches, ctxs []int
 					gb /= float64(steps) * 1e9
 					r := decodeRow{What: "decode", Config: b.c.String(), Mode: mode, Kernels: k, LMHead: b.c.LMHeadMode(), Batch: bt, Ctx: cx,
 						MS: perStep * 1e3, TokensPerS: float64(bt) / perStep, GBPerStep: gb, GBs: gb / perStep, OfBound: gb / perStep / b.bound}
-					r.Fused = rs[0].Fused
+					r.Fused, r.Fixed = rs[0].Fused, rs[0].Fixed
 					if mode == "eager" && rs[0].Calls > 0 {
 						r.HostMS = rs[0].Host.Seconds() * 1e3 / float64(rs[0].Calls)
 						r.HostOps = float64(rs[0].Ops) / float64(rs[0].Calls)
 					}
-					fmt.Fprintf(b.out, "%-8s %-7s %5d %6d %9.3f %9.1f %8.2f %8.0f %8.2f %9.3f %8.0f %5d\n", mode, k, bt, cx, r.MS, r.TokensPerS, gb, r.GBs, r.OfBound, r.HostMS, r.HostOps, r.Fused)
+					fmt.Fprintf(b.out, "%-8s %-7s %5d %6d %9.3f %9.1f %8.2f %8.0f %8.2f %9.3f %8.0f %5d %5d\n", mode, k, bt, cx, r.MS, r.TokensPerS, gb, r.GBs, r.OfBound, r.HostMS, r.HostOps, r.Fused, r.Fixed)
 					if err := b.emit(r); err != nil {
 						return err
 					}

@@ -16,6 +16,7 @@ type RunStats struct {
 	Host  time.Duration // from each call's start to its return: interpreting and issuing
 	Ops   int64         // instructions executed
 	Fused int           // fused instructions made at load (fuse.go)
+	Fixed int           // instructions whose weights no instruction writes (fixed.go): read before the PDL wait
 }
 
 // RunStats fetches and resets every worker's RunStats of p's module (it
@@ -45,10 +46,10 @@ func (p *Program) RunStats(ctx context.Context) ([]RunStats, error) {
 			return nil, fmt.Errorf("vm: run stats of worker %d: got a %T", w, v)
 		}
 		d, err := tensor.ToFloat64(t)
-		if err != nil || len(d) != 4 {
+		if err != nil || len(d) != 5 {
 			return nil, fmt.Errorf("vm: run stats of worker %d: %v (%v)", w, d, err)
 		}
-		out[w] = RunStats{Calls: int64(d[0]), Host: time.Duration(d[1] * 1e9), Ops: int64(d[2]), Fused: int(d[3])}
+		out[w] = RunStats{Calls: int64(d[0]), Host: time.Duration(d[1] * 1e9), Ops: int64(d[2]), Fused: int(d[3]), Fixed: int(d[4])}
 	}
 	return out, nil
 }

@@ -59,8 +59,9 @@ type Module struct {
 	plans map[string]planRunner
 	// stats counts the host time of runs (RunStatsFunc).
 	stats runStats
-	// fused counts the instructions fuse made at load.
-	fused int
+	// fused counts the instructions fuse made at load; fixed those whose
+	// weights markFixed found fixed.
+	fused, fixed int
 }
 
 // runStats is the host side of a module's runs: calls, the time from a
@@ -182,6 +183,11 @@ func loadModule(env registry.Env, m *ir.Module, plans map[string]*plan.Plan) (*M
 		}
 		vm.fused += fuse(p.code, p.results)
 		p.writtenParams, p.fixedParams = markFixed(p.code, len(p.params))
+		for _, in := range p.code {
+			if in.fixedW {
+				vm.fixed++
+			}
+		}
 		vm.funcs[f.Name] = p
 		for _, in := range p.code {
 			if _, ok := devs[in.plan]; in.plan != "" && !ok {

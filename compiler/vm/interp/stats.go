@@ -7,9 +7,10 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// RunStatsFunc (module) -> [calls, host seconds, ops, fused] of
+// RunStatsFunc (module) -> [calls, host seconds, ops, fused, fixed] of
 // Module.Run and Capture since the last RunStatsFunc on this worker
-// (fused: the instructions fuse.go made at load): the host time the VM
+// (fused: the instructions fuse.go made at load; fixed: those whose
+// weights fixed.go found no instruction writes): the host time the VM
 // spent issuing (interpreting and launching), which an eager step adds
 // to the device time when nothing overlaps it.
 const RunStatsFunc = "chorus.vm.run_stats"
@@ -22,6 +23,6 @@ func init() {
 		}
 		s := mod.stats
 		mod.stats = runStats{}
-		return tensor.FromSlice([]float64{float64(s.calls), s.host.Seconds(), float64(s.ops), float64(mod.fused)}), nil
+		return tensor.FromSlice([]float64{float64(s.calls), s.host.Seconds(), float64(s.ops), float64(mod.fused), float64(mod.fixed)}), nil
 	})
 }
