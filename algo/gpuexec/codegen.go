@@ -24,7 +24,8 @@ const MaxRanks = 8
 
 // ErrUnsupported is wrapped by the errors for plans, dtypes and reduce
 // ops the GPU executor does not run (switch channels, packets over port
-// channels, dtypes other than float32/float16/bfloat16, ...).
+// channels other than rppkt's, dtypes other than float32/float16/bfloat16,
+// ...).
 var ErrUnsupported = errors.New("gpuexec: not supported by the GPU executor")
 
 // Kernel is the generated CUDA C of one rank of a plan for one dtype and
@@ -100,8 +101,10 @@ type gen struct {
 // op op. p must be valid (plan.Validate); Generate does not verify it.
 // Every op of every thread block becomes straight-line code in a function
 // of its own; the kernel switches on blockIdx.x. A switch-channel op
-// (NVLink multicast) or a packet op over a port channel is an error
-// wrapping ErrUnsupported that names the op.
+// (NVLink multicast), a read over a port channel or a packet op over one
+// other than rppkt from this rank's scratch to one peer (the proxy copies
+// packets that are complete) is an error wrapping ErrUnsupported that
+// names the op.
 func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, error) {
 	if p == nil || rank < 0 || rank >= p.NumRanks() {
 		return nil, fmt.Errorf("gpuexec: no rank %d in the plan", rank)
@@ -753,6 +756,19 @@ func (g *gen) move(tb, oi, bi int, op *plan.Op, acc []plan.Access, in, iter, L s
 	}
 	if ns != len(op.Dst) {
 		return g.errf(tb, oi, bi, op, "%d sources for %d destinations", ns, len(op.Dst))
+	}
+	if op.Name == plan.OpReadPutPackets && ns == 1 && acc[0].Packet && acc[1].Packet && acc[0].Via != plan.ChannelPort && acc[1].Via == plan.ChannelPort {
+		// Packets over a port channel (MSCCL++'s two-node packet
+		// programs): the source packets, in this rank's scratch, are
+		// waited for, then the proxy copies them, flags and all, into the
+		// peer's scratch, whose readers wait for the flags as for a
+		// memory channel's packets. Packets are twice their data bytes
+		// (LL16 and LL8 alike).
+		g.ranges(acc, in, iter)
+		sp, dp := g.ptr(acc[0], 0), g.ptr(acc[1], 1)
+		g.printf("%swait_packets(a, %s, %s, r0.n, flag, %s);\n", in, dp, sp, L)
+		g.printf("%sport_put(a, %s, %s, 2 * r0.n, %s);\n", in, dp, sp, L)
+		return nil
 	}
 	g.ranges(acc, in, iter)
 	port := false

@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chorus-rt/chorus/algo/handplan"
 	"github.com/chorus-rt/chorus/algo/library"
+	"github.com/chorus-rt/chorus/algo/mscclpptests"
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/tensor"
@@ -173,6 +175,82 @@ func TestRppktSeveralDestinations(t *testing.T) {
 	}
 }
 
+// portPacketNames are MSCCL++'s two-node packet programs: their hop to
+// the other node is an rppkt over a port channel.
+var portPacketNames = []string{"multi_node/allgather_pkt.py", "multi_node/reducescatter_pkt.py", "multi_node/allreduce_pkt.py", "multi_node/allreduce_brodcast_pkt.py"}
+
+// portPacketPrograms builds them at n ranks.
+func portPacketPrograms(t *testing.T, n int) []*plan.Plan {
+	t.Helper()
+	var out []*plan.Plan
+	for _, pr := range mscclpptests.Programs() {
+		if !slices.Contains(portPacketNames, pr.Name) {
+			continue
+		}
+		p, err := pr.Build(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	if len(out) != len(portPacketNames) {
+		t.Fatalf("%d of the %d programs found", len(out), len(portPacketNames))
+	}
+	return out
+}
+
+// An rppkt over a port channel waits for its source packets and has the
+// proxy copy them, twice the data bytes, on every rank of the two-node
+// packet programs (CheckPlan takes them); a ppkt over a port channel
+// (plain source) and an rppkt with a port destination among several stay
+// refused, naming the op.
+func TestPortPackets(t *testing.T) {
+	for _, p := range portPacketPrograms(t, 4) {
+		if err := CheckPlan(p, 4, false); err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		for r := range 4 {
+			k, err := Generate(p, r, tensor.BFloat16, reduce.Sum)
+			if err != nil {
+				t.Fatalf("%s rank %d: %v", p.Name, r, err)
+			}
+			w := strings.Count(k.Source, "wait_packets(a, ")
+			if w == 0 || w != strings.Count(k.Source, ", 2 * r0.n, ") {
+				t.Errorf("%s rank %d: %d packet waits, want one port copy of twice the bytes after each, in:\n%s", p.Name, r, w, planPart(k.Source))
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func(op *plan.Op)
+		want string
+	}{
+		{"ppkt", func(op *plan.Op) { op.Name = plan.OpPutPackets }, "(ppkt): packets over port channels"},
+		{"rppkt to two", func(op *plan.Op) { op.Dst = append(op.Dst, op.Dst[0]) }, "(rppkt): packets over port channels"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := portPacketPrograms(t, 4)[0]
+			found := false
+			for ti := range p.GPUs[0].ThreadBlocks {
+				for oi := range p.GPUs[0].ThreadBlocks[ti].Ops {
+					op := &p.GPUs[0].ThreadBlocks[ti].Ops[oi]
+					if op.Name == plan.OpReadPutPackets && op.ChannelType == plan.ChannelPort {
+						c.edit(op)
+						found = true
+					}
+				}
+			}
+			if !found {
+				t.Fatalf("%s: no rppkt over a port channel on rank 0", p.Name)
+			}
+			_, err := Generate(p, 0, tensor.Float32, reduce.Sum)
+			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want ErrUnsupported containing %q", err, c.want)
+			}
+		})
+	}
+}
+
 // allKernels generates every library algorithm at 2..4 ranks, every rank,
 // plus the every-op plan, for a few dtype/op pairs.
 func allKernels(t *testing.T) map[string]*Kernel {
@@ -210,6 +288,15 @@ func allKernels(t *testing.T) map[string]*Kernel {
 		t.Fatal(err)
 	}
 	out["every_op_kind_rppkt2_r0"] = k
+	for _, p := range portPacketPrograms(t, 4) {
+		for r := range p.NumRanks() {
+			k, err := Generate(p, r, tensor.Float16, reduce.Sum)
+			if err != nil {
+				t.Fatalf("%s rank %d: %v", p.Name, r, err)
+			}
+			out[fmt.Sprintf("%s_4_r%d", p.Name, r)] = k
+		}
+	}
 	// The 1-rank plan of chorus bench planops (no peers: no call barriers).
 	copies, err := handplan.CopyOps(8, handplan.Options{TBs: 2})
 	if err != nil {

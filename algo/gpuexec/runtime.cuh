@@ -508,6 +508,25 @@ __device__ __forceinline__ void forward_packets_to(const Args& a, char* const* p
   }
 }
 
+// wait_packets: waits until every packet of n data bytes at s carries
+// this call's flag (rppkt over a port channel: the copy engine then
+// moves the packets as they are, flags included, to pk). The packet size
+// follows s and pk as forward_packets's does.
+__device__ __forceinline__ void wait_packets(const Args& a, const char* pk, const char* s, u64 n, u32 flag, int tb, int op, int body) {
+  const u64 t = gtid(a), T = gthreads(a);
+  if ((((u64)pk | (u64)s) & 15u) == 0u && (n & 7u) == 0u) {
+    for (u64 i = t; i < (n >> 3); i += T) {
+      u32 d0, d1;
+      if (!get_pkt16(a, s + 16 * i, flag, &d0, &d1, tb, op, body)) return;
+    }
+  } else {
+    for (u64 i = t; i < (n >> 2); i += T) {
+      u32 d;
+      if (!get_pkt8(a, s + 8 * i, flag, &d, tb, op, body)) return;
+    }
+  }
+}
+
 // reduce_packets: src[0] plain, src[1..K) packets; the result goes to
 // dst[0..D), as packets where bit d of PK is set (repkt, respkt, recpkt,
 // recspkt). LL16 when every address allows, else LL8.

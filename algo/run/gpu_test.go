@@ -11,6 +11,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/cpuexec"
 	"github.com/chorus-rt/chorus/algo/gpuexec"
 	"github.com/chorus-rt/chorus/algo/library"
+	"github.com/chorus-rt/chorus/algo/mscclpptests"
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/algo/run"
 	"github.com/chorus-rt/chorus/ccl"
@@ -168,4 +169,75 @@ func splitComma(s string) []string {
 		}
 	}
 	return out
+}
+
+// TestGPUPortPackets runs MSCCL++'s two-node packet programs, whose hop
+// between the nodes is an rppkt over a port channel (the proxy copies the
+// finished packets into the peer's scratch), on 4 GPU workers (process
+// sessions; ranks share GPUs when there are fewer): float32 and bfloat16
+// sums at two sizes, outputs poisoned and checked exactly, one case 200
+// calls back to back and one replayed from a CUDA graph. Skipped without
+// a GPU.
+func TestGPUPortPackets(t *testing.T) {
+	gputest.Require(t, 1)
+	const n = 4
+	ngpu := gpuCount()
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = i % ngpu
+	}
+	s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: ids}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Shutdown(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := s.InitCCL(bg(t), "ipc", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{"multi_node/allgather_pkt.py": true, "multi_node/reducescatter_pkt.py": true,
+		"multi_node/allreduce_pkt.py": true, "multi_node/allreduce_brodcast_pkt.py": true}
+	found := 0
+	for _, pr := range mscclpptests.Programs() {
+		if !names[pr.Name] {
+			continue
+		}
+		found++
+		p, err := pr.Build(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := run.LoadGPU(bg(t), s, p, run.GPUOptions{Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("%s: %v", pr.Name, err)
+		}
+		for _, dt := range []tensor.DType{tensor.Float32, tensor.BFloat16} {
+			for si, bytes := range []int64{4 * 7 * 16, 1<<20 + 4*48} {
+				inN, outN := run.Counts(p, dt, bytes)
+				if inN == 0 {
+					continue
+				}
+				iters, graph := 2, si == 0 && dt == tensor.Float32
+				if si == 1 && dt == tensor.BFloat16 {
+					iters = 200
+				}
+				r, err := c.Bench(bg(t), dt, inN, outN, iters, 1, reduce.Sum, graph, int64(si+3*int(dt)))
+				if err != nil {
+					t.Fatalf("%s %s %d elements (graph %v): %v", pr.Name, dt, inN, graph, err)
+				}
+				if r.Wrong != 0 {
+					t.Errorf("%s %s %d -> %d elements (graph %v): %d wrong", pr.Name, dt, inN, outN, graph, r.Wrong)
+				}
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if found != len(names) {
+		t.Fatalf("%d of the %d programs found", found, len(names))
+	}
 }
