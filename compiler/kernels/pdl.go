@@ -96,15 +96,16 @@ func pdlCapable(drv *cuda.Driver, major int) bool {
 // SetFixedWeights tells the kernels with weight operands (the skinny
 // products on CUDA or tensor cores: matmul_nt, the q/k/v triple, the
 // gated projection; the residual add and norm's norm weight) launched
-// until the next call whether their weight operands are fixed: written by no kernel launched on the stream since
-// the current VM call's first kernel, which has been launched and waits
-// for everything before it. With the promise (and PDL), a kernel reads
-// (the first pieces of) its weights before its PDL wait, while the
-// kernel before it finishes; anything else it reads only after. x is always
-// another kernel's output and is never read early. The VM makes the
-// promise per instruction (compiler/vm/interp: the weight is a
-// parameter of the function that no instruction writes, and an earlier
-// instruction launched work).
+// until the next call whether their weight operands are fixed: written
+// by no kernel launched on the stream since the current VM call's first
+// kernel, which has been launched and waits for everything before it.
+// With the promise (and PDL), a kernel reads (the first pieces of) its
+// weights before its PDL wait, while the kernel before it finishes;
+// anything else it reads only after. x is always another kernel's
+// output and is never read early. The VM makes the promise per
+// instruction (compiler/vm/interp: the weight is a parameter of the
+// function that no instruction writes, and an earlier instruction
+// launched work).
 func (g *GPU) SetFixedWeights(on bool) { g.fixedWeights = on }
 
 // BeginCall marks the start of a VM call: until a kernel of it has been

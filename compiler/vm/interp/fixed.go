@@ -5,16 +5,16 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// Fixed weights. A skinny product or residual norm launched with PDL may
-// read its weights before it waits for the kernel before it
+// Fixed weights. A skinny product or residual norm launched with PDL
+// may read its weights before it waits for the kernel before it
 // (kernels.GPU.SetFixedWeights) when no kernel of the call writes them:
 // then the loads overlap the previous kernel's tail. The load-time half
-// of that promise is here: a weight operand is fixed when it is (a view of) a parameter
-// that no instruction of the function writes. The run-time half: no
-// parameter the function writes shares a storage with a fixed one
-// (aliasedFixed, per call), and the GPU side counts the call's launches
-// (the first kernel of a call waits for everything before it, so no
-// kernel of an earlier call can still be writing).
+// of that promise is here: a weight operand is fixed when it is (a view
+// of) a parameter that no instruction of the function writes. The
+// run-time half: no parameter the function writes shares a storage with
+// a fixed one (aliasedFixed, per call), and the GPU side counts the
+// call's launches (the first kernel of a call waits for everything
+// before it, so no kernel of an earlier call can still be writing).
 
 // weightRefs are the positions of an instruction's weight operands (the
 // kernels SetFixedWeights speaks for), nil for other instructions.
