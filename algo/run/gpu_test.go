@@ -181,23 +181,7 @@ func splitComma(s string) []string {
 func TestGPUPortPackets(t *testing.T) {
 	gputest.Require(t, 1)
 	const n = 4
-	ngpu := gpuCount()
-	ids := make([]int, n)
-	for i := range ids {
-		ids[i] = i % ngpu
-	}
-	s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: ids}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := s.Shutdown(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if err := s.InitCCL(bg(t), "ipc", 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s := gpuSession(t, n)
 	names := map[string]bool{"multi_node/allgather_pkt.py": true, "multi_node/reducescatter_pkt.py": true,
 		"multi_node/allreduce_pkt.py": true, "multi_node/allreduce_brodcast_pkt.py": true}
 	found := 0
