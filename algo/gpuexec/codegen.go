@@ -153,7 +153,8 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 		p.Name, rank, p.NumRanks(), dt, op)
 	fmt.Fprintf(&src, "#define RANK %d\n#define NRANKS %d\n#define DT %d\n#define OP %d\n#define LL %d\n#define NTHREADS %d\n#define NSEMS %d\n#define PORT %d\n#define GROUPED %d\n#define START %d\n",
 		rank, p.NumRanks(), dc, oc, ll, threads, len(g.res.SemInit), b2i(g.res.Port), b2i(g.res.Grouped), b2i(g.res.Sync == SyncBarriers))
-	fmt.Fprintf(&src, "#define END_RELEASE %d\n#define ZERO_EARLY %d\n", b2i(g.res.Sync != SyncPackets), b2i(g.res.Sync == SyncHandshakes))
+	packets := g.res.Sync == SyncPackets || g.res.Sync == SyncFlags
+	fmt.Fprintf(&src, "#define END_RELEASE %d\n#define ZERO_EARLY %d\n#define END_WAIT %d\n", b2i(!packets), b2i(g.res.Sync == SyncHandshakes), b2i(g.res.Sync != SyncFlags))
 	if len(g.res.SemInit) > 0 {
 		fmt.Fprintf(&src, "#define SEM_INIT {%s}\n", joinInts(g.res.SemInit))
 	}
@@ -257,12 +258,17 @@ const (
 	// SyncHandshakes (HandshakeSynced): no start barrier; the end
 	// barrier's last block zeroes the signal counters before it publishes.
 	SyncHandshakes
+	// SyncFlags (FlagSynced): no barrier at all; the packets' flags and
+	// the double scratch keep the ranks within one call of each other.
+	SyncFlags
 )
 
 // CallSync picks the cheapest call boundary that keeps the executor's
 // guarantees for p.
 func CallSync(p *plan.Plan) Sync {
 	switch {
+	case FlagSynced(p):
+		return SyncFlags
 	case PacketSynced(p):
 		return SyncPackets
 	case HandshakeSynced(p):
@@ -335,6 +341,46 @@ func PacketSynced(p *plan.Plan) bool {
 		}
 	}
 	return ok
+}
+
+// FlagSynced reports whether p's kernels need no call barrier at all:
+// p is PacketSynced, doubles its scratch (a call's packets go to the half
+// of its parity) and every rank that stores packets into a peer's
+// scratch gets packets from that peer in the same call. Then a rank that
+// stores into a peer's half for call N+2 has read that peer's packets of
+// call N+1, so the peer had started N+1 and finished N, the last call
+// that used the half; a rank can be at most one call ahead of any peer
+// it stores into, and readers accept only this call's flag. Nothing else
+// of a rank is touched by its peers (PacketSynced), so the end barrier,
+// which cost a cross-rank round trip in the last block, has nothing left
+// to order. MSCCL++'s and NCCL's LL kernels work so.
+func FlagSynced(p *plan.Plan) bool {
+	if !p.UseDoubleScratchBuffer || !PacketSynced(p) {
+		return false
+	}
+	stores := map[[2]int]bool{} // [from, to]
+	for r := range p.GPUs {
+		for t := range p.GPUs[r].ThreadBlocks {
+			visitOps(p, r, t, func(op *plan.Op, _ bool) {
+				acc, err := p.OpAccess(r, t, op)
+				if err != nil {
+					stores[[2]int{-1, -1}] = true // unresolvable: never flag-synced
+					return
+				}
+				for _, a := range acc {
+					if a.Rank != r {
+						stores[[2]int{r, a.Rank}] = true
+					}
+				}
+			})
+		}
+	}
+	for k := range stores {
+		if k[0] < 0 || !stores[[2]int{k[1], k[0]}] {
+			return false
+		}
+	}
+	return true
 }
 
 // HandshakeSynced reports whether p's kernels may start a call without

@@ -84,11 +84,12 @@ func TestGroupSize(t *testing.T) {
 // TestCallSync: the call boundary each library plan gets (2, 4 and 8
 // ranks, 1 and 2 instances), and its kernels' defines.
 func TestCallSync(t *testing.T) {
-	want := map[string]Sync{"allreduce_packet": SyncPackets, "allreduce_port": SyncBarriers}
+	want := map[string]Sync{"allreduce_packet": SyncFlags, "allreduce_port": SyncBarriers}
 	defines := map[Sync]string{
-		SyncBarriers:   "#define START 1\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n",
-		SyncPackets:    "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n",
-		SyncHandshakes: "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 1\n",
+		SyncBarriers:   "#define START 1\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n#define END_WAIT 1\n",
+		SyncPackets:    "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 1\n",
+		SyncHandshakes: "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 1\n#define END_WAIT 1\n",
+		SyncFlags:      "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 0\n",
 	}
 	for _, name := range library.Names() {
 		for _, n := range []int{2, 4, 8} {
@@ -117,7 +118,7 @@ func TestCallSync(t *testing.T) {
 }
 
 // TestCallSyncNeedsBarriers: plans one edit away from the library's that
-// must keep the start barrier (or lose the packet boundary).
+// must keep the start barrier (or lose the packet or flag boundary).
 func TestCallSyncNeedsBarriers(t *testing.T) {
 	ops := func(p *plan.Plan, r, tb int) *[]plan.Op { return &p.GPUs[r].ThreadBlocks[tb].Ops }
 	drop := func(p *plan.Plan, r, tb int, name plan.OpName) bool {
@@ -137,6 +138,23 @@ func TestCallSyncNeedsBarriers(t *testing.T) {
 		want Sync
 	}{
 		{"allreduce_packet", "in place", func(p *plan.Plan) bool { p.InPlace = true; return true }, SyncBarriers},
+		// one scratch for every call: a peer one call ahead would store
+		// into packets this rank has not read yet; the end barrier stays.
+		{"allreduce_packet", "one scratch", func(p *plan.Plan) bool { p.UseDoubleScratchBuffer = false; return true }, SyncPackets},
+		// rank 1 stores nothing into rank 0, so rank 0's progress does
+		// not hold rank 1 back: it could run two calls ahead.
+		{"allreduce_packet", "stores one way", func(p *plan.Plan) bool {
+			o := ops(p, 1, 0)
+			var keep []plan.Op
+			for _, op := range *o {
+				if op.Name != plan.OpPutPackets && op.Name != plan.OpReduceSendPackets {
+					keep = append(keep, op)
+				}
+			}
+			changed := len(keep) < len(*o)
+			*o = keep
+			return changed
+		}, SyncPackets},
 		{"allreduce_packet", "a plain put instead of ppkt", func(p *plan.Plan) bool {
 			for i, op := range *ops(p, 0, 0) {
 				if op.Name == plan.OpPutPackets {

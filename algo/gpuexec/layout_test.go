@@ -123,8 +123,9 @@ func TestPlanBuffersAndSizes(t *testing.T) {
 		{"allreduce_oneshot", 2, [3]bool{true, false, false}, 1024, 1024, [3]int64{1024, 0, 0}, false},
 		// mesh all-gather: peers put into the output.
 		{"allgather_mesh", 4, [3]bool{false, true, false}, 256, 1024, [3]int64{0, 1024, 0}, false},
-		// packets: scratch holds packets, twice the data.
-		{"allreduce_packet", 2, [3]bool{false, false, true}, 1024, 1024, [3]int64{0, 0, 2048}, false},
+		// packets: scratch holds packets, twice the data, in two halves
+		// (one a call parity).
+		{"allreduce_packet", 2, [3]bool{false, false, true}, 1024, 1024, [3]int64{0, 0, 4096}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.algo, func(t *testing.T) {

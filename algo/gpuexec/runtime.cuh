@@ -758,9 +758,10 @@ __device__ __forceinline__ void reset_semaphores(const Args& a) {
 
 // ---- call start and end (docs/gpu-executor.md, "Call boundaries") ----
 // The generator defines START (1: a start barrier), END_RELEASE (1: the
-// end barrier publishes the rank's writes) and ZERO_EARLY (1: grouped
+// end barrier publishes the rank's writes), ZERO_EARLY (1: grouped
 // signal counters are zeroed before the end barrier's word, else after
-// it), per gpuexec.CallSync.
+// it) and END_WAIT (0: no words between ranks at the end, FlagSynced
+// plans), per gpuexec.CallSync.
 
 // start_barrier: no block touches a peer's memory before every peer has
 // started this call (so it finished the previous one, copies included).
@@ -822,7 +823,7 @@ __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
   __syncthreads();
   if (last) zero_inbound(a);
 #endif
-  if (NRANKS > 1 && threadIdx.x == 0 && last) {
+  if (END_WAIT && NRANKS > 1 && threadIdx.x == 0 && last) {
 #if END_RELEASE
     fence_acq_rel_sys();
 #endif

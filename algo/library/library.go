@@ -90,6 +90,9 @@ func Program(name string, ranks int, opts Options) (*dsl.Program, error) {
 		Ranks:      ranks,
 		Instances:  opts.Instances,
 		Protocol:   a.protocol,
+		// LL plans alternate two scratch halves by call parity, so their
+		// kernels need no call barrier (gpuexec.FlagSynced).
+		DoubleScratch: a.protocol == plan.LL,
 	})
 	a.build(p, ranks)
 	return p, nil

@@ -11,6 +11,7 @@
 #define START 0
 #define END_RELEASE 1
 #define ZERO_EARLY 1
+#define END_WAIT 1
 ...
 
 // thread block 0: 8 ops

@@ -11,6 +11,7 @@
 #define START 0
 #define END_RELEASE 0
 #define ZERO_EARLY 0
+#define END_WAIT 0
 ...
 
 // thread block 0: 3 ops

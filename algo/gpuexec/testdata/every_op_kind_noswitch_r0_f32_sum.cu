@@ -11,6 +11,7 @@
 #define START 1
 #define END_RELEASE 1
 #define ZERO_EARLY 0
+#define END_WAIT 1
 #define SEM_INIT {0}
 ...
 
