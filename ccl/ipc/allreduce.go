@@ -185,6 +185,41 @@ type AllReducer struct {
 	// kernel's fixed grid (smaller where ranks share a GPU under MPS).
 	sharing  Sharing
 	pushGrid int
+	// pdl: the kernels are launched with programmatic stream
+	// serialization (usePDL).
+	pdl bool
+}
+
+// usePDL reports whether the all-reduce kernels may be launched with
+// programmatic stream serialization: compute capability 9.0+, a driver
+// with cuLaunchKernelEx, and every rank alone on its GPU. The kernels
+// execute griddepcontrol.wait before anything else (kernels.cu), so
+// starting them early is safe for their own data; but blocks placed
+// early sit on multiprocessors while they wait, and where ranks share a
+// GPU those could be the places a peer's spinning blocks need
+// (coresident.go), so shared GPUs launch the ordinary way.
+func usePDL(major int, launchEx bool, s Sharing) bool {
+	if major < 9 || !launchEx {
+		return false
+	}
+	for _, n := range s.PerGPU {
+		if n != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// launchKernel launches f on stream st: with programmatic stream
+// serialization where usePDL allowed it, so the kernel's launch and
+// block placement overlap the end of the kernel before it on the stream
+// (a VM product or norm) and the next kernel's overlap this one's.
+func (r *AllReducer) launchKernel(f cuda.Function, grid, block uint32, st uintptr) error {
+	d := r.a.cfg.Driver
+	if r.pdl {
+		return d.LaunchKernelPDL(f, [3]uint32{grid, 1, 1}, [3]uint32{block, 1, 1}, 0, cuda.Stream(st), r.params)
+	}
+	return d.LaunchKernel(f, [3]uint32{grid, 1, 1}, [3]uint32{block, 1, 1}, 0, cuda.Stream(st), r.params)
 }
 
 // pushMode: when one-shot inputs up to PushMax take the push path.
@@ -252,13 +287,13 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	r.all = tensor.MustNew(tensor.Uint8, tensor.Shape{int64(descBytes * a.cfg.Size)})
 	d := drv
 	var share GPUShare
+	var major int
 	err = a.cfg.Exec(func(uintptr) error {
 		dev, err := d.DeviceGet(a.cfg.Ordinal)
 		if err != nil {
 			return err
 		}
-		major, err := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMajor)
-		if err != nil {
+		if major, err = d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMajor); err != nil {
 			return err
 		}
 		minor, err := d.DeviceAttribute(dev, cuda.AttrComputeCapabilityMinor)
@@ -360,6 +395,7 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	if r.sharing, err = PlaceRanks(shares); err != nil {
 		return nil, fmt.Errorf("ipc: rank %d: %w", a.cfg.Rank, err)
 	}
+	r.pdl = usePDL(major, a.cfg.Driver != nil && a.cfg.Driver.HasLaunchEx(), r.sharing)
 	r.pushGrid = pushBlocks
 	if b := r.sharing.Blocks; b > 0 {
 		// Ranks share a GPU under MPS: every grid whose blocks wait for
@@ -665,7 +701,7 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
 	}
 	return r.a.cfg.Exec(func(st uintptr) error {
-		return r.a.cfg.Driver.LaunchKernel(f, [3]uint32{uint32(r.pushGrid), 1, 1}, [3]uint32{pushThreads, 1, 1}, 0, cuda.Stream(st), r.params)
+		return r.launchKernel(f, uint32(r.pushGrid), pushThreads, st)
 	})
 }
 
@@ -697,7 +733,7 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 				return err
 			}
 		}
-		return d.LaunchKernel(f, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{uint32(threads), 1, 1}, 0, cuda.Stream(st), r.params)
+		return r.launchKernel(f, uint32(blocks), uint32(threads), st)
 	})
 }
 

@@ -171,3 +171,27 @@ func TestAllReducerSharedGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestUsePDL: the all-reduce kernels take early launches only on Hopper
+// and later, with cuLaunchKernelEx, and with every rank alone on its GPU.
+func TestUsePDL(t *testing.T) {
+	alone := Sharing{PerGPU: []int{1, 1}}
+	for _, c := range []struct {
+		name     string
+		major    int
+		launchEx bool
+		s        Sharing
+		want     bool
+	}{
+		{"hopper", 9, true, alone, true},
+		{"blackwell", 10, true, Sharing{PerGPU: []int{1, 1, 1, 1}}, true},
+		{"ampere", 8, true, alone, false},
+		{"no_launch_ex", 9, false, alone, false},
+		{"shared_mps", 9, true, Sharing{PerGPU: []int{2, 2}, MPS: true}, false},
+		{"shared_time_sliced", 9, true, Sharing{PerGPU: []int{1, 2, 2}, TimeSliced: true}, false},
+	} {
+		if got := usePDL(c.major, c.launchEx, c.s); got != c.want {
+			t.Errorf("%s: usePDL = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

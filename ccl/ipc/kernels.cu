@@ -31,6 +31,19 @@
 // All ranks reduce in rank order 0..n-1 and accumulate in float, so every
 // rank gets bit-identical results.
 
+// Programmatic dependent launch (compute capability 9.0+; the host
+// launches so only where every rank is alone on its GPU, allreduce.go
+// usePDL): a kernel may start while the kernel before it on the stream
+// ends, so it waits (griddepcontrol.wait) before it reads any buffer or
+// meets its peers, then lets the next kernel of the stream be launched.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define PDL_ENTRY() \
+  do {              \
+  } while (0)
+#endif
+
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
@@ -230,6 +243,7 @@ __device__ __forceinline__ void save_flag(const Args& a, u32 flag) {
 }
 
 template <int DT, int OP> __device__ void oneshot(const Args& a) {
+  PDL_ENTRY();
   const u64 nvec = a.n / Elem<DT>::EPV;
   u32 flag = next_flag(a);
   barrier<false>(a, a.p.bar_in, flag);
@@ -242,6 +256,7 @@ template <int DT, int OP> __device__ void oneshot(const Args& a) {
 }
 
 template <int DT, int OP> __device__ void twoshot(const Args& a) {
+  PDL_ENTRY();
   const u64 nvec = a.n / Elem<DT>::EPV;
   const u64 per = (nvec + a.nranks - 1) / a.nranks;
   u32 flag = next_flag(a);
@@ -290,6 +305,7 @@ template <int DT> __device__ __forceinline__ char* slot_of(const Args& a, int q,
 }
 
 template <int DT, int OP> __device__ void push(const Args& a) {
+  PDL_ENTRY();
   const int E = Elem<DT>::EPV;
   const u64 nvec = a.n / E;
   u32 flag = next_flag(a);
