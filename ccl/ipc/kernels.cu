@@ -31,18 +31,11 @@
 // All ranks reduce in rank order 0..n-1 and accumulate in float, so every
 // rank gets bit-identical results.
 
-// Programmatic dependent launch (compute capability 9.0+; the host
-// launches so only where every rank is alone on its GPU, allreduce.go
-// usePDL): a kernel may start while the kernel before it on the stream
-// ends, so it waits (griddepcontrol.wait) before it reads any buffer or
-// meets its peers, then lets the next kernel of the stream be launched.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define PDL_ENTRY() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
-#else
-#define PDL_ENTRY() \
-  do {              \
-  } while (0)
-#endif
+// Programmatic dependent launch (PDL_ENTRY: gpu/cudasrc/pdl.cuh,
+// prepended by the Go side; the host launches so only where every rank
+// is alone on its GPU, allreduce.go usePDL): a kernel may start while the
+// kernel before it on the stream ends, so it waits before it reads any
+// buffer or meets its peers, then lets the next kernel be launched.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;

@@ -63,7 +63,7 @@ func (g *GPU) benchKernels() error {
 		return nil
 	}
 	return g.dev.Do(func(cuda.Stream) (err error) {
-		g.benchMod, err = g.loadModule("chorus_vm_bench.cu", cudasrc.Half+kernelSource+gemvKernelSource+benchKernelSource, benchKernelNames)
+		g.benchMod, err = g.loadModule("chorus_vm_bench.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+benchKernelSource, benchKernelNames)
 		return err
 	})
 }

@@ -204,7 +204,7 @@ func (g *GPU) gemvKernels() error {
 		if g.sms, err = g.drv.DeviceAttribute(d, cuda.AttrMultiprocessorCount); err != nil {
 			return err
 		}
-		g.gemvMod, err = g.loadModule("chorus_vm_gemv.cu", cudasrc.Half+kernelSource+gemvKernelSource+attnKernelSource+fusedKernelSource, names)
+		g.gemvMod, err = g.loadModule("chorus_vm_gemv.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+attnKernelSource+fusedKernelSource, names)
 		return err
 	})
 	if err != nil {

@@ -152,7 +152,7 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
 		}
 		g.arch = fmt.Sprintf("sm_%d%d", major, minor)
-		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", cudasrc.Half+kernelSource, g.arch)
+		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", cudasrc.Half+cudasrc.PDL+kernelSource, g.arch)
 		if err != nil {
 			return err
 		}

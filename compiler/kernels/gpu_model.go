@@ -42,7 +42,7 @@ func (g *GPU) modelKernels() error {
 		}
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.modelMod, err = g.loadModule("chorus_vm_model.cu", cudasrc.Half+kernelSource+modelKernelSource, names)
+		g.modelMod, err = g.loadModule("chorus_vm_model.cu", cudasrc.Half+cudasrc.PDL+kernelSource+modelKernelSource, names)
 		return err
 	})
 	if err != nil {

@@ -86,7 +86,7 @@ func (g *GPU) prefillKernels() error {
 		return nil
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.prefillMod, err = g.loadModule("chorus_vm_prefill.cu", cudasrc.Half+kernelSource+prefillKernelSource, append(slices.Clone(prefillKernelNames), decodeKernelNames...))
+		g.prefillMod, err = g.loadModule("chorus_vm_prefill.cu", cudasrc.Half+cudasrc.PDL+kernelSource+prefillKernelSource, append(slices.Clone(prefillKernelNames), decodeKernelNames...))
 		return err
 	})
 	if err != nil {

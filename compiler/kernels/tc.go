@@ -156,7 +156,7 @@ func (g *GPU) tcKernels() error {
 		}
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.tcMod, err = g.loadModule("chorus_vm_tc.cu", cudasrc.Half+kernelSource+gemvKernelSource+tcKernelSource, names)
+		g.tcMod, err = g.loadModule("chorus_vm_tc.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+tcKernelSource, names)
 		return err
 	})
 	if err != nil {

@@ -6,3 +6,9 @@ import _ "embed"
 //
 //go:embed half.cuh
 var Half string
+
+// PDL defines PDL_WAIT, PDL_LAUNCH and PDL_ENTRY (griddepcontrol on
+// compute capability 9.0+, nothing before).
+//
+//go:embed pdl.cuh
+var PDL string

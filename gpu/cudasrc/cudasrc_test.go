@@ -12,3 +12,11 @@ func TestHalfDefinesTheConversions(t *testing.T) {
 		}
 	}
 }
+
+func TestPDLDefinesTheMacros(t *testing.T) {
+	for _, m := range []string{"#define PDL_WAIT()", "#define PDL_LAUNCH()", "#define PDL_ENTRY()", "griddepcontrol.wait;", "griddepcontrol.launch_dependents;"} {
+		if !strings.Contains(PDL, m) {
+			t.Errorf("PDL lacks %q", m)
+		}
+	}
+}
