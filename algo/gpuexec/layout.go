@@ -19,8 +19,9 @@ var ErrRejected = errors.New("gpuexec: the verifier rejects the plan (force to r
 // CheckPlan refuses, before anything is allocated or launched, a plan the
 // GPU executor cannot run on n ranks: a different rank count, more than
 // MaxRanks, switch channels (NVLink multicast), reads over port
-// channels, packet ops over port channels other than rppkt to one peer, or (unless force) a plan the verifier rejects, with the
-// verifier's message. Every rank reaches the same verdict.
+// channels, packet ops over port channels other than rppkt to one peer,
+// or (unless force) a plan the verifier rejects, with the verifier's
+// message. Every rank reaches the same verdict.
 func CheckPlan(p *plan.Plan, n int, force bool) error {
 	if p == nil {
 		return fmt.Errorf("%w: nil plan", ccl.ErrBadArgs)
