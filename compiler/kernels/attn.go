@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"unsafe"
 
-	"github.com/chorus-rt/chorus/gpu/device"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -111,26 +110,6 @@ func (p attnPlan) chunkAt(pos int) int {
 	return min(p.chunk, ((pos+p.fill)/p.fill+7)/8*8)
 }
 
-// attnScratch returns a device buffer of at least n bytes for split
-// results. Buffers are kept until the state closes (a captured graph
-// holds their addresses); none is made while the stream is captured.
-func (g *GPU) attnScratch(n int64) (*device.Buffer, error) {
-	for _, b := range g.attnBufs {
-		if b.Size() >= n {
-			return b, nil
-		}
-	}
-	if g.dev.Capturing() {
-		return nil, fmt.Errorf("%w: attention needs a %d-byte scratch buffer inside a capture (run the function once first)", ErrUnsupported, n)
-	}
-	b, err := g.dev.Alloc(n)
-	if err != nil {
-		return nil, err
-	}
-	g.attnBufs = append(g.attnBufs, b)
-	return b, nil
-}
-
 // attnPart is the device address of the split results of a launch of pl
 // (0: one split, none).
 func (g *GPU) attnPart(pl attnPlan, dims attnDims) (uint64, error) {
@@ -138,7 +117,7 @@ func (g *GPU) attnPart(pl attnPlan, dims attnDims) (uint64, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	b, err := g.attnScratch(n)
+	b, err := g.scratchBuf(&g.attnBufs, n, "attention")
 	if err != nil {
 		return 0, err
 	}

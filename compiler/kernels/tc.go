@@ -179,11 +179,11 @@ func (g *GPU) tcScratch(p tcPlan, nw int) (counters, part uint64, err error) {
 	if p.splits == 1 {
 		return 0, 0, nil
 	}
-	c, err := g.scratchBuf(&g.tcCounters, p.countersBytes())
+	c, err := g.scratchBuf(&g.tcCounters, p.countersBytes(), "a tensor-core product")
 	if err != nil {
 		return 0, 0, err
 	}
-	b, err := g.scratchBuf(&g.tcBufs, p.partBytes(nw))
+	b, err := g.scratchBuf(&g.tcBufs, p.partBytes(nw), "a tensor-core product")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -191,15 +191,17 @@ func (g *GPU) tcScratch(p tcPlan, nw int) (counters, part uint64, err error) {
 }
 
 // scratchBuf returns the first buffer of *bufs of at least n bytes, or
-// a new zeroed one appended to it (never inside a capture).
-func (g *GPU) scratchBuf(bufs *[]*device.Buffer, n int64) (*device.Buffer, error) {
+// a new zeroed one appended to it. Buffers are kept until the GPU state
+// closes (a captured graph holds their addresses); none is made while
+// the stream is captured (what: the user, for that error).
+func (g *GPU) scratchBuf(bufs *[]*device.Buffer, n int64, what string) (*device.Buffer, error) {
 	for _, b := range *bufs {
 		if b.Size() >= n {
 			return b, nil
 		}
 	}
 	if g.dev.Capturing() {
-		return nil, fmt.Errorf("%w: a tensor-core product needs a %d-byte scratch buffer inside a capture (run the function once first)", ErrUnsupported, n)
+		return nil, fmt.Errorf("%w: %s needs a %d-byte scratch buffer inside a capture (run the function once first)", ErrUnsupported, what, n)
 	}
 	buf, err := g.dev.Alloc(n)
 	if err != nil {
