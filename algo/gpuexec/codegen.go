@@ -154,7 +154,12 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	fmt.Fprintf(&src, "#define RANK %d\n#define NRANKS %d\n#define DT %d\n#define OP %d\n#define LL %d\n#define NTHREADS %d\n#define NSEMS %d\n#define PORT %d\n#define GROUPED %d\n#define START %d\n",
 		rank, p.NumRanks(), dc, oc, ll, threads, len(g.res.SemInit), b2i(g.res.Port), b2i(g.res.Grouped), b2i(g.res.Sync == SyncBarriers))
 	packets := g.res.Sync == SyncPackets || g.res.Sync == SyncFlags
-	fmt.Fprintf(&src, "#define END_RELEASE %d\n#define ZERO_EARLY %d\n#define END_WAIT %d\n", b2i(!packets), b2i(g.res.Sync == SyncHandshakes), b2i(g.res.Sync != SyncFlags))
+	mono := g.res.Sync == SyncSignals
+	fmt.Fprintf(&src, "#define END_RELEASE %d\n#define ZERO_EARLY %d\n#define END_WAIT %d\n#define MONO %d\n", b2i(!packets), b2i(g.res.Sync == SyncHandshakes),
+		b2i(g.res.Sync != SyncFlags && !mono), b2i(mono))
+	if mono {
+		fmt.Fprintf(&src, "#define MONO_WAITS {%s}\n", joinInts(slotWaits(p, rank)))
+	}
 	if len(g.res.SemInit) > 0 {
 		fmt.Fprintf(&src, "#define SEM_INIT {%s}\n", joinInts(g.res.SemInit))
 	}
@@ -261,6 +266,11 @@ const (
 	// SyncFlags (FlagSynced): no barrier at all; the packets' flags and
 	// the double scratch keep the ranks within one call of each other.
 	SyncFlags
+	// SyncSignals (SignalSynced): no barrier at all; the plan's opening
+	// and closing handshakes do their work, and the signal counters are
+	// never zeroed (each lane's waits count from a base the last block
+	// advances).
+	SyncSignals
 )
 
 // CallSync picks the cheapest call boundary that keeps the executor's
@@ -271,6 +281,8 @@ func CallSync(p *plan.Plan) Sync {
 		return SyncFlags
 	case PacketSynced(p):
 		return SyncPackets
+	case SignalSynced(p):
+		return SyncSignals
 	case HandshakeSynced(p):
 		return SyncHandshakes
 	}
@@ -531,6 +543,148 @@ func HandshakeSynced(p *plan.Plan) bool {
 		}
 	}
 	return true
+}
+
+// SignalSynced reports whether p's kernels need no call barrier at all:
+// p is HandshakeSynced (its waits tell a rank that a peer has started
+// the call), no wait is relaxed, no barrier sits in a pipeline, and every
+// op that touches rank q's memory is followed, in its block or in one it
+// meets at an intra-rank barrier afterwards, by a signal to q, which q
+// waits for in the call (every signal is: HandshakeSynced). Such a signal
+// follows another op of its block, so the generator makes it a
+// system-scope release, and q's wait acquires: when q's kernel ends, no
+// peer touches q's memory any more and every peer write to it is
+// visible, which is what the end barrier's round trip said. Without
+// that word a peer may signal for the next call while q ends this one,
+// so the counters are not zeroed: each lane's waits count from a base
+// (the signals of every earlier call on that lane), which q's last block
+// advances by the call's waits once all of q's waits of the call have
+// returned (runtime.cuh, MONO). allreduce_oneshot and allreduce_twoshot
+// end with such a closing handshake.
+func SignalSynced(p *plan.Plan) bool {
+	if !HandshakeSynced(p) {
+		return false
+	}
+	for r := range p.GPUs {
+		gp := &p.GPUs[r]
+		all := gp.ChannelPeers(plan.ChannelMemory)
+		// Per block, in order: a data op's touched peers, a signal's
+		// peers, a barrier's (id, meeting).
+		type step struct {
+			touches, signals uint64
+			barrier          [2]int
+			isBar            bool
+		}
+		steps := make([][]step, len(gp.ThreadBlocks))
+		ok := true
+		for t := range gp.ThreadBlocks {
+			meeting := map[int]int{}
+			visitOps(p, r, t, func(op *plan.Op, inPipe bool) {
+				if !ok {
+					return
+				}
+				switch op.Name {
+				case plan.OpRelaxedWait:
+					ok = false
+				case plan.OpRelaxedSignal, plan.OpWait, plan.OpNop, plan.OpFlush:
+					// a relaxed signal publishes nothing, so it covers nothing
+				case plan.OpSignal:
+					var peers uint64
+					for _, i := range op.ChannelIDs {
+						id, err := p.TBChannel(r, t, plan.ChannelMemory, i)
+						if err != nil || id < 0 || id >= len(all) {
+							ok = false
+							return
+						}
+						peers |= 1 << uint(all[id])
+					}
+					steps[t] = append(steps[t], step{signals: peers})
+				case plan.OpBarrier:
+					if inPipe {
+						ok = false
+						return
+					}
+					steps[t] = append(steps[t], step{barrier: [2]int{op.BarrierID, meeting[op.BarrierID]}, isBar: true})
+					meeting[op.BarrierID]++
+				default:
+					acc, err := p.OpAccess(r, t, op)
+					if err != nil {
+						ok = false
+						return
+					}
+					var touch uint64
+					for _, a := range acc {
+						if a.Rank != r {
+							touch |= 1 << uint(a.Rank)
+						}
+					}
+					steps[t] = append(steps[t], step{touches: touch})
+				}
+			})
+		}
+		if !ok {
+			return false
+		}
+		// Walking each block backwards, after holds the peers some op
+		// signals after this point; a barrier meeting passes on what any
+		// block signals after it (the sets only grow, so this settles).
+		met := map[[2]int]uint64{}
+		for changed := true; changed; {
+			changed = false
+			for t := range steps {
+				var after uint64
+				for i := len(steps[t]) - 1; i >= 0; i-- {
+					s := steps[t][i]
+					after |= s.signals
+					if s.isBar {
+						if met[s.barrier]|after != met[s.barrier] {
+							met[s.barrier] |= after
+							changed = true
+						}
+						after |= met[s.barrier]
+					}
+				}
+			}
+		}
+		for t := range steps {
+			var after uint64
+			for i := len(steps[t]) - 1; i >= 0; i-- {
+				s := steps[t][i]
+				after |= s.signals
+				if s.isBar {
+					after |= met[s.barrier]
+				}
+				if s.touches&^after != 0 {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// slotWaits is, per channel slot of p, how many times rank r waits on it
+// in a call (SignalSynced plans: as many as its peer signals on it).
+func slotWaits(p *plan.Plan, r int) []int {
+	slots := p.ChannelSlots()
+	w := make([]int, len(slots))
+	gp := &p.GPUs[r]
+	all := gp.ChannelPeers(plan.ChannelMemory)
+	for t := range gp.ThreadBlocks {
+		visitOps(p, r, t, func(op *plan.Op, _ bool) {
+			if op.Name != plan.OpWait && op.Name != plan.OpRelaxedWait {
+				return
+			}
+			for _, i := range op.ChannelIDs {
+				id, err := p.TBChannel(r, t, plan.ChannelMemory, i)
+				if err != nil || id < 0 || id >= len(all) {
+					continue
+				}
+				w[slots[slotKey{Type: plan.ChannelMemory, Src: all[id], Dst: r, K: plan.Occurrence(all, id)}]]++
+			}
+		})
+	}
+	return w
 }
 
 func joinInts(v []int) string {

@@ -86,10 +86,11 @@ func TestGroupSize(t *testing.T) {
 func TestCallSync(t *testing.T) {
 	want := map[string]Sync{"allreduce_packet": SyncFlags, "allreduce_port": SyncBarriers}
 	defines := map[Sync]string{
-		SyncBarriers:   "#define START 1\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n#define END_WAIT 1\n",
-		SyncPackets:    "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 1\n",
-		SyncHandshakes: "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 1\n#define END_WAIT 1\n",
-		SyncFlags:      "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 0\n",
+		SyncBarriers:   "#define START 1\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n#define END_WAIT 1\n#define MONO 0\n",
+		SyncPackets:    "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 1\n#define MONO 0\n",
+		SyncHandshakes: "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 1\n#define END_WAIT 1\n#define MONO 0\n",
+		SyncFlags:      "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 0\n#define MONO 0\n",
+		SyncSignals:    "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n#define END_WAIT 0\n#define MONO 1\n#define MONO_WAITS {",
 	}
 	for _, name := range library.Names() {
 		for _, n := range []int{2, 4, 8} {
@@ -100,7 +101,7 @@ func TestCallSync(t *testing.T) {
 				}
 				w, ok := want[name]
 				if !ok {
-					w = SyncHandshakes // every other library plan starts with a handshake
+					w = SyncSignals // every other library plan starts and ends with a handshake
 				}
 				if got := CallSync(p); got != w {
 					t.Errorf("%s %d ranks %d instances: CallSync %d, want %d", name, n, inst, got, w)
@@ -164,6 +165,35 @@ func TestCallSyncNeedsBarriers(t *testing.T) {
 			}
 			return false
 		}, SyncBarriers},
+		// the closing handshake moved before the reduce: the peer's input
+		// is read after the last signal to it, so the end barrier stays.
+		{"allreduce_oneshot", "no closing handshake after the reads", func(p *plan.Plan) bool {
+			moved := 0
+			for r := range p.GPUs {
+				o := ops(p, r, 0)
+				n := len(*o)
+				if n < 8 || (*o)[n-3].Name != plan.OpSignal || (*o)[n-2].Name != plan.OpWait || (*o)[1].Name != plan.OpWait {
+					return false
+				}
+				sig, wait := (*o)[n-3], (*o)[n-2]
+				rest := append([]plan.Op{}, (*o)[2:n-3]...)
+				*o = append(append(append([]plan.Op{}, (*o)[:2]...), sig, wait), append(rest, (*o)[n-1])...)
+				moved++
+			}
+			return moved == len(p.GPUs)
+		}, SyncHandshakes},
+		// a relaxed wait does not acquire what the peer's closing signal
+		// publishes.
+		{"allreduce_twoshot", "a relaxed closing wait", func(p *plan.Plan) bool {
+			o := ops(p, 0, 0)
+			for i := len(*o) - 1; i >= 0; i-- {
+				if (*o)[i].Name == plan.OpWait {
+					(*o)[i].Name = plan.OpRelaxedWait
+					return true
+				}
+			}
+			return false
+		}, SyncHandshakes},
 		// tb 0 reads the peer's input with no wait before it.
 		{"allreduce_oneshot", "no first wait", func(p *plan.Plan) bool { return drop(p, 0, 0, plan.OpWait) }, SyncBarriers},
 		// tb 1 learns that the peer started only at the barrier with tb 0.

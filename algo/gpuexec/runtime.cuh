@@ -25,6 +25,8 @@ typedef unsigned long long u64;
 typedef long long i64;
 
 #define MAX_RANKS 8
+// MAX_GROUP is layout.go's MaxGroup: lanes of a channel slot's counters.
+#define MAX_GROUP 128
 
 // Args mirrors gpuexec.args (all 8-byte fields, no padding).
 struct Args {
@@ -49,10 +51,19 @@ struct Args {
   u64 fifo_size;            // entries in the FIFO
   u64 group;                // CUDA blocks per plan thread block (the same on every rank)
   u64 gbar;                 // per plan block: u32 count, u32 generation of its group barrier
-  u64 nslots;               // inbound counters per lane (slot s, lane l at s*group+l)
+  u64 nslots;               // channel slots (counters of slot s, lane l at slot_at(a, s, l))
 };
 
 __device__ __forceinline__ u32 lane(const Args& a) { return blockIdx.x % (u32)a.group; }
+
+// slot_at is where the inbound counter of channel slot s, lane l lies.
+// Counters zeroed every call pack the lanes of this call's group; MONO
+// plans (SignalSynced) never zero them, so a lane keeps its place
+// whatever the group of a call, and its count from call to call: the
+// waits add the lane's base (bases, beside the counters: the signals of
+// every earlier call), which the last block of each call advances.
+__device__ __forceinline__ u64 slot_at(const Args& a, u64 s, u64 l) { return MONO ? s * MAX_GROUP + l : s * a.group + l; }
+__device__ __forceinline__ u64* bases(const Args& a) { return (u64*)a.inbound[RANK] + a.nslots * MAX_GROUP; }
 __device__ __forceinline__ u64 gtid(const Args& a) { return (u64)lane(a) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 gthreads(const Args& a) { return a.group * blockDim.x; }
 
@@ -584,7 +595,7 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
   __syncthreads();
   const int t = threadIdx.x;
   if (t < n) {
-    u64* p = (u64*)a.inbound[peer[t]] + (u64)slot[t] * a.group + lane(a);
+    u64* p = (u64*)a.inbound[peer[t]] + slot_at(a, (u64)slot[t], lane(a));
     if (relaxed)
       red_relaxed_sys_u64(p, 1ull);
     else
@@ -598,8 +609,9 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
 // GROUPED plans (every directed channel signalled by one thread block and
 // waited on by one, no port channels; the generator decides) count
 // tickets in the block's registers (tk) and zero the counters at the end
-// of every call, so the group size may change from call to call; the
-// others take tickets from device memory with a group of 1.
+// of every call (or, MONO, count from the lane's base), so the group size
+// may change from call to call; the others take tickets from device
+// memory with a group of 1.
 __device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, u64* tk, int tb, int op, int body) {
   const int G = (int)a.group;
   if (!gave_up(a)) {
@@ -610,7 +622,8 @@ __device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const 
         target = tk[ticket[c]] + 1ull;
       else
         target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[c], 1ull) + 1ull;
-      const u64* p = (const u64*)a.inbound[RANK] + (u64)slot[c] * G + l;
+      const u64* p = (const u64*)a.inbound[RANK] + slot_at(a, (u64)slot[c], (u64)l);
+      if (MONO) target += bases(a)[slot_at(a, (u64)slot[c], (u64)l)];
       Waiter w = waiter(a, 1);
       while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
         if (!keep_waiting(a, w, tb, op, body)) break;
@@ -760,8 +773,9 @@ __device__ __forceinline__ void reset_semaphores(const Args& a) {
 // The generator defines START (1: a start barrier), END_RELEASE (1: the
 // end barrier publishes the rank's writes), ZERO_EARLY (1: grouped
 // signal counters are zeroed before the end barrier's word, else after
-// it) and END_WAIT (0: no words between ranks at the end, FlagSynced
-// plans), per gpuexec.CallSync.
+// it), END_WAIT (0: no words between ranks at the end, FlagSynced and
+// SignalSynced plans) and MONO (1: counters never zeroed, bases advanced
+// by MONO_WAITS, SignalSynced plans), per gpuexec.CallSync.
 
 // start_barrier: no block touches a peer's memory before every peer has
 // started this call (so it finished the previous one, copies included).
@@ -794,6 +808,21 @@ __device__ __forceinline__ void zero_inbound(const Args& a) {
   __syncthreads();
 }
 
+// add_bases: the last block of a MONO plan's call adds the call's waits
+// on each slot (MONO_WAITS, this rank's) to the bases of the lanes this
+// call used: the next call's waits count from there.
+__device__ __forceinline__ void add_bases(const Args& a) {
+#if MONO
+  const u64 waits[] = MONO_WAITS;
+  u64* b = bases(a);
+  for (u64 i = threadIdx.x; i < a.nslots * a.group; i += blockDim.x) {
+    const u64 s = i / a.group, l = i % a.group;
+    b[slot_at(a, s, l)] += waits[s];
+  }
+  __syncthreads();
+#endif
+}
+
 // end_barrier: the last block of this rank to finish tells every peer
 // and waits for every peer's word, so when the kernel ends no peer
 // touches this rank's memory any more and (END_RELEASE) every peer write
@@ -822,6 +851,10 @@ __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
 #if GROUPED && ZERO_EARLY
   __syncthreads();
   if (last) zero_inbound(a);
+#endif
+#if MONO
+  __syncthreads();
+  if (last) add_bases(a);
 #endif
   if (END_WAIT && NRANKS > 1 && threadIdx.x == 0 && last) {
 #if END_RELEASE

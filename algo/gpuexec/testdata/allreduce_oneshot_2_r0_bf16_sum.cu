@@ -10,8 +10,10 @@
 #define GROUPED 1
 #define START 0
 #define END_RELEASE 1
-#define ZERO_EARLY 1
-#define END_WAIT 1
+#define ZERO_EARLY 0
+#define END_WAIT 0
+#define MONO 1
+#define MONO_WAITS {0, 2}
 ...
 
 // thread block 0: 8 ops

@@ -12,6 +12,7 @@
 #define END_RELEASE 0
 #define ZERO_EARLY 0
 #define END_WAIT 0
+#define MONO 0
 ...
 
 // thread block 0: 3 ops

@@ -12,6 +12,7 @@
 #define END_RELEASE 1
 #define ZERO_EARLY 0
 #define END_WAIT 1
+#define MONO 0
 ...
 
 // thread block 0: 11 ops
