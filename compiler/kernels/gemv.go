@@ -130,6 +130,38 @@ func waveGrid(blocks, slots int64) uint32 {
 	return uint32((blocks + rounds - 1) / rounds)
 }
 
+// Shapes of the one-row kernels (kernels_gemv.cu, gemv_row).
+const (
+	rowWarps   = 16      // ROW_WARPS: warps per block, one block a multiprocessor
+	rowMaxK    = 16384   // ROW_MAXK: x lives in shared memory
+	rowPfBytes = 1 << 17 // ROW_PF_BYTES: weights a block copies before its PDL wait
+)
+
+// rowTakes reports whether the one-row kernels take out[1, n] =
+// x[1, k]·w[n, k]ᵀ over nw weights (nw 1, or 2 for the gated pair;
+// n the rows of all segments) on a GPU of sms multiprocessors: one row
+// of x, 16-bit, every operand 16-byte aligned, k at most rowMaxK and a
+// whole number of a warp's batches (8/nw rounds of 256 elements, so a
+// batch never straddles two rows), and at least one row for every warp
+// of the grid. Other shapes run the split-K kernels.
+func rowTakes(m, n, k int, dt tensor.DType, aligned bool, sms, nw int) bool {
+	return m == 1 && (dt == tensor.Float16 || dt == tensor.BFloat16) && aligned && sms > 0 &&
+		k > 0 && k <= rowMaxK && k%(256*8/nw) == 0 && int64(n) >= int64(sms)*rowWarps
+}
+
+func rowName(kind string, dt tensor.DType) string {
+	suf := "f16"
+	if dt == tensor.BFloat16 {
+		suf = "bf16"
+	}
+	return "gemv1_" + kind + "_" + suf
+}
+
+// launchRow launches one-row kernel kind of dt, a block a multiprocessor.
+func (g *GPU) launchRow(kind string, dt tensor.DType, params ...unsafe.Pointer) error {
+	return g.launchGrid(rowName(kind, dt), [3]uint32{uint32(g.sms), 1, 1}, rowWarps*32, params...)
+}
+
 // gemvGrid is the grid of a skinny kernel launch of blocks row groups:
 // one balanced wave (kernels_gemv.cu, gemv_grid).
 func (g *GPU) gemvGrid(name string, blocks int64) (uint32, error) {
@@ -196,6 +228,9 @@ func (g *GPU) gemvKernels() error {
 		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt, "add_rms_norm_v_"+dt, "silu_mul_"+dt)
 	}
 	names = append(names, "add_rms_norm_f32")
+	for _, kind := range []string{"nt", "nt3", "gated"} {
+		names = append(names, rowName(kind, tensor.Float16), rowName(kind, tensor.BFloat16))
+	}
 	err := g.dev.Do(func(cuda.Stream) error {
 		d, err := g.drv.DeviceGet(g.dev.Ordinal())
 		if err != nil {
@@ -205,7 +240,24 @@ func (g *GPU) gemvKernels() error {
 			return err
 		}
 		g.gemvMod, err = g.loadModule("chorus_vm_gemv.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+attnKernelSource+fusedKernelSource, names)
-		return err
+		if err != nil {
+			return err
+		}
+		// The one-row kernels ask for rowPfBytes of dynamic shared
+		// memory; a GPU that cannot give it keeps them off.
+		g.rowOK = true
+		for _, kind := range []string{"nt", "nt3", "gated"} {
+			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+				name := rowName(kind, dt)
+				k := g.fns[name]
+				if g.drv.FuncSetAttribute(k.f, cuda.FuncAttrMaxDynamicSharedSizeBytes, rowPfBytes) != nil {
+					g.rowOK = false
+				}
+				k.smem = rowPfBytes
+				g.fns[name] = k
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("vm: skinny-matrix kernels on cuda:%d: %w", g.dev.Ordinal(), err)
@@ -232,6 +284,13 @@ func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err 
 	}
 	if err := g.gemvKernels(); err != nil {
 		return false, err
+	}
+	if g.rowOK && rowTakes(m, n, k, dt, aligned16(p...), g.sms, 1) {
+		a := &gemvArgs{x: p[0], w: p[1], out: p[2], n: int32(n), k: int32(k), pre: g.preArg()}
+		err := g.launchRow("nt", dt, unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
+			unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.pre))
+		runtime.KeepAlive(a)
+		return true, err
 	}
 	pl, ok := planGemv(m, n, k, dt, aligned16(p...), g.sms, int(gemvMaxRows.Load()))
 	if !ok {
@@ -300,6 +359,13 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 	}
 	if err := g.gemvKernels(); err != nil {
 		return false, err
+	}
+	if g.rowOK && rowTakes(m, n, k, x.DType(), aligned16(p...), g.sms, 2) {
+		a := &gemvArgs{x: p[0], w: p[1], w2: p[2], out: p[3], n: int32(n), k: int32(k), pre: g.preArg()}
+		err := g.launchRow("gated", x.DType(), unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
+			unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.pre))
+		runtime.KeepAlive(a)
+		return true, err
 	}
 	pl, ok := planGemv(m, n, k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
 	if !ok || overlaps(p[0], x.NumBytes(), p[3], out.NumBytes()) {
@@ -395,6 +461,17 @@ func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 	}
 	if err := g.gemvKernels(); err != nil {
 		return false, err
+	}
+	if g.rowOK && rowTakes(m, ns[0]+ns[1]+ns[2], k, x.DType(), aligned16(p...), g.sms, 1) {
+		a := &struct {
+			x, w0, w1, w2, o0, o1, o2 uint64
+			n0, n1, n2, k, pre        int32
+		}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(k), g.preArg()}
+		err := g.launchRow("nt3", x.DType(), unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
+			unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
+			unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2), unsafe.Pointer(&a.k), unsafe.Pointer(&a.pre))
+		runtime.KeepAlive(a)
+		return true, err
 	}
 	pl, ok := planGemv(m, ns[0]+ns[1]+ns[2], k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
 	if !ok {

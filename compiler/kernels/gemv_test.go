@@ -223,3 +223,35 @@ func TestAddNormVec(t *testing.T) {
 		}
 	}
 }
+
+// TestRowTakes checks which one-row products the one-row kernels take
+// (132 multiprocessors, an H100's or H200's count).
+func TestRowTakes(t *testing.T) {
+	const sms = 132
+	for _, c := range []struct {
+		name    string
+		m, n, k int
+		dt      tensor.DType
+		aligned bool
+		nw      int
+		want    bool
+	}{
+		{"q/k/v", 1, 6144, 4096, tensor.BFloat16, true, 1, true},
+		{"o", 1, 4096, 4096, tensor.Float16, true, 1, true},
+		{"down", 1, 4096, 14336, tensor.BFloat16, true, 1, true},
+		{"gate/up", 1, 14336, 4096, tensor.BFloat16, true, 2, true},
+		{"lm head", 1, 128256, 4096, tensor.BFloat16, true, 1, true},
+		{"two rows", 2, 6144, 4096, tensor.BFloat16, true, 1, false},
+		{"float32", 1, 6144, 4096, tensor.Float32, true, 1, false},
+		{"unaligned", 1, 6144, 4096, tensor.BFloat16, false, 1, false},
+		{"k not whole batches", 1, 6144, 3072, tensor.BFloat16, true, 1, false},
+		{"k of whole gated batches", 1, 6144, 3072, tensor.BFloat16, true, 2, true},
+		{"k past shared x", 1, 6144, 18432, tensor.BFloat16, true, 1, false},
+		{"a warp without a row", 1, sms*rowWarps - 1, 4096, tensor.BFloat16, true, 1, false},
+		{"a row a warp", 1, sms * rowWarps, 4096, tensor.BFloat16, true, 1, true},
+	} {
+		if got := rowTakes(c.m, c.n, c.k, c.dt, c.aligned, sms, c.nw); got != c.want {
+			t.Errorf("%s: rowTakes(m %d, n %d, k %d, %s, aligned %v, nw %d) = %v, want %v", c.name, c.m, c.n, c.k, c.dt, c.aligned, c.nw, got, c.want)
+		}
+	}
+}

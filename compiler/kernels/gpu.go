@@ -47,7 +47,9 @@ type GPU struct {
 	// gemvMod holds the skinny-matrix kernels (kernels_gemv.cu), loaded
 	// at the first product they take; sms is the multiprocessor count.
 	gemvMod cuda.Module
-	sms     int
+	// rowOK: the one-row kernels got their dynamic shared memory.
+	rowOK bool
+	sms   int
 	// occ is blocks a GPU holds at once, by kernel name (slots).
 	occ map[string]int
 	// benchMod holds the measurement kernels (kernels_bench.cu).

@@ -31,7 +31,7 @@ var pdlFamilies = map[string]bool{
 	"add": true, "gelu": true,
 	"mul": true, "silu": true, "embedding": true, "rms_norm": true, "layer_norm": true,
 	"rope": true, "rope_table": true, "kv_append": true, "attention": true, "argmax": true,
-	"gemv_nt": true, "gemv_nt3": true, "gemv_gated": true, "add_rms_norm": true, "add_rms_norm_v": true, "silu_mul": true,
+	"gemv_nt": true, "gemv_nt3": true, "gemv_gated": true, "gemv1_nt": true, "gemv1_nt3": true, "gemv1_gated": true, "add_rms_norm": true, "add_rms_norm_v": true, "silu_mul": true,
 	"attn_split": true, "attn_rope_split": true, "attn_combine": true,
 	"tc_nt": true, "tc_nt3": true, "tc_gated": true,
 	"prefill_attn": true, "dec_attn": true, "dec_attn_rope": true,
@@ -61,6 +61,9 @@ type launcher interface {
 type kernelFn struct {
 	f   cuda.Function
 	pdl bool
+	// smem is the dynamic shared memory every launch asks for (bytes;
+	// the function's limit was raised to it when it was loaded).
+	smem uint32
 }
 
 func (g *GPU) addFn(name string, f cuda.Function) {
@@ -75,9 +78,9 @@ func (g *GPU) addFn(name string, f cuda.Function) {
 func (g *GPU) launchOn(s cuda.Stream, name string, k kernelFn, grid, block [3]uint32, params []unsafe.Pointer) error {
 	var err error
 	if k.pdl && g.pdl {
-		err = g.l.LaunchKernelPDL(k.f, grid, block, 0, s, params)
+		err = g.l.LaunchKernelPDL(k.f, grid, block, k.smem, s, params)
 	} else {
-		err = g.l.LaunchKernel(k.f, grid, block, 0, s, params)
+		err = g.l.LaunchKernel(k.f, grid, block, k.smem, s, params)
 	}
 	if err != nil {
 		return fmt.Errorf("kernel %s: %w", name, err)

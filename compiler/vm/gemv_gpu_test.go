@@ -308,6 +308,40 @@ func TestGPUFused(t *testing.T) {
 			b.MatmulNT(m, in[7], d)
 			return []ir.Ref{qkv[1], qkv[2], o, m, d}
 		}, nil},
+		// the one-row kernels (k a multiple of 2048, 1024 for the gated
+		// pair, at least 16 rows a multiprocessor), each after an add so
+		// that their weights are read before the PDL wait, and a layer's
+		// chain at Llama-3-8B's widths
+		{"rows_after_add", []modelInput{floatIn(1, 2048), floatIn(1, 2048), floatIn(2500, 2048), floatIn(3000, 2048), floatIn(100, 2048), floatIn(2100, 2048),
+			floatIn(1, 1024), floatIn(2300, 1024), floatIn(2300, 1024)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			s := alloc(b, dt, 1, 2048)
+			b.Add(in[0], in[1], s)
+			o := alloc(b, dt, 1, 2500)
+			b.MatmulNT(s, in[2], o)
+			var qkv []ir.Ref
+			for i, n := range []int64{3000, 100, 2100} {
+				q := alloc(b, dt, 1, n)
+				b.MatmulNT(s, in[3+i], q)
+				qkv = append(qkv, q)
+			}
+			x3 := alloc(b, dt, 1, 1024)
+			b.Add(in[6], in[6], x3)
+			g := alloc(b, dt, 1, 2300)
+			b.MatmulNT(x3, in[7], g)
+			u := alloc(b, dt, 1, 2300)
+			b.MatmulNT(x3, in[8], u)
+			a := alloc(b, dt, 1, 2300)
+			b.Silu(g, a)
+			m := alloc(b, dt, 1, 2300)
+			b.Mul(a, u, m)
+			return append([]ir.Ref{o, m}, qkv...)
+		}, nil},
+		// 14336 wide (down's k), first in its call: read after the wait
+		{"rows_down", []modelInput{floatIn(1, 14336), floatIn(2200, 14336)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+			o := alloc(b, dt, 1, 2200)
+			b.MatmulNT(in[0], in[1], o)
+			return []ir.Ref{o}
+		}, nil},
 		// add_rms_norm_v (16-bit rows of whole 16-byte pieces, up to 8192
 		// wide: 4 pieces a thread at 8192) and add_rms_norm (others)
 		addNorm("add_norm", 2, 1000),

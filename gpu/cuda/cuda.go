@@ -101,7 +101,7 @@ var symbols = []string{
 	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2",
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2",
 	"cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD8_v2", "cuMemsetD8Async",
-	"cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel",
+	"cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel", "cuFuncSetAttribute",
 	"cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle",
 	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
@@ -319,6 +319,19 @@ func (d *Driver) ModuleGetFunction(m Module, name string) (Function, error) {
 }
 
 func (d *Driver) ModuleUnload(m Module) error { return d.c.Call("cuModuleUnload", uintptr(m)) }
+
+// FuncAttrMaxDynamicSharedSizeBytes is
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: the most dynamic
+// shared memory a launch of the function may ask for (48 KiB unless
+// raised; static and dynamic together up to the device's opt-in limit,
+// 227 KiB a block on Hopper).
+const FuncAttrMaxDynamicSharedSizeBytes = 8
+
+// FuncSetAttribute sets attribute attr (CUfunction_attribute) of f to
+// value.
+func (d *Driver) FuncSetAttribute(f Function, attr, value int) error {
+	return d.c.Call("cuFuncSetAttribute", uintptr(f), uintptr(attr), uintptr(value))
+}
 
 // LaunchKernel launches f; params holds pointers to each argument value
 // (the driver's kernelParams array), which must stay alive for the call.
