@@ -34,8 +34,8 @@
 // Programmatic dependent launch (PDL_ENTRY: gpu/cudasrc/pdl.cuh,
 // prepended by the Go side; the host launches so only where every rank
 // is alone on its GPU, allreduce.go usePDL): a kernel may start while the
-// kernel before it on the stream ends, so it waits before it reads any
-// buffer or meets its peers, then lets the next kernel be launched.
+// kernel before it on the stream ends, so it lets the next kernel be
+// launched and then waits before it reads any buffer or meets its peers.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;

@@ -14,12 +14,16 @@ import (
 // products and the residual norm load their first weights where the VM
 // proves that safe: SetFixedWeights) and then waits in
 // griddepcontrol.wait until that kernel has completed and its writes are
-// visible; early in its body it executes
-// griddepcontrol.launch_dependents, so the next kernel's launch, block
-// placement and prologue overlap its own run instead of following its
-// tail. Only a kernel that waits before it touches any buffer another
-// kernel writes or reads may be launched so (pdlWaits); the others, and
-// cuBLAS, launch the ordinary way, which waits for everything before.
+// visible; before that wait it executes
+// griddepcontrol.launch_dependents (gpu/cudasrc/pdl.cuh), so the next
+// kernel's launch, block placement and prologue overlap its own run
+// instead of following its tail. Only a kernel that waits before it
+// touches any buffer another kernel writes or reads may be launched so
+// (pdlWaits); the others, and cuBLAS, launch the ordinary way, which
+// waits for everything before. So does the first kernel of a VM call
+// (BeginCall): kernels launch before their waits, so without that edge
+// a prologue of this call (a product reading its fixed weights) could
+// run beside a kernel of the call before, which may write them.
 
 // pdlFamilies are the kernel families (a kernel's name up to its dtype
 // suffix) whose source executes PDL_WAIT before touching any buffer but
@@ -71,13 +75,13 @@ func (g *GPU) addFn(name string, f cuda.Function) {
 }
 
 // launchOn launches k on s: with programmatic stream serialization when
-// the kernel waits for its predecessor and the GPU takes it (g.pdl), else
-// the ordinary way. On an H200 a Llama-3-8B decode step ran 2.5-3.9%
-// faster graph-replayed with it than without, and 7-9% eager, measured
-// in both orders in one run.
+// the kernel waits for its predecessor, the GPU takes it (g.pdl) and it
+// is not the first kernel of its VM call, else the ordinary way. On an
+// H200 a Llama-3-8B decode step ran 2.5-3.9% faster graph-replayed with
+// it than without, and 7-9% eager, measured in both orders in one run.
 func (g *GPU) launchOn(s cuda.Stream, name string, k kernelFn, grid, block [3]uint32, params []unsafe.Pointer) error {
 	var err error
-	if k.pdl && g.pdl {
+	if k.pdl && g.pdl && g.callLaunches > 0 {
 		err = g.l.LaunchKernelPDL(k.f, grid, block, k.smem, s, params)
 	} else {
 		err = g.l.LaunchKernel(k.f, grid, block, k.smem, s, params)

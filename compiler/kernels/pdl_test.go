@@ -62,6 +62,7 @@ func TestLaunchPDL(t *testing.T) {
 		t.Run(tc.what, func(t *testing.T) {
 			l := &fakeLauncher{}
 			g := &GPU{fns: map[string]kernelFn{}, l: l, pdl: tc.gpu}
+			g.callLaunches = 1 // not the first kernel of a call (TestLaunchPDLFirstOfCall)
 			for i, n := range names {
 				g.addFn(n.name, cuda.Function(i+1))
 				if err := g.launchOn(0, n.name, g.fns[n.name], [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, nil); err != nil {
@@ -78,6 +79,33 @@ func TestLaunchPDL(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLaunchPDLFirstOfCall checks that the first kernel of a VM call
+// launches the ordinary way (kernels launch their successors before
+// they wait, so only that edge keeps this call's prologues from running
+// beside the call before) and the ones after it with PDL.
+func TestLaunchPDLFirstOfCall(t *testing.T) {
+	l := &fakeLauncher{}
+	g := &GPU{fns: map[string]kernelFn{}, l: l, pdl: true}
+	g.addFn("add_bf16", 1)
+	launch := func() {
+		t.Helper()
+		if err := g.launchOn(0, "add_bf16", g.fns["add_bf16"], [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.BeginCall()
+	launch()
+	launch()
+	g.BeginCall()
+	launch()
+	want := []bool{false, true, false}
+	for i, w := range want {
+		if l.launches[i].pdl != w {
+			t.Errorf("launch %d: PDL %v, want %v", i, l.launches[i].pdl, w)
+		}
 	}
 }
 
