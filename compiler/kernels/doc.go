@@ -23,7 +23,8 @@
 // Matmul goes through cublasGemmEx (float accumulation, no TF32);
 // MatmulNT with a few rows of x (float16, bfloat16) runs a skinny-matrix
 // kernel that streams the weight once: CUDA cores up to
-// GemvDefaultCoreRows rows (kernels_gemv.cu, planGemv), tensor cores
+// GemvDefaultCoreRows rows (kernels_gemv.cu: whole rows a warp where
+// rowTakes says so, else split-K, planGemv), tensor cores
 // above for the q/k/v triple and small weights (kernels_tc.cu, planTC,
 // split-K summed by each tile's last block); GemvFunc sets the row
 // threshold per worker process (default GemvDefaultRows, at most
@@ -40,11 +41,12 @@
 // operands (false: run the original ops).
 //
 // On compute capability 9.0+ the kernels launch with programmatic
-// dependent launch (pdl.go): each starts while the one before it on the
-// stream ends, the skinny products stream their first pieces of W
-// towards L2, and every kernel waits (griddepcontrol.wait) before it
-// touches any buffer but weights. cuBLAS and the measurement kernels
-// launch the ordinary way.
+// dependent launch (pdl.go): each lets the next be launched before it
+// waits for the one before, the skinny products read their first pieces
+// of W where the VM proves them fixed, and every kernel waits
+// (griddepcontrol.wait) before it touches any other buffer. cuBLAS, the
+// measurement kernels and the first kernel of a VM call launch the
+// ordinary way.
 //
 // # Measurements
 //
