@@ -486,16 +486,10 @@ func HandshakeSynced(p *plan.Plan) bool {
 				case plan.OpSemAcquire, plan.OpSemRelease, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 					ok = false
 				default:
-					acc, err := p.OpAccess(r, t, op)
-					if err != nil {
+					touch, good := remoteTouches(p, r, t, op)
+					if !good {
 						ok = false
 						return
-					}
-					var touch uint64
-					for _, a := range acc {
-						if a.Rank != r {
-							touch |= 1 << uint(a.Rank)
-						}
 					}
 					steps[t] = append(steps[t], step{touches: touch})
 				}
@@ -543,6 +537,23 @@ func HandshakeSynced(p *plan.Plan) bool {
 		}
 	}
 	return true
+}
+
+// remoteTouches is the set of ranks other than r whose memory op (of
+// rank r's thread block t) reads or writes; false when its accesses
+// cannot be resolved.
+func remoteTouches(p *plan.Plan, r, t int, op *plan.Op) (uint64, bool) {
+	acc, err := p.OpAccess(r, t, op)
+	if err != nil {
+		return 0, false
+	}
+	var touch uint64
+	for _, a := range acc {
+		if a.Rank != r {
+			touch |= 1 << uint(a.Rank)
+		}
+	}
+	return touch, true
 }
 
 // SignalSynced reports whether p's kernels need no call barrier at all:
@@ -607,16 +618,10 @@ func SignalSynced(p *plan.Plan) bool {
 					steps[t] = append(steps[t], step{barrier: [2]int{op.BarrierID, meeting[op.BarrierID]}, isBar: true})
 					meeting[op.BarrierID]++
 				default:
-					acc, err := p.OpAccess(r, t, op)
-					if err != nil {
+					touch, good := remoteTouches(p, r, t, op)
+					if !good {
 						ok = false
 						return
-					}
-					var touch uint64
-					for _, a := range acc {
-						if a.Rank != r {
-							touch |= 1 << uint(a.Rank)
-						}
 					}
 					steps[t] = append(steps[t], step{touches: touch})
 				}

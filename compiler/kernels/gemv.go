@@ -149,13 +149,7 @@ func rowTakes(m, n, k int, dt tensor.DType, aligned bool, sms, nw int) bool {
 		k > 0 && k <= rowMaxK && k%(256*8/nw) == 0 && int64(n) >= int64(sms)*rowWarps
 }
 
-func rowName(kind string, dt tensor.DType) string {
-	suf := "f16"
-	if dt == tensor.BFloat16 {
-		suf = "bf16"
-	}
-	return "gemv1_" + kind + "_" + suf
-}
+func rowName(kind string, dt tensor.DType) string { return "gemv1_" + kind + "_" + gemvSuffix(dt) }
 
 // launchRow launches one-row kernel kind of dt, a block a multiprocessor.
 func (g *GPU) launchRow(kind string, dt tensor.DType, params ...unsafe.Pointer) error {
@@ -199,11 +193,15 @@ func (g *GPU) slots(name string, threads int) (int, error) {
 }
 
 func gemvName(kind string, dt tensor.DType, mt int) string {
-	suf := "f16"
+	return fmt.Sprintf("gemv_%s_%s_m%d", kind, gemvSuffix(dt), mt)
+}
+
+// gemvSuffix is the dtype suffix of the skinny kernels (16-bit only).
+func gemvSuffix(dt tensor.DType) string {
 	if dt == tensor.BFloat16 {
-		suf = "bf16"
+		return "bf16"
 	}
-	return fmt.Sprintf("gemv_%s_%s_m%d", kind, suf, mt)
+	return "f16"
 }
 
 // gemvKernels compiles and loads kernels_gemv.cu and kernels_attn.cu

@@ -216,6 +216,19 @@ func TestGPUFused(t *testing.T) {
 	alloc := func(b *ir.FuncBuilder, dt tensor.DType, s ...int64) ir.Ref {
 		return b.AllocTensor("t", s, dt, vdevice.Unconstrained, "")
 	}
+	// gated is silu(x·wgᵀ) ⊙ (x·wuᵀ) of rows rows and n outputs as four
+	// ops (what the VM fuses into one gated projection).
+	gated := func(b *ir.FuncBuilder, dt tensor.DType, x, wg, wu ir.Ref, rows, n int64) ir.Ref {
+		g := alloc(b, dt, rows, n)
+		b.MatmulNT(x, wg, g)
+		u := alloc(b, dt, rows, n)
+		b.MatmulNT(x, wu, u)
+		a := alloc(b, dt, rows, n)
+		b.Silu(g, a)
+		o := alloc(b, dt, rows, n)
+		b.Mul(a, u, o)
+		return o
+	}
 	addNorm := func(name string, rows, h int64) modelCase {
 		return modelCase{name, []modelInput{floatIn(rows, h), floatIn(rows, h), floatIn(h)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 			s := alloc(b, dt, rows, h)
@@ -229,14 +242,7 @@ func TestGPUFused(t *testing.T) {
 	// silu_mul (whole 16-byte pieces) or silu and mul (not)
 	gatedRows := func(name string, rows, n, k int64) modelCase {
 		return modelCase{name, []modelInput{floatIn(rows, k), floatIn(n, k), floatIn(n, k)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
-			g := alloc(b, dt, rows, n)
-			b.MatmulNT(in[0], in[1], g)
-			u := alloc(b, dt, rows, n)
-			b.MatmulNT(in[0], in[2], u)
-			a := alloc(b, dt, rows, n)
-			b.Silu(g, a)
-			o := alloc(b, dt, rows, n)
-			b.Mul(a, u, o)
+			o := gated(b, dt, in[0], in[1], in[2], rows, n)
 			return []ir.Ref{o}
 		}, nil}
 	}
@@ -244,14 +250,7 @@ func TestGPUFused(t *testing.T) {
 		gatedRows("gated_prefill", 64, 300, 512),
 		gatedRows("gated_prefill_odd", 33, 301, 256),
 		{"gated", []modelInput{floatIn(3, 512), floatIn(300, 512), floatIn(300, 512)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
-			g := alloc(b, dt, 3, 300)
-			b.MatmulNT(in[0], in[1], g)
-			u := alloc(b, dt, 3, 300)
-			b.MatmulNT(in[0], in[2], u)
-			a := alloc(b, dt, 3, 300)
-			b.Silu(g, a)
-			o := alloc(b, dt, 3, 300)
-			b.Mul(a, u, o)
+			o := gated(b, dt, in[0], in[1], in[2], 3, 300)
 			return []ir.Ref{o}
 		}, nil},
 		{"qkv", []modelInput{floatIn(1, 1024), floatIn(512, 1024), floatIn(128, 1024), floatIn(136, 1024)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
@@ -264,14 +263,7 @@ func TestGPUFused(t *testing.T) {
 			return outs
 		}, nil},
 		{"gated_rounds", []modelInput{floatIn(1, 256), floatIn(20011, 256), floatIn(20011, 256)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
-			g := alloc(b, dt, 1, 20011)
-			b.MatmulNT(in[0], in[1], g)
-			u := alloc(b, dt, 1, 20011)
-			b.MatmulNT(in[0], in[2], u)
-			a := alloc(b, dt, 1, 20011)
-			b.Silu(g, a)
-			o := alloc(b, dt, 1, 20011)
-			b.Mul(a, u, o)
+			o := gated(b, dt, in[0], in[1], in[2], 1, 20011)
 			return []ir.Ref{o}
 		}, nil},
 		{"qkv_rounds", []modelInput{floatIn(1, 256), floatIn(12000, 256), floatIn(3000, 256), floatIn(3001, 256)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
@@ -296,14 +288,7 @@ func TestGPUFused(t *testing.T) {
 			}
 			o := alloc(b, dt, 1, 256)
 			b.MatmulNT(qkv[0], in[4], o)
-			g := alloc(b, dt, 1, 3000)
-			b.MatmulNT(o, in[5], g)
-			u := alloc(b, dt, 1, 3000)
-			b.MatmulNT(o, in[6], u)
-			a := alloc(b, dt, 1, 3000)
-			b.Silu(g, a)
-			m := alloc(b, dt, 1, 3000)
-			b.Mul(a, u, m)
+			m := gated(b, dt, o, in[5], in[6], 1, 3000)
 			d := alloc(b, dt, 1, 256)
 			b.MatmulNT(m, in[7], d)
 			return []ir.Ref{qkv[1], qkv[2], o, m, d}
@@ -326,14 +311,7 @@ func TestGPUFused(t *testing.T) {
 			}
 			x3 := alloc(b, dt, 1, 1024)
 			b.Add(in[6], in[6], x3)
-			g := alloc(b, dt, 1, 2300)
-			b.MatmulNT(x3, in[7], g)
-			u := alloc(b, dt, 1, 2300)
-			b.MatmulNT(x3, in[8], u)
-			a := alloc(b, dt, 1, 2300)
-			b.Silu(g, a)
-			m := alloc(b, dt, 1, 2300)
-			b.Mul(a, u, m)
+			m := gated(b, dt, x3, in[7], in[8], 1, 2300)
 			return append([]ir.Ref{o, m}, qkv...)
 		}, nil},
 		// 14336 wide (down's k), first in its call: read after the wait
