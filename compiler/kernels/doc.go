@@ -24,7 +24,7 @@
 // MatmulNT with a few rows of x (float16, bfloat16) runs a skinny-matrix
 // kernel that streams the weight once: CUDA cores up to
 // GemvDefaultCoreRows rows (kernels_gemv.cu: whole rows a warp where
-// rowTakes says so, else split-K, planGemv), tensor cores
+// rowBatch says so, else split-K, planGemv), tensor cores
 // above for the q/k/v triple and small weights (kernels_tc.cu, planTC,
 // split-K summed by each tile's last block); GemvFunc sets the row
 // threshold per worker process (default GemvDefaultRows, at most

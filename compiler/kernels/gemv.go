@@ -137,23 +137,53 @@ const (
 	rowPfBytes = 1 << 17 // ROW_PF_BYTES: weights a block copies before its PDL wait
 )
 
-// rowTakes reports whether the one-row kernels take out[1, n] =
-// x[1, k]·w[n, k]ᵀ over nw weights (nw 1, or 2 for the gated pair;
-// n the rows of all segments) on a GPU of sms multiprocessors: one row
-// of x, 16-bit, every operand 16-byte aligned, k at most rowMaxK and a
-// whole number of a warp's batches (8/nw rounds of 256 elements, so a
-// batch never straddles two rows), and at least one row for every warp
-// of the grid. Other shapes run the split-K kernels.
-func rowTakes(m, n, k int, dt tensor.DType, aligned bool, sms, nw int) bool {
-	return m == 1 && (dt == tensor.Float16 || dt == tensor.BFloat16) && aligned && sms > 0 &&
-		k > 0 && k <= rowMaxK && k%(256*8/nw) == 0 && int64(n) >= int64(sms)*rowWarps
+// rowBatches are the batch lengths (rounds of 256 elements a warp
+// holds in flight) the one-row kernels are compiled for, longest first,
+// by weights per launch: 8 KiB of each warp's loads in flight, or the
+// longest shorter batch that divides a row (kernels_gemv.cu,
+// GEMV_ROW_KERNELS).
+var rowBatches = [3][]int{1: {8, 7, 6, 5}, 2: {4, 3}}
+
+// rowBatch returns the batch length of the one-row kernel that takes
+// out[1, n] = x[1, k]·w[n, k]ᵀ over nw weights (nw 1, or 2 for the
+// gated pair; n the rows of all segments) on a GPU of sms
+// multiprocessors, or 0 where none does: one row of x, 16-bit, every
+// operand 16-byte aligned, k at most rowMaxK and R = k/256 rounds that
+// one of rowBatches[nw] divides (a batch never straddles two rows), and
+// at least one row for every warp of the grid. Other shapes run the
+// split-K kernels.
+func rowBatch(m, n, k int, dt tensor.DType, aligned bool, sms, nw int) int {
+	if m != 1 || (dt != tensor.Float16 && dt != tensor.BFloat16) || !aligned || sms <= 0 || nw < 1 || nw >= len(rowBatches) ||
+		k <= 0 || k > rowMaxK || k%256 != 0 || int64(n) < int64(sms)*rowWarps {
+		return 0
+	}
+	for _, u := range rowBatches[nw] {
+		if (k/256)%u == 0 {
+			return u
+		}
+	}
+	return 0
 }
 
-func rowName(kind string, dt tensor.DType) string { return "gemv1_" + kind + "_" + gemvSuffix(dt) }
+// rowName is the one-row kernel of kind (nw weights) and dt whose
+// batches are u rounds long.
+func rowName(kind string, dt tensor.DType, nw, u int) string {
+	if u == rowBatches[nw][0] {
+		return "gemv1_" + kind + "_" + gemvSuffix(dt)
+	}
+	return fmt.Sprintf("gemv1_%s_u%d_%s", kind, u, gemvSuffix(dt))
+}
 
-// launchRow launches one-row kernel kind of dt, a block a multiprocessor.
-func (g *GPU) launchRow(kind string, dt tensor.DType, params ...unsafe.Pointer) error {
-	return g.launchGrid(rowName(kind, dt), [3]uint32{uint32(g.sms), 1, 1}, rowWarps*32, params...)
+// rowKinds are the one-row kernel kinds and their weights per launch.
+var rowKinds = []struct {
+	kind string
+	nw   int
+}{{"nt", 1}, {"nt3", 1}, {"gated", 2}}
+
+// launchRow launches one-row kernel kind of dt (nw weights, batches of
+// u rounds), a block a multiprocessor.
+func (g *GPU) launchRow(kind string, dt tensor.DType, nw, u int, params ...unsafe.Pointer) error {
+	return g.launchGrid(rowName(kind, dt, nw, u), [3]uint32{uint32(g.sms), 1, 1}, rowWarps*32, params...)
 }
 
 // gemvGrid is the grid of a skinny kernel launch of blocks row groups:
@@ -226,8 +256,10 @@ func (g *GPU) gemvKernels() error {
 		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt, "add_rms_norm_v_"+dt, "silu_mul_"+dt)
 	}
 	names = append(names, "add_rms_norm_f32")
-	for _, kind := range []string{"nt", "nt3", "gated"} {
-		names = append(names, rowName(kind, tensor.Float16), rowName(kind, tensor.BFloat16))
+	for _, rk := range rowKinds {
+		for _, u := range rowBatches[rk.nw] {
+			names = append(names, rowName(rk.kind, tensor.Float16, rk.nw, u), rowName(rk.kind, tensor.BFloat16, rk.nw, u))
+		}
 	}
 	err := g.dev.Do(func(cuda.Stream) error {
 		d, err := g.drv.DeviceGet(g.dev.Ordinal())
@@ -244,15 +276,17 @@ func (g *GPU) gemvKernels() error {
 		// The one-row kernels ask for rowPfBytes of dynamic shared
 		// memory; a GPU that cannot give it keeps them off.
 		g.rowOK = true
-		for _, kind := range []string{"nt", "nt3", "gated"} {
-			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
-				name := rowName(kind, dt)
-				k := g.fns[name]
-				if g.drv.FuncSetAttribute(k.f, cuda.FuncAttrMaxDynamicSharedSizeBytes, rowPfBytes) != nil {
-					g.rowOK = false
+		for _, rk := range rowKinds {
+			for _, u := range rowBatches[rk.nw] {
+				for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+					name := rowName(rk.kind, dt, rk.nw, u)
+					k := g.fns[name]
+					if g.drv.FuncSetAttribute(k.f, cuda.FuncAttrMaxDynamicSharedSizeBytes, rowPfBytes) != nil {
+						g.rowOK = false
+					}
+					k.smem = rowPfBytes
+					g.fns[name] = k
 				}
-				k.smem = rowPfBytes
-				g.fns[name] = k
 			}
 		}
 		return nil
@@ -283,9 +317,9 @@ func (g *GPU) tryGemvNT(m, k, n int, dt tensor.DType, p []uint64) (ok bool, err 
 	if err := g.gemvKernels(); err != nil {
 		return false, err
 	}
-	if g.rowOK && rowTakes(m, n, k, dt, aligned16(p...), g.sms, 1) {
+	if u := rowBatch(m, n, k, dt, aligned16(p...), g.sms, 1); g.rowOK && u > 0 {
 		a := &gemvArgs{x: p[0], w: p[1], out: p[2], n: int32(n), k: int32(k), pre: g.preArg()}
-		err := g.launchRow("nt", dt, unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
+		err := g.launchRow("nt", dt, 1, u, unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.out),
 			unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.pre))
 		runtime.KeepAlive(a)
 		return true, err
@@ -358,9 +392,9 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 	if err := g.gemvKernels(); err != nil {
 		return false, err
 	}
-	if g.rowOK && rowTakes(m, n, k, x.DType(), aligned16(p...), g.sms, 2) {
+	if u := rowBatch(m, n, k, x.DType(), aligned16(p...), g.sms, 2); g.rowOK && u > 0 {
 		a := &gemvArgs{x: p[0], w: p[1], w2: p[2], out: p[3], n: int32(n), k: int32(k), pre: g.preArg()}
-		err := g.launchRow("gated", x.DType(), unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
+		err := g.launchRow("gated", x.DType(), 2, u, unsafe.Pointer(&a.x), unsafe.Pointer(&a.w), unsafe.Pointer(&a.w2), unsafe.Pointer(&a.out),
 			unsafe.Pointer(&a.n), unsafe.Pointer(&a.k), unsafe.Pointer(&a.pre))
 		runtime.KeepAlive(a)
 		return true, err
@@ -460,12 +494,12 @@ func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 	if err := g.gemvKernels(); err != nil {
 		return false, err
 	}
-	if g.rowOK && rowTakes(m, ns[0]+ns[1]+ns[2], k, x.DType(), aligned16(p...), g.sms, 1) {
+	if u := rowBatch(m, ns[0]+ns[1]+ns[2], k, x.DType(), aligned16(p...), g.sms, 1); g.rowOK && u > 0 {
 		a := &struct {
 			x, w0, w1, w2, o0, o1, o2 uint64
 			n0, n1, n2, k, pre        int32
 		}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(k), g.preArg()}
-		err := g.launchRow("nt3", x.DType(), unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
+		err := g.launchRow("nt3", x.DType(), 1, u, unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
 			unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
 			unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2), unsafe.Pointer(&a.k), unsafe.Pointer(&a.pre))
 		runtime.KeepAlive(a)

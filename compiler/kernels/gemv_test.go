@@ -224,9 +224,9 @@ func TestAddNormVec(t *testing.T) {
 	}
 }
 
-// TestRowTakes checks which one-row products the one-row kernels take
-// (132 multiprocessors, an H100's or H200's count).
-func TestRowTakes(t *testing.T) {
+// TestRowBatch checks which one-row products the one-row kernels take,
+// with which batch length (132 multiprocessors, an H100's or H200's count).
+func TestRowBatch(t *testing.T) {
 	const sms = 132
 	for _, c := range []struct {
 		name    string
@@ -234,24 +234,48 @@ func TestRowTakes(t *testing.T) {
 		dt      tensor.DType
 		aligned bool
 		nw      int
-		want    bool
+		want    int
 	}{
-		{"q/k/v", 1, 6144, 4096, tensor.BFloat16, true, 1, true},
-		{"o", 1, 4096, 4096, tensor.Float16, true, 1, true},
-		{"down", 1, 4096, 14336, tensor.BFloat16, true, 1, true},
-		{"gate/up", 1, 14336, 4096, tensor.BFloat16, true, 2, true},
-		{"lm head", 1, 128256, 4096, tensor.BFloat16, true, 1, true},
-		{"two rows", 2, 6144, 4096, tensor.BFloat16, true, 1, false},
-		{"float32", 1, 6144, 4096, tensor.Float32, true, 1, false},
-		{"unaligned", 1, 6144, 4096, tensor.BFloat16, false, 1, false},
-		{"k not whole batches", 1, 6144, 3072, tensor.BFloat16, true, 1, false},
-		{"k of whole gated batches", 1, 6144, 3072, tensor.BFloat16, true, 2, true},
-		{"k past shared x", 1, 6144, 18432, tensor.BFloat16, true, 1, false},
-		{"a warp without a row", 1, sms*rowWarps - 1, 4096, tensor.BFloat16, true, 1, false},
-		{"a row a warp", 1, sms * rowWarps, 4096, tensor.BFloat16, true, 1, true},
+		{"q/k/v", 1, 6144, 4096, tensor.BFloat16, true, 1, 8},
+		{"o", 1, 4096, 4096, tensor.Float16, true, 1, 8},
+		{"down", 1, 4096, 14336, tensor.BFloat16, true, 1, 8},
+		{"gate/up", 1, 14336, 4096, tensor.BFloat16, true, 2, 4},
+		{"lm head", 1, 128256, 4096, tensor.BFloat16, true, 1, 8},
+		{"down over 2 GPUs (28 rounds)", 1, 4096, 7168, tensor.BFloat16, true, 1, 7},
+		{"width 3072 (12 rounds)", 1, 6144, 3072, tensor.BFloat16, true, 1, 6},
+		{"gated width 3072", 1, 6144, 3072, tensor.BFloat16, true, 2, 4},
+		{"width 5120 (20 rounds)", 1, 6144, 5120, tensor.BFloat16, true, 1, 5},
+		{"gated width 4608 (18 rounds)", 1, 6144, 4608, tensor.BFloat16, true, 2, 3},
+		{"13 rounds: no batch divides", 1, 6144, 13 * 256, tensor.BFloat16, true, 1, 0},
+		{"k not whole rounds", 1, 6144, 3000, tensor.BFloat16, true, 1, 0},
+		{"three weights", 1, 6144, 4096, tensor.BFloat16, true, 3, 0},
+		{"two rows", 2, 6144, 4096, tensor.BFloat16, true, 1, 0},
+		{"float32", 1, 6144, 4096, tensor.Float32, true, 1, 0},
+		{"unaligned", 1, 6144, 4096, tensor.BFloat16, false, 1, 0},
+		{"k past shared x", 1, 6144, 18432, tensor.BFloat16, true, 1, 0},
+		{"a warp without a row", 1, sms*rowWarps - 1, 4096, tensor.BFloat16, true, 1, 0},
+		{"a row a warp", 1, sms * rowWarps, 4096, tensor.BFloat16, true, 1, 8},
 	} {
-		if got := rowTakes(c.m, c.n, c.k, c.dt, c.aligned, sms, c.nw); got != c.want {
-			t.Errorf("%s: rowTakes(m %d, n %d, k %d, %s, aligned %v, nw %d) = %v, want %v", c.name, c.m, c.n, c.k, c.dt, c.aligned, c.nw, got, c.want)
+		if got := rowBatch(c.m, c.n, c.k, c.dt, c.aligned, sms, c.nw); got != c.want {
+			t.Errorf("%s: rowBatch(m %d, n %d, k %d, %s, aligned %v, nw %d) = %d, want %d", c.name, c.m, c.n, c.k, c.dt, c.aligned, c.nw, got, c.want)
+		}
+	}
+}
+
+func TestRowName(t *testing.T) {
+	for _, c := range []struct {
+		kind  string
+		dt    tensor.DType
+		nw, u int
+		want  string
+	}{
+		{"nt", tensor.BFloat16, 1, 8, "gemv1_nt_bf16"},
+		{"nt3", tensor.Float16, 1, 7, "gemv1_nt3_u7_f16"},
+		{"gated", tensor.BFloat16, 2, 4, "gemv1_gated_bf16"},
+		{"gated", tensor.BFloat16, 2, 3, "gemv1_gated_u3_bf16"},
+	} {
+		if got := rowName(c.kind, c.dt, c.nw, c.u); got != c.want {
+			t.Errorf("rowName(%s, %s, %d, %d) = %s, want %s", c.kind, c.dt, c.nw, c.u, got, c.want)
 		}
 	}
 }

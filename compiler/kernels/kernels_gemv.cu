@@ -322,8 +322,10 @@ GEMV_ALL_M(bf16, BF16)
 // and v in order for nt3); its warp w takes rows r0+w, r0+w+ROW_WARPS,
 // ... whole (no split of k), and walks their rounds (32 lanes x one
 // 16-byte piece of each of the NW weights) as one sequence t, in batches
-// of ROW_U rounds, the next batch's loads issued before the batch held
-// is multiplied. x lives in shared memory (one copy a block).
+// of U rounds (8/NW, 8 KiB a warp in flight, or fewer where that does
+// not divide a row: TP's down, k 7168, takes 7), the next batch's loads
+// issued before the batch held is multiplied. x lives in shared memory
+// (one copy a block).
 //
 // With pre (the host's promise that w is fixed), each warp copies its
 // first rounds into ROW_PF_BYTES of dynamic shared memory with cp.async
@@ -341,11 +343,6 @@ GEMV_ALL_M(bf16, BF16)
 #define ROW_THREADS (ROW_WARPS * 32)
 #define ROW_MAXK 16384
 #define ROW_PF_BYTES 131072
-
-template <int NW>
-struct RowU {
-  enum { U = 8 / NW };  // rounds a batch: 8 KiB a warp in flight
-};
 
 __device__ __forceinline__ void row_cp_async16(V4* dst, const V4* src) {
   unsigned d;
@@ -390,7 +387,7 @@ struct RowMap {
 };
 
 // row_batch loads the U rounds from t0 of a warp's sequence (one row:
-// rounds never straddle rows, the host checks R % U == 0).
+// batches never straddle rows, the host picks U dividing R).
 template <int NW, int S, int U>
 __device__ __forceinline__ void row_batch(const RowMap<NW, S>& mp, long long row0, int R, int t0, int lane, V4 (&v)[U][NW]) {
   const long long r = row0 + (long long)(t0 / R) * ROW_WARPS;
@@ -403,9 +400,8 @@ __device__ __forceinline__ void row_batch(const RowMap<NW, S>& mp, long long row
   }
 }
 
-template <class E, int NW, int S>
+template <class E, int NW, int S, int U>
 __device__ __forceinline__ void gemv_row(const u16* x, const RowMap<NW, S>& mp, int K, int pre) {
-  constexpr int U = RowU<NW>::U;
   extern __shared__ V4 row_pf[];
   __shared__ V4 xs[ROW_MAXK / 8];
   const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
@@ -482,19 +478,23 @@ __device__ __forceinline__ void gemv_row(const u16* x, const RowMap<NW, S>& mp, 
   }
 }
 
-#define GEMV_ROW_KERNELS(name, E)                                                                               \
+// One kernel per batch length U (sfx _u<U>, none for the longest): a
+// row is a whole number of batches, so k of R rounds takes the longest U
+// of its weights' list dividing R (gemv.go, rowBatch).
+#define GEMV_ROW_NT(name, E, U, sfx)                                                                            \
   extern "C" __global__ void __launch_bounds__(ROW_THREADS, 1)                                                  \
-      gemv1_nt_##name(const u16* x, const u16* w, u16* out, int N, int K, int pre) {                            \
+      gemv1_nt##sfx##_##name(const u16* x, const u16* w, u16* out, int N, int K, int pre) {                     \
     RowMap<1, 1> mp;                                                                                            \
     mp.w[0] = (const V4*)w;                                                                                     \
     mp.out[0] = out;                                                                                            \
     mp.n[0] = N;                                                                                                \
     mp.k8 = K >> 3;                                                                                             \
-    gemv_row<E, 1, 1>(x, mp, K, pre);                                                                           \
-  }                                                                                                             \
+    gemv_row<E, 1, 1, U>(x, mp, K, pre);                                                                        \
+  }
+#define GEMV_ROW_NT3(name, E, U, sfx)                                                                           \
   extern "C" __global__ void __launch_bounds__(ROW_THREADS, 1)                                                  \
-      gemv1_nt3_##name(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,    \
-                       int n0, int n1, int n2, int K, int pre) {                                                \
+      gemv1_nt3##sfx##_##name(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1,      \
+                              u16* o2, int n0, int n1, int n2, int K, int pre) {                                \
     RowMap<1, 3> mp;                                                                                            \
     mp.w[0] = (const V4*)w0;                                                                                    \
     mp.w[1] = (const V4*)w1;                                                                                    \
@@ -506,18 +506,24 @@ __device__ __forceinline__ void gemv_row(const u16* x, const RowMap<NW, S>& mp, 
     mp.n[1] = n1;                                                                                               \
     mp.n[2] = n2;                                                                                               \
     mp.k8 = K >> 3;                                                                                             \
-    gemv_row<E, 1, 3>(x, mp, K, pre);                                                                           \
-  }                                                                                                             \
+    gemv_row<E, 1, 3, U>(x, mp, K, pre);                                                                        \
+  }
+#define GEMV_ROW_GATED(name, E, U, sfx)                                                                         \
   extern "C" __global__ void __launch_bounds__(ROW_THREADS, 1)                                                  \
-      gemv1_gated_##name(const u16* x, const u16* wg, const u16* wu, u16* out, int N, int K, int pre) {         \
+      gemv1_gated##sfx##_##name(const u16* x, const u16* wg, const u16* wu, u16* out, int N, int K, int pre) {  \
     RowMap<2, 1> mp;                                                                                            \
     mp.w[0] = (const V4*)wg;                                                                                    \
     mp.w[1] = (const V4*)wu;                                                                                    \
     mp.out[0] = out;                                                                                            \
     mp.n[0] = N;                                                                                                \
     mp.k8 = K >> 3;                                                                                             \
-    gemv_row<E, 2, 1>(x, mp, K, pre);                                                                           \
+    gemv_row<E, 2, 1, U>(x, mp, K, pre);                                                                        \
   }
+#define GEMV_ROW_KERNELS(name, E)                                                    \
+  GEMV_ROW_NT(name, E, 8, ) GEMV_ROW_NT(name, E, 7, _u7) GEMV_ROW_NT(name, E, 6, _u6)     \
+  GEMV_ROW_NT(name, E, 5, _u5) GEMV_ROW_NT3(name, E, 8, ) GEMV_ROW_NT3(name, E, 7, _u7)  \
+  GEMV_ROW_NT3(name, E, 6, _u6) GEMV_ROW_NT3(name, E, 5, _u5) GEMV_ROW_GATED(name, E, 4, ) \
+  GEMV_ROW_GATED(name, E, 3, _u3)
 
 GEMV_ROW_KERNELS(f16, F16)
 GEMV_ROW_KERNELS(bf16, BF16)

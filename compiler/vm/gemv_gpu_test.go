@@ -293,8 +293,8 @@ func TestGPUFused(t *testing.T) {
 			b.MatmulNT(m, in[7], d)
 			return []ir.Ref{qkv[1], qkv[2], o, m, d}
 		}, nil},
-		// the one-row kernels (k a multiple of 2048, 1024 for the gated
-		// pair, at least 16 rows a multiprocessor), each after an add so
+		// the one-row kernels (k of 8 rounds of 256 a batch, 4 for the
+		// gated pair, at least 16 rows a multiprocessor), each after an add so
 		// that their weights are read before the PDL wait, and a layer's
 		// chain at Llama-3-8B's widths
 		{"rows_after_add", []modelInput{floatIn(1, 2048), floatIn(1, 2048), floatIn(2500, 2048), floatIn(3000, 2048), floatIn(100, 2048), floatIn(2100, 2048),
@@ -314,6 +314,34 @@ func TestGPUFused(t *testing.T) {
 			m := gated(b, dt, x3, in[7], in[8], 1, 2300)
 			return append([]ir.Ref{o, m}, qkv...)
 		}, nil},
+		// rows whose rounds (256 elements) 8 does not divide, each after
+		// an add so the weights are copied early: down over 2 GPUs (k 7168,
+		// batches of 7), q/k/v of 3072 (6), 5120 (5), the gated pair of 768
+		// (3)
+		{"rows_short_batches", []modelInput{floatIn(1, 7168), floatIn(2200, 7168), floatIn(1, 3072), floatIn(1500, 3072), floatIn(400, 3072),
+			floatIn(400, 3072), floatIn(1, 5120), floatIn(2200, 5120), floatIn(1, 768), floatIn(2300, 768), floatIn(2300, 768)},
+			func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
+				add := func(x ir.Ref, k int64) ir.Ref {
+					s := alloc(b, dt, 1, k)
+					b.Add(x, x, s)
+					return s
+				}
+				s := add(in[0], 7168)
+				o := alloc(b, dt, 1, 2200)
+				b.MatmulNT(s, in[1], o)
+				s3 := add(in[2], 3072)
+				outs := []ir.Ref{o}
+				for i, n := range []int64{1500, 400, 400} {
+					q := alloc(b, dt, 1, n)
+					b.MatmulNT(s3, in[3+i], q)
+					outs = append(outs, q)
+				}
+				s5 := add(in[6], 5120)
+				o5 := alloc(b, dt, 1, 2200)
+				b.MatmulNT(s5, in[7], o5)
+				m := gated(b, dt, add(in[8], 768), in[9], in[10], 1, 2300)
+				return append(outs, o5, m)
+			}, nil},
 		// 14336 wide (down's k), first in its call: read after the wait
 		{"rows_down", []modelInput{floatIn(1, 14336), floatIn(2200, 14336)}, func(b *ir.FuncBuilder, in []ir.Ref, dt tensor.DType) []ir.Ref {
 			o := alloc(b, dt, 1, 2200)
