@@ -86,7 +86,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	warmup := fs.Int("warmup", 4, "untimed steps before them")
 	prefill := fs.Int("prefill", 512, "prompt length of the prefill row (0: none)")
 	modes := fs.String("modes", "eager,graph", "eager (a VM call per step), graph (a CUDA graph replay per step)")
-	kernels := fs.String("kernels", "gemv", "matrix paths for decode rows: gemv (the default: CUDA-core skinny kernels for 1 row, tensor-core ones for q/k/v and small weights at 2-16, cuBLAS for the rest), cublas (cuBLAS for every product)")
+	kernels := fs.String("kernels", "gemv", "matrix paths for decode rows: gemv (the default: CUDA-core skinny kernels for 1 row, tensor-core ones for every product at 2-8 and for q/k/v and small weights at 9-16, cuBLAS for the rest), cublas (cuBLAS for every product)")
 	launches := fs.Int("launch", 1000, "launch-cost rows: this many empty kernels back to back (0: none)")
 	shapes := fs.Bool("shapes", false, "per-shape rows: every projection of a worker through cuBLAS and the skinny-matrix kernels at 1, 2, 4, 8, 16 and 32 rows")
 	streamBytes := fs.Int64("stream-bytes", 2<<30, "buffer of the streaming-read bound (much larger than L2)")

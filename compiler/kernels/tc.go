@@ -47,17 +47,23 @@ const tcMinRows = GemvDefaultCoreRows + 1
 // 5.014 and 5.297 ms against 4.963, 5.111 and 5.499 with the old rule.
 const tcBlocksPerSM = 4
 
-// tcMaxWeight is the largest weight (elements) a single product sends to
-// the tensor-core kernels; larger ones go to cuBLAS, which streams them
-// faster (H200, 8 rows, best split of the kernels against cuBLAS, same
-// run: gate 14336x4096 35.3 against 32.3 us, down 4096x14336 34.7
-// against 33.5, o 4096x4096 15.5 against 14.3; k/v 1024x4096 10.1
-// against 18.2). The q/k/v triple goes to them whole (one launch where
-// cuBLAS makes three). Llama-3-8B steps at batch 4, 8 and 16 (same run)
-// with every product on these kernels: 4.826, 5.058 and 5.644 ms,
-// against 4.868, 4.998 and 5.284 with cuBLAS for o, gate/up, down and
-// the LM head.
+// tcMaxWeight is the largest weight (elements) a single product of more
+// than tcAllRows rows sends to the tensor-core kernels; larger ones go
+// to cuBLAS, which streams them faster at 16 rows (H200, Llama-3-8B
+// step, graph-replayed, context 128, same run: 5.314-5.323 ms against
+// 5.371-5.390 with every product on these kernels). Alone, at 8 rows,
+// cuBLAS is faster on the large weights too (best split of the kernels
+// against cuBLAS: gate 14336x4096 35.3 against 32.3 us, down 4096x14336
+// 34.7 against 33.5, o 4096x4096 15.5 against 14.3; k/v 1024x4096 10.1
+// against 18.2), but in a step the kernels win, as cuBLAS's launches
+// neither start before the kernel before them ends nor let the next
+// start early (PDL): batch 8 4.923-4.930 ms against 4.982-5.000 (same
+// run).
 const tcMaxWeight = 8 << 20
+
+// tcAllRows is the most rows of x for which every weight goes to the
+// tensor-core kernels (tcMaxWeight above it).
+const tcAllRows = 8
 
 // tcMaxRows is the most rows of x the tensor-core kernels take by
 // default: at 32 rows cuBLAS wins on every Llama-3-8B shape (H200: k/v
@@ -67,9 +73,16 @@ const tcMaxRows = 16
 // tcLimits are the limits above, a variable so that tests can send every
 // product of up to TCMaxM rows to the tensor-core kernels.
 var tcLimits = struct {
-	rows   int
-	weight int64
-}{tcMaxRows, tcMaxWeight}
+	rows, allRows int
+	weight        int64
+}{tcMaxRows, tcAllRows, tcMaxWeight}
+
+// tcTakes reports whether a product of m rows of x and a weight of
+// [n, k] goes to the tensor-core kernels under tcLimits (the shape
+// checks are planTC's).
+func tcTakes(m, n, k int) bool {
+	return m <= tcLimits.rows && (m <= tcLimits.allRows || int64(n)*int64(k) <= tcLimits.weight)
+}
 
 // tcPlan is one launch of a tensor-core skinny kernel.
 type tcPlan struct {
@@ -255,7 +268,7 @@ func (g *GPU) launchTC(kind string, dt tensor.DType, pl tcPlan, a *tcArgs) error
 // projection (kind "gated"; p: x, wg, wu, out) through a tensor-core
 // kernel when planTC takes the shape.
 func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool, error) {
-	if int64(n)*int64(k) > tcLimits.weight || m > tcLimits.rows {
+	if !tcTakes(m, n, k) {
 		return false, nil
 	}
 	if err := g.tcKernels(); err != nil {

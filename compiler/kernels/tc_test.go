@@ -78,6 +78,25 @@ func TestSkinnyPath(t *testing.T) {
 	}
 }
 
+func TestTCTakes(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k int
+		want    bool
+	}{
+		{2, 14336, 4096, true},  // gate at 2 rows
+		{8, 4096, 14336, true},  // down at 8
+		{9, 4096, 14336, false}, // down at 9: cuBLAS
+		{16, 4096, 4096, false}, // o at 16
+		{16, 1024, 4096, true},  // k/v at 16: a small weight
+		{16, 2048, 4096, true},  // 8M elements exactly
+		{17, 1024, 4096, false}, // past the rows
+	} {
+		if got := tcTakes(c.m, c.n, c.k); got != c.want {
+			t.Errorf("tcTakes(%d, %d, %d) = %v, want %v", c.m, c.n, c.k, got, c.want)
+		}
+	}
+}
+
 // tcEmulate runs kernels_tc.cu's index arithmetic on the CPU: every
 // block (tile, split), warp and lane loads the 16-byte pieces the kernel
 // loads into its A and B registers, an mma is computed from the
