@@ -172,7 +172,7 @@ func rowName(kind string, dt tensor.DType, nw, u int) string {
 	if u == rowBatches[nw][0] {
 		return "gemv1_" + kind + "_" + gemvSuffix(dt)
 	}
-	return fmt.Sprintf("gemv1_%s_u%d_%s", kind, u, gemvSuffix(dt))
+	return fmt.Sprintf("gemv1_%s_%s_u%d", kind, gemvSuffix(dt), u)
 }
 
 // rowKinds are the one-row kernel kinds and their weights per launch.

@@ -270,9 +270,9 @@ func TestRowName(t *testing.T) {
 		want  string
 	}{
 		{"nt", tensor.BFloat16, 1, 8, "gemv1_nt_bf16"},
-		{"nt3", tensor.Float16, 1, 7, "gemv1_nt3_u7_f16"},
+		{"nt3", tensor.Float16, 1, 7, "gemv1_nt3_f16_u7"},
 		{"gated", tensor.BFloat16, 2, 4, "gemv1_gated_bf16"},
-		{"gated", tensor.BFloat16, 2, 3, "gemv1_gated_u3_bf16"},
+		{"gated", tensor.BFloat16, 2, 3, "gemv1_gated_bf16_u3"},
 	} {
 		if got := rowName(c.kind, c.dt, c.nw, c.u); got != c.want {
 			t.Errorf("rowName(%s, %s, %d, %d) = %s, want %s", c.kind, c.dt, c.nw, c.u, got, c.want)

@@ -478,12 +478,12 @@ __device__ __forceinline__ void gemv_row(const u16* x, const RowMap<NW, S>& mp, 
   }
 }
 
-// One kernel per batch length U (sfx _u<U>, none for the longest): a
+// One kernel per batch length U (suffix _u<U>, none for the longest): a
 // row is a whole number of batches, so k of R rounds takes the longest U
 // of its weights' list dividing R (gemv.go, rowBatch).
 #define GEMV_ROW_NT(name, E, U, sfx)                                                                            \
   extern "C" __global__ void __launch_bounds__(ROW_THREADS, 1)                                                  \
-      gemv1_nt##sfx##_##name(const u16* x, const u16* w, u16* out, int N, int K, int pre) {                     \
+      gemv1_nt_##name##sfx(const u16* x, const u16* w, u16* out, int N, int K, int pre) {                     \
     RowMap<1, 1> mp;                                                                                            \
     mp.w[0] = (const V4*)w;                                                                                     \
     mp.out[0] = out;                                                                                            \
@@ -493,7 +493,7 @@ __device__ __forceinline__ void gemv_row(const u16* x, const RowMap<NW, S>& mp, 
   }
 #define GEMV_ROW_NT3(name, E, U, sfx)                                                                           \
   extern "C" __global__ void __launch_bounds__(ROW_THREADS, 1)                                                  \
-      gemv1_nt3##sfx##_##name(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1,      \
+      gemv1_nt3_##name##sfx(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1,      \
                               u16* o2, int n0, int n1, int n2, int K, int pre) {                                \
     RowMap<1, 3> mp;                                                                                            \
     mp.w[0] = (const V4*)w0;                                                                                    \
@@ -510,7 +510,7 @@ __device__ __forceinline__ void gemv_row(const u16* x, const RowMap<NW, S>& mp, 
   }
 #define GEMV_ROW_GATED(name, E, U, sfx)                                                                         \
   extern "C" __global__ void __launch_bounds__(ROW_THREADS, 1)                                                  \
-      gemv1_gated##sfx##_##name(const u16* x, const u16* wg, const u16* wu, u16* out, int N, int K, int pre) {  \
+      gemv1_gated_##name##sfx(const u16* x, const u16* wg, const u16* wu, u16* out, int N, int K, int pre) {  \
     RowMap<2, 1> mp;                                                                                            \
     mp.w[0] = (const V4*)wg;                                                                                    \
     mp.w[1] = (const V4*)wu;                                                                                    \

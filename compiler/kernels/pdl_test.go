@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
+	"github.com/chorus-rt/chorus/tensor"
 )
 
 // fakeLauncher records each launch: the function and whether it asked
@@ -286,5 +287,28 @@ func TestPreArg(t *testing.T) {
 				t.Errorf("pre %d at the start of the next call", got)
 			}
 		})
+	}
+}
+
+// TestPDLWaitsLaunchedNames: every name the host builds for a product
+// kernel (each batch length of the one-row kernels, each row bucket of
+// the tensor-core ones) resolves to a family that launches with PDL, so
+// a suffix cannot silently turn it off.
+func TestPDLWaitsLaunchedNames(t *testing.T) {
+	var names []string
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+		for _, rk := range rowKinds {
+			for _, u := range rowBatches[rk.nw] {
+				names = append(names, rowName(rk.kind, dt, rk.nw, u))
+			}
+			for _, mt := range tcRowBuckets {
+				names = append(names, tcName(rk.kind, dt, mt))
+			}
+		}
+	}
+	for _, n := range names {
+		if !pdlWaits(n) {
+			t.Errorf("%s launches without PDL", n)
+		}
 	}
 }
