@@ -367,21 +367,22 @@ func TestGeneratedSourceIsSelfConsistent(t *testing.T) {
 	}
 }
 
-// The kernel parameter is read once, into shared memory: any other use
-// (a reference passed to a function, a field read) lets its address
-// escape into the __noinline__ thread-block functions, and the compiler
-// then copies all 528 bytes into every thread's local memory.
+// The kernel parameter is __grid_constant__ and named once, by the
+// reference every function takes: without the qualifier, a reference
+// that escapes into the __noinline__ thread-block functions makes the
+// compiler copy all 1056 bytes into every thread's local memory.
 func TestKernelParameterReadOnce(t *testing.T) {
+	const sig = KernelName + "(const __grid_constant__ Args params)"
 	for name, k := range allKernels(t) {
 		code := stripCommentsAndStrings(k.Source)
-		i := strings.Index(code, KernelName+"(const Args params)")
+		i := strings.Index(code, sig)
 		if i < 0 {
-			t.Fatalf("%s: the kernel does not take `const Args params`", name)
+			t.Fatalf("%s: the kernel does not take `const __grid_constant__ Args params`", name)
 		}
-		body := code[i+len(KernelName+"(const Args params)"):]
+		body := code[i+len(sig):]
 		uses := regexp.MustCompile(`\bparams\b`).FindAllStringIndex(body, -1)
-		if len(uses) != 1 || !strings.Contains(body, "shared_args = params;") {
-			t.Errorf("%s: the kernel uses its parameter %d times; want only `shared_args = params;`", name, len(uses))
+		if len(uses) != 1 || !strings.Contains(body, "const Args& a = params;") {
+			t.Errorf("%s: the kernel uses its parameter %d times; want only `const Args& a = params;`", name, len(uses))
 		}
 	}
 }

@@ -115,6 +115,19 @@ __device__ __forceinline__ void st_release_gpu_u32(u32* p, u32 v) {
 __device__ __forceinline__ void st_relaxed_gpu_u32(u32* p, u32 v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
+__device__ __forceinline__ u64 atom_add_acq_rel_gpu_u64(u64* p, u64 v) {
+  u64 old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ void st_release_gpu_u64(u64* p, u64 v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_acquire_gpu_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ u32 atom_add_acq_rel_gpu_u32(u32* p, u32 v) {
   u32 old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
@@ -163,7 +176,8 @@ __device__ __forceinline__ void ld_pkt8(const char* p, u32* d, u32* f) {
 __device__ __forceinline__ bool gave_up(const Args& a) { return *(volatile u32*)((u32*)a.ctl + 2) != 0; }
 
 // fail records the first wait of this rank that gave up (code 1 timeout,
-// 2 aborted) in the mapped host error record; later waits give up at once.
+// 2 aborted) in the mapped host error record; later waits give up at
+// their first check (keep_waiting).
 __device__ __noinline__ void fail(const Args& a, u32 code, int tb, int op, int body) {
   if (atom_cas_relaxed_gpu_u32((u32*)a.ctl + 2, 0u, code) == 0u) {
     volatile u32* e = (volatile u32*)a.err;
@@ -614,24 +628,46 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
 // memory with a group of 1.
 __device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, u64* tk, int tb, int op, int body) {
   const int G = (int)a.group;
-  if (!gave_up(a)) {
-    for (int j = threadIdx.x; j < n * G; j += blockDim.x) {
-      const int c = j / G, l = j % G;
-      u64 target;
-      if (GROUPED)
-        target = tk[ticket[c]] + 1ull;
-      else
-        target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[c], 1ull) + 1ull;
-      const u64* p = (const u64*)a.inbound[RANK] + slot_at(a, (u64)slot[c], (u64)l);
-      if (MONO) target += bases(a)[slot_at(a, (u64)slot[c], (u64)l)];
-      Waiter w = waiter(a, 1);
-      while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
-        if (!keep_waiting(a, w, tb, op, body)) break;
-    }
+  // No check of the give-up word before the poll (a round trip every
+  // wait): the poll checks it every 256 reads (keep_waiting).
+  for (int j = threadIdx.x; j < n * G; j += blockDim.x) {
+    const int c = j / G, l = j % G;
+    u64 target;
+    if (GROUPED)
+      target = tk[ticket[c]] + 1ull;
+    else
+      target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[c], 1ull) + 1ull;
+    const u64* p = (const u64*)a.inbound[RANK] + slot_at(a, (u64)slot[c], (u64)l);
+    if (MONO) target += bases(a)[slot_at(a, (u64)slot[c], (u64)l)];
+    Waiter w = waiter(a, 1);
+    while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
+      if (!keep_waiting(a, w, tb, op, body)) break;
   }
   if (GROUPED)
     for (int i = 0; i < n; i++) tk[ticket[i]]++;
   __syncthreads();
+}
+
+// bar_meet: thread 0 of a block arrives at barrier word b (one u64: the
+// arrivals in the low 32 bits, the generation in the high 32) of total
+// arrivals and waits until the generation moves. One atomic both arrives
+// and reads the generation; the last arriver resets the count and bumps
+// the generation with one release store. Against a separate load of the
+// generation and a check of the give-up word before it, each barrier
+// waits on one round trip to L2 instead of three (docs/gpu-executor.md,
+// "Per-call cost"). A block of a rank that gave up still arrives (the
+// executor is spent: its counts need not stay right) and stops polling at
+// its next check of the give-up word.
+__device__ __forceinline__ void bar_meet(const Args& a, u64* b, u32 total, int tb, int op, int body) {
+  const u64 old = atom_add_acq_rel_gpu_u64(b, 1ull);
+  const u32 gen = (u32)(old >> 32);
+  if ((u32)old == total - 1u) {
+    st_release_gpu_u64(b, (u64)(gen + 1u) << 32);
+  } else {
+    Waiter w = waiter(a, 2);
+    while ((u32)(ld_acquire_gpu_u64(b) >> 32) == gen)
+      if (!keep_waiting(a, w, tb, op, body)) break;
+  }
 }
 
 // group_sync: the a.group blocks of plan block tb meet (their earlier
@@ -639,38 +675,16 @@ __device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const 
 // group of 1.
 __device__ __forceinline__ void group_sync(const Args& a, int tb, int op, int body) {
   __syncthreads();
-  if (a.group > 1 && threadIdx.x == 0 && !gave_up(a)) {
-    u32* b = (u32*)a.gbar + 2 * tb;
-    const u32 gen = ld_acquire_gpu_u32(b + 1);
-    if (atom_add_acq_rel_gpu_u32(b, 1u) == (u32)a.group - 1u) {
-      st_relaxed_gpu_u32(b, 0u);
-      st_release_gpu_u32(b + 1, gen + 1u);
-    } else {
-      Waiter w = waiter(a, 2);
-      while (ld_acquire_gpu_u32(b + 1) == gen)
-        if (!keep_waiting(a, w, tb, op, body)) break;
-    }
-  }
+  if (a.group > 1 && threadIdx.x == 0) bar_meet(a, (u64*)a.gbar + tb, (u32)a.group, tb, op, body);
   __syncthreads();
 }
 
-// tb_barrier: the `count` blocks of this rank that use barrier `id` meet.
+// tb_barrier: the `count` blocks of this rank that use barrier `id` meet
+// (twice the timeout: a block held up by another block's wait for a
+// peer must not give up first; the error names the first cause).
 __device__ __forceinline__ void tb_barrier(const Args& a, int id, u32 count, int tb, int op, int body) {
   __syncthreads();
-  if (threadIdx.x == 0 && !gave_up(a)) {
-    u32* b = (u32*)a.tbbar + 2 * id;
-    const u32 gen = ld_acquire_gpu_u32(b + 1);
-    if (atom_add_acq_rel_gpu_u32(b, 1u) == count * (u32)a.group - 1u) {
-      st_relaxed_gpu_u32(b, 0u);
-      st_release_gpu_u32(b + 1, gen + 1u);
-    } else {
-      // Twice the timeout: a block held up by another block's wait for a
-      // peer must not give up first (the error names the first cause).
-      Waiter w = waiter(a, 2);
-      while (ld_acquire_gpu_u32(b + 1) == gen)
-        if (!keep_waiting(a, w, tb, op, body)) break;
-    }
-  }
+  if (threadIdx.x == 0) bar_meet(a, (u64*)a.tbbar + id, count * (u32)a.group, tb, op, body);
   __syncthreads();
 }
 
@@ -878,12 +892,18 @@ __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
   if (threadIdx.x == 0 && last) *(volatile u32*)a.ctl = flag;
 }
 
-__device__ __forceinline__ u32 call_flag(const Args& a) {
-  __shared__ u32 s_flag;
+// call_flag is this call's flag (the last call's plus one, never 0, the
+// flag of never-written packets); *gave is whether an earlier call gave
+// up. Thread 0 issues both loads together: one round trip.
+__device__ __forceinline__ u32 call_flag(const Args& a, bool* gave) {
+  __shared__ u32 s_flag, s_gave;
   if (threadIdx.x == 0) {
-    u32 f = *(volatile u32*)a.ctl + 1u;
-    s_flag = f == 0u ? 1u : f;  // 0 is the flag of never-written packets
+    const u32 f = *(volatile u32*)a.ctl + 1u;
+    const u32 g = *(volatile u32*)((u32*)a.ctl + 2);
+    s_flag = f == 0u ? 1u : f;
+    s_gave = g;
   }
   __syncthreads();
+  *gave = s_gave != 0u;
   return s_flag;
 }

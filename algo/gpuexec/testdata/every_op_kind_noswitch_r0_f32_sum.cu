@@ -230,14 +230,12 @@ static __device__ __noinline__ void tb_2(const Args& a, const u32 flag) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const Args params) {
-  __shared__ Args shared_args;
-  if (threadIdx.x == 0) shared_args = params;
-  __syncthreads();
-  const Args& a = shared_args;
-  const u32 flag = call_flag(a);
+extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_constant__ Args params) {
+  const Args& a = params;
+  bool gave;
+  const u32 flag = call_flag(a, &gave);
   start_barrier(a, flag);
-  if (!gave_up(a)) {
+  if (!(START ? gave_up(a) : gave)) {
     switch (blockIdx.x / (u32)a.group) {
       case 0: tb_0(a, flag); break;
       case 1: tb_1(a, flag); break;

@@ -6,6 +6,7 @@
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(x)
+#define __grid_constant__
 #define __shared__ static
 struct chorus_dim3 { unsigned x, y, z; };
 extern chorus_dim3 threadIdx, blockIdx, blockDim, gridDim;
