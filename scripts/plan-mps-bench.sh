@@ -24,6 +24,7 @@ if [ $# -eq 2 ]; then new=$1 base= out=$2; elif [ $# -eq 3 ]; then new=$1 base=$
   echo "usage: $0 NEW [BASE] OUT" >&2; exit 2
 fi
 mkdir -p "$out"
+new=$(cd "$new" && pwd) # the tests run in their package folders
 L=$out/log.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; } | tee "$L"
 export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/chorus-mps/pipe} CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/chorus-mps/log}
