@@ -105,6 +105,11 @@ type CollectiveResult struct {
 	// FirstUs is the first timed call (worst worker, median over the
 	// rounds): near P50Us when the warm-up was enough.
 	FirstUs float64 `json:"first_us,omitempty"`
+	// B2BUs (eager rows) is the mean time per call of as many calls made
+	// back to back between two marks, with no mark between them: the
+	// host's cost of a call where it is the bound (worst worker, median
+	// over the rounds). TimeUs's samples each include a mark's host cost.
+	B2BUs   float64 `json:"b2b_us,omitempty"`
 	AlgBW   float64 `json:"algbw_gbs"`
 	BusBW   float64 `json:"busbw_gbs"`
 	Wrong   int64   `json:"wrong"`
@@ -169,6 +174,12 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	if err != nil {
 		return nil, err
 	}
+	var b2b float64
+	if !graph && env.Device().Kind == tensor.CUDA { // a host stopwatch's mark costs next to nothing
+		if b2b, err = b.backToBack(env, c, run, len(laps)); err != nil {
+			return nil, err
+		}
+	}
 	st := summarize(laps, perSample)
 	if err := writeLaps(env.WorkerID(), b.name, bytes, laps); err != nil {
 		return nil, err
@@ -183,7 +194,7 @@ func benchCollective(env registry.Env, name string, dt tensor.DType, bytes int64
 	}
 	out := make([]float64, resultLen)
 	out[ResultMean], out[ResultP50], out[ResultP99], out[ResultMax], out[ResultFirst] = st.mean, st.p50, st.p99, st.max, st.first
-	out[ResultWrong], out[ResultSamples] = float64(b.wrong(got)), float64(len(laps))
+	out[ResultWrong], out[ResultSamples], out[ResultB2B] = float64(b.wrong(got)), float64(len(laps)), b2b
 	if p, ok := c.(interface {
 		PathFor(ccl.Kind, int) string
 	}); ok && b.name == "allreduce" && !b.custom {
@@ -379,6 +390,53 @@ func (b *collectiveCase) time(env registry.Env, c ccl.Comm, run func() error, re
 	return laps, perSample, registry.SyncDevice(env)
 }
 
+// backToBack times n calls made back to back between two marks of a
+// stopwatch (after a barrier) and returns the mean in microseconds: the
+// eager samples each sit between two marks (an event recorded by the
+// host after every call), so where the host is the bound they count
+// the mark's own host cost in every call; this is the host's cost of a
+// call alone, the eager counterpart of a graph replay of many calls
+// (GPU workers; MinCalls leaves these calls out, as a lower bound may).
+func (b *collectiveCase) backToBack(env registry.Env, c ccl.Comm, run func() error, n int) (float64, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	sw, err := registry.NewStopwatch(env, 2)
+	if err != nil {
+		return 0, err
+	}
+	defer sw.Close()
+	if err := c.Barrier(env.Context()); err != nil {
+		return 0, err
+	}
+	if err := registry.SyncDevice(env); err != nil {
+		return 0, err
+	}
+	if err := sw.Mark(); err != nil {
+		return 0, err
+	}
+	for range n {
+		if err := run(); err != nil {
+			return 0, err
+		}
+	}
+	if err := sw.Mark(); err != nil {
+		return 0, err
+	}
+	laps, err := sw.Laps()
+	if err != nil {
+		return 0, err
+	}
+	if err := registry.SyncDevice(env); err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for _, l := range laps {
+		total += l
+	}
+	return float64(total.Nanoseconds()) / 1e3 / float64(n), nil
+}
+
 // wrong counts the elements of the received buffer (as float64) that
 // differ from what the collective must give.
 func (b *collectiveCase) wrong(got []float64) int64 {
@@ -426,6 +484,7 @@ const (
 	ResultSamples
 	ResultPath  // the cpu backend's path (paths), 0 when none
 	ResultFirst // the first timed call
+	ResultB2B   // eager: the mean of the same calls back to back between two marks
 	resultLen
 )
 
@@ -688,6 +747,7 @@ func collectiveOnce(ctx context.Context, s *session.Session, f *session.DRef, cf
 		row.P99Us = max(row.P99Us, d[ResultP99])
 		row.MaxUs = max(row.MaxUs, d[ResultMax])
 		row.FirstUs = max(row.FirstUs, d[ResultFirst])
+		row.B2BUs = max(row.B2BUs, d[ResultB2B])
 		row.Wrong += int64(d[ResultWrong])
 		row.Samples = int(d[ResultSamples])
 		if p := int(d[ResultPath]); p > 0 && p < len(paths) {
@@ -728,6 +788,7 @@ func medianRow(rows []CollectiveResult, cfg CollectiveConfig, factor float64) Co
 	out.P99Us = pick(func(r CollectiveResult) float64 { return r.P99Us })
 	out.MaxUs = pick(func(r CollectiveResult) float64 { return r.MaxUs })
 	out.FirstUs = pick(func(r CollectiveResult) float64 { return r.FirstUs })
+	out.B2BUs = pick(func(r CollectiveResult) float64 { return r.B2BUs })
 	out.Wrong = 0
 	for _, r := range rows {
 		out.Wrong += r.Wrong
@@ -760,6 +821,9 @@ func CollectiveRow(w io.Writer, r CollectiveResult) {
 	alg := r.Backend
 	if r.Path != "" {
 		alg += " (" + r.Path + ")"
+	}
+	if r.B2BUs > 0 {
+		alg += fmt.Sprintf(" [back to back %.2f us]", r.B2BUs)
 	}
 	fmt.Fprintf(w, " %12d %12d %9s %10.2f %10.2f %10.2f %10.2f %11.3f %11.3f %8d %6s  %s\n", r.Bytes, r.Bytes/int64(max(1, dt.Size())), r.DType, r.TimeUs, r.P50Us, r.P99Us, r.MaxUs, r.AlgBW, r.BusBW, r.Wrong, bound, alg)
 }

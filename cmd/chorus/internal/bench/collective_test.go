@@ -46,12 +46,12 @@ func TestSummarize(t *testing.T) {
 
 func TestMedianRow(t *testing.T) {
 	rows := []CollectiveResult{
-		{Bytes: 1000, TimeUs: 10, P50Us: 9, P99Us: 30, MaxUs: 900, FirstUs: 7, Wrong: 1},
-		{Bytes: 1000, TimeUs: 50, P50Us: 8, P99Us: 12, MaxUs: 20, FirstUs: 40},
-		{Bytes: 1000, TimeUs: 11, P50Us: 10, P99Us: 13, MaxUs: 25, FirstUs: 9, Wrong: 2},
+		{Bytes: 1000, TimeUs: 10, P50Us: 9, P99Us: 30, MaxUs: 900, FirstUs: 7, B2BUs: 6, Wrong: 1},
+		{Bytes: 1000, TimeUs: 50, P50Us: 8, P99Us: 12, MaxUs: 20, FirstUs: 40, B2BUs: 30},
+		{Bytes: 1000, TimeUs: 11, P50Us: 10, P99Us: 13, MaxUs: 25, FirstUs: 9, B2BUs: 5, Wrong: 2},
 	}
 	got := medianRow(rows, CollectiveConfig{}, 1)
-	want := CollectiveResult{Bytes: 1000, TimeUs: 11, P50Us: 9, P99Us: 13, MaxUs: 25, FirstUs: 9, Wrong: 3, Rounds: 3, AlgBW: 1000 / 11.0 / 1e3, BusBW: 1000 / 11.0 / 1e3}
+	want := CollectiveResult{Bytes: 1000, TimeUs: 11, P50Us: 9, P99Us: 13, MaxUs: 25, FirstUs: 9, B2BUs: 6, Wrong: 3, Rounds: 3, AlgBW: 1000 / 11.0 / 1e3, BusBW: 1000 / 11.0 / 1e3}
 	if got != want {
 		t.Fatalf("medianRow = %+v\nwant %+v", got, want)
 	}
