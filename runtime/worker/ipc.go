@@ -85,6 +85,29 @@ func (w *Worker) allocIPC(dt tensor.DType, shape tensor.Shape) (*tensor.Tensor, 
 	return t, nil
 }
 
+// ipcNames are a custom all-reduce's trace strings: its span's backend
+// and its GPU timeline entry.
+type ipcNames struct{ backend, gpu string }
+
+// ipcNamesOf holds them per strategy, made once: the trace finds a span's
+// site again by the identity of its strings (trace.SiteCache), so names
+// concatenated at every call made a new site every call, an allocation
+// and its text written into the flight recorder's ring.
+var ipcNamesOf = func() map[ipc.Strategy]ipcNames {
+	m := map[ipc.Strategy]ipcNames{}
+	for _, s := range []ipc.Strategy{ipc.Auto, ipc.OneShot, ipc.TwoShot, ipc.NCCL} {
+		m[s] = ipcNames{"ipc/" + s.String(), "allreduce ipc/" + s.String()}
+	}
+	return m
+}()
+
+func ipcTraceNames(s ipc.Strategy) ipcNames {
+	if n, ok := ipcNamesOf[s]; ok {
+		return n
+	}
+	return ipcNames{"ipc/" + s.String(), "allreduce ipc/" + s.String()}
+}
+
 // CustomAllReduce runs the IPC all-reduce (package ccl/ipc) of send into
 // recv over every worker: strategy is auto, oneshot, twoshot or nccl; op
 // is sum, min or max (others go to NCCL under auto, and are an error for
@@ -102,10 +125,11 @@ func (w *Worker) CustomAllReduce(send, recv *tensor.Tensor, op, strategy string)
 	if err != nil {
 		return err
 	}
-	span := w.BeginCollective("allreduce", "ipc", "ipc/"+s.String(), nbytes(send))
+	names := ipcTraceNames(s)
+	span := w.BeginCollective("allreduce", "ipc", names.backend, nbytes(send))
 	g := w.gpuBegin()
 	err = ar.AllReduce(w.ctx, send, recv, o, s)
-	w.gpuEnd(g, "allreduce ipc/"+s.String(), nbytes(send))
+	w.gpuEnd(g, names.gpu, nbytes(send))
 	span.End(err)
 	return err
 }
