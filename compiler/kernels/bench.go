@@ -268,13 +268,13 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 		if err := g.tcKernels(); err != nil {
 			return nil, err
 		}
-		pl, ok := planTC(int(m), []int{int(n)}, int(k), dt, true, g.sms, ks)
+		kind, nw := "nt", 1
+		if path == "gated" || path == "tcgated" {
+			kind, nw = "gated", 2
+		}
+		pl, ok := planTC(int(m), []int{int(n)}, int(k), dt, true, g.sms, nw, ks)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s: the tensor-core kernel does not take %d×%d×%d %s", ErrUnsupported, BenchMatmulNTFunc, m, k, n, dt)
-		}
-		kind := "nt"
-		if path == "gated" || path == "tcgated" {
-			kind = "gated"
 		}
 		a := &tcArgs{x: x, out: out, m: int32(m), n: int32(n), k: int32(k)}
 		laps, err := g.timeLaps(iters+2, func(i int) error {

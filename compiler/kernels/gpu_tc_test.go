@@ -54,7 +54,7 @@ func TestGPUTensorCoreSkinny(t *testing.T) {
 		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]
 		for _, c := range cases {
 			t.Run(dt.String()+"/"+c.name, func(t *testing.T) {
-				if _, ok := planTC(c.m, []int{c.n}, c.k, dt, true, 132, 0); !ok {
+				if _, ok := planTC(c.m, []int{c.n}, c.k, dt, true, 132, 1, 0); !ok {
 					t.Fatal("planTC refuses the case")
 				}
 				x := randTensor(t, dt, tensor.Shape{int64(c.m), int64(c.k)}, 1)

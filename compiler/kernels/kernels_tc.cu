@@ -72,20 +72,25 @@ __device__ __forceinline__ void tc_store(u16* out, long long i, const float* v) 
 // The weights stream through shared memory: each warp copies its 16 rows
 // of w into a ring of TC_STAGES buffers of its own with cp.async (16
 // bytes a lane, cached in L2 only), TC_STAGES - 1 stages in flight while
-// it multiplies the oldest; a stage is TC_AU(NW) chunks of k of every row
-// of each weight (4 KiB a warp: 256 bytes of a row, 128 of each of two),
-// and one copy instruction moves the whole runs of two rows (of four
-// with two weights). The first stages are copied before PDL_WAIT only
-// with pre, the host's promise that no kernel of the stream since the
-// call's first one writes the weights (else a weight operand may be the
-// kernel before's output; copying them before the wait took batch 8 to
-// 5.066 ms against 5.154, same run). On an H200 (same
-// run, Llama-3-8B, graph-replayed, context 128) the ring took batch 4
-// from 5.052 to 4.913 ms and batch 8 from 5.201 to 5.108 against the
-// kernel that loaded 4 chunks a lane into registers; 2 KiB stages (5
-// deep) gave 4.969 and 5.118. Static shared memory: 48 KiB a block.
+// it multiplies the oldest; a stage is TC_AU chunks of k of every row of
+// each weight (256 bytes of a row: 4 KiB a warp, 8 KiB for the gated
+// pair), and one copy instruction moves the whole runs of two rows. The
+// first stages are copied before PDL_WAIT only with pre, the host's
+// promise that no kernel of the stream since the call's first one writes
+// the weights (else a weight operand may be the kernel before's output;
+// copying them before the wait took batch 8 to 5.066 ms against 5.154,
+// same run). On an H200 (same run, Llama-3-8B, graph-replayed, context
+// 128) the ring took batch 4 from 5.052 to 4.913 ms and batch 8 from
+// 5.201 to 5.108 against the kernel that loaded 4 chunks a lane into
+// registers; 2 KiB stages (5 deep) gave 4.969 and 5.118. The gated pair
+// once took 128 bytes of a row of each weight a stage (4 KiB a warp, 48
+// KiB a block like the others); 256 bytes (96 KiB of dynamic shared
+// memory a block, two blocks a multiprocessor) took batch 2 from
+// 4.701-4.733 to 4.466-4.492 ms and batch 8 from 5.018-5.033 to
+// 4.749-4.758 (both builds twice in one call). Dynamic shared memory:
+// TC_WARPS x TC_STAGES x TC_STAGE_V4 pieces a block (tc.go, tcSmem).
 #define TC_STAGES 3
-#define TC_AU(NW) ((NW) == 1 ? 4 : 2)
+#define TC_AU(NW) 4
 // tc_stage_v4 is one stage of one warp in 16-byte pieces.
 #define TC_STAGE_V4(NW) ((NW) * 16 * TC_AU(NW) * 4)
 
@@ -226,8 +231,8 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
 #pragma unroll
       for (int i = 0; i < 4; i++) acc[j][t][i] = 0.0f;
   const long long rowBase = (long long)tile * TC_ROWS + wid * 16;
-  __shared__ V4 ring[TC_WARPS * TC_STAGES * TC_STAGE_V4(NW)];
-  V4* sm = ring + wid * TC_STAGES * TC_STAGE_V4(NW);
+  extern __shared__ V4 tc_ring[];  // TC_WARPS * TC_STAGES * TC_STAGE_V4(NW), dynamic
+  V4* sm = tc_ring + wid * TC_STAGES * TC_STAGE_V4(NW);
   if (pre) tc_first<NW>(sm, w, N, k8, rowBase, c0, c1);
   PDL_ENTRY();
   tc_rows<E, NT, NW>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
@@ -260,7 +265,7 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
       }
   __threadfence();
   __syncthreads();
-  int& last = *(int*)ring;  // every warp is done with its ring (and 48 KiB is the static limit)
+  int& last = *(int*)tc_ring;  // every warp is done with its ring
   if (threadIdx.x == 0) {
     last = atomicAdd(&counters[gtile], 1) == splits - 1;
     if (last) counters[gtile] = 0;  // ready for the next launch

@@ -35,17 +35,30 @@ var tcRowBuckets = []int{8, 16, 32}
 // piece of w but need no mma tile of 8 tokens.
 const tcMinRows = GemvDefaultCoreRows + 1
 
+// Shared memory of the tensor-core kernels: every warp a ring of
+// tcStages stages (TC_STAGES), a stage tcStageChunks chunks of k of its
+// 16 rows of each weight (TC_AU: 256 bytes of a row).
+const (
+	tcStages      = 3
+	tcStageChunks = 4
+)
+
+// tcSmem is the dynamic shared memory of a block of the kernels of nw
+// weights a launch: 48 KiB for one weight, 96 KiB for the gated pair.
+func tcSmem(nw int) int { return tcWarps * tcStages * nw * 16 * tcStageChunks * 64 }
+
 // tcBlocksPerSM is the blocks of TC_WARPS warps per multiprocessor a
-// launch aims for with split-K: the kernels' occupancy (48 KiB of
-// shared memory a block, 4 a multiprocessor), so that every block is
-// resident in one wave; the split is the largest that does not exceed
-// it. H200, 8 rows, same run: gate 14336x4096 35.3 us unsplit, 35.4 at
-// 2 splits, 38.2 at 4 and 42.8 at 8 (the old rule, two waves of 8 a
-// multiprocessor rounded up, took 5: 44.9); down 4096x14336 34.7 at 8
-// splits, 41.2 at 17; q 4096x4096 15.6 at 8, 18.1 at 16. Llama-3-8B
-// steps at batch 4, 8 and 16 (graph-replayed, context 128): 4.875,
-// 5.014 and 5.297 ms against 4.963, 5.111 and 5.499 with the old rule.
-const tcBlocksPerSM = 4
+// launch of nw weights aims for with split-K: the kernels' occupancy (4
+// blocks of 48 KiB of shared memory a multiprocessor, 2 of the gated
+// pair's 96 KiB), so that every block is resident in one wave; the split
+// is the largest that does not exceed it. H200, 8 rows, same run, one
+// weight: gate 14336x4096 35.3 us unsplit, 35.4 at 2 splits, 38.2 at 4
+// and 42.8 at 8 (the old rule, two waves of 8 a multiprocessor rounded
+// up, took 5: 44.9); down 4096x14336 34.7 at 8 splits, 41.2 at 17; q
+// 4096x4096 15.6 at 8, 18.1 at 16. Llama-3-8B steps at batch 4, 8 and
+// 16 (graph-replayed, context 128): 4.875, 5.014 and 5.297 ms against
+// 4.963, 5.111 and 5.499 with the old rule.
+func tcBlocksPerSM(nw int) int { return 4 / max(nw, 1) }
 
 // tcMaxWeight is the largest weight (elements) a single product of more
 // than tcAllRows rows sends to the tensor-core kernels; larger ones go
@@ -103,15 +116,15 @@ func (p tcPlan) partBytes(nw int) int64 {
 
 func (p tcPlan) countersBytes() int64 { return (int64(p.tiles)*4 + 255) / 256 * 256 }
 
-// planTC decides whether x[m, k] times the nw weights of ns rows each
-// (one launch: gemv_nt, the three of q/k/v, or gate and up) runs a
-// tensor-core kernel on a GPU with sms multiprocessors, and how: m at
-// most TCMaxM, float16 or bfloat16, k a multiple of 8, every operand
-// 16-byte aligned. splits > 0 forces the split of k (measurements);
-// else the split is the largest that gives at most tcBlocksPerSM blocks
-// per multiprocessor (at least 1), each split keeping at least
-// tcMinChunks chunks of k.
-func planTC(m int, ns []int, k int, dt tensor.DType, aligned bool, sms, splits int) (tcPlan, bool) {
+// planTC decides whether x[m, k] times weights of ns rows each (one
+// launch: gemv_nt, the three of q/k/v, or with nw = 2 the gate and up
+// pair, two weights a row) runs a tensor-core kernel on a GPU with sms
+// multiprocessors, and how: m at most TCMaxM, float16 or bfloat16, k a
+// multiple of 8, every operand 16-byte aligned. splits > 0 forces the
+// split of k (measurements); else the split is the largest that gives at
+// most tcBlocksPerSM(nw) blocks per multiprocessor (at least 1), each
+// split keeping at least tcMinChunks chunks of k.
+func planTC(m int, ns []int, k int, dt tensor.DType, aligned bool, sms, nw, splits int) (tcPlan, bool) {
 	if m < 1 || m > TCMaxM || k < 8 || k%8 != 0 || !aligned || len(ns) == 0 || (dt != tensor.Float16 && dt != tensor.BFloat16) {
 		return tcPlan{}, false
 	}
@@ -133,7 +146,7 @@ func planTC(m int, ns []int, k int, dt tensor.DType, aligned bool, sms, splits i
 	}
 	nch := (k/8 + 3) / 4
 	if splits <= 0 {
-		want := tcBlocksPerSM * max(sms, 1)
+		want := tcBlocksPerSM(nw) * max(sms, 1)
 		splits = min(max(want/p.tiles, 1), max(nch/tcMinChunks, 1), tcMaxSplits)
 	}
 	splits = max(1, min(splits, nch, 65535))
@@ -170,7 +183,31 @@ func (g *GPU) tcKernels() error {
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
 		g.tcMod, err = g.loadModule("chorus_vm_tc.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+tcKernelSource, names)
-		return err
+		if err != nil {
+			return err
+		}
+		// The rings live in dynamic shared memory (tcSmem): past 48 KiB
+		// a kernel must ask for it.
+		for _, kind := range []string{"nt", "nt3", "gated"} {
+			nw := 1
+			if kind == "gated" {
+				nw = 2
+			}
+			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+				for _, mt := range tcRowBuckets {
+					name := tcName(kind, dt, mt)
+					k := g.fns[name]
+					if tcSmem(nw) > 48<<10 {
+						if err := g.drv.FuncSetAttribute(k.f, cuda.FuncAttrMaxDynamicSharedSizeBytes, tcSmem(nw)); err != nil {
+							return err
+						}
+					}
+					k.smem = uint32(tcSmem(nw))
+					g.fns[name] = k
+				}
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("vm: tensor-core skinny kernels on cuda:%d: %w", g.dev.Ordinal(), err)
@@ -274,7 +311,11 @@ func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool
 	if err := g.tcKernels(); err != nil {
 		return false, err
 	}
-	pl, ok := planTC(m, []int{n}, k, dt, aligned16(p...), g.sms, 0)
+	nw := 1
+	if kind == "gated" {
+		nw = 2
+	}
+	pl, ok := planTC(m, []int{n}, k, dt, aligned16(p...), g.sms, nw, 0)
 	if !ok {
 		return false, nil
 	}
@@ -294,7 +335,7 @@ func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, 
 	if err := g.tcKernels(); err != nil {
 		return false, err
 	}
-	pl, ok := planTC(m, ns[:], k, dt, aligned16(p...), g.sms, 0)
+	pl, ok := planTC(m, ns[:], k, dt, aligned16(p...), g.sms, 1, 0)
 	if !ok {
 		return false, nil
 	}

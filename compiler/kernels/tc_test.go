@@ -3,6 +3,8 @@ package kernels
 import (
 	"math"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/chorus-rt/chorus/tensor"
@@ -10,8 +12,9 @@ import (
 
 // TestPlanTC checks the tensor-core kernels' plans on an H100/H200-sized
 // GPU (132 multiprocessors): Llama-3-8B's products at 8 and 32 rows split
-// k as far as four blocks per multiprocessor (one wave) allow, never
-// below tcMinChunks chunks a split; the LM head needs no split.
+// k as far as four blocks per multiprocessor (two for the gated pair's
+// larger blocks: one wave) allow, never below tcMinChunks chunks a
+// split; the LM head needs no split.
 func TestPlanTC(t *testing.T) {
 	const sms = 132
 	for _, c := range []struct {
@@ -21,25 +24,28 @@ func TestPlanTC(t *testing.T) {
 		k                      int
 		ok                     bool
 		mt, tiles, splits, cps int
+		nw                     int
 	}{
-		{"qkv", 8, []int{4096, 1024, 1024}, 4096, true, 8, 96, 5, 26},
-		{"o", 32, []int{4096}, 4096, true, 32, 64, 8, 16},
-		{"gate", 16, []int{14336}, 4096, true, 16, 224, 2, 64},
-		{"down", 8, []int{4096}, 14336, true, 8, 64, 8, 56},
-		{"lm_head", 32, []int{128256}, 4096, true, 32, 2004, 1, 128},
+		{"qkv", 8, []int{4096, 1024, 1024}, 4096, true, 8, 96, 5, 26, 1},
+		{"o", 32, []int{4096}, 4096, true, 32, 64, 8, 16, 1},
+		{"gate", 16, []int{14336}, 4096, true, 16, 224, 2, 64, 1},
+		// the gated pair: 96 KiB a block, two a multiprocessor, no split
+		{"gate/up pair", 8, []int{14336}, 4096, true, 8, 224, 1, 128, 2},
+		{"down", 8, []int{4096}, 14336, true, 8, 64, 8, 56, 1},
+		{"lm_head", 32, []int{128256}, 4096, true, 32, 2004, 1, 128, 1},
 		// short rows keep tcMinChunks chunks a split, or one split
-		{"short", 5, []int{64}, 512, true, 8, 1, 2, 8},
-		{"tiny", 1, []int{10}, 8, true, 8, 1, 1, 1},
+		{"short", 5, []int{64}, 512, true, 8, 1, 2, 8, 1},
+		{"tiny", 1, []int{10}, 8, true, 8, 1, 1, 1, 1},
 		// a tail tile: 100 rows are two tiles
-		{"tail", 12, []int{100}, 4096, true, 16, 2, 16, 8},
+		{"tail", 12, []int{100}, 4096, true, 16, 2, 16, 8, 1},
 		// refused
-		{"m33", 33, []int{4096}, 4096, false, 0, 0, 0, 0},
-		{"k%8", 8, []int{4096}, 4100, false, 0, 0, 0, 0},
-		{"empty", 0, []int{4096}, 4096, false, 0, 0, 0, 0},
-		{"no rows", 8, []int{0}, 4096, false, 0, 0, 0, 0},
+		{"m33", 33, []int{4096}, 4096, false, 0, 0, 0, 0, 1},
+		{"k%8", 8, []int{4096}, 4100, false, 0, 0, 0, 0, 1},
+		{"empty", 0, []int{4096}, 4096, false, 0, 0, 0, 0, 1},
+		{"no rows", 8, []int{0}, 4096, false, 0, 0, 0, 0, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p, ok := planTC(c.m, c.ns, c.k, tensor.BFloat16, true, sms, 0)
+			p, ok := planTC(c.m, c.ns, c.k, tensor.BFloat16, true, sms, c.nw, 0)
 			if ok != c.ok {
 				t.Fatalf("ok %v, want %v", ok, c.ok)
 			}
@@ -56,13 +62,13 @@ func TestPlanTC(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := planTC(8, []int{4096}, 4096, tensor.Float32, true, sms, 0); ok {
+	if _, ok := planTC(8, []int{4096}, 4096, tensor.Float32, true, sms, 1, 0); ok {
 		t.Error("float32 taken")
 	}
-	if _, ok := planTC(8, []int{4096}, 4096, tensor.BFloat16, false, sms, 0); ok {
+	if _, ok := planTC(8, []int{4096}, 4096, tensor.BFloat16, false, sms, 1, 0); ok {
 		t.Error("unaligned operands taken")
 	}
-	if p, _ := planTC(8, []int{4096}, 4096, tensor.BFloat16, true, sms, 3); p.splits != 3 || p.cps != 43 {
+	if p, _ := planTC(8, []int{4096}, 4096, tensor.BFloat16, true, sms, 1, 3); p.splits != 3 || p.cps != 43 {
 		t.Errorf("forced 3 splits: %+v", p)
 	}
 }
@@ -243,7 +249,7 @@ func TestTCEmulation(t *testing.T) {
 					w[i][j] = r.Float64()*2 - 1
 				}
 			}
-			p, ok := planTC(c.m, []int{c.n}, c.k, tensor.BFloat16, true, 132, c.spl)
+			p, ok := planTC(c.m, []int{c.n}, c.k, tensor.BFloat16, true, 132, 1, c.spl)
 			if !ok {
 				t.Fatal("plan refused")
 			}
@@ -260,5 +266,24 @@ func TestTCEmulation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTCShapesMatchSource: the Go side's copies of kernels_tc.cu's
+// shapes (the launch's dynamic shared memory is computed from them) are
+// the source's.
+func TestTCShapesMatchSource(t *testing.T) {
+	for name, want := range map[string]int{"TC_WARPS": tcWarps, "TC_STAGES": tcStages, "TC_AU(NW)": tcStageChunks, "TC_MAX_M": TCMaxM} {
+		m := regexp.MustCompile(`(?m)^#define ` + regexp.QuoteMeta(name) + ` (\d+)$`).FindStringSubmatch(tcKernelSource)
+		if m == nil {
+			t.Errorf("kernels_tc.cu defines no %s as a number", name)
+			continue
+		}
+		if got, _ := strconv.Atoi(m[1]); got != want {
+			t.Errorf("%s is %d in kernels_tc.cu, %d in Go", name, got, want)
+		}
+	}
+	if tcSmem(1) != 48<<10 || tcSmem(2) != 96<<10 {
+		t.Errorf("shared memory a block: %d and %d bytes, want 48 and 96 KiB", tcSmem(1), tcSmem(2))
 	}
 }
