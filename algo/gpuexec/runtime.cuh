@@ -655,7 +655,7 @@ __device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const 
 // the generation with one release store. Against a separate load of the
 // generation and a check of the give-up word before it, each barrier
 // waits on one round trip to L2 instead of three (docs/gpu-executor.md,
-// "Per-call cost"). A block of a rank that gave up still arrives (the
+// "Inside the kernel"). A block of a rank that gave up still arrives (the
 // executor is spent: its counts need not stay right) and stops polling at
 // its next check of the give-up word.
 __device__ __forceinline__ void bar_meet(const Args& a, u64* b, u32 total, int tb, int op, int body) {
