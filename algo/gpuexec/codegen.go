@@ -447,15 +447,9 @@ func HandshakeSynced(p *plan.Plan) bool {
 			return peers, true
 		}
 		// Per block: the ops in order with what each one needs to know:
-		// the peers a wait waits for, a barrier's (id, meeting), the
-		// ranks whose memory a data op touches.
-		type step struct {
-			wait    uint64
-			barrier [2]int
-			isBar   bool
-			touches uint64
-		}
-		steps := make([][]step, len(gp.ThreadBlocks))
+		// the peers a wait waits for (its cover), a barrier's (id,
+		// meeting), the ranks whose memory a data op touches.
+		steps := make([][]coverStep, len(gp.ThreadBlocks))
 		pipeBarrier := false
 		ok := true
 		for t := range gp.ThreadBlocks {
@@ -475,14 +469,13 @@ func HandshakeSynced(p *plan.Plan) bool {
 						ok = false
 						return
 					}
-					steps[t] = append(steps[t], step{wait: w})
+					steps[t] = append(steps[t], coverStep{cover: w})
 				case plan.OpBarrier:
 					if inPipe {
 						pipeBarrier = true
 						return
 					}
-					steps[t] = append(steps[t], step{barrier: [2]int{op.BarrierID, meeting[op.BarrierID]}, isBar: true})
-					meeting[op.BarrierID]++
+					steps[t] = append(steps[t], barrierStep(meeting, op.BarrierID))
 				case plan.OpNop, plan.OpFlush:
 				case plan.OpSemAcquire, plan.OpSemRelease, plan.OpPutWithSignal, plan.OpPutWithSignalAndFlush:
 					ok = false
@@ -492,7 +485,7 @@ func HandshakeSynced(p *plan.Plan) bool {
 						ok = false
 						return
 					}
-					steps[t] = append(steps[t], step{touches: touch})
+					steps[t] = append(steps[t], coverStep{touches: touch})
 				}
 			})
 		}
@@ -500,36 +493,9 @@ func HandshakeSynced(p *plan.Plan) bool {
 			return false
 		}
 		// Barriers pass on what the blocks meeting there have waited for
-		// (unless one sits in a pipeline: its meetings are not counted);
-		// the sets only grow, so this settles.
-		met := map[[2]int]uint64{}
-		for changed := true; changed; {
-			changed = false
-			for t := range steps {
-				var waited uint64
-				for _, s := range steps[t] {
-					waited |= s.wait
-					if s.isBar && !pipeBarrier {
-						if met[s.barrier]|waited != met[s.barrier] {
-							met[s.barrier] |= waited
-							changed = true
-						}
-						waited |= met[s.barrier]
-					}
-				}
-			}
-		}
-		for t := range steps {
-			var waited uint64
-			for _, s := range steps[t] {
-				waited |= s.wait
-				if s.isBar && !pipeBarrier {
-					waited |= met[s.barrier]
-				}
-				if s.touches&^waited != 0 {
-					return false
-				}
-			}
+		// (unless one sits in a pipeline: its meetings are not counted).
+		if !covered(steps, false, !pipeBarrier) {
+			return false
 		}
 	}
 	for _, b := range balance {
@@ -538,6 +504,70 @@ func HandshakeSynced(p *plan.Plan) bool {
 		}
 	}
 	return true
+}
+
+// coverStep is one op of a thread block in the call-boundary analyses
+// (HandshakeSynced, SignalSynced): the ranks it covers (a wait's peers,
+// or a signal's), the ranks whose memory it touches, or a barrier
+// meeting (id, how many times the block met there before).
+type coverStep struct {
+	cover, touches uint64
+	barrier        [2]int
+	isBar          bool
+}
+
+// barrierStep is the step of a block's next meeting at barrier id.
+func barrierStep(meeting map[int]int, id int) coverStep {
+	s := coverStep{barrier: [2]int{id, meeting[id]}, isBar: true}
+	meeting[id]++
+	return s
+}
+
+// covered reports whether every step's touches are covered: by the
+// cover of the steps before it in its block (after: of the steps after
+// it) and, with barriers, by what the blocks it meets at a barrier
+// cover up to that meeting (after: from it on). The meetings' sets only
+// grow, so the fixed point settles.
+func covered(steps [][]coverStep, after, barriers bool) bool {
+	walk := func(ss []coverStep, f func(s coverStep)) {
+		for i := range ss {
+			if after {
+				i = len(ss) - 1 - i
+			}
+			f(ss[i])
+		}
+	}
+	met := map[[2]int]uint64{}
+	for changed := barriers; changed; {
+		changed = false
+		for _, ss := range steps {
+			var c uint64
+			walk(ss, func(s coverStep) {
+				c |= s.cover
+				if s.isBar {
+					if met[s.barrier]|c != met[s.barrier] {
+						met[s.barrier] |= c
+						changed = true
+					}
+					c |= met[s.barrier]
+				}
+			})
+		}
+	}
+	ok := true
+	for _, ss := range steps {
+		var c uint64
+		walk(ss, func(s coverStep) {
+			c |= s.cover
+			if s.isBar {
+				c |= met[s.barrier]
+			}
+			if s.touches&^c != 0 {
+				ok = false
+			}
+		})
+	}
+	return ok
 }
 
 // remoteTouches is the set of ranks other than r whose memory op (of
@@ -581,13 +611,8 @@ func SignalSynced(p *plan.Plan) bool {
 		gp := &p.GPUs[r]
 		all := gp.ChannelPeers(plan.ChannelMemory)
 		// Per block, in order: a data op's touched peers, a signal's
-		// peers, a barrier's (id, meeting).
-		type step struct {
-			touches, signals uint64
-			barrier          [2]int
-			isBar            bool
-		}
-		steps := make([][]step, len(gp.ThreadBlocks))
+		// peers (its cover), a barrier's (id, meeting).
+		steps := make([][]coverStep, len(gp.ThreadBlocks))
 		ok := true
 		for t := range gp.ThreadBlocks {
 			meeting := map[int]int{}
@@ -610,60 +635,30 @@ func SignalSynced(p *plan.Plan) bool {
 						}
 						peers |= 1 << uint(all[id])
 					}
-					steps[t] = append(steps[t], step{signals: peers})
+					steps[t] = append(steps[t], coverStep{cover: peers})
 				case plan.OpBarrier:
 					if inPipe {
 						ok = false
 						return
 					}
-					steps[t] = append(steps[t], step{barrier: [2]int{op.BarrierID, meeting[op.BarrierID]}, isBar: true})
-					meeting[op.BarrierID]++
+					steps[t] = append(steps[t], barrierStep(meeting, op.BarrierID))
 				default:
 					touch, good := remoteTouches(p, r, t, op)
 					if !good {
 						ok = false
 						return
 					}
-					steps[t] = append(steps[t], step{touches: touch})
+					steps[t] = append(steps[t], coverStep{touches: touch})
 				}
 			})
 		}
 		if !ok {
 			return false
 		}
-		// Walking each block backwards, after holds the peers some op
-		// signals after this point; a barrier meeting passes on what any
-		// block signals after it (the sets only grow, so this settles).
-		met := map[[2]int]uint64{}
-		for changed := true; changed; {
-			changed = false
-			for t := range steps {
-				var after uint64
-				for i := len(steps[t]) - 1; i >= 0; i-- {
-					s := steps[t][i]
-					after |= s.signals
-					if s.isBar {
-						if met[s.barrier]|after != met[s.barrier] {
-							met[s.barrier] |= after
-							changed = true
-						}
-						after |= met[s.barrier]
-					}
-				}
-			}
-		}
-		for t := range steps {
-			var after uint64
-			for i := len(steps[t]) - 1; i >= 0; i-- {
-				s := steps[t][i]
-				after |= s.signals
-				if s.isBar {
-					after |= met[s.barrier]
-				}
-				if s.touches&^after != 0 {
-					return false
-				}
-			}
+		// Walking each block backwards: a barrier meeting passes on what
+		// any block meeting there signals after it.
+		if !covered(steps, true, true) {
+			return false
 		}
 	}
 	return true
