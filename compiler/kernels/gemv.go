@@ -401,7 +401,7 @@ func (g *GPU) TryGated(t []*tensor.Tensor) (bool, error) {
 		return true, err
 	}
 	pl, ok := planGemv(m, n, k, x.DType(), aligned16(p...), g.sms, int(gemvMaxRows.Load()))
-	if !ok || overlaps(p[0], x.NumBytes(), p[3], out.NumBytes()) {
+	if !ok {
 		return false, nil
 	}
 	a := &gemvArgs{x: p[0], w: p[1], w2: p[2], out: p[3], m: int32(m), n: int32(n), k: int32(k), ks: int32(pl.ks), pre: g.preArg()}
