@@ -280,13 +280,9 @@ func (g *GPU) gemvKernels() error {
 		for _, rk := range rowKinds {
 			for _, u := range rowBatches[rk.nw] {
 				for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
-					name := rowName(rk.kind, dt, rk.nw, u)
-					k := g.fns[name]
-					if g.drv.FuncSetAttribute(k.f, cuda.FuncAttrMaxDynamicSharedSizeBytes, rowPfBytes) != nil {
+					if g.dynamicSmem(rowName(rk.kind, dt, rk.nw, u), rowPfBytes) != nil {
 						g.rowOK = false
 					}
-					k.smem = rowPfBytes
-					g.fns[name] = k
 				}
 			}
 		}

@@ -70,6 +70,21 @@ type GPU struct {
 	callLaunches int
 }
 
+// dynamicSmem makes every launch of the loaded kernel name ask for
+// bytes of dynamic shared memory, raising the kernel's limit past the
+// default 48 KiB where it needs more. Call it inside g.dev.Do.
+func (g *GPU) dynamicSmem(name string, bytes int) error {
+	k := g.fns[name]
+	if bytes > 48<<10 {
+		if err := g.drv.FuncSetAttribute(k.f, cuda.FuncAttrMaxDynamicSharedSizeBytes, bytes); err != nil {
+			return fmt.Errorf("%s: %d bytes of shared memory: %w", name, bytes, err)
+		}
+	}
+	k.smem = uint32(bytes)
+	g.fns[name] = k
+	return nil
+}
+
 // loadModule compiles src for the device (NVRTC, cached by content),
 // loads it and registers the named functions; a missing name unloads the
 // module and registers none. Call it inside g.dev.Do.

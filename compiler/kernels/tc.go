@@ -186,8 +186,7 @@ func (g *GPU) tcKernels() error {
 		if err != nil {
 			return err
 		}
-		// The rings live in dynamic shared memory (tcSmem): past 48 KiB
-		// a kernel must ask for it.
+		// The rings live in dynamic shared memory (tcSmem).
 		for _, kind := range []string{"nt", "nt3", "gated"} {
 			nw := 1
 			if kind == "gated" {
@@ -195,15 +194,9 @@ func (g *GPU) tcKernels() error {
 			}
 			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 				for _, mt := range tcRowBuckets {
-					name := tcName(kind, dt, mt)
-					k := g.fns[name]
-					if tcSmem(nw) > 48<<10 {
-						if err := g.drv.FuncSetAttribute(k.f, cuda.FuncAttrMaxDynamicSharedSizeBytes, tcSmem(nw)); err != nil {
-							return err
-						}
+					if err := g.dynamicSmem(tcName(kind, dt, mt), tcSmem(nw)); err != nil {
+						return err
 					}
-					k.smem = uint32(tcSmem(nw))
-					g.fns[name] = k
 				}
 			}
 		}
