@@ -96,16 +96,20 @@ type ipcNames struct{ backend, gpu string }
 var ipcNamesOf = func() map[ipc.Strategy]ipcNames {
 	m := map[ipc.Strategy]ipcNames{}
 	for _, s := range []ipc.Strategy{ipc.Auto, ipc.OneShot, ipc.TwoShot, ipc.NCCL} {
-		m[s] = ipcNames{"ipc/" + s.String(), "allreduce ipc/" + s.String()}
+		m[s] = makeIPCNames(s)
 	}
 	return m
 }()
+
+func makeIPCNames(s ipc.Strategy) ipcNames {
+	return ipcNames{"ipc/" + s.String(), "allreduce ipc/" + s.String()}
+}
 
 func ipcTraceNames(s ipc.Strategy) ipcNames {
 	if n, ok := ipcNamesOf[s]; ok {
 		return n
 	}
-	return ipcNames{"ipc/" + s.String(), "allreduce ipc/" + s.String()}
+	return makeIPCNames(s)
 }
 
 // CustomAllReduce runs the IPC all-reduce (package ccl/ipc) of send into
