@@ -95,6 +95,9 @@ type gen struct {
 	res        Resources
 	w          strings.Builder
 	first      bool // no op but memory signals yet in this thread block
+	// quiet: this rank writes nothing in a call that another rank reads
+	// (QuietRank), so none of its memory signals has anything to publish.
+	quiet bool
 }
 
 // Generate writes the kernel of rank `rank` of p for dtype dt and reduce
@@ -120,7 +123,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{p: p, rank: rank, slots: p.ChannelSlots(), ticketBase: map[plan.ChannelType]int{}}
+	g := &gen{p: p, rank: rank, slots: p.ChannelSlots(), ticketBase: map[plan.ChannelType]int{}, quiet: QuietRank(p, rank)}
 	gp := &p.GPUs[rank]
 	for _, t := range []plan.ChannelType{plan.ChannelMemory, plan.ChannelPort} {
 		g.ticketBase[t] = g.res.Tickets
@@ -303,6 +306,62 @@ func visitOps(p *plan.Plan, r, t int, f func(op *plan.Op, inPipe bool)) {
 		}
 		f(op, false)
 	}
+}
+
+// QuietRank reports whether rank r of p writes, in a call, nothing that
+// another rank reads: no op of r writes another rank's memory (memory,
+// port or switch channels alike), and no buffer of r that r writes is
+// read by another rank's op (buffers compared whole: in, out, scratch).
+// Then a memory signal of r publishes nothing: each tells its peer only
+// that r has arrived or has finished reading the peer's memory, and the
+// generator makes it relaxed. allreduce_oneshot's ranks are quiet (they
+// write their own output, which no peer reads); the two-shot plan's are
+// not (peers read the reduced slices from their scratch). False when an
+// access cannot be resolved.
+func QuietRank(p *plan.Plan, r int) bool {
+	written := map[plan.BufferType]bool{}
+	ok := true
+	for t := range p.GPUs[r].ThreadBlocks {
+		visitOps(p, r, t, func(op *plan.Op, _ bool) {
+			acc, err := p.OpAccess(r, t, op)
+			if err != nil {
+				ok = false
+				return
+			}
+			for _, a := range acc {
+				if a.Mode != plan.AccessWrite {
+					continue
+				}
+				if a.Rank != r {
+					ok = false
+				}
+				written[a.Buffer] = true
+			}
+		})
+	}
+	if !ok {
+		return false
+	}
+	for q := range p.GPUs {
+		if q == r {
+			continue
+		}
+		for t := range p.GPUs[q].ThreadBlocks {
+			visitOps(p, q, t, func(op *plan.Op, _ bool) {
+				acc, err := p.OpAccess(q, t, op)
+				if err != nil {
+					ok = false
+					return
+				}
+				for _, a := range acc {
+					if a.Rank == r && written[a.Buffer] {
+						ok = false
+					}
+				}
+			})
+		}
+	}
+	return ok
 }
 
 // PacketSynced reports whether p's kernels may start a call without the
@@ -868,7 +927,13 @@ func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 			// on another's): relaxed, as ccl/ipc's start barrier. The
 			// plans' opening handshakes are such signals; a system-scope
 			// release costs about 0.9 us (docs/benchmarks.md).
-			if g.first {
+			// So is every signal of a rank that writes nothing a peer
+			// reads (QuietRank): it only says "I have arrived" or "I have
+			// finished reading your memory", and a load whose value was
+			// used before the __syncthreads that precedes the signal has
+			// returned (ccl/ipc's end barrier is relaxed for the same
+			// reason).
+			if g.first || g.quiet {
 				relaxed = true
 			}
 			g.printf("%sconst int peer[] = {%s};\n%sconst int slot[] = {%s};\n", in, joinInts(peers), in, joinInts(sig))

@@ -494,3 +494,41 @@ func TestGenerateRefusals(t *testing.T) {
 		t.Errorf("gstorepkt: %v", err)
 	}
 }
+
+// TestQuietRank: the one-shot plan's ranks write only their own output,
+// which no peer reads, so every signal of theirs is relaxed; plans whose
+// ranks write into peers (mesh all-gather, packets, reduce-scatter) or
+// whose peers read what a rank wrote (the two-shot plan's scratch, the
+// ring's forwarded chunks) keep release signals after their first op.
+func TestQuietRank(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ranks int
+		quiet bool
+	}{
+		{"allreduce_oneshot", 2, true},
+		{"allreduce_oneshot", 4, true},
+		{"allreduce_twoshot", 2, false},
+		{"allreduce_twoshot", 4, false},
+		{"allreduce_ring", 3, false},
+		{"allreduce_packet", 2, false},
+		{"allgather_mesh", 3, false},
+		{"allgather_ring", 3, false},
+		{"reducescatter_allpairs", 4, false},
+	} {
+		p := build(t, c.name, c.ranks)
+		for r := range c.ranks {
+			if got := QuietRank(p, r); got != c.quiet {
+				t.Errorf("%s %d ranks: QuietRank(%d) = %v, want %v", c.name, c.ranks, r, got, c.quiet)
+			}
+		}
+		k, err := Generate(p, 0, tensor.BFloat16, reduce.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := strings.Contains(k.Source, "signal_mem(a, peer, slot, 1, false);")
+		if c.quiet && release {
+			t.Errorf("%s: a quiet rank's kernel has a release signal", c.name)
+		}
+	}
+}

@@ -46,7 +46,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 5: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
-    signal_mem(a, peer, slot, 1, false);
+    signal_mem(a, peer, slot, 1, true);
   }
   { // op 6: wait (memory)
     const int slot[] = {1};
