@@ -19,6 +19,9 @@ const (
 	maxBlocks = 512
 	// barBytes is one barrier array: a u32 slot per (block, rank).
 	barBytes = maxBlocks * MaxRanks * 4
+	// barInBytes is the start barrier's array: a u64 slot per (block,
+	// rank), the flag and the call's digest (kernels.cu).
+	barInBytes = maxBlocks * MaxRanks * 8
 	// align is the alignment of every region of an allocation.
 	align = 256
 )
@@ -56,7 +59,7 @@ func layoutFor(size int64, n int) layout {
 	// Two-shot: each rank publishes its reduced slice, at most
 	// ceil(vectors/n) 16-byte vectors.
 	l.barIn = l.scratch + roundUp((size+15)/16/int64(n)*16+16, align)
-	l.barMid = l.barIn + barBytes
+	l.barMid = l.barIn + barInBytes
 	l.barOut = l.barMid + barBytes
 	l.counters = l.barOut + barBytes
 	l.total = l.counters + roundUp(maxBlocks*4, align)

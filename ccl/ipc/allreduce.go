@@ -98,7 +98,7 @@ func kernelOp(op reduce.Op) (string, bool) {
 	return "", false
 }
 
-// kargs mirrors struct Args of kernels.cu (392 bytes).
+// kargs mirrors struct Args of kernels.cu (400 bytes).
 type kargs struct {
 	data, barIn, barMid, barOut, scratch [MaxRanks]uint64
 	out, counters, err                   uint64
@@ -107,6 +107,8 @@ type kargs struct {
 	rank, nranks                         int32
 	in, slot                             uint64
 	ctl                                  uint64
+	digest                               uint32
+	_                                    uint32
 }
 
 // Push one-shot: inputs up to PushMax bytes that are not in IPC memory
@@ -174,9 +176,13 @@ type AllReducer struct {
 	// push is the workspace of push one-shot: 2 parities x n slots.
 	push *Buffer
 
-	auto       *AutoTable
-	desc, all  *tensor.Tensor // host exchange buffers
-	args       *kargs         // heap-allocated launch arguments
+	auto      *AutoTable
+	desc, all *tensor.Tensor // host exchange buffers
+	// checked holds the descriptors of calls that read their input in
+	// place and were exchanged and found equal on every rank; such a call
+	// again skips the exchange and is checked by the kernels (digest).
+	checked    map[desc]struct{}
+	args       *kargs // heap-allocated launch arguments
 	params     []unsafe.Pointer
 	lastUsed   Strategy
 	skipChecks bool
@@ -260,7 +266,7 @@ func compileKernels(arch string) ([]byte, error) {
 // newAllReducer is NewAllReducer over any driver and compiler (the tests'
 // fakes).
 func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Options, drv setupDriver, compile func(arch string) ([]byte, error)) (_ *AllReducer, err error) {
-	r := &AllReducer{a: a, nccl: nccl, opts: opts, drv: drv, fns: map[string]cuda.Function{}, args: new(kargs)}
+	r := &AllReducer{a: a, nccl: nccl, opts: opts, drv: drv, fns: map[string]cuda.Function{}, args: new(kargs), checked: map[desc]struct{}{}}
 	r.params = []unsafe.Pointer{unsafe.Pointer(r.args)}
 	defer func() {
 		if err != nil {
@@ -477,8 +483,12 @@ func (r *AllReducer) Workspaces() int {
 // Last is the strategy the latest AllReduce ran (what auto picked).
 func (r *AllReducer) Last() Strategy { return r.lastUsed }
 
-// descriptor exchanged before every call: what each rank is about to do.
+// descriptor exchanged before a call: what each rank is about to do.
 const descBytes = 48
+
+// maxChecked bounds AllReducer.checked; past it the set starts again (a
+// program has a few all-reduce sites, each one descriptor).
+const maxChecked = 256
 
 type desc struct {
 	bad      byte // this rank's arguments are invalid
@@ -497,6 +507,49 @@ func (d desc) encode(b []byte) {
 	binary.LittleEndian.PutUint64(b[8:], uint64(d.count))
 	binary.LittleEndian.PutUint64(b[16:], d.seq)
 	binary.LittleEndian.PutUint64(b[24:], uint64(d.offset))
+}
+
+// digest is the call's 32-bit FNV-1a hash over its encoding, never 0 (0
+// tells the kernels not to compare), that the start barrier carries.
+func (d desc) digest() uint32 {
+	var b [descBytes]byte
+	d.encode(b[:])
+	h := uint32(2166136261)
+	for _, c := range b {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// inPlace reports whether the call reads its input where it is: one-shot
+// or two-shot on IPC memory, no staging copy, no push slot, no
+// allocation. Only such calls may skip the host's exchange, since their
+// kernels end with a barrier and compare digests at the start.
+func (d desc) inPlace() bool {
+	s := Strategy(d.strategy)
+	return d.bad == 0 && (s == OneShot || s == TwoShot) && d.staged == routeDirect
+}
+
+// wasChecked reports whether d may skip the exchange: it reads its input
+// in place and every rank made the same call before (remember).
+func (r *AllReducer) wasChecked(d desc) bool {
+	_, ok := r.checked[d]
+	return ok && d.inPlace()
+}
+
+// remember records d after an exchange found it equal on every rank.
+func (r *AllReducer) remember(d desc) {
+	if !d.inPlace() {
+		return
+	}
+	if len(r.checked) >= maxChecked {
+		clear(r.checked)
+	}
+	r.checked[d] = struct{}{}
 }
 
 func decodeDesc(b []byte) desc {
@@ -525,7 +578,11 @@ func (r *AllReducer) devPtr(name string, t *tensor.Tensor) (uint64, error) {
 // Pick's choice; NCCL, and auto for dtypes or ops the kernels lack
 // (anything but float32/float16/bfloat16 with sum/min/max), use the NCCL
 // communicator. Every rank must make the same call; a difference is
-// ccl.ErrMismatch on every rank.
+// ccl.ErrMismatch on every rank: before any launch where the ranks
+// exchange their descriptors (the first call of each descriptor, and
+// every staged, pushed or NCCL call), else from the kernels, reported by
+// the next synchronization (Check) after which the all-reducer fails
+// every call (docs/ipc.md, "Checks").
 func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, op reduce.Op, s Strategy) error {
 	me := r.a.cfg.Rank
 	if r.aborted.Load() {
@@ -596,6 +653,10 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 		r.lastUsed = s
 		return r.run(ctx, d, s, send, recv, op, sp, rp, n, bytes, buf, off)
 	}
+	if err == nil && r.wasChecked(d) {
+		r.lastUsed = s
+		return r.run(ctx, d, s, send, recv, op, sp, rp, n, bytes, buf, off)
+	}
 	d.encode(r.desc.Bytes())
 	if xerr := r.a.cfg.Control.AllGather(ctx, r.desc, r.all); xerr != nil {
 		return fmt.Errorf("ipc: rank %d: all-reduce argument exchange: %w", me, xerr)
@@ -614,6 +675,7 @@ func (r *AllReducer) AllReduce(ctx context.Context, send, recv *tensor.Tensor, o
 				q, Strategy(x.strategy), x.count, tensor.DType(x.dtype), x.seq, x.offset, routeName(x.staged))
 		}
 	}
+	r.remember(d)
 	r.lastUsed = s
 	return r.run(ctx, d, s, send, recv, op, sp, rp, n, bytes, buf, off)
 }
@@ -662,7 +724,7 @@ func (r *AllReducer) run(ctx context.Context, d desc, s Strategy, send, recv *te
 		}
 		buf, off = r.stage, 0
 	}
-	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == routeStaged, bytes)
+	return r.launch(s, buf, off, sp, rp, n, send.DType(), op, d.staged == routeStaged, bytes, d.digest())
 }
 
 // notCapturing refuses to grow a workspace while the stream is captured
@@ -705,7 +767,7 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 	})
 }
 
-func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n int64, dt tensor.DType, op reduce.Op, staged bool, bytes int64) error {
+func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n int64, dt tensor.DType, op reduce.Op, staged bool, bytes int64, digest uint32) error {
 	shot := "oneshot"
 	if s == TwoShot {
 		shot = "twoshot"
@@ -714,7 +776,7 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	size := r.a.cfg.Size
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size),
-		ctl: uint64(r.ctl)}
+		ctl: uint64(r.ctl), digest: digest}
 	for q := range size {
 		a.data[q] = buf.Data[q] + uint64(off)
 		a.barIn[q], a.barMid[q], a.barOut[q], a.scratch[q] = buf.BarrierIn[q], buf.BarrierMid[q], buf.BarrierOut[q], buf.Scratch[q]
@@ -757,6 +819,8 @@ func (r *AllReducer) Check() error {
 		return nil
 	case 2:
 		err = fmt.Errorf("%w: ipc: rank %d: a custom all-reduce was aborted while it waited for its peers (a peer was lost); its result is wrong", ccl.ErrFailed, r.a.cfg.Rank)
+	case 3:
+		err = fmt.Errorf("%w: ipc: rank %d: a custom all-reduce differed between ranks (count, dtype, op, strategy or input allocation; found by the kernels, which compare each call's digest); its result is wrong", ccl.ErrMismatch, r.a.cfg.Rank)
 	default:
 		err = fmt.Errorf("%w: ipc: rank %d: a custom all-reduce waited more than %v for its peers and gave up; its result is wrong", ccl.ErrTimeout, r.a.cfg.Rank, r.opts.Timeout)
 	}

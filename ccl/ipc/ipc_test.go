@@ -48,8 +48,11 @@ func TestPickNeverNCCLWithoutTable(t *testing.T) {
 
 // The Go launch arguments must match struct Args of kernels.cu byte for byte.
 func TestKernelArgsLayout(t *testing.T) {
-	if got := unsafe.Sizeof(kargs{}); got != 392 {
-		t.Fatalf("kargs is %d bytes, kernels.cu's Args is 392", got)
+	if got := unsafe.Sizeof(kargs{}); got != 400 {
+		t.Fatalf("kargs is %d bytes, kernels.cu's Args is 400", got)
+	}
+	if off := unsafe.Offsetof(kargs{}.digest); off != 392 {
+		t.Fatalf("kargs.digest at %d", off)
 	}
 	if off := unsafe.Offsetof(kargs{}.ctl); off != 384 {
 		t.Fatalf("kargs.ctl at %d", off)
@@ -108,7 +111,7 @@ func TestLayoutRegions(t *testing.T) {
 		if need := (vec + int64(n) - 1) / int64(n) * 16; l.barIn-l.scratch < need {
 			t.Fatalf("scratch %d < %d for size %d n %d", l.barIn-l.scratch, need, size, n)
 		}
-		if l.barMid-l.barIn != barBytes || l.counters-l.barOut != barBytes || l.total-l.counters < maxBlocks*4 {
+		if l.barMid-l.barIn != barInBytes || l.counters-l.barOut != barBytes || l.total-l.counters < maxBlocks*4 {
 			t.Fatalf("barrier regions wrong: %+v", l)
 		}
 	}
@@ -151,6 +154,66 @@ func TestDescRoundTrip(t *testing.T) {
 	d.encode(b)
 	if got := decodeDesc(b); got != d {
 		t.Fatalf("%+v != %+v", got, d)
+	}
+}
+
+// Only calls that read their input in place skip the exchange, once
+// every rank made them; every field of the descriptor changes the digest
+// the kernels compare.
+func TestCheckedCalls(t *testing.T) {
+	base := desc{strategy: byte(OneShot), dtype: byte(tensor.BFloat16), op: byte(reduce.Sum), staged: routeDirect, count: 4096, seq: 3, offset: 256}
+	variants := map[string]desc{"base": base}
+	for name, f := range map[string]func(*desc){
+		"bad":      func(d *desc) { d.bad = 1 },
+		"strategy": func(d *desc) { d.strategy = byte(TwoShot) },
+		"nccl":     func(d *desc) { d.strategy = byte(NCCL) },
+		"dtype":    func(d *desc) { d.dtype = byte(tensor.Float16) },
+		"op":       func(d *desc) { d.op = byte(reduce.Max) },
+		"staged":   func(d *desc) { d.staged = routeStaged },
+		"pushed":   func(d *desc) { d.staged = routePush },
+		"count":    func(d *desc) { d.count++ },
+		"seq":      func(d *desc) { d.seq++ },
+		"offset":   func(d *desc) { d.offset += 16 },
+	} {
+		d := base
+		f(&d)
+		variants[name] = d
+	}
+	seen := map[uint32]string{}
+	for name, d := range variants {
+		g := d.digest()
+		if g == 0 {
+			t.Errorf("%s: digest 0 (the kernels would not compare it)", name)
+		}
+		if other, ok := seen[g]; ok {
+			t.Errorf("%s and %s share digest %#x", name, other, g)
+		}
+		seen[g] = name
+	}
+	wantInPlace := map[string]bool{"base": true, "strategy": true, "dtype": true, "op": true, "count": true, "seq": true, "offset": true}
+	r := &AllReducer{checked: map[desc]struct{}{}}
+	for name, d := range variants {
+		if got := d.inPlace(); got != wantInPlace[name] {
+			t.Errorf("%s: inPlace %v, want %v", name, got, wantInPlace[name])
+		}
+		if r.wasChecked(d) {
+			t.Errorf("%s: skips the exchange before any call", name)
+		}
+		r.remember(d)
+		if got := r.wasChecked(d); got != wantInPlace[name] {
+			t.Errorf("%s: after one exchange, skips it %v, want %v", name, got, wantInPlace[name])
+		}
+	}
+	if r.wasChecked(desc{strategy: byte(OneShot), count: 1}) {
+		t.Error("a call never exchanged skips the exchange")
+	}
+	for i := range maxChecked + 1 {
+		d := base
+		d.count = int64(i + 10000)
+		r.remember(d)
+	}
+	if len(r.checked) > maxChecked {
+		t.Errorf("%d remembered calls, at most %d", len(r.checked), maxChecked)
 	}
 }
 

@@ -30,6 +30,18 @@
 //
 // All ranks reduce in rank order 0..n-1 and accumulate in float, so every
 // rank gets bit-identical results.
+//
+// Calls checked on the GPU: a start-barrier slot is 64 bits, the flag in
+// the low half and the call's digest (a hash of what the rank is about to
+// do: strategy, dtype, op, count, input allocation and offset; the host
+// computes it, allreduce.go) in the high half, stored in one access. A
+// block that finds a peer's flag with a different digest gives up with
+// code 3 before it reads any peer memory, so ranks that skip the host's
+// descriptor exchange still never reduce mismatched inputs silently. The
+// one-shot and two-shot kernels end with a barrier, so a peer's slot holds
+// exactly this call's flag when the wait passes; push one-shot has no end
+// barrier (a peer may already be one call ahead) and its calls are checked
+// on the host (digest 0: not compared).
 
 // Programmatic dependent launch (PDL_ENTRY: gpu/cudasrc/pdl.cuh,
 // prepended by the Go side; the host launches so only where every rank
@@ -45,7 +57,7 @@ typedef unsigned long long u64;
 
 struct Peers {
   const void* data[MAX_RANKS];  // each rank's input
-  u32* bar_in[MAX_RANKS];       // start barrier slots, [MAX_BLOCKS][MAX_RANKS] u32
+  u64* bar_in[MAX_RANKS];       // start barrier slots, [MAX_BLOCKS][MAX_RANKS] u64: digest << 32 | flag
   u32* bar_mid[MAX_RANKS];      // middle barrier (two-shot)
   u32* bar_out[MAX_RANKS];      // end barrier
   void* scratch[MAX_RANKS];     // two-shot: each rank's reduced slice
@@ -63,6 +75,7 @@ struct Args {
   const void* in;  // push one-shot: this rank's input (any device memory)
   u64 slot;        // push one-shot: bytes per (parity, source) slot
   u32* ctl;        // device memory: [0] abort (the host copies 1 in), [1] sticky give-up code
+  u32 digest;      // this call's digest for the start barrier (0: not compared)
 };
 
 __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
@@ -83,6 +96,32 @@ __device__ __forceinline__ u32 ld_relaxed(const u32* p) {
   asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ void st_release(u64* p, u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_acquire(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed(u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_relaxed(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// give_up records why a barrier stopped waiting (1 timeout, 2 aborted, 3
+// the peers' calls differ) in the sticky device word, so later barriers
+// stop at once, and in the mapped host word the host checks. The err word
+// is mapped host memory: a plain store (posted, it does not wait for
+// PCIe); the host reads it after synchronizing.
+__device__ __forceinline__ void give_up(const Args& a, u32 code) {
+  st_relaxed(a.ctl + 1, code);
+  *(volatile u32*)a.err = code;
+}
 
 // barrier<PUBLISH>: PUBLISH when this kernel wrote data that peers read
 // after the barrier (push slots, two-shot scratch): the flag is a
@@ -93,23 +132,28 @@ __device__ __forceinline__ u32 ld_relaxed(const u32* p) {
 // loads have returned: their values were consumed before __syncthreads),
 // and relaxed system-scope accesses suffice. A release costs about
 // 0.9 us per barrier even with no remote peer (docs/benchmarks.md).
-template <bool PUBLISH>
-__device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 flag) {
+// W is the slot: u32 (the flag) or u64 (the start barrier: digest << 32 |
+// flag). It returns true on every thread of the block when every peer
+// arrived with this call's digest, false when the block gave up.
+template <bool PUBLISH, typename W>
+__device__ __forceinline__ bool barrier(const Args& a, W* const* bars, u32 flag, W word) {
   __syncthreads();
   int t = threadIdx.x;
+  int failed = 0;
   if (t < a.nranks) {
-    u32* theirs = bars[t] + blockIdx.x * MAX_RANKS + a.rank;
+    W* theirs = bars[t] + blockIdx.x * MAX_RANKS + a.rank;
     if (PUBLISH)
-      st_release(theirs, flag);
+      st_release(theirs, word);
     else
-      st_relaxed(theirs, flag);
-    const u32* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
+      st_relaxed(theirs, word);
+    const W* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
     long long start = clock64();
     u32 spins = 0;
+    W v;
     // ">=" (wrap-safe), not "==": without an end barrier (push one-shot)
     // a fast peer may already have stored the next call's flag here
     // before this rank looked; that flag implies this one.
-    while ((int)((PUBLISH ? ld_acquire(mine) : ld_relaxed(mine)) - flag) < 0) {
+    while ((int)((u32)(v = PUBLISH ? ld_acquire(mine) : ld_relaxed(mine)) - flag) < 0) {
       // Every 256 polls (never on the fast path): give up when the host
       // aborted (a peer was lost), when an earlier barrier already gave
       // up, or after the timeout. Only device memory is read here.
@@ -118,17 +162,21 @@ __device__ __forceinline__ void barrier(const Args& a, u32* const* bars, u32 fla
         if (code == 0 && ld_relaxed(a.ctl) != 0) code = 2u;
         if (code == 0 && clock64() - start > a.timeout) code = 1u;
         if (code != 0) {
-          st_relaxed(a.ctl + 1, code);
-          // The err word is mapped host memory: a plain store (posted, it does
-          // not wait for PCIe); the host reads it after synchronizing.
-          *(volatile u32*)a.err = code;
+          give_up(a, code);
+          failed = 1;
           break;
         }
       }
     }
+    if (sizeof(W) == 8 && !failed && a.digest != 0 && (u32)v == flag && (u32)((u64)v >> 32) != a.digest) {
+      give_up(a, 3u);
+      failed = 1;
+    }
   }
-  __syncthreads();
+  return __syncthreads_or(failed) == 0;
 }
+
+__device__ __forceinline__ u64 start_word(const Args& a, u32 flag) { return ((u64)a.digest << 32) | flag; }
 
 // Element types: 0 float32, 1 float16, 2 bfloat16. A 16-byte vector holds
 // EPV elements.
@@ -239,12 +287,13 @@ template <int DT, int OP> __device__ void oneshot(const Args& a) {
   PDL_ENTRY();
   const u64 nvec = a.n / Elem<DT>::EPV;
   u32 flag = next_flag(a);
-  barrier<false>(a, a.p.bar_in, flag);
-  uint4* out = (uint4*)a.out;
-  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += (u64)gridDim.x * blockDim.x)
-    out[i] = reduce_vec<DT, OP>(a, i);
-  tail<DT, OP>(a, nvec);
-  barrier<false>(a, a.p.bar_out, flag);
+  if (barrier<false>(a, a.p.bar_in, flag, start_word(a, flag))) {
+    uint4* out = (uint4*)a.out;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += (u64)gridDim.x * blockDim.x)
+      out[i] = reduce_vec<DT, OP>(a, i);
+    tail<DT, OP>(a, nvec);
+  }
+  barrier<false>(a, a.p.bar_out, flag, flag);
   save_flag(a, flag);
 }
 
@@ -253,11 +302,13 @@ template <int DT, int OP> __device__ void twoshot(const Args& a) {
   const u64 nvec = a.n / Elem<DT>::EPV;
   const u64 per = (nvec + a.nranks - 1) / a.nranks;
   u32 flag = next_flag(a);
-  barrier<false>(a, a.p.bar_in, flag);
+  // A block that gave up at the start reads no peer memory; its later
+  // barriers give up at once (the sticky word).
+  const bool go = barrier<false>(a, a.p.bar_in, flag, start_word(a, flag));
   uint4* out = (uint4*)a.out;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   const u64 first = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-  {
+  if (go) {
     u64 lo = per * a.rank, hi = umin(nvec, lo + per);
     uint4* mine = (uint4*)a.p.scratch[a.rank];
     for (u64 i = lo + first; i < hi; i += stride) {
@@ -269,21 +320,21 @@ template <int DT, int OP> __device__ void twoshot(const Args& a) {
   // The tail is reduced now but stored after the middle barrier, when no
   // peer reads this rank's input any more (two-shot may run in place).
   const u64 tj = nvec * Elem<DT>::EPV + threadIdx.x;
-  const bool has_tail = blockIdx.x == 0 && tj < a.n;
+  const bool has_tail = go && blockIdx.x == 0 && tj < a.n;
   float tv = 0.f;
   if (has_tail) {
     tv = load_elem<DT>(a.p.data[0], tj);
     for (int q = 1; q < a.nranks; q++) tv = combine<OP>(tv, load_elem<DT>(a.p.data[q], tj));
   }
-  barrier<true>(a, a.p.bar_mid, flag);
+  const bool go2 = barrier<true>(a, a.p.bar_mid, flag, flag) && go;
   if (has_tail) store_elem<DT>(a.out, tj, tv);
-  for (int k = 1; k < a.nranks; k++) {
+  for (int k = 1; go2 && k < a.nranks; k++) {
     int q = (a.rank + k) % a.nranks;  // stagger the peers each rank reads
     u64 lo = per * q, hi = umin(nvec, lo + per);
     const uint4* theirs = (const uint4*)a.p.scratch[q];
     for (u64 i = lo + first; i < hi; i += stride) out[i] = theirs[i - lo];
   }
-  barrier<false>(a, a.p.bar_out, flag);
+  barrier<false>(a, a.p.bar_out, flag, flag);
   save_flag(a, flag);
 }
 
@@ -318,7 +369,7 @@ template <int DT, int OP> __device__ void push(const Args& a) {
       for (int q = 0; q < a.nranks; q++) store_elem<DT>(slot_of<DT>(a, q, par, a.rank), j, f);
     }
   }
-  barrier<true>(a, a.p.bar_in, flag);
+  barrier<true>(a, a.p.bar_in, flag, (u64)flag);  // digest 0: push calls are checked on the host
   uint4* out = (uint4*)a.out;
   for (u64 i = first; i < nvec; i += stride) {
     float acc[E], f[E];

@@ -126,6 +126,49 @@ func init() {
 		}
 		return ip.LastStrategy(), nil
 	})
+	// ipctest.differ(strategy): one-shot or two-shot all-reduces over two
+	// views of one IPC allocation (1000 and 40000 bfloat16 elements: one
+	// block and ten), each first on every rank (exchanged on the host and
+	// remembered), then worker 0 the short one and the others the long
+	// one: a mismatch only the kernels see. Returns SyncDevice's error.
+	registry.MustRegisterTyped("ipctest.differ", func(env registry.Env, strategy string) error {
+		dev := env.Device()
+		buf, err := env.Alloc(tensor.BFloat16, tensor.Shape{40000}, dev, worker.ScopeIPC)
+		if err != nil {
+			return err
+		}
+		out, err := env.Alloc(tensor.BFloat16, tensor.Shape{40000}, dev, "")
+		if err != nil {
+			return err
+		}
+		var views [2]*tensor.Tensor
+		for i, n := range []int64{1000, 40000} {
+			if views[i], err = buf.View(0, tensor.BFloat16, tensor.Shape{n}); err != nil {
+				return err
+			}
+		}
+		short, err := out.View(0, tensor.BFloat16, tensor.Shape{1000})
+		if err != nil {
+			return err
+		}
+		outs := [2]*tensor.Tensor{short, out}
+		for i := range 2 {
+			if err := registry.CustomAllReduce(env, views[i], outs[i], "sum", strategy); err != nil {
+				return err
+			}
+		}
+		if err := registry.SyncDevice(env); err != nil {
+			return fmt.Errorf("worker %d: matching calls: %w", env.WorkerID(), err)
+		}
+		i := 1
+		if env.WorkerID() == 0 {
+			i = 0
+		}
+		if err := registry.CustomAllReduce(env, views[i], outs[i], "sum", strategy); err != nil {
+			return err
+		}
+		return registry.SyncDevice(env)
+	})
 	// ipctest.alloc(bytes): an IPC allocation of a worker-dependent size
 	// when skew is set.
 	registry.MustRegisterTyped("ipctest.alloc", func(env registry.Env, count int64, skew bool) error {
@@ -257,6 +300,20 @@ func TestCustomAllReduce(t *testing.T) {
 			}
 			if err := s.Sync(bg(t)); !errors.Is(err, ccl.ErrBadArgs) && !errors.Is(err, ccl.ErrMismatch) {
 				t.Fatalf("int32 oneshot: %v, want a bad-arguments error", err)
+			}
+			// A call every rank made before skips the host's exchange; the
+			// kernels compare digests and report a difference, on every
+			// worker, with the next synchronization. The all-reducer fails
+			// from then on, so this comes last.
+			if _, err := s.CallPacked(mustFunc(t, s, "ipctest.differ"), []string{"oneshot", "twoshot"}[su.workers%2]); err != nil {
+				t.Fatal(err)
+			}
+			err = s.Sync(bg(t))
+			if !errors.Is(err, ccl.ErrMismatch) || strings.Contains(err.Error(), "matching calls") {
+				t.Fatalf("calls that differ only on the GPU: %v, want ccl.ErrMismatch from the kernels", err)
+			}
+			if got := workerErrors(t, err, "differed between ranks"); len(got) != su.workers {
+				t.Fatalf("calls that differ only on the GPU: workers %v reported the mismatch, want all %d (%v)", got, su.workers, err)
 			}
 		})
 	}
