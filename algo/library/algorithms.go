@@ -4,29 +4,30 @@ import "github.com/chorus-rt/chorus/algo/dsl"
 
 // allreduceOneShot: input and output of n chunks; thread block c of every
 // rank computes output chunk c from the input chunk c of all ranks, read
-// through the memory channels (one rre per block after fusion). Block 0
-// does the handshakes; barriers over all blocks order them with the reads.
+// through the memory channels (one rre per block after fusion). Each
+// thread block has channels of its own to every peer and does its own
+// handshakes with the peers' block c, the only blocks that read its
+// chunk: no barrier between the blocks of a rank, as ccl/ipc's one-shot
+// kernel (a block meets its counterparts, reduces, meets them again).
 func allreduceOneShot(p *dsl.Program, n int) {
-	ch := mesh(p, n)
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
+	chs := make([][][]*dsl.MemoryChannel, n)
+	for c := range n {
+		chs[c] = mesh(p, n)
 	}
 	for r := range n {
 		rk := p.Rank(r)
 		in, out := rk.Input(), rk.Output()
-		handshake(ch, r, n, 0)
-		rk.Barrier(all...)
 		for c := range n {
+			ch, tb := chs[c], dsl.TB(c)
+			handshake(ch, r, n, tb)
 			src := in.Chunk(c, 1)
 			for _, q := range peers(r, n) {
-				ch[r][q].Reduce(out.Chunk(c, 1), src, []dsl.Chunk{p.Rank(q).Input().Chunk(c, 1)}, dsl.Sum, dsl.TB(c))
+				ch[r][q].Reduce(out.Chunk(c, 1), src, []dsl.Chunk{p.Rank(q).Input().Chunk(c, 1)}, dsl.Sum, tb)
 				src = out.Chunk(c, 1) // accumulate: out = out + next peer's
 			}
+			// Nobody may leave (and let its input change) while peers read it.
+			exchange(ch, r, n, tb)
 		}
-		rk.Barrier(all...)
-		// Nobody may leave (and let its input change) while peers read it.
-		exchange(ch, r, n, 0)
 	}
 }
 

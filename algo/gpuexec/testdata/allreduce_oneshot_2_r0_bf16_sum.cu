@@ -13,24 +13,24 @@
 #define ZERO_EARLY 0
 #define END_WAIT 0
 #define MONO 1
-#define MONO_WAITS {0, 2}
+#define MONO_WAITS {0, 0, 2, 2}
 ...
 
 // thread block 0: 8 ops
 static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
-  u64 tk[1] = {0}; // wait tickets (GROUPED plans)
+  u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
     signal_mem(a, peer, slot, 1, true);
   }
   { // op 1: wait (memory)
-    const int slot[] = {1};
+    const int slot[] = {2};
     const int ticket[] = {0};
     wait_chan(a, slot, ticket, 1, false, tk, 0, 1, 0);
   }
-  { // op 2: barrier
-    tb_barrier(a, 0, 2u, 0, 2, 0);
+  { // op 2: nop
+    group_sync(a, 0, 2, 0);
   }
   { // op 3: rre (memory) r0.in[0:1] r1.in[0:1] r0.out[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -40,8 +40,8 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
     reduce_plain<2, 1>(a, dst, src, r0.n);
   }
-  { // op 4: barrier
-    tb_barrier(a, 0, 2u, 0, 4, 0);
+  { // op 4: nop
+    group_sync(a, 0, 4, 0);
   }
   { // op 5: signal (memory)
     const int peer[] = {1};
@@ -49,7 +49,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     signal_mem(a, peer, slot, 1, true);
   }
   { // op 6: wait (memory)
-    const int slot[] = {1};
+    const int slot[] = {2};
     const int ticket[] = {0};
     wait_chan(a, slot, ticket, 1, false, tk, 0, 6, 0);
   }
@@ -58,13 +58,23 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   }
 }
 
-// thread block 1: 3 ops
+// thread block 1: 8 ops
 static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
-  u64 tk[1] = {0}; // wait tickets (GROUPED plans)
-  { // op 0: barrier
-    tb_barrier(a, 0, 2u, 1, 0, 0);
+  u64 tk[2] = {0}; // wait tickets (GROUPED plans)
+  { // op 0: signal (memory)
+    const int peer[] = {1};
+    const int slot[] = {1};
+    signal_mem(a, peer, slot, 1, true);
   }
-  { // op 1: rre (memory) r0.in[1:2] r1.in[1:2] r0.out[1:2]
+  { // op 1: wait (memory)
+    const int slot[] = {3};
+    const int ticket[] = {1};
+    wait_chan(a, slot, ticket, 1, false, tk, 1, 1, 0);
+  }
+  { // op 2: nop
+    group_sync(a, 1, 2, 0);
+  }
+  { // op 3: rre (memory) r0.in[1:2] r1.in[1:2] r0.out[1:2]
     const Rg r0 = rg(a, 1, 1, 0, 1, 0, 0);
     const Rg r1 = rg(a, 1, 1, 0, 1, 0, 0);
     const Rg r2 = rg(a, 1, 1, 0, 1, 0, 0);
@@ -72,8 +82,21 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
     reduce_plain<2, 1>(a, dst, src, r0.n);
   }
-  { // op 2: barrier
-    tb_barrier(a, 0, 2u, 1, 2, 0);
+  { // op 4: nop
+    group_sync(a, 1, 4, 0);
+  }
+  { // op 5: signal (memory)
+    const int peer[] = {1};
+    const int slot[] = {1};
+    signal_mem(a, peer, slot, 1, true);
+  }
+  { // op 6: wait (memory)
+    const int slot[] = {3};
+    const int ticket[] = {1};
+    wait_chan(a, slot, ticket, 1, false, tk, 1, 6, 0);
+  }
+  { // op 7: nop
+    group_sync(a, 1, 7, 0);
   }
 }
 
