@@ -805,8 +805,9 @@ func (r *AllReducer) errWord() *atomic.Uint32 {
 }
 
 // Check reports (once) a kernel whose barrier gave up since the last
-// Check: a peer never arrived or the all-reducer was aborted, so that
-// call's result is wrong. Call it after the stream was synchronized (the
+// Check: a peer never arrived (ccl.ErrTimeout), the all-reducer was
+// aborted (ccl.ErrFailed) or a peer's call differed (ccl.ErrMismatch),
+// so that call's result is wrong. Call it after the stream was synchronized (the
 // kernels' stores to the mapped word are visible then); it reads host
 // memory only.
 func (r *AllReducer) Check() error {
