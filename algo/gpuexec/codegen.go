@@ -169,6 +169,8 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	src.WriteString("\n")
 	src.WriteString(cudasrc.Half)
 	src.WriteString("\n")
+	src.WriteString(cudasrc.MemOrder)
+	src.WriteString("\n")
 	src.WriteString(runtimeSource)
 	src.WriteString("\n// ---- the plan ----\n")
 	src.WriteString(body.String())

@@ -20,8 +20,6 @@
 // data (16-byte accesses move two packets at once: LL16), so a reader
 // that sees the flag sees the data.
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
 typedef long long i64;
 
 #define MAX_RANKS 8
@@ -67,37 +65,12 @@ __device__ __forceinline__ u64* bases(const Args& a) { return (u64*)a.inbound[RA
 __device__ __forceinline__ u64 gtid(const Args& a) { return (u64)lane(a) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 gthreads(const Args& a) { return a.group * blockDim.x; }
 
-// ---- memory-model primitives (PTX) ----
+// ---- memory-model primitives (PTX; the system-scope loads and
+// stores: gpu/cudasrc/memorder.cuh) ----
 
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 __device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
 
-__device__ __forceinline__ u32 ld_acquire_sys_u32(const u32* p) {
-  u32 v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_sys_u32(u32* p, u32 v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_relaxed_sys_u32(const u32* p) {
-  u32 v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_sys_u32(u32* p, u32 v) {
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ u64 ld_acquire_sys_u64(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ u64 ld_relaxed_sys_u64(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ void red_release_sys_u64(u64* p, u64 v) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }

@@ -259,7 +259,7 @@ func compileKernels(arch string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", cudasrc.Half+cudasrc.PDL+kernelSource, arch)
+	cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", cudasrc.Half+cudasrc.PDL+cudasrc.MemOrder+kernelSource, arch)
 	return cubin, err
 }
 

@@ -49,9 +49,6 @@
 // kernel before it on the stream ends, so it lets the next kernel be
 // launched and then waits before it reads any buffer or meets its peers.
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
 #define MAX_RANKS 8
 #define MAX_BLOCKS 512
 
@@ -80,37 +77,20 @@ struct Args {
 
 __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
 
-__device__ __forceinline__ void st_release(u32* p, u32 v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+// Slot accesses by width (u32 flags, u64 start slots); the primitives
+// are gpu/cudasrc/memorder.cuh's, prepended by the Go side.
+template <bool ACQUIRE, typename W> __device__ __forceinline__ W ld_slot(const W* p) {
+  if constexpr (sizeof(W) == 8)
+    return ACQUIRE ? ld_acquire_sys_u64(p) : ld_relaxed_sys_u64(p);
+  else
+    return ACQUIRE ? ld_acquire_sys_u32(p) : ld_relaxed_sys_u32(p);
 }
-__device__ __forceinline__ u32 ld_acquire(const u32* p) {
-  u32 v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed(u32* p, u32 v) {
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_relaxed(const u32* p) {
-  u32 v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release(u64* p, u64 v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 ld_acquire(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed(u64* p, u64 v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 ld_relaxed(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
+template <bool RELEASE, typename W> __device__ __forceinline__ void st_slot(W* p, W v) {
+  if constexpr (sizeof(W) == 8) {
+    if (RELEASE) st_release_sys_u64(p, v); else st_relaxed_sys_u64(p, v);
+  } else {
+    if (RELEASE) st_release_sys_u32(p, v); else st_relaxed_sys_u32(p, v);
+  }
 }
 
 // give_up records why a barrier stopped waiting (1 timeout, 2 aborted, 3
@@ -119,7 +99,7 @@ __device__ __forceinline__ u64 ld_relaxed(const u64* p) {
 // is mapped host memory: a plain store (posted, it does not wait for
 // PCIe); the host reads it after synchronizing.
 __device__ __forceinline__ void give_up(const Args& a, u32 code) {
-  st_relaxed(a.ctl + 1, code);
+  st_relaxed_sys_u32(a.ctl + 1, code);
   *(volatile u32*)a.err = code;
 }
 
@@ -142,10 +122,7 @@ __device__ __forceinline__ bool barrier(const Args& a, W* const* bars, u32 flag,
   int failed = 0;
   if (t < a.nranks) {
     W* theirs = bars[t] + blockIdx.x * MAX_RANKS + a.rank;
-    if (PUBLISH)
-      st_release(theirs, word);
-    else
-      st_relaxed(theirs, word);
+    st_slot<PUBLISH>(theirs, word);
     const W* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
     long long start = clock64();
     u32 spins = 0;
@@ -153,13 +130,13 @@ __device__ __forceinline__ bool barrier(const Args& a, W* const* bars, u32 flag,
     // ">=" (wrap-safe), not "==": without an end barrier (push one-shot)
     // a fast peer may already have stored the next call's flag here
     // before this rank looked; that flag implies this one.
-    while ((int)((u32)(v = PUBLISH ? ld_acquire(mine) : ld_relaxed(mine)) - flag) < 0) {
+    while ((int)((u32)(v = ld_slot<PUBLISH>(mine)) - flag) < 0) {
       // Every 256 polls (never on the fast path): give up when the host
       // aborted (a peer was lost), when an earlier barrier already gave
       // up, or after the timeout. Only device memory is read here.
       if ((++spins & 255) == 0) {
-        u32 code = ld_relaxed(a.ctl + 1);
-        if (code == 0 && ld_relaxed(a.ctl) != 0) code = 2u;
+        u32 code = ld_relaxed_sys_u32(a.ctl + 1);
+        if (code == 0 && ld_relaxed_sys_u32(a.ctl) != 0) code = 2u;
         if (code == 0 && clock64() - start > a.timeout) code = 1u;
         if (code != 0) {
           give_up(a, code);
