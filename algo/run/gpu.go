@@ -245,6 +245,18 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 			return nil, err
 		}
 	}
+	// Every rank starts its clock together with nothing of its own still
+	// queued: the poisoning copy above (32 MB of pageable host memory
+	// takes milliseconds) would otherwise run inside the first timed call,
+	// and a rank that starts late makes its peers wait in the first
+	// handshake (docs/gpu-executor.md, "Benchmarks": eager rows from 4 MB
+	// were up to 11x too slow without it).
+	if err := registry.SyncDevice(env); err != nil {
+		return nil, err
+	}
+	if err := startLine(env); err != nil {
+		return nil, err
+	}
 	launches := (max(iters, 1) + perLaunch - 1) / perLaunch
 	t0 := time.Now()
 	for range launches {
@@ -295,4 +307,18 @@ func gpuBenchWorker(env registry.Env, h any, dt tensor.DType, inN, outN int64, i
 		}
 	}
 	return tensor.FromSlice([]float64{float64(el.Nanoseconds()) / 1e3 / float64(launches*perLaunch), float64(wrong)}), nil
+}
+
+// startLine is a barrier of the workers over the control communicator of
+// their IPC memory (the one the executors exchange call descriptors on).
+func startLine(env registry.Env) error {
+	ipcm, err := registry.IPCOf(env)
+	if err != nil {
+		return err
+	}
+	_, control, err := ipcm.IPCMemory()
+	if err != nil {
+		return err
+	}
+	return control.Barrier(env.Context())
 }
