@@ -98,6 +98,9 @@ type gen struct {
 	// quiet: this rank writes nothing in a call that another rank reads
 	// (QuietRank), so none of its memory signals has anything to publish.
 	quiet bool
+	// meet: per top-level op of the thread block being generated, whether
+	// a nop there makes the group's CUDA blocks meet (NopMeetings).
+	meet []bool
 }
 
 // Generate writes the kernel of rank `rank` of p for dtype dt and reduce
@@ -764,6 +767,11 @@ func (g *gen) block(ti int) error {
 	g.printf("\n// thread block %d: %d ops\nstatic __device__ __noinline__ void tb_%d(const Args& a, const u32 flag) {\n", ti, len(tb.Ops), ti)
 	g.printf("  u64 tk[%d] = {0}; // wait tickets (GROUPED plans)\n", max(1, g.res.Tickets))
 	g.first = true
+	meet, err := NopMeetings(g.p, g.rank, ti)
+	if err != nil {
+		return err
+	}
+	g.meet = meet
 	for oi := range tb.Ops {
 		op := &tb.Ops[oi]
 		if op.Name == plan.OpPipeline {
@@ -892,6 +900,10 @@ func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 	in := ind + "  "
 	switch op.Name {
 	case plan.OpNop:
+		if bi < 0 && g.res.Grouped && !g.meet[oi] {
+			g.printf("%s__syncthreads(); // no data op across it touches what one before it did\n", in)
+			break
+		}
 		g.printf("%sgroup_sync(a, %s);\n", in, L)
 	case plan.OpBarrier:
 		if op.BarrierID < 0 || op.NumThreadBlocks <= 0 {
@@ -1086,4 +1098,90 @@ func (g *gen) move(tb, oi, bi int, op *plan.Op, acc []plan.Access, in, iter, L s
 		}
 	}
 	return nil
+}
+
+// NopMeetings reports, for each op of thread block tb of rank (true at a
+// nop whose group must meet), whether a top-level nop needs the group's
+// CUDA blocks to meet (group_sync) or only the block's threads
+// (__syncthreads). A nop orders the data ops before it against those
+// after it; within a group, the CUDA blocks split each op's bytes, so
+// data one block wrote may be read by another only after a meeting. Where
+// no data op between the last meeting (or barrier, semaphore op, memory
+// flush, the start) and the nop touches, on any rank, a range of a buffer
+// that a data op between the nop and the next such point touches, with at
+// least one of the two writing, nothing crosses the nop between blocks
+// and the meeting is dropped. Signals and waits are not meetings here:
+// every block of a group signals its own lane and every waiting block
+// polls every lane (runtime.cuh), so what crosses ranks is ordered by
+// them alone. In-place plans put input and output in one allocation: any
+// two accesses to either on one rank conflict. Nops inside pipelines
+// always meet.
+func NopMeetings(p *plan.Plan, rank, tb int) ([]bool, error) {
+	ops := p.GPUs[rank].ThreadBlocks[tb].Ops
+	meet := make([]bool, len(ops))
+	access := func(i int) ([]plan.Access, error) {
+		switch ops[i].Name {
+		case plan.OpNop, plan.OpBarrier, plan.OpSignal, plan.OpWait, plan.OpRelaxedSignal, plan.OpRelaxedWait,
+			plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease:
+			return nil, nil
+		}
+		return p.OpAccess(rank, tb, &ops[i])
+	}
+	meets := func(op *plan.Op) bool { // a point every block of the group reaches together
+		switch op.Name {
+		case plan.OpBarrier, plan.OpSemAcquire, plan.OpSemRelease:
+			return true
+		case plan.OpFlush:
+			return op.ChannelType != plan.ChannelPort
+		}
+		return false
+	}
+	var since []plan.Access
+	for i := range ops {
+		switch {
+		case ops[i].Name == plan.OpNop:
+			var after []plan.Access
+			for j := i + 1; j < len(ops) && ops[j].Name != plan.OpNop && !meets(&ops[j]); j++ {
+				a, err := access(j)
+				if err != nil {
+					return nil, err
+				}
+				after = append(after, a...)
+			}
+			if meet[i] = conflicts(since, after, p.InPlace); meet[i] {
+				since = since[:0]
+			}
+		case meets(&ops[i]):
+			since = since[:0]
+		default:
+			a, err := access(i)
+			if err != nil {
+				return nil, err
+			}
+			since = append(since, a...)
+		}
+	}
+	return meet, nil
+}
+
+// conflicts reports whether an access of a and one of b touch the same
+// chunks of one buffer of one rank, at least one writing.
+func conflicts(a, b []plan.Access, inPlace bool) bool {
+	class := func(x plan.Access) plan.BufferType {
+		if inPlace && x.Buffer == plan.Output {
+			return plan.Input
+		}
+		return x.Buffer
+	}
+	for _, x := range a {
+		for _, y := range b {
+			if x.Rank != y.Rank || class(x) != class(y) || (x.Mode != plan.AccessWrite && y.Mode != plan.AccessWrite) {
+				continue
+			}
+			if (inPlace && class(x) == plan.Input) || (x.Index < y.End() && y.Index < x.End()) {
+				return true
+			}
+		}
+	}
+	return false
 }

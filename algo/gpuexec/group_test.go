@@ -2,6 +2,7 @@ package gpuexec
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -222,4 +223,62 @@ func TestCallSyncNeedsBarriers(t *testing.T) {
 			t.Errorf("%s with %s: CallSync %d, want %d", c.algo, c.what, got, c.want)
 		}
 	}
+}
+
+// A nop makes a group's CUDA blocks meet only where a data op before it
+// and one after it touch the same chunks of one buffer of one rank, one
+// of them writing (in-place plans: input and output are one buffer).
+func TestNopMeetings(t *testing.T) {
+	// allreduce_oneshot, rank 0, thread block 0: signal, wait, nop, rre
+	// (r0.in[0:1] r1.in[0:1] -> r0.out[0:1]), nop, signal, wait, nop.
+	copyOp := func(src, dst plan.BufRef) plan.Op {
+		return plan.Op{Name: plan.OpCopy, Src: []plan.BufRef{src}, Dst: []plan.BufRef{dst}}
+	}
+	for _, c := range []struct {
+		name    string
+		first   *plan.Op // inserted before the opening signal
+		inPlace bool
+		want    []int // indices of the nops that meet
+	}{
+		{"library plan", nil, false, nil},
+		{"write, then a write of the same chunk", ptr(copyOp(plan.Local(plan.Input, 0, 1), plan.Local(plan.Output, 0, 1))), false, []int{3}},
+		{"write of another chunk", ptr(copyOp(plan.Local(plan.Input, 0, 1), plan.Local(plan.Output, 1, 1))), false, nil},
+		{"reads only", ptr(copyOp(plan.Local(plan.Input, 0, 1), plan.Local(plan.Scratch, 0, 1))), false, nil},
+		{"in place: input and output are one buffer", ptr(copyOp(plan.Local(plan.Input, 1, 1), plan.Local(plan.Output, 1, 1))), true, []int{3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := build(t, "allreduce_oneshot", 2)
+			p.InPlace = c.inPlace
+			ops := &p.GPUs[0].ThreadBlocks[0].Ops
+			if c.first != nil {
+				*ops = append([]plan.Op{*c.first}, *ops...)
+			}
+			meet, err := NopMeetings(p, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for i, op := range *ops {
+				if op.Name != plan.OpNop && meet[i] {
+					t.Errorf("op %d (%s) marked", i, op.Name)
+				}
+				if meet[i] {
+					got = append(got, i)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("nops that meet: %v, want %v (ops %v)", got, c.want, opNames(*ops))
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func opNames(ops []plan.Op) []string {
+	var s []string
+	for _, op := range ops {
+		s = append(s, op.Name.String())
+	}
+	return s
 }

@@ -30,7 +30,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     wait_chan(a, slot, ticket, 1, false, tk, 0, 1, 0);
   }
   { // op 2: nop
-    group_sync(a, 0, 2, 0);
+    __syncthreads(); // no data op across it touches what one before it did
   }
   { // op 3: rre (memory) r0.in[0:1] r1.in[0:1] r0.out[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -41,7 +41,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     reduce_plain<2, 1>(a, dst, src, r0.n);
   }
   { // op 4: nop
-    group_sync(a, 0, 4, 0);
+    __syncthreads(); // no data op across it touches what one before it did
   }
   { // op 5: signal (memory)
     const int peer[] = {1};
@@ -54,7 +54,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
     wait_chan(a, slot, ticket, 1, false, tk, 0, 6, 0);
   }
   { // op 7: nop
-    group_sync(a, 0, 7, 0);
+    __syncthreads(); // no data op across it touches what one before it did
   }
 }
 
@@ -72,7 +72,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
     wait_chan(a, slot, ticket, 1, false, tk, 1, 1, 0);
   }
   { // op 2: nop
-    group_sync(a, 1, 2, 0);
+    __syncthreads(); // no data op across it touches what one before it did
   }
   { // op 3: rre (memory) r0.in[1:2] r1.in[1:2] r0.out[1:2]
     const Rg r0 = rg(a, 1, 1, 0, 1, 0, 0);
@@ -83,7 +83,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
     reduce_plain<2, 1>(a, dst, src, r0.n);
   }
   { // op 4: nop
-    group_sync(a, 1, 4, 0);
+    __syncthreads(); // no data op across it touches what one before it did
   }
   { // op 5: signal (memory)
     const int peer[] = {1};
@@ -96,7 +96,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
     wait_chan(a, slot, ticket, 1, false, tk, 1, 6, 0);
   }
   { // op 7: nop
-    group_sync(a, 1, 7, 0);
+    __syncthreads(); // no data op across it touches what one before it did
   }
 }
 
