@@ -15,6 +15,7 @@
 # Build each folder with scripts/gpu-build.sh (BASE: from a worktree of
 # the old commit; only its chorus is used). Run from the repository root
 # on the GPU machine.
+# RANKS (default 2) ranks share GPU 0; MIN and MAX bound the sizes.
 # Usage: scripts/plan-mps-bench.sh NEW [BASE] OUT
 #   OUT/log.txt (tests, table, resource use, kernel times), OUT/bench.jsonl
 #   (rows, "version": "base", "new" or "new-ipc"), OUT/table.md
@@ -42,7 +43,7 @@ echo "algo/run GPU tests rc=$? $(($(date +%s) - t0))s" | tee -a "$L"
 grep -E '^\s*--- ' "$out/run.log" | head -40 >>"$L"
 J=$out/bench.jsonl
 : >"$J"
-common="--devices 0 --workers 2 --dtype bfloat16 --min ${MIN:-1K} --max ${MAX:-256M} --step 8 --json"
+common="--devices 0 --workers ${RANKS:-2} --dtype bfloat16 --min ${MIN:-1K} --max ${MAX:-256M} --step 8 --json"
 for mode in "" "--graph"; do
   t0=$(date +%s)
   # shellcheck disable=SC2086 # $common and $mode are lists of flags
@@ -81,7 +82,7 @@ if [ "${NSYS:-0}" = 1 ] && [ -n "$ns" ]; then
       [ $what = ipc ] && args="--backend ipc --strategy oneshot"
       # shellcheck disable=SC2086
       CHORUS_KERNEL_CACHE=/tmp/chorus-kc-new timeout 60 "$ns" profile --trace=cuda --force-overwrite=true -o "/tmp/nsys-$what-$size" \
-        "$new/chorus" bench allreduce $args --devices 0 --workers 2 --dtype bfloat16 --min $size --max $size --graph --json >/dev/null 2>>"$out/bench.err"
+        "$new/chorus" bench allreduce $args --devices 0 --workers ${RANKS:-2} --dtype bfloat16 --min $size --max $size --graph --json >/dev/null 2>>"$out/bench.err"
       echo "nsys $what $size rc=$?" | tee -a "$L"
       timeout 60 "$ns" stats --report cuda_gpu_kern_sum --format csv "/tmp/nsys-$what-$size.nsys-rep" 2>>"$out/bench.err" | grep -E 'chorus_plan|oneshot|Name' | tee -a "$L"
     done
