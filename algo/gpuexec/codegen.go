@@ -1119,13 +1119,18 @@ func (g *gen) move(tb, oi, bi int, op *plan.Op, acc []plan.Access, in, iter, L s
 func NopMeetings(p *plan.Plan, rank, tb int) ([]bool, error) {
 	ops := p.GPUs[rank].ThreadBlocks[tb].Ops
 	meet := make([]bool, len(ops))
-	access := func(i int) ([]plan.Access, error) {
+	acc := make([][]plan.Access, len(ops)) // the data ops' accesses
+	for i := range ops {
 		switch ops[i].Name {
 		case plan.OpNop, plan.OpBarrier, plan.OpSignal, plan.OpWait, plan.OpRelaxedSignal, plan.OpRelaxedWait,
 			plan.OpFlush, plan.OpSemAcquire, plan.OpSemRelease:
-			return nil, nil
+			continue
 		}
-		return p.OpAccess(rank, tb, &ops[i])
+		a, err := p.OpAccess(rank, tb, &ops[i])
+		if err != nil {
+			return nil, err
+		}
+		acc[i] = a
 	}
 	meets := func(op *plan.Op) bool { // a point every block of the group reaches together
 		switch op.Name {
@@ -1142,11 +1147,7 @@ func NopMeetings(p *plan.Plan, rank, tb int) ([]bool, error) {
 		case ops[i].Name == plan.OpNop:
 			var after []plan.Access
 			for j := i + 1; j < len(ops) && ops[j].Name != plan.OpNop && !meets(&ops[j]); j++ {
-				a, err := access(j)
-				if err != nil {
-					return nil, err
-				}
-				after = append(after, a...)
+				after = append(after, acc[j]...)
 			}
 			if meet[i] = conflicts(since, after, p.InPlace); meet[i] {
 				since = since[:0]
@@ -1154,11 +1155,7 @@ func NopMeetings(p *plan.Plan, rank, tb int) ([]bool, error) {
 		case meets(&ops[i]):
 			since = since[:0]
 		default:
-			a, err := access(i)
-			if err != nil {
-				return nil, err
-			}
-			since = append(since, a...)
+			since = append(since, acc[i]...)
 		}
 	}
 	return meet, nil
