@@ -101,6 +101,12 @@ type gen struct {
 	// meet: per top-level op of the thread block being generated, whether
 	// a nop there makes the group's CUDA blocks meet (NopMeetings).
 	meet []bool
+	// sent: per channel slot, the signals generated so far in the thread
+	// block (top level).
+	sent map[int]int
+	// inline: the thread blocks' functions are inlined into the kernel
+	// (small plans, inlineOps).
+	inline bool
 }
 
 // Generate writes the kernel of rank `rank` of p for dtype dt and reduce
@@ -126,8 +132,13 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	if err != nil {
 		return nil, err
 	}
-	g := &gen{p: p, rank: rank, slots: p.ChannelSlots(), ticketBase: map[plan.ChannelType]int{}, quiet: QuietRank(p, rank)}
+	g := &gen{p: p, rank: rank, slots: p.ChannelSlots(), ticketBase: map[plan.ChannelType]int{}, quiet: QuietRank(p, rank), sent: map[int]int{}}
 	gp := &p.GPUs[rank]
+	ops := 0
+	for _, tb := range gp.ThreadBlocks {
+		ops += len(tb.Ops)
+	}
+	g.inline = ops <= inlineOps
 	for _, t := range []plan.ChannelType{plan.ChannelMemory, plan.ChannelPort} {
 		g.ticketBase[t] = g.res.Tickets
 		g.res.Tickets += len(gp.ChannelPeers(t))
@@ -163,9 +174,6 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	mono := g.res.Sync == SyncSignals
 	fmt.Fprintf(&src, "#define END_RELEASE %d\n#define ZERO_EARLY %d\n#define END_WAIT %d\n#define MONO %d\n", b2i(!packets), b2i(g.res.Sync == SyncHandshakes),
 		b2i(g.res.Sync != SyncFlags && !mono), b2i(mono))
-	if mono {
-		fmt.Fprintf(&src, "#define MONO_WAITS {%s}\n", joinInts(slotWaits(p, rank)))
-	}
 	if len(g.res.SemInit) > 0 {
 		fmt.Fprintf(&src, "#define SEM_INIT {%s}\n", joinInts(g.res.SemInit))
 	}
@@ -177,7 +185,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	src.WriteString(runtimeSource)
 	src.WriteString("\n// ---- the plan ----\n")
 	src.WriteString(body.String())
-	// The thread blocks' functions (__noinline__) and fail take the
+	// The thread blocks' functions (__noinline__ in large plans) and fail take the
 	// arguments by reference. A reference to an ordinary kernel parameter
 	// makes the compiler copy the whole parameter (1056 bytes) into every
 	// thread's local memory at the kernel's start; __grid_constant__
@@ -186,7 +194,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	// thread that this replaces took 0.7-0.9 us of a 1 KB call (globaltimer
 	// stamps, H200, 2 ranks under MPS).
 	fmt.Fprintf(&src, "\nextern \"C\" __global__ void __launch_bounds__(NTHREADS) %s(const __grid_constant__ Args params) {\n", KernelName)
-	src.WriteString("  const Args& a = params;\n  bool gave;\n  const u32 flag = call_flag(a, &gave);\n  start_barrier(a, flag);\n")
+	src.WriteString("  const Args& a = params;\n  bool gave;\n  const flag_t flag = call_flag(a, &gave);\n  start_barrier(a, flag);\n")
 	src.WriteString("  if (!(START ? gave_up(a) : gave)) {\n    switch (blockIdx.x / (u32)a.group) {\n")
 	for ti := range gp.ThreadBlocks {
 		fmt.Fprintf(&src, "      case %d: tb_%d(a, flag); break;\n", ti, ti)
@@ -258,6 +266,11 @@ func Groupable(p *plan.Plan) bool {
 	return ok
 }
 
+// inlineOps: a rank's kernel whose thread blocks have at most this many
+// ops in all inlines their functions (no call per block); larger plans
+// keep one function each (__noinline__), which bounds NVRTC's time.
+const inlineOps = 64
+
 // Sync is how a plan's kernels meet their peers at a call's start and
 // end (docs/gpu-executor.md, "Call boundaries").
 type Sync uint8
@@ -296,6 +309,25 @@ func CallSync(p *plan.Plan) Sync {
 		return SyncHandshakes
 	}
 	return SyncBarriers
+}
+
+// usesPackets reports whether an op of p reads or writes LL packets.
+// SignalSynced plans have none: their call number is 64 bits, where
+// packets carry 32.
+func usesPackets(p *plan.Plan) bool {
+	found := false
+	for r := range p.GPUs {
+		for t := range p.GPUs[r].ThreadBlocks {
+			visitOps(p, r, t, func(op *plan.Op, _ bool) {
+				acc, err := p.OpAccess(r, t, op)
+				for _, a := range acc {
+					found = found || a.Packet
+				}
+				found = found || err != nil
+			})
+		}
+	}
+	return found
 }
 
 // visitOps calls f on every op of thread block t of rank r in program
@@ -662,13 +694,14 @@ func remoteTouches(p *plan.Plan, r, t int, op *plan.Op) (uint64, bool) {
 // peer touches q's memory any more and every peer write to it is
 // visible, which is what the end barrier's round trip said. Without
 // that word a peer may signal for the next call while q ends this one,
-// so the counters are not zeroed: each lane's waits count from a base
-// (the signals of every earlier call on that lane), which q's last block
-// advances by the call's waits once all of q's waits of the call have
-// returned (runtime.cuh, MONO). allreduce_oneshot and allreduce_twoshot
-// end with such a closing handshake.
+// so the inbound words are not zeroed: a signal stores (call << 16 | k)
+// at its k-th signal on the channel in the call, one writer a lane, and
+// a wait for the j-th polls until the word is at least (call << 16 | j)
+// (runtime.cuh, MONO; the call number is 64 bits, so plans with packets,
+// which carry 32, are not SignalSynced). allreduce_oneshot and
+// allreduce_twoshot end with such a closing handshake.
 func SignalSynced(p *plan.Plan) bool {
-	if !HandshakeSynced(p) {
+	if !HandshakeSynced(p) || p.Protocol == plan.LL || usesPackets(p) {
 		return false
 	}
 	for r := range p.GPUs {
@@ -728,30 +761,6 @@ func SignalSynced(p *plan.Plan) bool {
 	return true
 }
 
-// slotWaits is, per channel slot of p, how many times rank r waits on it
-// in a call (SignalSynced plans: as many as its peer signals on it).
-func slotWaits(p *plan.Plan, r int) []int {
-	slots := p.ChannelSlots()
-	w := make([]int, len(slots))
-	gp := &p.GPUs[r]
-	all := gp.ChannelPeers(plan.ChannelMemory)
-	for t := range gp.ThreadBlocks {
-		visitOps(p, r, t, func(op *plan.Op, _ bool) {
-			if op.Name != plan.OpWait && op.Name != plan.OpRelaxedWait {
-				return
-			}
-			for _, i := range op.ChannelIDs {
-				id, err := p.TBChannel(r, t, plan.ChannelMemory, i)
-				if err != nil || id < 0 || id >= len(all) {
-					continue
-				}
-				w[slots[slotKey{Type: plan.ChannelMemory, Src: all[id], Dst: r, K: plan.Occurrence(all, id)}]]++
-			}
-		})
-	}
-	return w
-}
-
 func joinInts(v []int) string {
 	s := make([]string, len(v))
 	for i, x := range v {
@@ -764,7 +773,12 @@ func (g *gen) printf(format string, args ...any) { fmt.Fprintf(&g.w, format, arg
 
 func (g *gen) block(ti int) error {
 	tb := &g.p.GPUs[g.rank].ThreadBlocks[ti]
-	g.printf("\n// thread block %d: %d ops\nstatic __device__ __noinline__ void tb_%d(const Args& a, const u32 flag) {\n", ti, len(tb.Ops), ti)
+	inline := "__noinline__"
+	if g.inline {
+		inline = "__forceinline__"
+	}
+	g.printf("\n// thread block %d: %d ops\nstatic __device__ %s void tb_%d(const Args& a, const flag_t flag) {\n", ti, len(tb.Ops), inline, ti)
+	clear(g.sent)
 	g.printf("  u64 tk[%d] = {0}; // wait tickets (GROUPED plans)\n", max(1, g.res.Tickets))
 	g.first = true
 	meet, err := NopMeetings(g.p, g.rank, ti)
@@ -931,7 +945,7 @@ func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 		switch {
 		case op.Name == plan.OpWait || op.Name == plan.OpRelaxedWait:
 			g.printf("%sconst int slot[] = {%s};\n%sconst int ticket[] = {%s};\n", in, joinInts(wait), in, joinInts(tickets))
-			g.printf("%swait_chan(a, slot, ticket, %d, %t, tk, %s);\n", in, len(peers), relaxed, L)
+			g.printf("%swait_chan(a, slot, ticket, %d, %t, tk, flag, %s);\n", in, len(peers), relaxed, L)
 		case op.ChannelType == plan.ChannelPort:
 			g.printf("%sconst int peer[] = {%s};\n%sconst int slot[] = {%s};\n", in, joinInts(peers), in, joinInts(sig))
 			g.printf("%sport_signal(a, peer, slot, %d, %s);\n", in, len(peers), L)
@@ -950,8 +964,22 @@ func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 			if g.first || g.quiet {
 				relaxed = true
 			}
-			g.printf("%sconst int peer[] = {%s};\n%sconst int slot[] = {%s};\n", in, joinInts(peers), in, joinInts(sig))
-			g.printf("%ssignal_mem(a, peer, slot, %d, %t);\n", in, len(peers), relaxed)
+			// seq: each signal's number on its channel in this call
+			// (MONO plans store it; the others add 1). MONO plans have
+			// no signal in a pipeline, so the numbers are the program
+			// order's.
+			seq := make([]int, len(sig))
+			for i, sl := range sig {
+				if bi < 0 {
+					g.sent[sl]++
+					seq[i] = g.sent[sl]
+				}
+				if seq[i] > 0xffff && g.res.Sync == SyncSignals {
+					return g.errf(tb, oi, bi, op, "more than 65535 signals on one channel in a call")
+				}
+			}
+			g.printf("%sconst int peer[] = {%s};\n%sconst int slot[] = {%s};\n%sconst u32 seq[] = {%s};\n", in, joinInts(peers), in, joinInts(sig), in, joinInts(seq))
+			g.printf("%ssignal_mem(a, peer, slot, seq, %d, %t, flag);\n", in, len(peers), relaxed)
 		}
 	case plan.OpFlush:
 		if op.ChannelType == plan.ChannelPort {

@@ -795,7 +795,8 @@ func (x *Executor) Check() error {
 }
 
 // abortWordOffset: the abort word is control word 3 (0 call flag, 1 end
-// counter, 2 give-up code; runtime.cuh).
+// counter, 2 give-up code, 4-5 the 64-bit call number of SignalSynced
+// plans; runtime.cuh).
 const abortWordOffset = 12
 
 // Abort makes every queued or running kernel of this executor stop

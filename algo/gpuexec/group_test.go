@@ -91,7 +91,7 @@ func TestCallSync(t *testing.T) {
 		SyncPackets:    "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 1\n#define MONO 0\n",
 		SyncHandshakes: "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 1\n#define END_WAIT 1\n#define MONO 0\n",
 		SyncFlags:      "#define START 0\n#define END_RELEASE 0\n#define ZERO_EARLY 0\n#define END_WAIT 0\n#define MONO 0\n",
-		SyncSignals:    "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n#define END_WAIT 0\n#define MONO 1\n#define MONO_WAITS {",
+		SyncSignals:    "#define START 0\n#define END_RELEASE 1\n#define ZERO_EARLY 0\n#define END_WAIT 0\n#define MONO 1\n",
 	}
 	for _, name := range library.Names() {
 		for _, n := range []int{2, 4, 8} {

@@ -355,9 +355,8 @@ func ControlLayout(p *plan.Plan) Control {
 	c.FIFOHead = 192
 	c.Tickets = 256
 	c.Inbound = c.Tickets + up(int64(c.NTickets)*8)
-	// the counters, then (SignalSynced plans) their bases, MaxGroup lanes
-	// a slot each (runtime.cuh, slot_at and bases)
-	c.TBBar = c.Inbound + 2*up(int64(c.Slots)*8*MaxGroup)
+	// the inbound words, MaxGroup lanes a slot (runtime.cuh, slot_at)
+	c.TBBar = c.Inbound + up(int64(c.Slots)*8*MaxGroup)
 	c.Sems = c.TBBar + up(int64(c.NBarriers)*8)
 	c.GBar = c.Sems + up(int64(c.NSems)*4)
 	c.Total = c.GBar + up(int64(c.NTBs)*8)

@@ -54,14 +54,25 @@ struct Args {
 
 __device__ __forceinline__ u32 lane(const Args& a) { return blockIdx.x % (u32)a.group; }
 
-// slot_at is where the inbound counter of channel slot s, lane l lies.
-// Counters zeroed every call pack the lanes of this call's group; MONO
-// plans (SignalSynced) never zero them, so a lane keeps its place
-// whatever the group of a call, and its count from call to call: the
-// waits add the lane's base (bases, beside the counters: the signals of
-// every earlier call), which the last block of each call advances.
+// slot_at is where the inbound word of channel slot s, lane l lies.
+// Counters zeroed every call pack the lanes of this call's group. MONO
+// plans (SignalSynced) never zero their words, so a lane keeps its place
+// whatever the group of a call; each word has one writer (the lane's
+// block of the one thread block that signals on the channel), which
+// stores (call << 16 | k) at its k-th signal of a call, and a wait for
+// the j-th signal of call c polls until the word is at least (c << 16 |
+// j): the words only grow, a peer already a call ahead satisfies it
+// (its signals of this call came first), and no count has to be carried
+// from call to call. The call number of MONO plans is 64 bits (flag_t;
+// the epoch word beside ctl), so it does not wrap.
 __device__ __forceinline__ u64 slot_at(const Args& a, u64 s, u64 l) { return MONO ? s * MAX_GROUP + l : s * a.group + l; }
-__device__ __forceinline__ u64* bases(const Args& a) { return (u64*)a.inbound[RANK] + a.nslots * MAX_GROUP; }
+#if MONO
+typedef u64 flag_t;
+#else
+typedef u32 flag_t;
+#endif
+// epoch is MONO plans' 64-bit call number (control words 4 and 5).
+__device__ __forceinline__ u64* epoch(const Args& a) { return (u64*)((u32*)a.ctl + 4); }
 __device__ __forceinline__ u64 gtid(const Args& a) { return (u64)lane(a) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 gthreads(const Args& a) { return a.group * blockDim.x; }
 
@@ -237,7 +248,7 @@ __device__ __forceinline__ Rg rg(const Args& a, u64 idx, u64 size, u64 part, u64
 // scratch) of rank q. In LL plans scratch chunk c occupies bytes
 // [2cC, 2(c+1)C): plain data the first half, packets all of it. Double
 // scratch alternates halves by call parity.
-__device__ __forceinline__ char* at(const Args& a, u32 flag, int q, int b, u64 off) {
+__device__ __forceinline__ char* at(const Args& a, flag_t flag, int q, int b, u64 off) {
   char* base = (char*)a.buf[q][b];
   if (b == 2) {
     if (LL) off *= 2;
@@ -578,15 +589,23 @@ __device__ __forceinline__ void reduce_packets(const Args& a, char* const* dst, 
 // signal_mem: for each channel i, one add on rank peer[i]'s inbound
 // counter slot[i]: a system-scope release (after __syncthreads, so it
 // covers the whole block's earlier writes), or relaxed.
-__device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const int* slot, int n, bool relaxed) {
+__device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const int* slot, const u32* seq, int n, bool relaxed, flag_t flag) {
   __syncthreads();
   const int t = threadIdx.x;
   if (t < n) {
     u64* p = (u64*)a.inbound[peer[t]] + slot_at(a, (u64)slot[t], lane(a));
+#if MONO
+    const u64 v = ((u64)flag << 16) | seq[t];
+    if (relaxed)
+      st_relaxed_sys_u64(p, v);
+    else
+      st_release_sys_u64(p, v);
+#else
     if (relaxed)
       red_relaxed_sys_u64(p, 1ull);
     else
       red_release_sys_u64(p, 1ull);
+#endif
   }
 }
 
@@ -599,7 +618,7 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
 // of every call (or, MONO, count from the lane's base), so the group size
 // may change from call to call; the others take tickets from device
 // memory with a group of 1.
-__device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, u64* tk, int tb, int op, int body) {
+__device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, u64* tk, flag_t flag, int tb, int op, int body) {
   const int G = (int)a.group;
   // No check of the give-up word before the poll (a round trip every
   // wait): the poll checks it every 256 reads (keep_waiting).
@@ -611,7 +630,7 @@ __device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const 
     else
       target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[c], 1ull) + 1ull;
     const u64* p = (const u64*)a.inbound[RANK] + slot_at(a, (u64)slot[c], (u64)l);
-    if (MONO) target += bases(a)[slot_at(a, (u64)slot[c], (u64)l)];
+    if (MONO) target |= (u64)flag << 16;
     Waiter w = waiter(a, 1);
     while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
       if (!keep_waiting(a, w, tb, op, body)) break;
@@ -761,8 +780,8 @@ __device__ __forceinline__ void reset_semaphores(const Args& a) {
 // end barrier publishes the rank's writes), ZERO_EARLY (1: grouped
 // signal counters are zeroed before the end barrier's word, else after
 // it), END_WAIT (0: no words between ranks at the end, FlagSynced and
-// SignalSynced plans) and MONO (1: counters never zeroed, bases advanced
-// by MONO_WAITS, SignalSynced plans), per gpuexec.CallSync.
+// SignalSynced plans) and MONO (1: inbound words never zeroed, signals
+// store (call << 16 | k), SignalSynced plans), per gpuexec.CallSync.
 
 // start_barrier: no block touches a peer's memory before every peer has
 // started this call (so it finished the previous one, copies included).
@@ -771,7 +790,7 @@ __device__ __forceinline__ void reset_semaphores(const Args& a) {
 // was written by earlier work on their streams, complete at the kernel
 // boundary. Plans whose own handshakes or packet flags do this (START 0)
 // have none.
-__device__ __forceinline__ void start_barrier(const Args& a, u32 flag) {
+__device__ __forceinline__ void start_barrier(const Args& a, flag_t flag) {
 #if START
   const int t = threadIdx.x;
   if (NRANKS > 1 && t < NRANKS && t != RANK) {
@@ -795,21 +814,6 @@ __device__ __forceinline__ void zero_inbound(const Args& a) {
   __syncthreads();
 }
 
-// add_bases: the last block of a MONO plan's call adds the call's waits
-// on each slot (MONO_WAITS, this rank's) to the bases of the lanes this
-// call used: the next call's waits count from there.
-__device__ __forceinline__ void add_bases(const Args& a) {
-#if MONO
-  const u64 waits[] = MONO_WAITS;
-  u64* b = bases(a);
-  for (u64 i = threadIdx.x; i < a.nslots * a.group; i += blockDim.x) {
-    const u64 s = i / a.group, l = i % a.group;
-    b[slot_at(a, s, l)] += waits[s];
-  }
-  __syncthreads();
-#endif
-}
-
 // end_barrier: the last block of this rank to finish tells every peer
 // and waits for every peer's word, so when the kernel ends no peer
 // touches this rank's memory any more and (END_RELEASE) every peer write
@@ -824,7 +828,7 @@ __device__ __forceinline__ void add_bases(const Args& a) {
 // arrive: after the peers' words (their signals precede them), or, where
 // every signal is waited for in the call (ZERO_EARLY), before this rank's
 // word; either way before any peer can signal again.
-__device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
+__device__ __forceinline__ void end_barrier(const Args& a, flag_t flag) {
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -838,10 +842,6 @@ __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
 #if GROUPED && ZERO_EARLY
   __syncthreads();
   if (last) zero_inbound(a);
-#endif
-#if MONO
-  __syncthreads();
-  if (last) add_bases(a);
 #endif
   if (END_WAIT && NRANKS > 1 && threadIdx.x == 0 && last) {
 #if END_RELEASE
@@ -862,18 +862,29 @@ __device__ __forceinline__ void end_barrier(const Args& a, u32 flag) {
   __syncthreads();
   if (last) zero_inbound(a);
 #endif
+#if MONO
+  if (threadIdx.x == 0 && last) *(volatile u64*)epoch(a) = flag;
+#else
   if (threadIdx.x == 0 && last) *(volatile u32*)a.ctl = flag;
+#endif
 }
 
 // call_flag is this call's flag (the last call's plus one, never 0, the
-// flag of never-written packets); *gave is whether an earlier call gave
-// up. Thread 0 issues both loads together: one round trip.
-__device__ __forceinline__ u32 call_flag(const Args& a, bool* gave) {
-  __shared__ u32 s_flag, s_gave;
+// flag of never-written packets; MONO plans: the 64-bit epoch plus one);
+// *gave is whether an earlier call gave up. Thread 0 issues both loads
+// together: one round trip.
+__device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave) {
+  __shared__ flag_t s_flag;
+  __shared__ u32 s_gave;
   if (threadIdx.x == 0) {
-    const u32 f = *(volatile u32*)a.ctl + 1u;
+#if MONO
+    const u64 f = *(volatile u64*)epoch(a) + 1ull;
+#else
+    const u32 f0 = *(volatile u32*)a.ctl + 1u;
+    const u32 f = f0 == 0u ? 1u : f0;
+#endif
     const u32 g = *(volatile u32*)((u32*)a.ctl + 2);
-    s_flag = f == 0u ? 1u : f;
+    s_flag = f;
     s_gave = g;
   }
   __syncthreads();

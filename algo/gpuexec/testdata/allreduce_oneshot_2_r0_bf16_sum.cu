@@ -13,21 +13,21 @@
 #define ZERO_EARLY 0
 #define END_WAIT 0
 #define MONO 1
-#define MONO_WAITS {0, 0, 2, 2}
 ...
 
 // thread block 0: 8 ops
-static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
   u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
-    signal_mem(a, peer, slot, 1, true);
+    const u32 seq[] = {1};
+    signal_mem(a, peer, slot, seq, 1, true, flag);
   }
   { // op 1: wait (memory)
     const int slot[] = {2};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, tk, 0, 1, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 1, 0);
   }
   { // op 2: nop
     __syncthreads(); // no data op across it touches what one before it did
@@ -46,12 +46,13 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 5: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
-    signal_mem(a, peer, slot, 1, true);
+    const u32 seq[] = {2};
+    signal_mem(a, peer, slot, seq, 1, true, flag);
   }
   { // op 6: wait (memory)
     const int slot[] = {2};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, tk, 0, 6, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 6, 0);
   }
   { // op 7: nop
     __syncthreads(); // no data op across it touches what one before it did
@@ -59,17 +60,18 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
 }
 
 // thread block 1: 8 ops
-static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
+static __device__ __forceinline__ void tb_1(const Args& a, const flag_t flag) {
   u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (memory)
     const int peer[] = {1};
     const int slot[] = {1};
-    signal_mem(a, peer, slot, 1, true);
+    const u32 seq[] = {1};
+    signal_mem(a, peer, slot, seq, 1, true, flag);
   }
   { // op 1: wait (memory)
     const int slot[] = {3};
     const int ticket[] = {1};
-    wait_chan(a, slot, ticket, 1, false, tk, 1, 1, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 1, 1, 0);
   }
   { // op 2: nop
     __syncthreads(); // no data op across it touches what one before it did
@@ -88,12 +90,13 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
   { // op 5: signal (memory)
     const int peer[] = {1};
     const int slot[] = {1};
-    signal_mem(a, peer, slot, 1, true);
+    const u32 seq[] = {2};
+    signal_mem(a, peer, slot, seq, 1, true, flag);
   }
   { // op 6: wait (memory)
     const int slot[] = {3};
     const int ticket[] = {1};
-    wait_chan(a, slot, ticket, 1, false, tk, 1, 6, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 1, 6, 0);
   }
   { // op 7: nop
     __syncthreads(); // no data op across it touches what one before it did
@@ -103,7 +106,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
 extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_constant__ Args params) {
   const Args& a = params;
   bool gave;
-  const u32 flag = call_flag(a, &gave);
+  const flag_t flag = call_flag(a, &gave);
   start_barrier(a, flag);
   if (!(START ? gave_up(a) : gave)) {
     switch (blockIdx.x / (u32)a.group) {

@@ -16,7 +16,7 @@
 ...
 
 // thread block 0: 3 ops
-static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
   u64 tk[1] = {0}; // wait tickets (GROUPED plans)
   { // op 0: ppkt (memory) r1.in[0:1] r0.scr[0:1]pkt
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -42,7 +42,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
 extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_constant__ Args params) {
   const Args& a = params;
   bool gave;
-  const u32 flag = call_flag(a, &gave);
+  const flag_t flag = call_flag(a, &gave);
   start_barrier(a, flag);
   if (!(START ? gave_up(a) : gave)) {
     switch (blockIdx.x / (u32)a.group) {

@@ -16,7 +16,7 @@
 ...
 
 // thread block 0: 11 ops
-static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
   u64 tk[1] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (port)
     const int peer[] = {1};
@@ -26,7 +26,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 1: wait (port)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, tk, 0, 1, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 1, 0);
   }
   { // op 2: nop
     group_sync(a, 0, 2, 0);
@@ -42,7 +42,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 4: wait (port)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, tk, 0, 4, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 4, 0);
   }
   { // op 5: nop
     group_sync(a, 0, 5, 0);
@@ -70,7 +70,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 9: wait (port)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, tk, 0, 9, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 9, 0);
   }
   { // op 10: nop
     group_sync(a, 0, 10, 0);
@@ -80,7 +80,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
 extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_constant__ Args params) {
   const Args& a = params;
   bool gave;
-  const u32 flag = call_flag(a, &gave);
+  const flag_t flag = call_flag(a, &gave);
   start_barrier(a, flag);
   if (!(START ? gave_up(a) : gave)) {
     switch (blockIdx.x / (u32)a.group) {

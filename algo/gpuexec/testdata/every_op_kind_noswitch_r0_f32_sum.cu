@@ -17,17 +17,18 @@
 ...
 
 // thread block 0: 23 ops
-static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
+static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
   u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: rlxsignal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
-    signal_mem(a, peer, slot, 1, true);
+    const u32 seq[] = {1};
+    signal_mem(a, peer, slot, seq, 1, true, flag);
   }
   { // op 1: rlxwait (memory)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, true, tk, 0, 1, 0);
+    wait_chan(a, slot, ticket, 1, true, tk, flag, 0, 1, 0);
   }
   { // op 2: nop
     group_sync(a, 0, 2, 0);
@@ -55,12 +56,13 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
   { // op 7: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
-    signal_mem(a, peer, slot, 1, false);
+    const u32 seq[] = {2};
+    signal_mem(a, peer, slot, seq, 1, false, flag);
   }
   { // op 8: wait (memory)
     const int slot[] = {1};
     const int ticket[] = {0};
-    wait_chan(a, slot, ticket, 1, false, tk, 0, 8, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 8, 0);
   }
   { // op 9: rre (memory) r0.in[0:1] r1.in[0:1] r0.out[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -174,7 +176,7 @@ static __device__ __noinline__ void tb_0(const Args& a, const u32 flag) {
 }
 
 // thread block 1: 8 ops
-static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
+static __device__ __forceinline__ void tb_1(const Args& a, const flag_t flag) {
   u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (port)
     const int peer[] = {1};
@@ -184,7 +186,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
   { // op 1: wait (port)
     const int slot[] = {3};
     const int ticket[] = {1};
-    wait_chan(a, slot, ticket, 1, false, tk, 1, 1, 0);
+    wait_chan(a, slot, ticket, 1, false, tk, flag, 1, 1, 0);
   }
   { // op 2: put (port) r0.in[0:1] r1.scr[0:1]
     const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
@@ -221,7 +223,7 @@ static __device__ __noinline__ void tb_1(const Args& a, const u32 flag) {
 }
 
 // thread block 2: 1 ops
-static __device__ __noinline__ void tb_2(const Args& a, const u32 flag) {
+static __device__ __forceinline__ void tb_2(const Args& a, const flag_t flag) {
   u64 tk[2] = {0}; // wait tickets (GROUPED plans)
   { // op 0: copy r0.in[0:2]/1 of 2 r0.out[0:2]/1 of 2
     const Rg r0 = rg(a, 0, 2, 1, 2, 0, 0);
@@ -233,7 +235,7 @@ static __device__ __noinline__ void tb_2(const Args& a, const u32 flag) {
 extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_constant__ Args params) {
   const Args& a = params;
   bool gave;
-  const u32 flag = call_flag(a, &gave);
+  const flag_t flag = call_flag(a, &gave);
   start_barrier(a, flag);
   if (!(START ? gave_up(a) : gave)) {
     switch (blockIdx.x / (u32)a.group) {
