@@ -57,6 +57,8 @@ type loaded struct {
 	fn  cuda.Function
 	k   *Kernel
 	bps int // blocks of the kernel per multiprocessor (occupancy)
+	// bpsSmall: the same with smallThreads threads a block (CallShape)
+	bpsSmall int
 }
 
 // Executor runs one plan on this rank's GPU. Every rank of the
@@ -101,6 +103,7 @@ type Executor struct {
 	sharing ipc.Sharing
 	sms     int
 	group   int // the latest call's blocks per plan thread block
+	threads int // the latest call's threads per CUDA block (LaunchThreads)
 	// direct: the latest call's input and output go to the peers where
 	// the caller's tensors lie (IPC memory, DirectProposal), at
 	// directBuf[b].Data[q] + directOff[b] on rank q; no staging copy.
@@ -427,7 +430,10 @@ func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
 		if l.fn, err = x.cfg.Driver.ModuleGetFunction(l.mod, KernelName); err != nil {
 			return err
 		}
-		l.bps, err = x.cfg.Driver.OccupancyMaxActiveBlocksPerMultiprocessor(l.fn, k.Threads, 0)
+		if l.bps, err = x.cfg.Driver.OccupancyMaxActiveBlocksPerMultiprocessor(l.fn, k.Threads, 0); err != nil {
+			return err
+		}
+		l.bpsSmall, err = x.cfg.Driver.OccupancyMaxActiveBlocksPerMultiprocessor(l.fn, min(smallThreads, k.Threads), 0)
 		return err
 	})
 	if err != nil {
@@ -471,6 +477,7 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 	}
 	var call *Call
 	var l *loaded
+	var shape Shape
 	d := desc{plan: x.hash}
 	if err == nil {
 		d.dtype, d.op, d.inB, d.outB = byte(send.DType()), byte(op), send.NumBytes(), recv.NumBytes()
@@ -480,9 +487,8 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 		l, err = x.kernel(send.DType(), op)
 	}
 	if err == nil {
-		var g int
-		g, err = x.propose(l, call)
-		d.group = uint16(g)
+		shape, err = x.propose(l, call)
+		d.group = uint16(shape.Group)
 	}
 	var placeBuf [2]*ipc.Buffer
 	if err == nil {
@@ -525,6 +531,12 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 		all[q] = x.peerDesc(q)
 		x.group = min(x.group, int(all[q].group))
 	}
+	// A smaller group than this rank proposed (a peer fills fewer
+	// multiprocessors) gets whole blocks.
+	x.threads = shape.Threads
+	if x.group < shape.Group {
+		x.threads = l.k.Threads
+	}
 	x.direct = agreeDirect(d, all)
 	x.directBuf, x.directOff = placeBuf, [2]int64{d.inOff, d.outOff}
 	sizes := CallSizes(x.p, x.bufs, call)
@@ -557,42 +569,74 @@ func (x *Executor) proposeDirect(d desc, c *Call, sp, rp uint64, inB, outB int64
 	return d
 }
 
-// propose is the blocks per plan thread block this rank proposes for
-// call (every rank takes the least proposal): GroupSize with this rank's
-// kernel, occupancy and multiprocessors.
-func (x *Executor) propose(l *loaded, c *Call) (int, error) {
-	g, err := GroupSize(GroupInput{
+// propose is the shape this rank proposes for call (every rank takes
+// the least group): CallShape with this rank's kernel, occupancy and
+// multiprocessors.
+func (x *Executor) propose(l *loaded, c *Call) (Shape, error) {
+	return CallShape(GroupInput{
 		Plan: x.p.Name, Rank: x.cfg.Rank, Blocks: l.k.Blocks, Threads: l.k.Threads, Grouped: l.k.Res.Grouped,
-		OpBytes:     c.Layouts[x.cfg.Rank].ChunkBytes * int64(max(1, l.k.Res.MaxChunks)),
-		BlocksPerSM: l.bps, SMs: x.sms, SharedSMs: x.sharing.Blocks, PerGPU: x.sharing.PerGPU[x.cfg.Rank],
+		LL:          x.p.Protocol == plan.LL,
+		OpBytes:     opBytes(l, c, x.cfg.Rank),
+		BlocksPerSM: l.bps, SmallBlocksPerSM: l.bpsSmall, SMs: x.sms, SharedSMs: x.sharing.Blocks, PerGPU: x.sharing.PerGPU[x.cfg.Rank],
 	})
-	return g, err
 }
 
-// GroupInput is what GroupSize decides from.
+// opBytes is the bytes one op of rank r's kernel moves at most in call c
+// (chunk bytes x its largest access).
+func opBytes(l *loaded, c *Call, r int) int64 {
+	return c.Layouts[r].ChunkBytes * int64(max(1, l.k.Res.MaxChunks))
+}
+
+// minLaunchThreads: every kernel phase that gives one thread to each
+// peer, semaphore or rank (signals, the start barrier) has at most 8;
+// two warps keep a margin.
+const minLaunchThreads = 64
+
+// GroupInput is what CallShape decides from.
 type GroupInput struct {
-	Plan             string
-	Rank             int
-	Blocks, Threads  int   // the rank's plan thread blocks, threads per block
-	Grouped          bool  // Kernel.Res.Grouped
-	OpBytes          int64 // the bytes one op moves at most (chunk bytes x its largest access)
-	BlocksPerSM, SMs int   // the kernel's occupancy; the multiprocessors the rank's context may use
+	Plan            string
+	Rank            int
+	Blocks, Threads int   // the rank's plan thread blocks, the kernel's threads per block (the most)
+	Grouped         bool  // Kernel.Res.Grouped
+	LL              bool  // an LL plan: a thread moves 8 data bytes (a packet) at a time, else 16
+	OpBytes         int64 // the bytes one op moves at most (chunk bytes x its largest access)
+	// BlocksPerSM, SmallBlocksPerSM: the kernel's occupancy with Threads
+	// and with smallThreads threads a block; SMs the multiprocessors the
+	// rank's context may use.
+	BlocksPerSM, SmallBlocksPerSM, SMs int
 	// SharedSMs: where ranks share a GPU under MPS, the multiprocessors
 	// each may fill (ipc.Sharing.Blocks with one block per SM), else 0;
 	// PerGPU the ranks on this rank's GPU.
 	SharedSMs, PerGPU int
 }
 
-// GroupSize is the CUDA blocks each plan thread block runs on: enough
-// that one op's bytes give each thread about one 16-byte vector (as
-// ccl/ipc sizes its grids), at most MaxGroup, and with the whole grid
-// resident at once: occupancy x the multiprocessors the rank may fill
-// (all of its context's, or its share where ranks share a GPU under
-// MPS). Plans that cannot group (Grouped false) run one block per thread
-// block. A plan whose thread blocks alone do not fit is refused
-// (ipc.ErrNotCoResident): its blocks would wait for each other (intra-rank
-// barriers) or for peer blocks that never run.
-func GroupSize(in GroupInput) (int, error) {
+// Shape is a call's launch: CUDA blocks per plan thread block (the
+// group) and threads per CUDA block.
+type Shape struct{ Group, Threads int }
+
+// CallShape is the launch of a call. The whole grid must be resident at
+// once (occupancy x the multiprocessors the rank may fill: all of its
+// context's, or its share where ranks share a GPU under MPS); a plan
+// whose thread blocks alone do not fit is refused (ipc.ErrNotCoResident):
+// its blocks would wait for each other (intra-rank barriers) or for peer
+// blocks that never run. Within that, each thread gets about one 16-byte
+// vector (an 8-byte packet's data in LL plans) of the largest op, as
+// ccl/ipc sizes its grids:
+//   - an op that needs at most smallThreads threads runs on one block of
+//     that many threads (whole warps, at least minLaunchThreads);
+//   - a larger one on blocks of smallThreads threads, one per
+//     smallThreads vectors, while they are resident and at most MaxGroup;
+//   - else on blocks of the kernel's threads (fewer, so fewer lanes to
+//     signal and wait), as many as fit.
+//
+// Plans that cannot group (Grouped false) run one block per thread
+// block. The kernels step through their data by blockDim, so any count
+// works. One H200, 4 ranks under MPS, bfloat16, graph-replayed, IPC
+// tensors (docs/gpu-executor.md, "Launch shape"): the one-shot plan took
+// 8.4 us at 1 KB with one 1024-thread block a thread block and 4.9 with
+// 64 threads; 9.0 at 64 KB against 6.9 with two blocks of 512; at 4 MB
+// 23.5 with 1024-thread blocks against 26.8 with 512.
+func CallShape(in GroupInput) (Shape, error) {
 	sms := in.SMs
 	if in.SharedSMs > 0 {
 		sms = min(sms, in.SharedSMs)
@@ -603,16 +647,30 @@ func GroupSize(in GroupInput) (int, error) {
 		if in.SharedSMs > 0 {
 			why += fmt.Sprintf(" (%d ranks share its GPU under MPS)", in.PerGPU)
 		}
-		return 0, fmt.Errorf("%w: plan %q has %d thread blocks on rank %d, but only %d can be resident at once: %s; run fewer ranks per GPU or a plan with fewer thread blocks",
+		return Shape{}, fmt.Errorf("%w: plan %q has %d thread blocks on rank %d, but only %d can be resident at once: %s; run fewer ranks per GPU or a plan with fewer thread blocks",
 			ipc.ErrNotCoResident, in.Plan, in.Blocks, in.Rank, limit, why)
 	}
-	if !in.Grouped {
-		return 1, nil
+	per := int64(16)
+	if in.LL {
+		per = 8
 	}
-	per := int64(16 * max(1, in.Threads))
-	g := int(min((in.OpBytes+per-1)/per, MaxGroup))
-	return max(1, min(g, limit/max(1, in.Blocks))), nil
+	need := (max(in.OpBytes, 0) + per - 1) / per // threads: one vector each
+	small := min(smallThreads, in.Threads)
+	if !in.Grouped || need <= int64(small) {
+		t := int(min((need+31)/32*32, int64(in.Threads)))
+		return Shape{Group: 1, Threads: min(max(t, minLaunchThreads), in.Threads)}, nil
+	}
+	blocks := int64(max(1, in.Blocks))
+	if g := (need + int64(small) - 1) / int64(small); g <= MaxGroup && g*blocks <= int64(in.SmallBlocksPerSM*sms) {
+		return Shape{Group: int(g), Threads: small}, nil
+	}
+	g := min((need+int64(in.Threads)-1)/int64(in.Threads), MaxGroup, int64(limit)/blocks)
+	return Shape{Group: int(max(1, g)), Threads: in.Threads}, nil
 }
+
+// smallThreads: the threads per block of calls whose ops fit blocks of
+// this size (CallShape).
+const smallThreads = 512
 
 // grow makes the IPC data buffers large enough (collective: every rank
 // checked the same sizes). Refused under graph capture.
@@ -725,7 +783,7 @@ func (x *Executor) launch(l *loaded, c *Call, sp, rp uint64) error {
 				return err
 			}
 		}
-		if err := d.LaunchKernel(l.fn, [3]uint32{uint32(l.k.Blocks * x.group), 1, 1}, [3]uint32{uint32(l.k.Threads), 1, 1}, 0, s, x.params); err != nil {
+		if err := d.LaunchKernel(l.fn, [3]uint32{uint32(l.k.Blocks * x.group), 1, 1}, [3]uint32{uint32(x.threads), 1, 1}, 0, s, x.params); err != nil {
 			return err
 		}
 		if stagedOut {

@@ -38,45 +38,64 @@ func TestGroupable(t *testing.T) {
 	Groupable(p) // any answer; it must not fail on hand-built plans
 }
 
-// TestGroupSize: grid sizing for one GPU per rank, ranks sharing a GPU
-// under MPS, an active thread percentage, plans that cannot group, and
-// the refusal when a plan's thread blocks alone cannot be resident.
-func TestGroupSize(t *testing.T) {
-	h := GroupInput{Plan: "p", Blocks: 2, Threads: 512, Grouped: true, BlocksPerSM: 2, SMs: 132, PerGPU: 1}
-	with := func(f func(*GroupInput)) GroupInput {
-		in := h
+// TestCallShape: launch shapes for one GPU per rank, ranks sharing a
+// GPU under MPS, and plans that cannot group.
+func TestCallShape(t *testing.T) {
+	h := GroupInput{Plan: "p", Blocks: 2, Threads: 512, Grouped: true, BlocksPerSM: 2, SmallBlocksPerSM: 2, SMs: 132, PerGPU: 1}
+	wide := GroupInput{Plan: "p", Blocks: 4, Threads: 1024, Grouped: true, BlocksPerSM: 2, SmallBlocksPerSM: 4, SMs: 132, PerGPU: 1}
+	with := func(base GroupInput, f func(*GroupInput)) GroupInput {
+		in := base
 		f(&in)
 		return in
 	}
 	cases := []struct {
 		name string
 		in   GroupInput
-		want int
+		want Shape
 		err  string
 	}{
-		{"1 KB", with(func(in *GroupInput) { in.OpBytes = 512 }), 1, ""},
-		{"1 MB op: one vector per thread", with(func(in *GroupInput) { in.OpBytes = 1 << 20 }), 128, ""},
-		{"64 MB op: resident limit", with(func(in *GroupInput) { in.OpBytes = 64 << 20; in.Blocks = 4 }), 66, ""},
-		{"MaxGroup", with(func(in *GroupInput) { in.OpBytes = 64 << 20; in.Blocks = 1 }), MaxGroup, ""},
-		{"not groupable", with(func(in *GroupInput) { in.OpBytes = 64 << 20; in.Grouped = false }), 1, ""},
-		{"2 ranks under MPS", with(func(in *GroupInput) { in.OpBytes = 64 << 20; in.SharedSMs = 66; in.PerGPU = 2 }), 66, ""},
-		{"MPS at 10%", with(func(in *GroupInput) { in.OpBytes = 64 << 20; in.SMs = 13; in.SharedSMs = 66; in.PerGPU = 2 }), 13, ""},
-		{"too many thread blocks", with(func(in *GroupInput) { in.Blocks = 40; in.SMs = 13; in.SharedSMs = 16; in.PerGPU = 8 }), 0, "only 26 can be resident"},
+		{"1 KB: two warps", with(h, func(in *GroupInput) { in.OpBytes = 512 }), Shape{1, 64}, ""},
+		{"1 MB op: one vector per thread", with(h, func(in *GroupInput) { in.OpBytes = 1 << 20 }), Shape{128, 512}, ""},
+		{"64 MB op: resident limit", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.Blocks = 4 }), Shape{66, 512}, ""},
+		{"MaxGroup", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.Blocks = 1 }), Shape{MaxGroup, 512}, ""},
+		{"not groupable", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.Grouped = false }), Shape{1, 512}, ""},
+		{"not groupable, small op", with(h, func(in *GroupInput) { in.OpBytes = 2048; in.Grouped = false }), Shape{1, 128}, ""},
+		{"2 ranks under MPS", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.SharedSMs = 66; in.PerGPU = 2 }), Shape{66, 512}, ""},
+		{"MPS at 10%", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.SMs = 13; in.SharedSMs = 66; in.PerGPU = 2 }), Shape{13, 512}, ""},
+		{"too many thread blocks", with(h, func(in *GroupInput) { in.Blocks = 40; in.SMs = 13; in.SharedSMs = 16; in.PerGPU = 8 }), Shape{}, "only 26 can be resident"},
+		{"warps: 101 vectors", with(wide, func(in *GroupInput) { in.OpBytes = 16*100 + 1 }), Shape{1, 128}, ""},
+		{"packets: 8 data bytes a thread", with(wide, func(in *GroupInput) { in.OpBytes = 2048; in.LL = true }), Shape{1, 256}, ""},
+		{"16 KB op: two blocks of 512", with(wide, func(in *GroupInput) { in.OpBytes = 16 << 10 }), Shape{2, 512}, ""},
+		{"128 KB op: 16 blocks of 512", with(wide, func(in *GroupInput) { in.OpBytes = 128 << 10 }), Shape{16, 512}, ""},
+		{"1 MB op past the small blocks' room: whole blocks", with(wide, func(in *GroupInput) { in.OpBytes = 1 << 20; in.SharedSMs = 33; in.PerGPU = 4 }), Shape{16, 1024}, ""},
+		{"few threads: kept", with(wide, func(in *GroupInput) { in.OpBytes = 16; in.Threads = 32 }), Shape{1, 32}, ""},
+		{"empty op", with(wide, func(in *GroupInput) { in.OpBytes = 0 }), Shape{1, minLaunchThreads}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			g, err := GroupSize(c.in)
+			got, err := CallShape(c.in)
 			if c.err != "" {
 				if !errors.Is(err, ipc.ErrNotCoResident) || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("error %v, want ErrNotCoResident with %q", err, c.err)
 				}
 				return
 			}
-			if err != nil || g != c.want {
-				t.Fatalf("GroupSize = %d, %v; want %d", g, err, c.want)
+			if err != nil || got != c.want {
+				t.Fatalf("CallShape = %+v, %v; want %+v", got, err, c.want)
 			}
-			if g*c.in.Blocks > c.in.BlocksPerSM*c.in.SMs {
-				t.Errorf("grid %d x %d exceeds what is resident", g, c.in.Blocks)
+			bps := c.in.BlocksPerSM
+			if got.Threads < c.in.Threads {
+				bps = c.in.SmallBlocksPerSM
+			}
+			sms := c.in.SMs
+			if c.in.SharedSMs > 0 {
+				sms = min(sms, c.in.SharedSMs)
+			}
+			if got.Group*c.in.Blocks > bps*sms {
+				t.Errorf("grid %d x %d exceeds what is resident", got.Group, c.in.Blocks)
+			}
+			if got.Threads > c.in.Threads || got.Threads%32 != 0 && got.Threads != c.in.Threads {
+				t.Errorf("threads %d: more than the kernel's %d or not whole warps", got.Threads, c.in.Threads)
 			}
 		})
 	}

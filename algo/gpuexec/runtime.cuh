@@ -684,7 +684,8 @@ __device__ __forceinline__ void tb_barrier(const Args& a, int id, u32 count, int
 // acquires before it meets the others.
 __device__ __forceinline__ void sem_release(const Args& a, const int* ids, int n, int tb, int op, int body) {
   group_sync(a, tb, op, body);
-  if (lane(a) == 0 && (int)threadIdx.x < n) red_release_gpu_s32((int*)a.sems + ids[threadIdx.x], 1);
+  if (lane(a) == 0)
+    for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) red_release_gpu_s32((int*)a.sems + ids[i], 1);
 }
 
 __device__ __forceinline__ void sem_acquire(const Args& a, const int* ids, int n, int tb, int op, int body) {
