@@ -69,6 +69,12 @@ type Executor struct {
 	world             *localWorld  // lw when every rank is in this process
 
 	sizes map[sizeKey]*sizing // layouts by call sizes
+	// scratchKey, scratchGen: the sizes and the data segment of the
+	// calls since this rank's scratch was last zeroed (packet plans,
+	// cleanScratch); scratchOK says they are set.
+	scratchKey sizeKey
+	scratchGen int
+	scratchOK  bool
 	c     call                // the call in flight, reused
 	descs []desc
 
@@ -568,6 +574,7 @@ func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op
 	fits := local == nil && sz.need <= x.stride
 	if fits {
 		x.stage(sz.regs[x.rank], inB, outB, aliasIn, aliasOut)
+		x.cleanScratch(sizeKey{d.dtype, d.in, d.out}, sz.regs[x.rank])
 	}
 	d.bad, d.seq = local != nil, x.seq
 	putDesc(x.seg.desc(x.rank, parity), d)
@@ -615,6 +622,8 @@ func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op
 			return err
 		}
 		x.stage(sz.regs[x.rank], inB, outB, aliasIn, aliasOut)
+		// A new segment is zero.
+		x.scratchKey, x.scratchGen, x.scratchOK = sizeKey{d.dtype, d.in, d.out}, x.gen, true
 		if err := x.barrier(ctx, phaseStaged); err != nil {
 			c.ctx = nil
 			return err
@@ -794,6 +803,36 @@ func (x *Executor) layouts(d desc) ([]plan.Layout, []regions, int64, error) {
 		}
 	}
 	return lays, regs, need, nil
+}
+
+// cleanScratch zeroes this rank's scratch region (both halves of a
+// double scratch) before a call of a packet plan whose bytes there may
+// hold words that pass for this call's packets: a reader takes a word
+// whose flag is the call's, so stale bytes must not carry it. Two
+// sources: (1) the regions move with the call's sizes (regionsFor), so
+// after a call of other sizes the scratch may hold that call's input or
+// output (an int32 element equal to the flag is a packet) or its packets
+// of a flag still to come, and LL plans keep plain data and packets in
+// the same scratch at offsets that follow the chunk size; (2) the flag
+// repeats every 2^32-1 calls, so a packet a call wrote where no call
+// wrote since passes, one cycle later, for a packet of the call with its
+// flag. So the scratch is zeroed at the first call of new sizes (or of a
+// new segment) and at the first call of every flag cycle. It runs
+// before the call's start barrier or prologue, when no peer touches this
+// rank's buffers: the previous call's remote accesses ended before this
+// rank's last op of it (by the plan's own ops where it is self-synced,
+// else at the end barrier), and this call's wait for this rank.
+func (x *Executor) cleanScratch(k sizeKey, r regions) {
+	if !x.pr.packets {
+		return
+	}
+	cycle := x.seq > 1 && (x.seq-1)%0xFFFFFFFF == 0
+	if x.scratchOK && x.scratchKey == k && x.scratchGen == x.gen && !cycle {
+		return
+	}
+	x.scratchKey, x.scratchGen, x.scratchOK = k, x.gen, true
+	off := int64(x.rank)*x.stride + r.off[plan.Scratch]
+	clear(x.data[off : off+r.size[plan.Scratch]])
 }
 
 // stage copies this rank's input into its input region and, when the plan

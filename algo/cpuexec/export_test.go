@@ -15,3 +15,7 @@ func SetDirect(on bool) { noDirect.Store(!on) }
 // InPrologue reports whether calls check descriptors in the plan's
 // prologues instead of at a start barrier.
 func (x *Executor) InPrologue() bool { return x.inPrologue }
+
+// SetSeq sets the calls this executor has made (its next call is seq+1
+// and has that call's packet flag), so tests reach the flag's cycle.
+func (x *Executor) SetSeq(seq uint64) { x.seq = seq }
