@@ -75,8 +75,8 @@ type Executor struct {
 	scratchKey sizeKey
 	scratchGen int
 	scratchOK  bool
-	c     call                // the call in flight, reused
-	descs []desc
+	c          call // the call in flight, reused
+	descs      []desc
 
 	closed bool
 }
