@@ -531,12 +531,11 @@ func (x *Executor) Run(ctx context.Context, send, recv *tensor.Tensor, op reduce
 		all[q] = x.peerDesc(q)
 		x.group = min(x.group, int(all[q].group))
 	}
-	// A smaller group than this rank proposed (a peer fills fewer
-	// multiprocessors) gets whole blocks.
+	// The threads this rank proposed with its group: a smaller agreed
+	// group (a peer may fill fewer multiprocessors) of blocks that size
+	// is resident too, where blocks of the kernel's full size might not
+	// be; the ops then loop over more vectors a thread.
 	x.threads = shape.Threads
-	if x.group < shape.Group {
-		x.threads = l.k.Threads
-	}
 	x.direct = agreeDirect(d, all)
 	x.directBuf, x.directOff = placeBuf, [2]int64{d.inOff, d.outOff}
 	sizes := CallSizes(x.p, x.bufs, call)
@@ -631,7 +630,8 @@ type Shape struct{ Group, Threads int }
 //
 // Plans that cannot group (Grouped false) run one block per thread
 // block. The kernels step through their data by blockDim, so any count
-// works. One H200, 4 ranks under MPS, bfloat16, graph-replayed, IPC
+// works, and each rank launches the threads it proposed with the agreed
+// group (a smaller group of them is resident too). One H200, 4 ranks under MPS, bfloat16, graph-replayed, IPC
 // tensors (docs/gpu-executor.md, "Launch shape"): the one-shot plan took
 // 8.4 us at 1 KB with one 1024-thread block a thread block and 4.9 with
 // 64 threads; 9.0 at 64 KB against 6.9 with two blocks of 512; at 4 MB
