@@ -2,6 +2,7 @@ package gpuexec
 
 import (
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -300,4 +301,53 @@ func opNames(ops []plan.Op) []string {
 		s = append(s, op.Name.String())
 	}
 	return s
+}
+
+// TestCallShapeProperties: over random inputs, a shape CallShape returns
+// is resident (blocks x group within occupancy x multiprocessors for
+// its threads), has whole warps or the kernel's threads, at most the
+// kernel's threads and at least minLaunchThreads of them (or all), a
+// group within MaxGroup, and one thread for at most one vector where
+// the room allows (an op of at most smallThreads vectors: one block).
+func TestCallShapeProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 20000 {
+		threads := []int{32, 64, 256, 512, 1024}[rng.IntN(5)]
+		in := GroupInput{
+			Plan: "p", Blocks: 1 + rng.IntN(16), Threads: threads, Grouped: rng.IntN(4) != 0, LL: rng.IntN(2) == 0,
+			OpBytes: rng.Int64N(64 << 20), BlocksPerSM: 1 + rng.IntN(2), SMs: 1 + rng.IntN(132), PerGPU: 1,
+		}
+		in.SmallBlocksPerSM = in.BlocksPerSM * max(1, threads/min(smallThreads, threads))
+		if rng.IntN(2) == 0 {
+			in.SharedSMs, in.PerGPU = 1+rng.IntN(66), 2+rng.IntN(3)
+		}
+		sh, err := CallShape(in)
+		sms := in.SMs
+		if in.SharedSMs > 0 {
+			sms = min(sms, in.SharedSMs)
+		}
+		if in.Blocks > in.BlocksPerSM*sms {
+			if !errors.Is(err, ipc.ErrNotCoResident) {
+				t.Fatalf("case %d %+v: %+v, %v; want ErrNotCoResident", i, in, sh, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("case %d %+v: %v", i, in, err)
+		}
+		bps := in.BlocksPerSM
+		if sh.Threads < in.Threads {
+			bps = in.SmallBlocksPerSM
+		}
+		switch {
+		case sh.Group < 1 || sh.Group > MaxGroup:
+			t.Fatalf("case %d %+v: group %d", i, in, sh.Group)
+		case sh.Group*in.Blocks > bps*sms:
+			t.Fatalf("case %d %+v: %+v not resident (%d a multiprocessor, %d multiprocessors)", i, in, sh, bps, sms)
+		case sh.Threads > in.Threads || (sh.Threads != in.Threads && (sh.Threads%32 != 0 || sh.Threads < minLaunchThreads)):
+			t.Fatalf("case %d %+v: threads %d", i, in, sh.Threads)
+		case !in.Grouped && sh.Group != 1:
+			t.Fatalf("case %d %+v: a plan that cannot group got group %d", i, in, sh.Group)
+		}
+	}
 }
