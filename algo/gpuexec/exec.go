@@ -103,7 +103,7 @@ type Executor struct {
 	sharing ipc.Sharing
 	sms     int
 	group   int // the latest call's blocks per plan thread block
-	threads int // the latest call's threads per CUDA block (LaunchThreads)
+	threads int // the latest call's threads per CUDA block (CallShape)
 	// direct: the latest call's input and output go to the peers where
 	// the caller's tensors lie (IPC memory, DirectProposal), at
 	// directBuf[b].Data[q] + directOff[b] on rank q; no staging copy.
@@ -631,8 +631,9 @@ type Shape struct{ Group, Threads int }
 // Plans that cannot group (Grouped false) run one block per thread
 // block. The kernels step through their data by blockDim, so any count
 // works, and each rank launches the threads it proposed with the agreed
-// group (a smaller group of them is resident too). One H200, 4 ranks under MPS, bfloat16, graph-replayed, IPC
-// tensors (docs/gpu-executor.md, "Launch shape"): the one-shot plan took
+// group (a smaller group of them is resident too). One H200, 4 ranks
+// under MPS, bfloat16, graph-replayed, IPC tensors
+// (docs/gpu-executor.md, "Launch shape"): the one-shot plan took
 // 8.4 us at 1 KB with one 1024-thread block a thread block and 4.9 with
 // 64 threads; 9.0 at 64 KB against 6.9 with two blocks of 512; at 4 MB
 // 23.5 with 1024-thread blocks against 26.8 with 512.
