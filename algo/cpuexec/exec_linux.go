@@ -69,14 +69,20 @@ type Executor struct {
 	world             *localWorld  // lw when every rank is in this process
 
 	sizes map[sizeKey]*sizing // layouts by call sizes
-	// scratchKey, scratchGen: the sizes and the data segment of the
-	// calls since this rank's scratch was last zeroed (packet plans,
-	// cleanScratch); scratchOK says they are set.
-	scratchKey sizeKey
-	scratchGen int
-	scratchOK  bool
-	c          call // the call in flight, reused
-	descs      []desc
+	// What cleanScratch knows of this rank's region of the data segment
+	// of generation cleanGen (packet plans): dirty are the byte ranges
+	// that may hold plain data (inputs and outputs) since they were
+	// zeroed; maxEnd is the end of the furthest scratch a call used;
+	// scratchKey the sizes of the last call (scratchOK: set).
+	// plainScratch: some op of the plan keeps plain data in a scratch.
+	cleanGen     int
+	dirty        []span
+	maxEnd       int64
+	scratchKey   sizeKey
+	scratchOK    bool
+	plainScratch bool
+	c            call // the call in flight, reused
+	descs        []desc
 
 	closed bool
 }
@@ -197,6 +203,7 @@ func (x *Executor) analyse() error {
 		progs[g] = pg
 	}
 	x.synced = selfSynced(x.p, progs)
+	x.plainScratch = plainInScratch(x.p)
 	x.inPrologue = checkInPrologue(progs, x.synced)
 	x.pro = prologue(x.pr)
 	if x.p.InPlace {
@@ -622,8 +629,7 @@ func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op
 			return err
 		}
 		x.stage(sz.regs[x.rank], inB, outB, aliasIn, aliasOut)
-		// A new segment is zero.
-		x.scratchKey, x.scratchGen, x.scratchOK = sizeKey{d.dtype, d.in, d.out}, x.gen, true
+		x.cleanScratch(sizeKey{d.dtype, d.in, d.out}, sz.regs[x.rank])
 		if err := x.barrier(ctx, phaseStaged); err != nil {
 			c.ctx = nil
 			return err
@@ -805,34 +811,110 @@ func (x *Executor) layouts(d desc) ([]plan.Layout, []regions, int64, error) {
 	return lays, regs, need, nil
 }
 
-// cleanScratch zeroes this rank's scratch region (both halves of a
-// double scratch) before a call of a packet plan whose bytes there may
-// hold words that pass for this call's packets: a reader takes a word
-// whose flag is the call's, so stale bytes must not carry it. Two
-// sources: (1) the regions move with the call's sizes (regionsFor), so
-// after a call of other sizes the scratch may hold that call's input or
-// output (an int32 element equal to the flag is a packet) or its packets
-// of a flag still to come, and LL plans keep plain data and packets in
-// the same scratch at offsets that follow the chunk size; (2) the flag
-// repeats every 2^32-1 calls, so a packet a call wrote where no call
-// wrote since passes, one cycle later, for a packet of the call with its
-// flag. So the scratch is zeroed at the first call of new sizes (or of a
-// new segment) and at the first call of every flag cycle. It runs
-// before the call's start barrier or prologue, when no peer touches this
-// rank's buffers: the previous call's remote accesses ended before this
-// rank's last op of it (by the plan's own ops where it is self-synced,
-// else at the end barrier), and this call's wait for this rank.
+// cleanScratch zeroes what of this rank's scratch region may hold words
+// that pass for this call's packets, before a call of a packet plan: a
+// reader takes a word whose flag is the call's. Two sources: (1) the
+// regions move with the call's sizes (regionsFor: inputs and outputs
+// from offset 0, the scratch after them), so a scratch may lie where an
+// earlier call of other sizes staged its input or output (an int32
+// element equal to the flag is a packet), and plans that keep plain data
+// in a scratch (plainScratch) leave it where another chunk size puts
+// packets; (2) the flag repeats every 2^32-1 calls, so a packet left
+// where no call wrote since passes, a cycle later, for one of the call
+// with its flag. So: from the scratch's start to maxEnd at the first
+// call of every flag cycle, and at a change of sizes of a plainScratch
+// plan; else the bytes of the scratch that earlier inputs and outputs
+// left dirty. The segment of a new generation is zero. It runs before
+// the call's start barrier or prologue, when no peer touches this rank's
+// buffers: the previous call's remote accesses ended before this rank's
+// last op of it (by the plan's own ops where it is self-synced, else at
+// the end barrier), and this call's wait for this rank.
 func (x *Executor) cleanScratch(k sizeKey, r regions) {
 	if !x.pr.packets {
 		return
 	}
-	cycle := x.seq > 1 && (x.seq-1)%0xFFFFFFFF == 0
-	if x.scratchOK && x.scratchKey == k && x.scratchGen == x.gen && !cycle {
-		return
+	if x.cleanGen != x.gen {
+		x.cleanGen, x.dirty, x.maxEnd, x.scratchOK = x.gen, x.dirty[:0], 0, false
 	}
-	x.scratchKey, x.scratchGen, x.scratchOK = k, x.gen, true
-	off := int64(x.rank)*x.stride + r.off[plan.Scratch]
-	clear(x.data[off : off+r.size[plan.Scratch]])
+	off, end := r.off[plan.Scratch], r.off[plan.Scratch]+r.size[plan.Scratch]
+	base := int64(x.rank) * x.stride
+	if cycle := x.seq > 1 && (x.seq-1)%0xFFFFFFFF == 0; cycle || (x.plainScratch && x.scratchOK && x.scratchKey != k) {
+		hi := max(end, x.maxEnd)
+		clear(x.data[base+off : base+hi])
+		x.dirty = cut(x.dirty, off, hi)
+	} else {
+		for _, d := range x.dirty {
+			if lo, hi := max(d.lo, off), min(d.hi, end); lo < hi {
+				clear(x.data[base+lo : base+hi])
+			}
+		}
+		x.dirty = cut(x.dirty, off, end)
+	}
+	x.dirty = addSpan(x.dirty, span{0, off}) // this call's inputs and outputs
+	x.maxEnd = max(x.maxEnd, end)
+	x.scratchKey, x.scratchOK = k, true
+}
+
+// span is a byte range [lo, hi).
+type span struct{ lo, hi int64 }
+
+// cut removes [lo, hi) from the sorted, disjoint spans s.
+func cut(s []span, lo, hi int64) []span {
+	out := s[:0:0]
+	for _, d := range s {
+		if d.hi <= lo || d.lo >= hi {
+			out = append(out, d)
+			continue
+		}
+		if d.lo < lo {
+			out = append(out, span{d.lo, lo})
+		}
+		if d.hi > hi {
+			out = append(out, span{hi, d.hi})
+		}
+	}
+	return out
+}
+
+// addSpan adds n to the sorted, disjoint spans s, merging what touches.
+func addSpan(s []span, n span) []span {
+	if n.hi <= n.lo {
+		return s
+	}
+	out := make([]span, 0, len(s)+1)
+	for _, d := range s {
+		switch {
+		case d.hi < n.lo:
+			out = append(out, d)
+		case d.lo > n.hi:
+			out = append(out, n)
+			n = d
+		default:
+			n = span{min(n.lo, d.lo), max(n.hi, d.hi)}
+		}
+	}
+	return append(out, n)
+}
+
+// plainInScratch reports whether an op of p (any rank) reads or writes
+// plain data, not packets, in a scratch.
+func plainInScratch(p *plan.Plan) bool {
+	for g := range p.GPUs {
+		for t := range p.GPUs[g].ThreadBlocks {
+			for i := range p.GPUs[g].ThreadBlocks[t].Ops {
+				acc, err := p.OpAccess(g, t, &p.GPUs[g].ThreadBlocks[t].Ops[i])
+				if err != nil {
+					return true // unknown: zero at every change of sizes
+				}
+				for _, a := range acc {
+					if a.Buffer == plan.Scratch && !a.Packet {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }
 
 // stage copies this rank's input into its input region and, when the plan
