@@ -52,11 +52,13 @@
 //   - LL packets: 4 data bytes and a 32-bit flag (the call's sequence
 //     number) per 8-byte word, written and read with one atomic access;
 //     readers wait per word. Scratch chunk c of an LL plan occupies
-//     [2cC, 2(c+1)C). A rank zeroes its scratch before the first call of
-//     new sizes and of every flag cycle (2^32-1 calls): the buffers'
-//     regions follow the call's sizes, so stale bytes there (another
-//     call's staged input, an int32 element equal to the flag) would
-//     pass for this call's packets.
+//     [2cC, 2(c+1)C). The buffers' regions follow the call's sizes, so a
+//     scratch may lie where another call staged its input or output, and
+//     an int32 element equal to the flag there would pass for a packet:
+//     before each call a rank zeroes the bytes of its scratch that
+//     earlier inputs and outputs left, all of its scratch at every flag
+//     cycle (2^32-1 calls), and at every change of sizes of a plan that
+//     keeps plain data in a scratch.
 //   - reduce_op is honoured (sum, min, max) for every dtype ccl/reduce
 //     supports, reducing all sources of an op in one ccl/reduce call in
 //     source order; ops without reduce_op use Run's op, and an explicit
