@@ -2,6 +2,9 @@ package gpuexec
 
 import (
 	"errors"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -311,5 +314,62 @@ func TestAgreeDirect(t *testing.T) {
 				t.Errorf("got %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestArgsMirror: the Go kernel arguments (args) and runtime.cuh's Args
+// have the same fields at the same offsets, so an edit of one side
+// alone fails here instead of feeding the kernels shifted arguments.
+func TestArgsMirror(t *testing.T) {
+	src := runtimeSource
+	start := strings.Index(src, "struct Args {")
+	if start < 0 {
+		t.Fatal("runtime.cuh has no struct Args")
+	}
+	body := src[start+len("struct Args {"):]
+	body = body[:strings.Index(body, "};")]
+	type field struct{ off, size int64 }
+	var cf []field
+	off := int64(0)
+	for _, line := range strings.Split(body, "\n") {
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), ";"))
+		if line == "" {
+			continue
+		}
+		parts := strings.Fields(line)
+		if len(parts) != 2 || (parts[0] != "u64" && parts[0] != "i64") {
+			t.Fatalf("runtime.cuh Args: unexpected field %q (want u64 or i64, arrays of MAX_RANKS)", line)
+		}
+		n := int64(8)
+		for _, dim := range strings.Split(parts[1], "[")[1:] {
+			d := strings.TrimSuffix(dim, "]")
+			switch d {
+			case "MAX_RANKS":
+				n *= MaxRanks
+			default:
+				v, err := strconv.Atoi(d)
+				if err != nil {
+					t.Fatalf("runtime.cuh Args: dimension %q of %q", d, line)
+				}
+				n *= int64(v)
+			}
+		}
+		cf = append(cf, field{off, n})
+		off += n
+	}
+	var gf []field
+	rt := reflect.TypeOf(args{})
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		gf = append(gf, field{int64(f.Offset), int64(f.Type.Size())})
+	}
+	if int64(rt.Size()) != off {
+		t.Errorf("args is %d bytes, runtime.cuh's Args %d", rt.Size(), off)
+	}
+	if !slices.Equal(cf, gf) {
+		t.Errorf("fields (offset, size): runtime.cuh %v, Go %v", cf, gf)
 	}
 }
