@@ -897,24 +897,11 @@ func addSpan(s []span, n span) []span {
 }
 
 // plainInScratch reports whether an op of p (any rank) reads or writes
-// plain data, not packets, in a scratch.
+// plain data, not packets, in a scratch (true where p's accesses cannot
+// be resolved: zero at every change of sizes).
 func plainInScratch(p *plan.Plan) bool {
-	for g := range p.GPUs {
-		for t := range p.GPUs[g].ThreadBlocks {
-			for i := range p.GPUs[g].ThreadBlocks[t].Ops {
-				acc, err := p.OpAccess(g, t, &p.GPUs[g].ThreadBlocks[t].Ops[i])
-				if err != nil {
-					return true // unknown: zero at every change of sizes
-				}
-				for _, a := range acc {
-					if a.Buffer == plan.Scratch && !a.Packet {
-						return true
-					}
-				}
-			}
-		}
-	}
-	return false
+	_, plain, err := p.ScratchUse()
+	return plain || err != nil
 }
 
 // stage copies this rank's input into its input region and, when the plan

@@ -311,23 +311,12 @@ func CallSync(p *plan.Plan) Sync {
 	return SyncBarriers
 }
 
-// usesPackets reports whether an op of p reads or writes LL packets.
-// SignalSynced plans have none: their call number is 64 bits, where
-// packets carry 32.
+// usesPackets reports whether an op of p reads or writes LL packets (or
+// p's accesses cannot be resolved). SignalSynced plans have none: their
+// call number is 64 bits, where packets carry 32.
 func usesPackets(p *plan.Plan) bool {
-	found := false
-	for r := range p.GPUs {
-		for t := range p.GPUs[r].ThreadBlocks {
-			visitOps(p, r, t, func(op *plan.Op, _ bool) {
-				acc, err := p.OpAccess(r, t, op)
-				for _, a := range acc {
-					found = found || a.Packet
-				}
-				found = found || err != nil
-			})
-		}
-	}
-	return found
+	packets, _, err := p.ScratchUse()
+	return packets || err != nil
 }
 
 // visitOps calls f on every op of thread block t of rank r in program

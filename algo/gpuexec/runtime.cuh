@@ -587,8 +587,9 @@ __device__ __forceinline__ void reduce_packets(const Args& a, char* const* dst, 
 // ---- synchronization (every thread of the block calls these) ----
 
 // signal_mem: for each channel i, one add on rank peer[i]'s inbound
-// counter slot[i]: a system-scope release (after __syncthreads, so it
-// covers the whole block's earlier writes), or relaxed.
+// counter slot[i] (MONO: a store of (call << 16 | seq[i]), slot_at): a
+// system-scope release (after __syncthreads, so it covers the whole
+// block's earlier writes), or relaxed.
 __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const int* slot, const u32* seq, int n, bool relaxed, flag_t flag) {
   __syncthreads();
   const int t = threadIdx.x;
@@ -615,7 +616,7 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
 // GROUPED plans (every directed channel signalled by one thread block and
 // waited on by one, no port channels; the generator decides) count
 // tickets in the block's registers (tk) and zero the counters at the end
-// of every call (or, MONO, count from the lane's base), so the group size
+// of every call (MONO: wait for (call << 16 | ticket) instead), so the group size
 // may change from call to call; the others take tickets from device
 // memory with a group of 1.
 __device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, u64* tk, flag_t flag, int tb, int op, int body) {

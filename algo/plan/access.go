@@ -224,6 +224,26 @@ func (p *Plan) Access(gpu, tb, op int) ([]Access, error) {
 	return p.OpAccess(gpu, tb, &b.Ops[op])
 }
 
+// ScratchUse reports whether an op of p (any rank) accesses LL packets,
+// and whether one reads or writes plain data in a scratch buffer.
+func (p *Plan) ScratchUse() (packets, plainScratch bool, err error) {
+	for g := range p.GPUs {
+		for t := range p.GPUs[g].ThreadBlocks {
+			for i := range p.GPUs[g].ThreadBlocks[t].Ops {
+				acc, err := p.OpAccess(g, t, &p.GPUs[g].ThreadBlocks[t].Ops[i])
+				if err != nil {
+					return false, false, err
+				}
+				for _, a := range acc {
+					packets = packets || a.Packet
+					plainScratch = plainScratch || (a.Buffer == Scratch && !a.Packet)
+				}
+			}
+		}
+	}
+	return packets, plainScratch, nil
+}
+
 // OpAccess returns the chunk ranges op (run by thread block tb of gpu)
 // reads and writes: reads first, in src_buff order, then writes in dst_buff
 // order. These are the semantics every consumer of a plan uses:

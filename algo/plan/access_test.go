@@ -140,3 +140,21 @@ func TestChannelPeer(t *testing.T) {
 		t.Error("switch channel: no error")
 	}
 }
+
+// TestScratchUse: every_op_kind has packet ops and plain data in scratch
+// (its copies into scratch); the all-pairs allreduce gathers plain data
+// in scratch and has no packets.
+func TestScratchUse(t *testing.T) {
+	for _, c := range []struct {
+		file           string
+		packets, plain bool
+	}{
+		{"every_op_kind.json", true, true},
+		{"allreduce_allpairs_2.json", false, true},
+	} {
+		packets, plain, err := load(t, c.file).ScratchUse()
+		if err != nil || packets != c.packets || plain != c.plain {
+			t.Errorf("%s: ScratchUse = %v, %v, %v; want %v, %v", c.file, packets, plain, err, c.packets, c.plain)
+		}
+	}
+}
