@@ -50,6 +50,7 @@ type args struct {
 	fifo, fifoHead, fifoTail, fifoDn uint64
 	fifoSize                         uint64
 	group, gbar, nslots              uint64
+	scratchBytes                     uint64
 }
 
 type loaded struct {
@@ -731,6 +732,7 @@ func (x *Executor) fill(c *Call, s Sizes, sp, rp uint64) {
 		}
 		if x.data[2] != nil {
 			a.buf[q][2] = x.data[2].Data[q]
+			a.scratchBytes = uint64(x.data[2].Size)
 		}
 		a.inbound[q] = x.ctlBuf.Data[q] + uint64(x.ctl.Inbound)
 		a.barStart[q] = x.ctlBuf.Data[q] + uint64(x.ctl.BarStart)
@@ -794,8 +796,31 @@ func (x *Executor) launch(l *loaded, c *Call, sp, rp uint64) error {
 	})
 }
 
+// SetCallCount makes this rank's control word 0 say that n calls ran,
+// so that the next call takes flag n+1 (plans that are not SignalSynced;
+// their flag is 32 bits and goes from 0xFFFFFFFF to 2). Every rank must
+// set the same n between the same two calls, with no kernel of the plan
+// running (after a device sync). Tests reach the flag's wrap, and the
+// scrub of the call after it (runtime.cuh), without 2^32 calls.
+func (x *Executor) SetCallCount(n uint32) error {
+	me := x.cfg.Rank
+	if CallSync(x.p) == SyncSignals {
+		return fmt.Errorf("%w: gpuexec: rank %d: plan %q is SignalSynced: its call number is 64 bits", ccl.ErrBadArgs, me, x.p.Name)
+	}
+	var w [4]byte
+	binary.LittleEndian.PutUint32(w[:], n)
+	err := x.cfg.Exec(func(uintptr) error {
+		return x.cfg.Driver.MemcpyHtoD(cuda.DevicePtr(x.ctlBuf.Data[me]+uint64(x.ctl.Ctl)), w[:])
+	})
+	if err != nil {
+		return fmt.Errorf("gpuexec: rank %d: call count: %w", me, err)
+	}
+	return nil
+}
+
 // WaitError is a wait of the kernel that gave up: the rank, thread block
-// and op (Op -1: the call's start barrier, -2: its end barrier; Body > 0:
+// and op (Op -1: the call's start barrier, -2: its end barrier, -3: the
+// scrub after the flag's wrap; Body > 0:
 // op Body-1 of a pipeline). errors.Is(err, ccl.ErrTimeout) for a timeout,
 // ccl.ErrFailed for an abort.
 type WaitError struct {
@@ -813,6 +838,8 @@ func (e *WaitError) Error() string {
 		where = fmt.Sprintf("tb %d at the start barrier", e.TB)
 	case e.Op == -2:
 		where = fmt.Sprintf("tb %d at the end barrier", e.TB)
+	case e.Op == -3:
+		where = fmt.Sprintf("block %d at the scrub after the flag's wrap", e.TB)
 	case e.Body > 0:
 		where += fmt.Sprintf(" (pipeline body op %d)", e.Body-1)
 	}

@@ -1,8 +1,8 @@
 // chorus GPU executor runtime (package algo/gpuexec): the helpers every
 // generated plan kernel calls. Compiled by NVRTC without headers: the
 // generator prepends the #defines RANK, NRANKS, DT, OP, LL, NTHREADS,
-// NSEMS, SEM_INIT, PORT, GROUPED, START, END_RELEASE, ZERO_EARLY and
-// gpu/cudasrc's half.cuh (u16, h2f,
+// NSEMS, SEM_INIT, PORT, GROUPED, START, END_RELEASE, ZERO_EARLY, MONO,
+// PACKETS and gpu/cudasrc's half.cuh (u16, h2f,
 // f2h, b2f, f2b).
 //
 // Block groups: each plan thread block runs on a.group CUDA blocks
@@ -36,7 +36,8 @@ struct Args {
   u64 align;                // buffer alignment A
   u64 scratch_half;         // bytes of one scratch half (double scratch), else 0
   u64 tickets;              // this rank's wait tickets (u64 per channel)
-  u64 ctl;                  // this rank's control words (u32): [0] call, [1] arrivals, [2] gave up
+  u64 ctl;                  // this rank's control words (u32): [0] call, [1] arrivals, [2] gave up, [3] abort,
+                            // [4-5] MONO call number, [6] scrub done (this call), [7] scrubs done
   u64 tbbar;                // intra-rank barriers: u32 count, u32 generation per id
   u64 sems;                 // semaphores (int)
   u64 abort;                // device u32 (control word 3): non-zero when the host aborts (a copy-engine write)
@@ -50,6 +51,7 @@ struct Args {
   u64 group;                // CUDA blocks per plan thread block (the same on every rank)
   u64 gbar;                 // per plan block: u32 count, u32 generation of its group barrier
   u64 nslots;               // channel slots (counters of slot s, lane l at slot_at(a, s, l))
+  u64 scratch_bytes;        // this rank's scratch buffer (both halves), zeroed at the flag's wrap (scrub)
 };
 
 __device__ __forceinline__ u32 lane(const Args& a) { return blockIdx.x % (u32)a.group; }
@@ -839,6 +841,9 @@ __device__ __forceinline__ void end_barrier(const Args& a, flag_t flag) {
     if (last) {
       st_relaxed_gpu_u32(ctl + 1, 0u);
       reset_semaphores(a);
+#if PACKETS
+      if (flag == 2u) st_relaxed_gpu_u32(ctl + 6, 0u);  // every block is past scrub
+#endif
     }
   }
 #if GROUPED && ZERO_EARLY
@@ -871,19 +876,23 @@ __device__ __forceinline__ void end_barrier(const Args& a, flag_t flag) {
 #endif
 }
 
-// call_flag is this call's flag (the last call's plus one, never 0, the
-// flag of never-written packets; MONO plans: the 64-bit epoch plus one);
-// *gave is whether an earlier call gave up. Thread 0 issues both loads
-// together: one round trip.
-__device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave) {
+// call_flag is this call's flag (MONO plans: the 64-bit epoch plus one;
+// else the last call's plus one, after 0xFFFFFFFF 2: never 0, the flag of
+// never-written packets, and never 1 there, which would give two calls
+// in a row the same half of a double scratch); *gave is whether an
+// earlier call gave up, *wrapped whether the 32-bit flag wrapped (this
+// call must scrub). Thread 0 issues both loads together: one round trip.
+__device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave, bool* wrapped) {
   __shared__ flag_t s_flag;
-  __shared__ u32 s_gave;
+  __shared__ u32 s_gave, s_wrapped;
   if (threadIdx.x == 0) {
 #if MONO
     const u64 f = *(volatile u64*)epoch(a) + 1ull;
+    s_wrapped = 0u;
 #else
     const u32 f0 = *(volatile u32*)a.ctl + 1u;
-    const u32 f = f0 == 0u ? 1u : f0;
+    const u32 f = f0 == 0u ? 2u : f0;
+    s_wrapped = f0 == 0u;
 #endif
     const u32 g = *(volatile u32*)((u32*)a.ctl + 2);
     s_flag = f;
@@ -891,5 +900,71 @@ __device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave) {
   }
   __syncthreads();
   *gave = s_gave != 0u;
+  *wrapped = s_wrapped != 0u;
   return s_flag;
 }
+
+#if PACKETS && !MONO
+// ---- the flag's wrap (plans with packets) ----
+// A packet is current when its flag is the call's, and flags repeat after
+// the wrap (2^32-2 calls): a packet written a cycle ago where no call
+// wrote since (a large call, then only smaller ones) would pass for one
+// of the call with its flag. So the call after the wrap zeroes every
+// rank's scratch, both halves, before any rank writes a packet of it:
+// block 0 of each rank meets every peer (each has finished the call
+// before, so none still writes or reads a packet of it), zeroes its own
+// scratch, meets them again (no peer writes a packet into it before it is
+// zero), then lets its other blocks go (control word 6, reset at the
+// call's end); control word 7 counts the rank's scrubs, the same on every
+// rank, so the meetings' words (start-barrier slots 8 + q) only grow. It
+// happens once in 2^32-2 calls (about 2.5 days at 20,000 calls a second)
+// and costs a few milliseconds.
+
+// scrub_meet: thread 0 stores v to every peer's slot of this rank and
+// waits until every peer's slot here is at least v; false if it gave up.
+__device__ __noinline__ bool scrub_meet(const Args& a, u32 v) {
+  fence_sc_sys();  // this rank's writes (the call before, the zeroing) first
+  for (int q = 0; q < NRANKS; q++)
+    if (q != RANK) st_relaxed_sys_u32((u32*)a.bar_start[q] + 8 + RANK, v);
+  for (int q = 0; q < NRANKS; q++) {
+    if (q == RANK) continue;
+    const u32* mine = (const u32*)a.bar_start[RANK] + 8 + q;
+    Waiter w = waiter(a, 2);
+    while ((int)(ld_relaxed_sys_u32(mine) - v) < 0)
+      if (!keep_waiting(a, w, blockIdx.x, -3, 0)) return false;
+  }
+  fence_acq_rel_sys();
+  return true;
+}
+
+__device__ __noinline__ void scrub(const Args& a) {
+  u32* ctl = (u32*)a.ctl;
+  if (blockIdx.x == 0) {
+    __shared__ u32 s_ok, s_n;
+    if (threadIdx.x == 0) {
+      s_n = *(volatile u32*)(ctl + 7);
+      s_ok = NRANKS == 1 || scrub_meet(a, 2u * s_n + 1u);
+    }
+    __syncthreads();
+    if (s_ok) {
+      uint4* p = (uint4*)a.buf[RANK][2];
+      uint4 z;
+      z.x = z.y = z.z = z.w = 0u;
+      for (u64 i = threadIdx.x; i < a.scratch_bytes / 16; i += blockDim.x) p[i] = z;
+      char* c = (char*)a.buf[RANK][2];
+      for (u64 i = a.scratch_bytes / 16 * 16 + threadIdx.x; i < a.scratch_bytes; i += blockDim.x) c[i] = 0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (s_ok && NRANKS > 1) scrub_meet(a, 2u * s_n + 2u);
+      *(volatile u32*)(ctl + 7) = s_n + 1u;
+      st_release_gpu_u32(ctl + 6, 1u);
+    }
+  } else if (threadIdx.x == 0) {
+    Waiter w = waiter(a, 4);
+    while (ld_acquire_gpu_u32(ctl + 6) == 0u)
+      if (!keep_waiting(a, w, blockIdx.x, -3, 0)) break;
+  }
+  __syncthreads();
+}
+#endif

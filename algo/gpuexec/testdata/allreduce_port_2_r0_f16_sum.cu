@@ -13,6 +13,7 @@
 #define ZERO_EARLY 0
 #define END_WAIT 1
 #define MONO 0
+#define PACKETS 0
 ...
 
 // thread block 0: 11 ops
@@ -79,8 +80,14 @@ static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
 
 extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_constant__ Args params) {
   const Args& a = params;
-  bool gave;
-  const flag_t flag = call_flag(a, &gave);
+  bool gave, wrapped;
+  const flag_t flag = call_flag(a, &gave, &wrapped);
+#if PACKETS && !MONO
+  if (wrapped) {
+    scrub(a);
+    gave = gave || gave_up(a);
+  }
+#endif
   start_barrier(a, flag);
   if (!(START ? gave_up(a) : gave)) {
     switch (blockIdx.x / (u32)a.group) {
