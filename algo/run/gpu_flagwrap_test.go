@@ -12,7 +12,6 @@ import (
 	"github.com/chorus-rt/chorus/ccl/reduce"
 	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 	"github.com/chorus-rt/chorus/runtime/registry"
-	"github.com/chorus-rt/chorus/runtime/session"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -120,15 +119,7 @@ func gpuFlagWrap(env registry.Env, h any, small, large int64) (string, error) {
 func TestGPUPacketFlagWrap(t *testing.T) {
 	gputest.Require(t, 1)
 	const n = 2
-	ids := []int{0, 1 % max(gpuCount(), 1)}
-	s, err := session.NewProcess(bg(t), session.ProcessOptions{Options: session.Options{NumWorkers: n, DeviceIDs: ids}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown()
-	if err := s.InitCCL(bg(t), "ipc", 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s := gpuSession(t, n)
 	p, err := library.Build("allreduce_packet", n, library.Options{})
 	if err != nil {
 		t.Fatal(err)
