@@ -173,7 +173,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	packets := g.res.Sync == SyncPackets || g.res.Sync == SyncFlags
 	mono := g.res.Sync == SyncSignals
 	fmt.Fprintf(&src, "#define END_RELEASE %d\n#define ZERO_EARLY %d\n#define END_WAIT %d\n#define MONO %d\n#define PACKETS %d\n", b2i(!packets), b2i(g.res.Sync == SyncHandshakes),
-		b2i(g.res.Sync != SyncFlags && !mono), b2i(mono), b2i(usesPackets(p) && !mono))
+		b2i(g.res.Sync != SyncFlags && !mono), b2i(mono), b2i(usesPackets(p)))
 	if len(g.res.SemInit) > 0 {
 		fmt.Fprintf(&src, "#define SEM_INIT {%s}\n", joinInts(g.res.SemInit))
 	}
@@ -195,7 +195,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	// stamps, H200, 2 ranks under MPS).
 	fmt.Fprintf(&src, "\nextern \"C\" __global__ void __launch_bounds__(NTHREADS) %s(const __grid_constant__ Args params) {\n", KernelName)
 	src.WriteString("  const Args& a = params;\n  bool gave, wrapped;\n  const flag_t flag = call_flag(a, &gave, &wrapped);\n")
-	src.WriteString("#if PACKETS && !MONO\n  if (wrapped) {\n    scrub(a);\n    gave = gave || gave_up(a);\n  }\n#endif\n  start_barrier(a, flag);\n")
+	src.WriteString("#if PACKETS\n  if (wrapped) {\n    scrub(a);\n    gave = gave || gave_up(a);\n  }\n#endif\n  start_barrier(a, flag);\n")
 	src.WriteString("  if (!(START ? gave_up(a) : gave)) {\n    switch (blockIdx.x / (u32)a.group) {\n")
 	for ti := range gp.ThreadBlocks {
 		fmt.Fprintf(&src, "      case %d: tb_%d(a, flag); break;\n", ti, ti)

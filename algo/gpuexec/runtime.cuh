@@ -904,7 +904,7 @@ __device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave, bool* wra
   return s_flag;
 }
 
-#if PACKETS && !MONO
+#if PACKETS  // never MONO: SignalSynced plans have no packets
 // ---- the flag's wrap (plans with packets) ----
 // A packet is current when its flag is the call's, and flags repeat after
 // the wrap (2^32-2 calls): a packet written a cycle ago where no call

@@ -108,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_
   const Args& a = params;
   bool gave, wrapped;
   const flag_t flag = call_flag(a, &gave, &wrapped);
-#if PACKETS && !MONO
+#if PACKETS
   if (wrapped) {
     scrub(a);
     gave = gave || gave_up(a);
