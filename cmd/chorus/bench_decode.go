@@ -57,7 +57,7 @@ type decodeRow struct {
 	HostMS     float64 `json:"host_ms_per_step,omitempty"` // VM issue time per step (eager)
 	HostOps    float64 `json:"ops_per_step,omitempty"`
 	Fused      int     `json:"fused,omitempty"` // instructions the VM fused at load
-	Fixed      int     `json:"fixed,omitempty"` // instructions whose weights are read before the PDL wait
+	Fixed      int     `json:"fixed,omitempty"` // instructions whose fixed operands (weights, cache rows) are read before the PDL wait
 
 	BoundGBs   float64 `json:"bound_gbs,omitempty"`
 	GemmTFLOPs float64 `json:"gemm_tflops,omitempty"`

@@ -137,9 +137,11 @@ func (g *GPU) tryDecodeAttention(dims attnDims, dt tensor.DType, p []uint64, fre
 		q, k, v, kc, vc, pos, out, part uint64
 		hq, hkv, seq, chunk, fill       int32
 		scale2                          float32
+		pre                             int32
 		f                               [decodeMaxHalf]float32
 	}{q: p[0], k: p[1], v: p[2], kc: p[3], vc: p[4], pos: p[5], out: p[6], part: part, hq: int32(dims.hq), hkv: int32(dims.hkv),
-		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill), scale2: float32(math.Log2E / math.Sqrt(float64(dims.d)))}
+		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill), scale2: float32(math.Log2E / math.Sqrt(float64(dims.d))),
+		pre: g.preArg()}
 	params := []unsafe.Pointer{unsafe.Pointer(&a.q)}
 	if rope {
 		copy(a.f[:], freqs)
@@ -147,7 +149,7 @@ func (g *GPU) tryDecodeAttention(dims attnDims, dt tensor.DType, p []uint64, fre
 	}
 	params = append(params, unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
 		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill),
-		unsafe.Pointer(&a.scale2))
+		unsafe.Pointer(&a.scale2), unsafe.Pointer(&a.pre))
 	if rope {
 		params = append(params, unsafe.Pointer(&a.f))
 	}

@@ -19,7 +19,9 @@ import (
 // through TryRopeAttention with the caches compared too. In the cases
 // with nan set, sequence 1 has position -1 and sequence 2 a position
 // past the cache on the GPU: their rows must be NaN and their caches
-// untouched, the other sequences unchanged.
+// untouched, the other sequences unchanged. Each case runs without and
+// with SetFixedWeights's promise (the kernels read pos and the cache
+// rows before each position before their PDL wait, row pos after it).
 func TestGPUDecodeAttention(t *testing.T) {
 	g, dev := openTestGPU(t)
 	type dcase struct {
@@ -143,40 +145,50 @@ func TestGPUDecodeAttention(t *testing.T) {
 						}
 					}
 				}
-				out := func() *tensor.Tensor { return onGPU(t, dev, poisoned(t, dt, int64(tk), int64(hq), int64(c.d))) }
-				// dec_attn on the CPU-appended caches
-				direct := []*tensor.Tensor{onGPU(t, dev, q), onGPU(t, dev, k), onGPU(t, dev, v), onGPU(t, dev, kc), onGPU(t, dev, vc), onGPU(t, dev, gpos), out()}
-				p, err := g.ptrs([]string{"q", "k", "v", "k_cache", "v_cache", "pos", "out"}, direct...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ok, err := g.tryDecodeAttention(dims, dt, p, nil); err != nil || !ok {
-					t.Fatalf("dec_attn: ran %v, %v", ok, err)
-				}
-				// the attention op: the GPU's append, then the kernel it picks
-				op := []*tensor.Tensor{direct[0], direct[1], direct[2], onGPU(t, dev, kc0), onGPU(t, dev, vc0), direct[5], out()}
-				if err := g.Model(ir.OpAttention, 0, op); err != nil {
-					t.Fatal(err)
-				}
-				// rope, the append and attention in one
-				rope := []*tensor.Tensor{direct[0], direct[1], direct[2], onGPU(t, dev, kc0), onGPU(t, dev, vc0), direct[5], out()}
-				if ok, err := g.TryRopeAttention(rope, freqs); err != nil || !ok {
-					t.Fatalf("TryRopeAttention: ran %v, %v", ok, err)
-				}
-				if err := dev.Sync(); err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range []struct {
-					what      string
-					got, want *tensor.Tensor
-				}{
-					{"dec_attn", direct[6], want}, {"attention op", op[6], want}, {"attention op's k cache", op[3], kc},
-					{"dec_attn_rope", rope[6], rwant}, {"dec_attn_rope's k cache", rope[3], rkc}, {"dec_attn_rope's v cache", rope[4], rvc},
-				} {
-					if err := tensor.AllClose(fromGPU(t, dev, r.got), r.want, tl, tl); err != nil {
-						t.Errorf("%s vs CPU: %v", r.what, err)
+				// without and with the promise that pos and the rows before
+				// each position are fixed (read before the PDL wait; a
+				// kernel of the call launched before, as in a VM call)
+				for _, fixed := range []bool{false, true} {
+					g.SetFixedWeights(fixed)
+					if fixed {
+						g.callLaunches = max(g.callLaunches, 1)
+					}
+					out := func() *tensor.Tensor { return onGPU(t, dev, poisoned(t, dt, int64(tk), int64(hq), int64(c.d))) }
+					// dec_attn on the CPU-appended caches
+					direct := []*tensor.Tensor{onGPU(t, dev, q), onGPU(t, dev, k), onGPU(t, dev, v), onGPU(t, dev, kc), onGPU(t, dev, vc), onGPU(t, dev, gpos), out()}
+					p, err := g.ptrs([]string{"q", "k", "v", "k_cache", "v_cache", "pos", "out"}, direct...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok, err := g.tryDecodeAttention(dims, dt, p, nil); err != nil || !ok {
+						t.Fatalf("dec_attn (fixed %v): ran %v, %v", fixed, ok, err)
+					}
+					// the attention op: the GPU's append, then the kernel it picks
+					op := []*tensor.Tensor{direct[0], direct[1], direct[2], onGPU(t, dev, kc0), onGPU(t, dev, vc0), direct[5], out()}
+					if err := g.Model(ir.OpAttention, 0, op); err != nil {
+						t.Fatal(err)
+					}
+					// rope, the append and attention in one
+					rope := []*tensor.Tensor{direct[0], direct[1], direct[2], onGPU(t, dev, kc0), onGPU(t, dev, vc0), direct[5], out()}
+					if ok, err := g.TryRopeAttention(rope, freqs); err != nil || !ok {
+						t.Fatalf("TryRopeAttention (fixed %v): ran %v, %v", fixed, ok, err)
+					}
+					if err := dev.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range []struct {
+						what      string
+						got, want *tensor.Tensor
+					}{
+						{"dec_attn", direct[6], want}, {"attention op", op[6], want}, {"attention op's k cache", op[3], kc},
+						{"dec_attn_rope", rope[6], rwant}, {"dec_attn_rope's k cache", rope[3], rkc}, {"dec_attn_rope's v cache", rope[4], rvc},
+					} {
+						if err := tensor.AllClose(fromGPU(t, dev, r.got), r.want, tl, tl); err != nil {
+							t.Errorf("%s (fixed %v) vs CPU: %v", r.what, fixed, err)
+						}
 					}
 				}
+				g.SetFixedWeights(false)
 			})
 		}
 	}

@@ -335,16 +335,36 @@ __device__ __forceinline__ int dec_chunk(int p, int fill, int chunk) {
   return min(chunk, c);
 }
 
-// dec_rope is pair (x1, x2) = elements (i, i + d/2) turned by the angle
-// (float)p · f, as rope_table turns it.
-__device__ __forceinline__ void dec_rope(int p, float f, float& x1, float& x2) {
+// dec_sincos is the sine and cosine of the angle (float)p · f, as
+// rope_table computes them.
+__device__ __forceinline__ void dec_sincos(int p, float f, float& s, float& c) {
   const float ang = __fmul_rn((float)p, f);
   double sd, cd;
   sincos((double)ang, &sd, &cd);
-  const float s = (float)sd, c = (float)cd;
-  const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
-  x1 = y1;
-  x2 = y2;
+  s = (float)sd;
+  c = (float)cd;
+}
+
+// dec_rot turns the pairs (elements e .. e + 7 of a, the same of b) by
+// the angles whose cosines and sines are cs[0 .. 7] and sn[0 .. 7], as
+// rope_table turns pair (i, i + d/2).
+template <class E>
+__device__ __forceinline__ void dec_rot(PfV4& a, PfV4& b, const float* cs, const float* sn) {
+  unsigned* wa = &a.x;
+  unsigned* wb = &b.x;
+#pragma unroll
+  for (int x = 0; x < 4; x++) {
+    float y[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const float x1 = E::load((u16)(wa[x] >> (16 * h))), x2 = E::load((u16)(wb[x] >> (16 * h)));
+      const float c = cs[2 * x + h], sv = sn[2 * x + h];
+      y[0][h] = x1 * c - x2 * sv;
+      y[1][h] = x2 * c + x1 * sv;
+    }
+    wa[x] = pf_pack<E>(y[0][0], y[0][1]);
+    wb[x] = pf_pack<E>(y[1][0], y[1][1]);
+  }
 }
 
 __device__ __forceinline__ unsigned dec_word(const PfV4& v, int x) { return x == 0 ? v.x : x == 1 ? v.y : x == 2 ? v.z : v.w; }
@@ -356,16 +376,72 @@ __device__ __forceinline__ int dec_kdim(int kk, int c, int half) { return (kk >>
 // dec_odim is the head-dim element of column j of output n tile n.
 __device__ __forceinline__ int dec_odim(int n, int j) { return (n >> 3) * 64 + j * 8 + (n & 7); }
 
+// dec_load loads the K and V rows of group k0 (DEC_KEYS rows from k0) a
+// lane takes into kr and vr: group u (rows k0 + 16u ..): K rows + g and
+// + 8 + g, pieces c, c + 4, ... (head-dim elements 32j + 8c ..); V rows
+// + 2c, + 1, + 8, + 9, pieces at head-dim elements 64j + 8g ..; rows at
+// or past lim: zeros. With ONLY, it loads row lim alone, from ks and vs
+// (one row each), and leaves the others.
+template <int D, bool ONLY>
+__device__ __forceinline__ void dec_load(const u16* kb, const u16* vb, long long rs, int k0, int lim, int g, int c,
+                                         PfV4 (&kr)[DEC_KEYS / 16][2][D / 32], PfV4 (&vr)[DEC_KEYS / 16][4][D / 64]) {
+  const PfV4 zero = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int u = 0; u < DEC_KEYS / 16; u++) {
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+      const int row = k0 + 16 * u + nt * 8 + g;
+#pragma unroll
+      for (int j = 0; j < D / 32; j++) {
+        if (ONLY) {
+          if (row == lim) kr[u][nt][j] = *(const PfV4*)(kb + j * 32 + c * 8);
+        } else {
+          kr[u][nt][j] = row < lim ? *(const PfV4*)(kb + (long long)row * rs + j * 32 + c * 8) : zero;
+        }
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < 4; x++) {
+      const int row = k0 + 16 * u + (x >> 1) * 8 + 2 * c + (x & 1);
+#pragma unroll
+      for (int j = 0; j < D / 64; j++) {
+        if (ONLY) {
+          if (row == lim) vr[u][x][j] = *(const PfV4*)(vb + j * 64 + g * 8);
+        } else {
+          vr[u][x][j] = row < lim ? *(const PfV4*)(vb + (long long)row * rs + j * 64 + g * 8) : zero;
+        }
+      }
+    }
+  }
+}
+
+// dec_attn_impl: with pre (the host's promise that no kernel of the
+// stream since the call's first one writes pos or a cache row before
+// its sequence's position: GPU.SetFixedWeights), a block reads its
+// position, computes the rotation's sines and cosines and loads the
+// cache rows of its warps' first groups before its PDL wait, beside the
+// kernel before it (the q/k/v product); row pos[b] (this kernel's
+// append, or kv_append's before it) and q only after. On an H200
+// (Llama-3-8B, graph-replayed, both builds twice in one call) that took
+// batch 1 from 4.077-4.088 to 4.003-4.012 ms a step at context 128
+// (4.306-4.325 to 4.262-4.276 at 4096) and batch 8 from 4.658-4.698 to
+// 4.587-4.595 (context 4096 unchanged, 5.76-5.79). The same kernel with
+// everything after the wait (no promise) was 1.005-1.016x slower than
+// the one before it, which rotated q pair by pair as it staged it.
 template <class E, int D, bool ROPE>
 __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u16* kc, u16* vc, const int* pos, u16* out, float* part,
-                              int hq, int hkv, int seq, int chunk, int fill, float scale2, const DecFreqs* fr) {
+                              int hq, int hkv, int seq, int chunk, int fill, float scale2, int pre, const DecFreqs* fr) {
   constexpr int DK = D / 16;  // k steps of Q Kᵀ
   constexpr int DN = D / 8;   // n tiles of the output
-  constexpr int KP = D / 32;  // 16-byte pieces of a K row a lane loads
-  constexpr int VP = D / 64;  // 16-byte pieces of a V row a lane loads
+  constexpr int QP = DEC_MAX_GROUP * D / 16;  // pairs of 16-byte pieces of q (i, i + D/2)
+  static_assert(QP <= PF_WARPS * 32, "a thread stages one pair of q's pieces");
   __shared__ __align__(16) u16 qs[DEC_MAX_GROUP * D];
+  __shared__ __align__(16) u16 ks[D], vs[D];  // the appended row
+  __shared__ float cs[DEC_MAX_HALF], sn[DEC_MAX_HALF];
   __shared__ float mw[PF_WARPS * DEC_MAX_GROUP], lw[PF_WARPS * DEC_MAX_GROUP];
   __shared__ float ow[DEC_MAX_GROUP * D];  // the merged output, head-dim order
+  PDL_LAUNCH();
+  if (!pre) PDL_WAIT();
   const int s = blockIdx.x, kh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const int G = hq / hkv;
@@ -373,6 +449,7 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
   const long long hb = (long long)b * hq + (long long)kh * G;  // the block's first (token, head) row
   const float nan = __uint_as_float(0x7fc00000u);
   if (p < 0 || p >= seq) {  // NaN rows, as attn_split (no append)
+    PDL_WAIT();
     if (s == 0)
       for (int i = threadIdx.x; i < G * D; i += blockDim.x) out[hb * D + i] = E::store(nan);
     if (splits > 1)
@@ -390,35 +467,56 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
   const long long rs = (long long)hkv * D;  // elements between cache rows
   u16* kb = kc + (long long)b * seq * rs + (long long)kh * D;
   u16* vb = vc + (long long)b * seq * rs + (long long)kh * D;
-  // q of the G heads (rotated), zeros past them; and the new cache row
-  for (int i = threadIdx.x; i < DEC_MAX_GROUP * D / 2; i += blockDim.x) {
-    const int r = i / (D / 2), e = i % (D / 2);
-    u16 y1 = 0, y2 = 0;
-    if (r < G) {
-      y1 = q[(hb + r) * D + e];
-      y2 = q[(hb + r) * D + e + D / 2];
-      if (ROPE) {
-        float x1 = E::load(y1), x2 = E::load(y2);
-        dec_rope(p, fr->v[e], x1, x2);
-        y1 = E::store(x1);
-        y2 = E::store(x2);
-      }
+  if (ROPE)
+    for (int i = threadIdx.x; i < D / 2; i += blockDim.x) dec_sincos(p, fr->v[i], sn[i], cs[i]);
+  // The warp's first group: the rows before p now (every row where
+  // they are all there: no pre, no append), row p after the wait.
+  PfV4 kr[DEC_KEYS / 16][2][D / 32], vr[DEC_KEYS / 16][4][D / 64];
+  const int lim = pre || ROPE ? min(r1, p) : r1;
+  dec_load<D, false>(kb, vb, rs, r0 + DEC_KEYS * w, lim, g, c, kr, vr);
+  PDL_WAIT();
+  if (ROPE) __syncthreads();  // cs, sn
+  // q of the G heads (rotated), zeros past them; and the new cache row.
+  // Every load first, then the rotations and stores.
+  const PfV4 zero = {0u, 0u, 0u, 0u};
+  const bool app = ROPE && p < r1;  // this split holds row p: append the rotated k and v
+  {
+    const int i = threadIdx.x, r = i / (D / 16), e = (i % (D / 16)) * 8;
+    PfV4 qa = zero, qb = zero, na = zero, nb = zero, nv = zero;
+    if (i < QP && r < G) {
+      qa = *(const PfV4*)(q + (hb + r) * D + e);
+      qb = *(const PfV4*)(q + (hb + r) * D + e + D / 2);
     }
-    qs[r * D + e] = y1;
-    qs[r * D + e + D / 2] = y2;
-  }
-  if (ROPE && p < r1) {  // this split holds row p: append the rotated k and v
-    const u16* kn = knew + ((long long)b * hkv + kh) * D;
-    const u16* vn = vnew + ((long long)b * hkv + kh) * D;
-    for (int i = threadIdx.x; i < D / 2; i += blockDim.x) {
-      float x1 = E::load(kn[i]), x2 = E::load(kn[i + D / 2]);
-      dec_rope(p, fr->v[i], x1, x2);
-      kb[(long long)p * rs + i] = E::store(x1);
-      kb[(long long)p * rs + i + D / 2] = E::store(x2);
+    const long long nr = ((long long)b * hkv + kh) * D;
+    if (app && i < D / 16) {
+      na = *(const PfV4*)(knew + nr + i * 8);
+      nb = *(const PfV4*)(knew + nr + i * 8 + D / 2);
     }
-    for (int i = threadIdx.x; i < D; i += blockDim.x) vb[(long long)p * rs + i] = vn[i];
+    if (app && i < D / 8) nv = *(const PfV4*)(vnew + nr + i * 8);
+    if (i < QP) {
+      if (ROPE && r < G) dec_rot<E>(qa, qb, cs + e, sn + e);
+      *(PfV4*)(qs + r * D + e) = qa;
+      *(PfV4*)(qs + r * D + e + D / 2) = qb;
+    }
+    if (app && i < D / 16) {
+      dec_rot<E>(na, nb, cs + i * 8, sn + i * 8);
+      *(PfV4*)(ks + i * 8) = na;
+      *(PfV4*)(ks + i * 8 + D / 2) = nb;
+      *(PfV4*)(kb + (long long)p * rs + i * 8) = na;
+      *(PfV4*)(kb + (long long)p * rs + i * 8 + D / 2) = nb;
+    }
+    if (app && i < D / 8) {
+      *(PfV4*)(vs + i * 8) = nv;
+      *(PfV4*)(vb + (long long)p * rs + i * 8) = nv;
+    }
   }
   __syncthreads();
+  if (lim < r1) {  // row p, if in the warp's first group
+    if (ROPE)
+      dec_load<D, true>(ks, vs, rs, r0 + DEC_KEYS * w, p, g, c, kr, vr);
+    else
+      dec_load<D, true>(kb + (long long)p * rs, vb + (long long)p * rs, rs, r0 + DEC_KEYS * w, p, g, c, kr, vr);
+  }
   unsigned qf[DK][4];
 #pragma unroll
   for (int kk = 0; kk < DK; kk++) {
@@ -433,28 +531,8 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
 #pragma unroll
     for (int e = 0; e < 4; e++) o[n][e] = 0.0f;
   float mlo = pf_neg_inf(), mhi = pf_neg_inf(), slo = 0.0f, shi = 0.0f;
-  const PfV4 zero = {0u, 0u, 0u, 0u};
   for (int k0 = r0 + DEC_KEYS * w; k0 < r1; k0 += DEC_KEYS * PF_WARPS) {
-    // Every load of the warp's DEC_KEYS rows first. Group u (rows k0 +
-    // 16u ..): K rows + g and + 8 + g, pieces c, c + 4, ... (head-dim
-    // elements 32j + 8c ..); V rows + 2c, + 1, + 8, + 9, pieces at
-    // head-dim elements 64j + 8g .. (rows past r1: zeros).
-    PfV4 kr[DEC_KEYS / 16][2][KP], vr[DEC_KEYS / 16][4][VP];
-#pragma unroll
-    for (int u = 0; u < DEC_KEYS / 16; u++) {
-#pragma unroll
-      for (int nt = 0; nt < 2; nt++) {
-        const int row = k0 + 16 * u + nt * 8 + g;
-#pragma unroll
-        for (int j = 0; j < KP; j++) kr[u][nt][j] = row < r1 ? *(const PfV4*)(kb + (long long)row * rs + j * 32 + c * 8) : zero;
-      }
-#pragma unroll
-      for (int x = 0; x < 4; x++) {
-        const int row = k0 + 16 * u + (x >> 1) * 8 + 2 * c + (x & 1);
-#pragma unroll
-        for (int j = 0; j < VP; j++) vr[u][x][j] = row < r1 ? *(const PfV4*)(vb + (long long)row * rs + j * 64 + g * 8) : zero;
-      }
-    }
+    if (k0 != r0 + DEC_KEYS * w) dec_load<D, false>(kb, vb, rs, k0, r1, g, c, kr, vr);  // rows after the first group
 #pragma unroll
     for (int u = 0; u < DEC_KEYS / 16; u++) {
       const int k1 = k0 + 16 * u;
@@ -566,15 +644,14 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
 #define DEC_ATTN(name, E, D)                                                                                               \
   extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
       dec_attn_##name##_d##D(const u16* q, u16* kc, u16* vc, const int* pos, u16* out, float* part, int hq, int hkv,    \
-                             int seq, int chunk, int fill, float scale2) {                                                 \
-    PDL_ENTRY();                                                                                                           \
-    dec_attn_impl<E, D, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, nullptr);   \
+                             int seq, int chunk, int fill, float scale2, int pre) {                                        \
+    dec_attn_impl<E, D, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, pre, nullptr); \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
       dec_attn_rope_##name##_d##D(const u16* q, const u16* k, const u16* v, u16* kc, u16* vc, const int* pos, u16* out, \
-                                  float* part, int hq, int hkv, int seq, int chunk, int fill, float scale2, DecFreqs f) {  \
-    PDL_ENTRY();                                                                                                           \
-    dec_attn_impl<E, D, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, &f);                     \
+                                  float* part, int hq, int hkv, int seq, int chunk, int fill, float scale2, int pre,       \
+                                  DecFreqs f) {                                                                            \
+    dec_attn_impl<E, D, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, pre, &f);                \
   }
 
 DEC_ATTN(f16, F16, 64)

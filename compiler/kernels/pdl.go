@@ -109,10 +109,13 @@ func pdlCapable(drv *cuda.Driver, major int) bool {
 // With the promise (and PDL), a kernel reads (the first pieces of) its
 // weights before its PDL wait, while the kernel before it finishes;
 // anything else it reads only after. x is always another kernel's
-// output and is never read early. The VM makes the promise per
+// output and is never read early. For the decode attention (dec_attn,
+// dec_attn_rope) the promise covers pos and every cache row before each
+// sequence's position: it reads those, and computes the rotation's
+// sines and cosines, before its wait. The VM makes the promise per
 // instruction (compiler/vm/interp: the weight is a parameter of the
-// function that no instruction writes, and an earlier instruction
-// launched work).
+// function that no instruction writes, the caches parameters only that
+// attention writes, and an earlier instruction launched work).
 func (g *GPU) SetFixedWeights(on bool) { g.fixedWeights = on }
 
 // BeginCall marks the start of a VM call: until a kernel of it has been

@@ -16,7 +16,7 @@ type RunStats struct {
 	Host  time.Duration // from each call's start to its return: interpreting and issuing
 	Ops   int64         // instructions executed
 	Fused int           // fused instructions made at load (fuse.go)
-	Fixed int           // instructions whose weights no instruction writes (fixed.go): read before the PDL wait
+	Fixed int           // instructions whose early operands (weights; an attention's positions and cache rows) no other instruction writes (interp/fixed.go): read before the PDL wait
 }
 
 // RunStats fetches and resets every worker's RunStats of p's module (it

@@ -7,13 +7,14 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-// TestFixedWeights: in the decode module the VM finds every weight a
+// TestFixedWeights: in the decode module the VM finds every operand a
 // kernel reads before its PDL wait fixed (compiler/vm/interp/fixed.go):
-// per layer the q/k/v triple, o, the gated projection, down and the
-// residual norms, and the LM head; the KV caches, which the step
-// writes, never are. The count comes from the module the decoder builds,
-// so an IR change that made a weight an instruction's output (or
-// stopped the fusions) shows here before it shows as a slower step.
+// per layer the q/k/v triple, o, the gated projection, down, the
+// residual norms and the attention (its positions, and its caches,
+// which it alone appends to), and the LM head. The count comes from the
+// module the decoder builds, so an IR change that made a weight an
+// instruction's output, gave two attentions one cache (or stopped the
+// fusions) shows here before it shows as a slower step.
 func TestFixedWeights(t *testing.T) {
 	hf := func() decoder.Config {
 		c := decoder.Small(tensor.Float32)
@@ -24,9 +25,9 @@ func TestFixedWeights(t *testing.T) {
 	// has, per layer, the q/k/v triple, o, the gated projection and down
 	// (matmul_nt, the HF layout) and two residual adds with the next norm
 	// (the first layer's first norm follows the embedding; the final norm
-	// follows the last add), and the LM head; the chorus layout's
-	// products are matmul ([in, out] weights, never a skinny kernel), so
-	// only its norms count.
+	// follows the last add), the attention, and the LM head; the chorus
+	// layout's products are matmul ([in, out] weights, never a skinny
+	// kernel), so only its norms and attention count.
 	for _, c := range []struct {
 		name      string
 		workers   int
@@ -34,9 +35,9 @@ func TestFixedWeights(t *testing.T) {
 		perLayer  int
 		perModule int
 	}{
-		{"hf", 1, hf(), 6, 1},
-		{"hf-2-workers", 2, hf(), 6, 1},
-		{"chorus-layout", 1, decoder.Small(tensor.Float32), 2, 0},
+		{"hf", 1, hf(), 7, 1},
+		{"hf-2-workers", 2, hf(), 7, 1},
+		{"chorus-layout", 1, decoder.Small(tensor.Float32), 3, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := bg(t)
@@ -64,7 +65,7 @@ func TestFixedWeights(t *testing.T) {
 			want := 2 * (c.perLayer*cfg.Layers + c.perModule)
 			for wk, r := range rs {
 				if r.Fixed != want {
-					t.Errorf("worker %d: %d instructions with fixed weights, want %d (%d layers)", wk, r.Fixed, want, cfg.Layers)
+					t.Errorf("worker %d: %d instructions with fixed operands, want %d (%d layers)", wk, r.Fixed, want, cfg.Layers)
 				}
 			}
 		})

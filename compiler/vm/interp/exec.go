@@ -242,7 +242,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		if err != nil {
 			return err
 		}
-		return m.modelKernel(env, in, t)
+		return m.withFixed(p, in, func() error { return m.modelKernel(env, in, t) })
 
 	case opGated:
 		t, err := ts()
@@ -270,7 +270,7 @@ func (m *Module) exec(env registry.Env, p *program, pc int, in *instr, regs []an
 		if err != nil {
 			return err
 		}
-		return m.ropeAttn(env, in, t)
+		return m.withFixed(p, in, func() error { return m.ropeAttn(env, in, t) })
 
 	case opNop:
 		return nil

@@ -15,6 +15,14 @@ import (
 // a fixed one (aliasedFixed, per call), and the GPU side counts the
 // call's launches (the first kernel of a call waits for everything
 // before it, so no kernel of an earlier call can still be writing).
+//
+// A decode attention reads its positions and its caches' rows before
+// each sequence's position early the same way. Its promise: the
+// positions are a parameter no instruction writes (a fixed one, as a
+// weight), and each cache is a parameter that this instruction alone
+// writes (a sole one): the attention writes only the row at each
+// position, so the rows before it were written by earlier calls. Per
+// call, no other written parameter may share a sole one's storage.
 
 // weightRefs are the positions of an instruction's weight operands (the
 // kernels SetFixedWeights speaks for), nil for other instructions.
@@ -30,6 +38,15 @@ func weightRefs(in *instr) []int {
 		return []int{3} // the norm weight
 	}
 	return nil
+}
+
+// attnRefs are the positions of an attention's caches (k, v) and of its
+// positions operand; ok false for other instructions.
+func attnRefs(in *instr) (kc, vc, pos int, ok bool) {
+	if in.op == ir.OpAttention && len(in.refs) == 7 || in.op == opRopeAttn && len(in.refs) == 9 {
+		return 3, 4, 5, true
+	}
+	return 0, 0, 0, false
 }
 
 // writesOf lists the slots an instruction may write, erring on the side
@@ -63,14 +80,20 @@ func writesOf(in *instr) []int {
 	case opAddNorm:
 		return []int{in.refs[2], in.refs[4]} // sum, out
 	}
-	return in.refs // attention, rope+attention (the caches), anything new
+	if kc, vc, _, ok := attnRefs(in); ok {
+		// the caches (the appended rows), out; rope+attention also its
+		// rotated q and k where it runs as three ops
+		return append([]int{in.refs[kc], in.refs[vc]}, in.refs[6:]...)
+	}
+	return in.refs // anything new
 }
 
 // markFixed sets fixedW on every instruction of code whose weight operands
-// are all fixed (nparams: the parameters are slots 0 .. nparams-1) and
-// returns the parameters some instruction writes and those a fixed
-// weight is a view of.
-func markFixed(code []instr, nparams int) (written, fixed []int) {
+// are all fixed, and on every attention whose positions are fixed and
+// whose caches are sole (nparams: the parameters are slots 0 ..
+// nparams-1); it returns the parameters some instruction writes, those
+// a fixed operand is a view of and the sole caches.
+func markFixed(code []instr, nparams int) (written, fixed, sole []int) {
 	parent := map[int]int{}
 	for i := range code {
 		if in := &code[i]; in.op.IsView() && in.def >= 0 && len(in.refs) > 0 {
@@ -87,20 +110,33 @@ func markFixed(code []instr, nparams int) (written, fixed []int) {
 		}
 		return s
 	}
-	w := map[int]bool{}
+	writers := map[int]int{} // root -> instructions that write it
 	for i := range code {
+		seen := map[int]bool{}
 		for _, s := range writesOf(&code[i]) {
-			w[root(s)] = true
+			if r := root(s); !seen[r] {
+				seen[r] = true
+				writers[r]++
+			}
 		}
 	}
-	f := map[int]bool{}
+	f, so := map[int]bool{}, map[int]bool{}
 	for i := range code {
 		in := &code[i]
+		if kc, vc, pos, ok := attnRefs(in); ok {
+			rk, rv, rp := root(in.refs[kc]), root(in.refs[vc]), root(in.refs[pos])
+			in.fixedW = rp < nparams && writers[rp] == 0 && rk < nparams && rv < nparams && rk != rv &&
+				writers[rk] == 1 && writers[rv] == 1
+			if in.fixedW {
+				f[rp], so[rk], so[rv] = true, true, true
+			}
+			continue
+		}
 		pos := weightRefs(in)
 		ok := len(pos) > 0
 		for _, j := range pos {
 			r := root(in.refs[j])
-			ok = ok && r < nparams && !w[r]
+			ok = ok && r < nparams && writers[r] == 0
 		}
 		in.fixedW = ok
 		if ok {
@@ -110,39 +146,49 @@ func markFixed(code []instr, nparams int) (written, fixed []int) {
 		}
 	}
 	for s := range nparams {
-		if w[s] {
+		if writers[s] > 0 {
 			written = append(written, s)
 		}
 		if f[s] {
 			fixed = append(fixed, s)
 		}
+		if so[s] {
+			sole = append(sole, s)
+		}
 	}
-	return written, fixed
+	return written, fixed, sole
 }
 
 // aliasedFixed reports whether a parameter the function writes shares a
-// storage with a fixed weight parameter in this call's arguments (the
-// caller passed one tensor twice): then no weight is fixed this call.
+// storage with a fixed parameter, or two written parameters share one
+// where either is a sole cache, in this call's arguments (the caller
+// passed one tensor twice): then nothing is fixed this call.
 func aliasedFixed(p *program, regs []any) bool {
 	if len(p.fixedParams) == 0 || len(p.writtenParams) == 0 {
 		return false
 	}
-	seen := map[*tensor.Storage]bool{}
+	seen := map[*tensor.Storage]int{}
 	for _, s := range p.writtenParams {
 		if st, ok := storageOf(regs[s]); ok {
-			seen[st] = true
+			seen[st]++
 		}
 	}
 	for _, s := range p.fixedParams {
-		if st, ok := storageOf(regs[s]); ok && seen[st] {
+		if st, ok := storageOf(regs[s]); ok && seen[st] > 0 {
+			return true
+		}
+	}
+	for _, s := range p.soleParams {
+		if st, ok := storageOf(regs[s]); ok && seen[st] > 1 {
 			return true
 		}
 	}
 	return false
 }
 
-// withFixed runs f, a product or norm, with the GPU told its weights are fixed
-// when they are (in.fixedW, and not aliased this call).
+// withFixed runs f, a product, norm or attention, with the GPU told its
+// early operands are fixed when they are (in.fixedW, and not aliased
+// this call).
 func (m *Module) withFixed(p *program, in *instr, f func() error) error {
 	if !in.fixedW || p.aliased || m.gpu == nil {
 		return f()

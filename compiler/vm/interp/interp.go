@@ -92,11 +92,13 @@ type program struct {
 	// cache holds workspace (allocations that never reach a result) per
 	// instruction, made by the first run and reused by later ones.
 	cache []any
-	// writtenParams and fixedParams are the parameters some instruction
-	// writes and those a fixed weight is a view of (markFixed); aliased:
-	// this call passed one storage as both (aliasedFixed).
-	writtenParams, fixedParams []int
-	aliased                    bool
+	// writtenParams, fixedParams and soleParams are the parameters some
+	// instruction writes, those a fixed operand is a view of and the
+	// caches one attention alone writes (markFixed); aliased: this call
+	// passed one storage twice where that breaks the promise
+	// (aliasedFixed).
+	writtenParams, fixedParams, soleParams []int
+	aliased                                bool
 }
 
 type param struct {
@@ -132,7 +134,7 @@ type instr struct {
 	resType ir.Type
 	cached  bool // workspace: allocate once, reuse across runs
 	alloc   bool // an allocation (workspace or result)
-	fixedW  bool // a product whose weights no instruction writes (fixed.go)
+	fixedW  bool // a product whose weights no instruction writes, an attention whose early operands none does (fixed.go)
 }
 
 // callArg is a call_packed argument: a slot (slot >= 0) or an immediate.
@@ -182,7 +184,7 @@ func loadModule(env registry.Env, m *ir.Module, plans map[string]*plan.Plan) (*M
 			return nil, fmt.Errorf("worker %d: func @%s: %w", env.WorkerID(), f.Name, err)
 		}
 		vm.fused += fuse(p.code, p.results)
-		p.writtenParams, p.fixedParams = markFixed(p.code, len(p.params))
+		p.writtenParams, p.fixedParams, p.soleParams = markFixed(p.code, len(p.params))
 		for _, in := range p.code {
 			if in.fixedW {
 				vm.fixed++
