@@ -19,9 +19,10 @@ const (
 // decodeBlocksPerSM and decodeMaxChunk split a sequence's cache over
 // dec_attn blocks: enough splits for about decodeBlocksPerSM blocks a
 // multiprocessor, and no block over decodeMaxChunk rows. Fewer, longer
-// blocks won at every batch: a warp keeps 32 rows of loads in flight, so
-// a block streams well without others beside it, while every split costs
-// a merge and a read in the combine. On an H200 (same run,
+// blocks won at every batch: a warp keeps a group of rows' loads in
+// flight (32 rows then, DEC_KEYS = 16 since), so a block streams well
+// without others beside it, while every split costs a merge and a read
+// in the combine. On an H200 (same run,
 // BenchmarkGPUDecodeAttention: Llama-3-8B, a 4133-row cache, position
 // 4100) one block a multiprocessor and up to 4096 rows a block took 45.5
 // us at batch 8 and 140 at batch 32, two and up to 512 rows 54.7 and 165;
