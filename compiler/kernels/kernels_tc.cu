@@ -29,6 +29,9 @@
 #define TC_WARPS 4
 #define TC_ROWS (16 * TC_WARPS)
 #define TC_MAX_M 32
+// TC_TAIL is how many splits' partial sums a thread of a tile's last
+// block loads at once.
+#define TC_TAIL 8
 
 template <class E>
 struct Mma;
@@ -52,6 +55,19 @@ struct Mma<F16> {
 __device__ __forceinline__ V4 v4_zero() {
   V4 v;
   v.x = v.y = v.z = v.w = 0u;
+  return v;
+}
+
+// F4 is four float32 partial sums; ld_cg4 loads them from L2 (where the
+// other blocks of a tile wrote them), after the tile's fence: volatile,
+// so that it stays after it.
+struct __align__(16) F4 {
+  float x, y, z, w;
+};
+
+__device__ __forceinline__ F4 ld_cg4(const float* p) {
+  F4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
   return v;
 }
 
@@ -273,19 +289,45 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // The tile's sums: a thread takes 4 rows of one token (16 bytes of
+  // every split's partials), issues TC_TAIL splits' loads at once and
+  // adds them in split order (the same sum at every run and as before).
   const float* all = part + (long long)gtile * splits * NW * MT * TC_ROWS;
-  for (int e = threadIdx.x; e < M * TC_ROWS; e += blockDim.x) {
-    const int m = e / TC_ROWS, r = e % TC_ROWS;
+  const long long xs = (long long)NW * MT * TC_ROWS;
+  constexpr int R4 = TC_ROWS / 4;
+  for (int e = threadIdx.x; e < M * R4; e += blockDim.x) {
+    const int m = e / R4, r = e % R4 * 4;
     const long long n = (long long)tile * TC_ROWS + r;
     if (n >= N) continue;
-    float v[NW];
+    F4 v[NW];
 #pragma unroll
-    for (int j = 0; j < NW; j++) {
-      float sum = 0.0f;
-      for (int x = 0; x < splits; x++) sum += __ldcg(all + ((long long)x * NW * MT + j * MT + m) * TC_ROWS + r);
-      v[j] = sum;
+    for (int j = 0; j < NW; j++) v[j].x = v[j].y = v[j].z = v[j].w = 0.0f;
+    for (int x0 = 0; x0 < splits; x0 += TC_TAIL) {
+      F4 p[NW][TC_TAIL];
+#pragma unroll
+      for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int u = 0; u < TC_TAIL; u++)
+          if (x0 + u < splits) p[j][u] = ld_cg4(all + (x0 + u) * xs + (j * MT + m) * TC_ROWS + r);
+#pragma unroll
+      for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int u = 0; u < TC_TAIL; u++)
+          if (x0 + u < splits) {
+            v[j].x += p[j][u].x;
+            v[j].y += p[j][u].y;
+            v[j].z += p[j][u].z;
+            v[j].w += p[j][u].w;
+          }
     }
-    tc_store<E, NW>(out, (long long)m * N + n, v);
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      if (n + c >= N) break;
+      float o[NW];
+#pragma unroll
+      for (int j = 0; j < NW; j++) o[j] = c == 0 ? v[j].x : c == 1 ? v[j].y : c == 2 ? v[j].z : v[j].w;
+      tc_store<E, NW>(out, (long long)m * N + n + c, o);
+    }
   }
 }
 
