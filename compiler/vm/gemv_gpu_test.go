@@ -3,6 +3,7 @@ package vm_test
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/chorus-rt/chorus/compiler/ir"
 	"github.com/chorus-rt/chorus/compiler/vdevice"
@@ -202,7 +203,7 @@ func TestGPUSplitAttention(t *testing.T) {
 // they run op by op.
 func TestGPUFused(t *testing.T) {
 	requireGPU(t)
-	ctx := bg(t)
+	ctx := bgFor(t, 5*time.Minute) // 40 cases on one session, each against the CPU
 	gs, err := session.NewProcess(ctx, session.ProcessOptions{Options: session.Options{NumWorkers: 1, DeviceIDs: []int{0}}})
 	if err != nil {
 		t.Fatal(err)

@@ -60,8 +60,12 @@ func fill(shape tensor.Shape, seed int64) (*tensor.Tensor, error) {
 	return t, tensor.RandomRange(t, uint64(seed), -1, 1)
 }
 
-func bg(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+func bg(t *testing.T) context.Context { return bgFor(t, 60*time.Second) }
+
+// bgFor is bg with a deadline of d, for tests whose subtests share one
+// session and together take longer (the CPU references of long caches).
+func bgFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
