@@ -51,6 +51,7 @@ type args struct {
 	fifoSize                         uint64
 	group, gbar, nslots              uint64
 	scratchBytes                     uint64
+	epochs                           uint64
 }
 
 type loaded struct {
@@ -753,6 +754,7 @@ func (x *Executor) fill(c *Call, s Sizes, sp, rp uint64) {
 	a.abort, a.err = base+uint64(x.ctl.Ctl)+abortWordOffset, uint64(x.hostDev)+4
 	a.timeout = x.tout
 	a.group, a.gbar, a.nslots = uint64(x.group), base+uint64(x.ctl.GBar), uint64(x.ctl.Slots)
+	a.epochs = base + uint64(x.ctl.Epochs)
 	a.fifoHead = base + uint64(x.ctl.FIFOHead)
 	if x.fifo != nil {
 		a.fifo = uint64(x.hostDev) + hostHeader + 64
@@ -796,8 +798,8 @@ func (x *Executor) launch(l *loaded, c *Call, sp, rp uint64) error {
 	})
 }
 
-// SetCallCount makes this rank's control word 0 say that n calls ran,
-// so that the next call takes flag n+1 (plans that are not SignalSynced;
+// SetCallCount makes this rank's call words (every block's: runtime.cuh,
+// epochs_of) say that n calls ran, so that the next call takes flag n+1 (plans that are not SignalSynced;
 // their flag is 32 bits and goes from 0xFFFFFFFF to 2). Every rank must
 // set the same n between the same two calls, with no kernel of the plan
 // running (after a device sync). Tests reach the flag's wrap, and the
@@ -807,10 +809,12 @@ func (x *Executor) SetCallCount(n uint32) error {
 	if CallSync(x.p) == SyncSignals {
 		return fmt.Errorf("%w: gpuexec: rank %d: plan %q is SignalSynced: its call number is 64 bits", ccl.ErrBadArgs, me, x.p.Name)
 	}
-	var w [4]byte
-	binary.LittleEndian.PutUint32(w[:], n)
+	w := make([]byte, 8*x.ctl.NTBs*MaxGroup)
+	for i := 0; i < len(w); i += 8 {
+		binary.LittleEndian.PutUint64(w[i:], uint64(n))
+	}
 	err := x.cfg.Exec(func(uintptr) error {
-		return x.cfg.Driver.MemcpyHtoD(cuda.DevicePtr(x.ctlBuf.Data[me]+uint64(x.ctl.Ctl)), w[:])
+		return x.cfg.Driver.MemcpyHtoD(cuda.DevicePtr(x.ctlBuf.Data[me]+uint64(x.ctl.Epochs)), w)
 	})
 	if err != nil {
 		return fmt.Errorf("gpuexec: rank %d: call count: %w", me, err)
@@ -880,9 +884,8 @@ func (x *Executor) Check() error {
 	return nil
 }
 
-// abortWordOffset: the abort word is control word 3 (0 call flag, 1 end
-// counter, 2 give-up code, 4-5 the 64-bit call number of SignalSynced
-// plans; runtime.cuh).
+// abortWordOffset: the abort word is control word 3 (1 end
+// counter, 2 give-up code; runtime.cuh).
 const abortWordOffset = 12
 
 // Abort makes every queued or running kernel of this executor stop

@@ -324,7 +324,7 @@ func InPlaceOffsets(p *plan.Plan, r int, inBytes, outBytes int64) (in, out int64
 // signal counters) and the rank's own (call counter, tickets, intra-rank
 // barriers, semaphores, the FIFO head). The same size on every rank.
 type Control struct {
-	BarStart, BarEnd, Ctl, Tickets, Inbound, TBBar, Sems, FIFOHead, GBar, Total int64
+	BarStart, BarEnd, Ctl, Tickets, Inbound, TBBar, Sems, FIFOHead, GBar, Epochs, Total int64
 	Slots, NTickets, NBarriers, NSems, NTBs                                     int
 }
 
@@ -359,7 +359,10 @@ func ControlLayout(p *plan.Plan) Control {
 	c.TBBar = c.Inbound + up(int64(c.Slots)*8*MaxGroup)
 	c.Sems = c.TBBar + up(int64(c.NBarriers)*8)
 	c.GBar = c.Sems + up(int64(c.NSems)*4)
-	c.Total = c.GBar + up(int64(c.NTBs)*8)
+	c.Epochs = c.GBar + up(int64(c.NTBs)*8)
+	// SignalSynced plans' call numbers, one u64 a block (runtime.cuh,
+	// epoch_at): MaxGroup lanes a plan thread block
+	c.Total = c.Epochs + up(int64(c.NTBs)*8*MaxGroup)
 	return c
 }
 

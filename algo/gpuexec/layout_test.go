@@ -186,7 +186,7 @@ func TestControlLayout(t *testing.T) {
 	if c.Slots == 0 || c.NTickets != 2 {
 		t.Fatalf("slots %d tickets %d", c.Slots, c.NTickets)
 	}
-	regions := []int64{c.BarStart, c.BarEnd, c.Ctl, c.FIFOHead, c.Tickets, c.Inbound, c.TBBar, c.Sems, c.Total}
+	regions := []int64{c.BarStart, c.BarEnd, c.Ctl, c.FIFOHead, c.Tickets, c.Inbound, c.TBBar, c.Sems, c.GBar, c.Epochs, c.Total}
 	for i := 1; i < len(regions); i++ {
 		if regions[i] < regions[i-1] || regions[i]%64 != 0 {
 			t.Fatalf("regions %v not ascending 64-byte aligned", regions)
@@ -194,6 +194,9 @@ func TestControlLayout(t *testing.T) {
 	}
 	if c.Inbound+int64(c.Slots)*8 > c.TBBar {
 		t.Errorf("inbound counters overlap the barriers: %+v", c)
+	}
+	if c.Epochs+int64(c.NTBs)*MaxGroup*8 > c.Total {
+		t.Errorf("the blocks' call numbers pass the end: %+v", c)
 	}
 }
 

@@ -36,8 +36,8 @@ struct Args {
   u64 align;                // buffer alignment A
   u64 scratch_half;         // bytes of one scratch half (double scratch), else 0
   u64 tickets;              // this rank's wait tickets (u64 per channel)
-  u64 ctl;                  // this rank's control words (u32): [0] call, [1] arrivals, [2] gave up, [3] abort,
-                            // [4-5] MONO call number, [6] scrub done (this call), [7] scrubs done
+  u64 ctl;                  // this rank's control words (u32): [1] arrivals, [2] gave up, [3] abort,
+                            // [6] scrub done (reset by the call after), [7] scrubs done
   u64 tbbar;                // intra-rank barriers: u32 count, u32 generation per id
   u64 sems;                 // semaphores (int)
   u64 abort;                // device u32 (control word 3): non-zero when the host aborts (a copy-engine write)
@@ -52,6 +52,7 @@ struct Args {
   u64 gbar;                 // per plan block: u32 count, u32 generation of its group barrier
   u64 nslots;               // channel slots (counters of slot s, lane l at slot_at(a, s, l))
   u64 scratch_bytes;        // this rank's scratch buffer (both halves), zeroed at the flag's wrap (scrub)
+  u64 epochs;               // the last call's flag, per block (u64, MAX_GROUP lanes a plan block: epochs_of)
 };
 
 __device__ __forceinline__ u32 lane(const Args& a) { return blockIdx.x % (u32)a.group; }
@@ -66,15 +67,30 @@ __device__ __forceinline__ u32 lane(const Args& a) { return blockIdx.x % (u32)a.
 // j): the words only grow, a peer already a call ahead satisfies it
 // (its signals of this call came first), and no count has to be carried
 // from call to call. The call number of MONO plans is 64 bits (flag_t;
-// the epoch word beside ctl), so it does not wrap.
+// epochs_of), so it does not wrap.
 __device__ __forceinline__ u64 slot_at(const Args& a, u64 s, u64 l) { return MONO ? s * MAX_GROUP + l : s * a.group + l; }
 #if MONO
 typedef u64 flag_t;
 #else
 typedef u32 flag_t;
 #endif
-// epoch is MONO plans' 64-bit call number (control words 4 and 5).
-__device__ __forceinline__ u64* epoch(const Args& a) { return (u64*)((u32*)a.ctl + 4); }
+// epochs holds the last call's flag once per (plan thread block, lane),
+// MAX_GROUP lanes a plan block (u64 words; MONO plans use all 64 bits,
+// the others the low 32), so that no block reads a word another block of
+// the call writes and no block has to wait at the end to bump a shared
+// one: with one word, the last block to arrive stored the flag, and every
+// block paid an acq_rel atomic round trip to L2 before it could exit (2
+// ranks sharing an H200 under MPS, graph-replayed, 1 KB: the one-shot
+// plan 3.6 us a call with it, 3.1 without; docs/gpu-executor.md). A
+// block takes its word plus one as the call's flag and stores it back at
+// once (call_flag); the lane-0 block of each plan block also stores it in
+// the words of the lanes this call's group leaves out, so after each call
+// every word of the rank holds the same flag, whatever the group of the
+// next one. Every rank makes the same calls, so the flags agree across
+// ranks.
+__device__ __forceinline__ volatile u64* epochs_of(const Args& a) {
+  return (volatile u64*)a.epochs + (u64)(blockIdx.x / (u32)a.group) * MAX_GROUP;
+}
 __device__ __forceinline__ u64 gtid(const Args& a) { return (u64)lane(a) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 gthreads(const Args& a) { return a.group * blockDim.x; }
 
@@ -818,10 +834,16 @@ __device__ __forceinline__ void zero_inbound(const Args& a) {
   __syncthreads();
 }
 
+// END_COUNT: the call's blocks count their arrivals at the end, so that
+// the last one resets the semaphores, zeroes the inbound counters or
+// meets the peers; plans that need none of it skip the count.
+#define END_COUNT (NSEMS > 0 || END_WAIT || (GROUPED && (ZERO_EARLY || START)))
+
 // end_barrier: the last block of this rank to finish tells every peer
 // and waits for every peer's word, so when the kernel ends no peer
 // touches this rank's memory any more and (END_RELEASE) every peer write
-// to it is visible. It resets the semaphores and bumps the call counter.
+// to it is visible. It resets the semaphores. (The call's flag is not
+// counted here: call_flag.)
 // Ordering: each block's arrival is a GPU-scope acq_rel add, so one
 // system-scope fence in the last block before its stores orders every
 // block's writes before them (release is cumulative over what happens
@@ -833,6 +855,9 @@ __device__ __forceinline__ void zero_inbound(const Args& a) {
 // every signal is waited for in the call (ZERO_EARLY), before this rank's
 // word; either way before any peer can signal again.
 __device__ __forceinline__ void end_barrier(const Args& a, flag_t flag) {
+#if !END_COUNT
+  return;  // no semaphore to reset, no counter to zero, no peer to meet
+#endif
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -841,9 +866,6 @@ __device__ __forceinline__ void end_barrier(const Args& a, flag_t flag) {
     if (last) {
       st_relaxed_gpu_u32(ctl + 1, 0u);
       reset_semaphores(a);
-#if PACKETS
-      if (flag == 2u) st_relaxed_gpu_u32(ctl + 6, 0u);  // every block is past scrub
-#endif
     }
   }
 #if GROUPED && ZERO_EARLY
@@ -869,36 +891,41 @@ __device__ __forceinline__ void end_barrier(const Args& a, flag_t flag) {
   __syncthreads();
   if (last) zero_inbound(a);
 #endif
-#if MONO
-  if (threadIdx.x == 0 && last) *(volatile u64*)epoch(a) = flag;
-#else
-  if (threadIdx.x == 0 && last) *(volatile u32*)a.ctl = flag;
-#endif
 }
 
-// call_flag is this call's flag (MONO plans: the 64-bit epoch plus one;
-// else the last call's plus one, after 0xFFFFFFFF 2: never 0, the flag of
+// call_flag is this call's flag: the last call's plus one (epochs_of;
+// 32-bit flags go from 0xFFFFFFFF to 2: never 0, the flag of
 // never-written packets, and never 1 there, which would give two calls
 // in a row the same half of a double scratch); *gave is whether an
 // earlier call gave up, *wrapped whether the 32-bit flag wrapped (this
 // call must scrub). Thread 0 issues both loads together: one round trip.
+// The call after a scrub resets its go-ahead word (control word 6; no
+// block of that call reads it).
 __device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave, bool* wrapped) {
   __shared__ flag_t s_flag;
   __shared__ u32 s_gave, s_wrapped;
+  volatile u64* e = epochs_of(a);
   if (threadIdx.x == 0) {
+    const u64 w = e[lane(a)];
+    const u32 g = *(volatile u32*)((u32*)a.ctl + 2);
 #if MONO
-    const u64 f = *(volatile u64*)epoch(a) + 1ull;
+    const u64 f = w + 1ull;
     s_wrapped = 0u;
 #else
-    const u32 f0 = *(volatile u32*)a.ctl + 1u;
+    const u32 f0 = (u32)w + 1u;
     const u32 f = f0 == 0u ? 2u : f0;
     s_wrapped = f0 == 0u;
+#if PACKETS
+    if (f == 3u && blockIdx.x == 0) st_relaxed_gpu_u32((u32*)a.ctl + 6, 0u);
 #endif
-    const u32 g = *(volatile u32*)((u32*)a.ctl + 2);
+#endif
+    e[lane(a)] = f;
     s_flag = f;
     s_gave = g;
   }
   __syncthreads();
+  if (lane(a) == 0)
+    for (u64 l = a.group + threadIdx.x; l < MAX_GROUP; l += blockDim.x) e[l] = s_flag;
   *gave = s_gave != 0u;
   *wrapped = s_wrapped != 0u;
   return s_flag;
