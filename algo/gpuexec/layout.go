@@ -325,7 +325,7 @@ func InPlaceOffsets(p *plan.Plan, r int, inBytes, outBytes int64) (in, out int64
 // barriers, semaphores, the FIFO head). The same size on every rank.
 type Control struct {
 	BarStart, BarEnd, Ctl, Tickets, Inbound, TBBar, Sems, FIFOHead, GBar, Epochs, Total int64
-	Slots, NTickets, NBarriers, NSems, NTBs                                     int
+	Slots, NTickets, NBarriers, NSems, NTBs                                             int
 }
 
 // MaxGroup is the most CUDA blocks one plan thread block runs on: the
