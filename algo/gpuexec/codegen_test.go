@@ -532,3 +532,50 @@ func TestQuietRank(t *testing.T) {
 		}
 	}
 }
+
+// TestEndCount: the library's allreduce plans skip the end count (no
+// block waits at the end for an atomic round trip: runtime.cuh,
+// END_COUNT and epochs_of), and a plan whose last block has work (port
+// channels: the end barrier meets the peers) keeps it. END_COUNT is
+// evaluated here from the kernel's #defines, as runtime.cuh spells it.
+func TestEndCount(t *testing.T) {
+	const expr = "#define END_COUNT (NSEMS > 0 || END_WAIT || (GROUPED && (ZERO_EARLY || START)))"
+	if !strings.Contains(runtimeSource, expr) {
+		t.Fatalf("runtime.cuh no longer defines %q: update this test", expr)
+	}
+	for _, c := range []struct {
+		name  string
+		ranks int
+		want  bool
+	}{
+		{"allreduce_oneshot", 2, false},
+		{"allreduce_oneshot", 4, false},
+		{"allreduce_twoshot", 2, false},
+		{"allreduce_twoshot", 4, false},
+		{"allreduce_packet", 2, false},
+		{"allreduce_packet", 4, false},
+		{"allreduce_port", 2, true},
+	} {
+		k, err := Generate(build(t, c.name, c.ranks), 0, tensor.BFloat16, reduce.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		def := map[string]int{}
+		for _, line := range strings.Split(k.Source, "\n") {
+			var name string
+			var v int
+			if n, _ := fmt.Sscanf(line, "#define %s %d", &name, &v); n == 2 {
+				def[name] = v
+			}
+		}
+		for _, name := range []string{"NSEMS", "END_WAIT", "GROUPED", "ZERO_EARLY", "START"} {
+			if _, ok := def[name]; !ok {
+				t.Fatalf("%s: the kernel does not define %s", c.name, name)
+			}
+		}
+		got := def["NSEMS"] > 0 || def["END_WAIT"] != 0 || def["GROUPED"] != 0 && (def["ZERO_EARLY"] != 0 || def["START"] != 0)
+		if got != c.want {
+			t.Errorf("%s, %d ranks: END_COUNT %v, want %v (defines %v)", c.name, c.ranks, got, c.want, def)
+		}
+	}
+}
