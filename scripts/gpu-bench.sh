@@ -33,12 +33,13 @@ if [ "${GRAPH:-}" = 1 ]; then gflag=--graph gsuf=-graph; fi
   | sed "s/\"backend\":\"nccl\"/\"backend\":\"chorus-nccl$gsuf\"/" >>"$out/allreduce.jsonl"
 # chorus's DSL plans on the GPU executor (algo/gpuexec), one process per
 # GPU: packet one-shot (allreduce_packet), one-shot reads (allreduce_oneshot),
-# two-shot (allreduce_twoshot) and the hand-built all-pairs plan; backend
+# two-shot (allreduce_twoshot, and allreduce_twoshot_pull, which reads as
+# ccl/ipc's two-shot does) and the hand-built all-pairs plan; backend
 # chorus-plan-NAME[-graph]. Each size is calibrated (3 probe calls, then
 # as many as fit in 0.5 s). PLANS overrides the list.
 if [ "$ngpu" -ge 2 ]; then
   for r in $(seq 1 "$reps"); do
-    for a in ${PLANS:-allreduce_packet allreduce_oneshot allreduce_twoshot allpairs-allreduce}; do
+    for a in ${PLANS:-allreduce_packet allreduce_oneshot allreduce_twoshot allreduce_twoshot_pull allpairs-allreduce}; do
       "$bin/chorus" bench allreduce --algorithm "$a" --device cuda --devices "$devs" --workers "$ngpu" --dtype bfloat16 \
         --min 1K --max "$max" --json $gflag >>"$out/allreduce.jsonl" 2>>"$out/plans.err"
     done

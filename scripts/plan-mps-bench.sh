@@ -49,7 +49,7 @@ for mode in "" "--graph"; do
   # shellcheck disable=SC2086 # $common and $mode are lists of flags
   timeout 40 "$new/chorus" bench allreduce --backend ipc --strategy oneshot,twoshot $common $mode 2>>"$out/bench.err" | grep '^{' >>"$J"
   echo "ipc $mode rc=${PIPESTATUS[0]} $(($(date +%s) - t0))s" | tee -a "$L"
-  for algo in allreduce_packet allreduce_oneshot allreduce_twoshot; do
+  for algo in allreduce_packet allreduce_oneshot allreduce_twoshot allreduce_twoshot_pull; do
     for v in base new new-ipc; do
       dir=$new kc=new extra=
       if [ $v = base ]; then [ -n "$base" ] || continue; dir=$base kc=base; fi

@@ -9,8 +9,8 @@ plan's and plan / kernel. A row's "version" field (added by the script
 that ran two builds in one call, e.g. "base" and "new") names the
 executor version; rows without one are version "-". The pairs:
 allreduce_packet and allreduce_oneshot against the one-shot kernel,
-allreduce_twoshot and allpairs-allreduce (all-pairs reduce-scatter, then
-all-gather) against the two-shot kernel. Times are medians over the
+allreduce_twoshot, allreduce_twoshot_pull and allpairs-allreduce
+(reduce-scatter, then all-gather) against the two-shot kernel. Times are medians over the
 files' rows of the same key.
 Usage: plan-ratio.py FILE.jsonl... > table.md
 """
@@ -18,7 +18,8 @@ import json
 import sys
 
 PAIRS = {"allreduce_packet": "oneshot", "allreduce_oneshot": "oneshot",
-         "allreduce_twoshot": "twoshot", "allpairs-allreduce": "twoshot"}
+         "allreduce_twoshot": "twoshot", "allreduce_twoshot_pull": "twoshot",
+         "allpairs-allreduce": "twoshot"}
 
 
 def med(v):

@@ -552,6 +552,8 @@ func TestEndCount(t *testing.T) {
 		{"allreduce_oneshot", 4, false},
 		{"allreduce_twoshot", 2, false},
 		{"allreduce_twoshot", 4, false},
+		{"allreduce_twoshot_pull", 2, false},
+		{"allreduce_twoshot_pull", 4, false},
 		{"allreduce_packet", 2, false},
 		{"allreduce_packet", 4, false},
 		{"allreduce_port", 2, true},

@@ -60,6 +60,35 @@ func allreduceTwoShot(p *dsl.Program, n int) {
 	}
 }
 
+// allreduceTwoShotPull is ccl/ipc's two-shot: rank r owns chunk r. It
+// reduces chunk r of every rank's input, read through the memory
+// channels, into its own output (one rre after fusion), tells the peers
+// it is there, and reads each peer's reduced chunk from the peer's
+// output. At n ranks and S bytes a rank reads (2 - 1/n)·S and writes S;
+// allreduceTwoShot (the peers put into the owner's scratch, the owner
+// reduces and puts the result into every output) reads as much and
+// writes (1 - 1/n)·S more, through a scratch buffer.
+func allreduceTwoShotPull(p *dsl.Program, n int) {
+	ch := mesh(p, n)
+	for r := range n {
+		rk := p.Rank(r)
+		in, out := rk.Input(), rk.Output()
+		tb := dsl.TB(0)
+		handshake(ch, r, n, tb) // every peer has started: its input may be read
+		src := in.Chunk(r, 1)
+		for _, q := range peers(r, n) {
+			ch[r][q].Reduce(out.Chunk(r, 1), src, []dsl.Chunk{p.Rank(q).Input().Chunk(r, 1)}, dsl.Sum, tb)
+			src = out.Chunk(r, 1) // accumulate: out = out + next peer's
+		}
+		exchange(ch, r, n, tb) // my chunk is reduced, and every peer's
+		for _, q := range peers(r, n) {
+			ch[r][q].Get(out.Chunk(q, 1), p.Rank(q).Output().Chunk(q, 1), tb)
+		}
+		// Nobody may leave (and let its output change) while peers read it.
+		exchange(ch, r, n, tb)
+	}
+}
+
 // allreduceRing: ring reduce-scatter, partial sums travelling through the
 // scratch of the next rank (one slot per step, so nothing is overwritten),
 // then a ring all-gather straight into the outputs. Rank q ends the

@@ -41,6 +41,8 @@ var algorithms = map[string]algorithm{
 		"every rank reads every peer's input through memory channels and reduces all of it itself", allreduceOneShot},
 	"allreduce_twoshot": {plan.AllReduce, plan.Simple,
 		"all-pairs reduce-scatter into scratch, then reduce-and-send of each rank's chunk to all peers", allreduceTwoShot},
+	"allreduce_twoshot_pull": {plan.AllReduce, plan.Simple,
+		"each rank reduces its own chunk reading every peer's input, then reads every peer's reduced chunk (ccl/ipc's two-shot)", allreduceTwoShotPull},
 	"allreduce_ring": {plan.AllReduce, plan.Simple,
 		"ring reduce-scatter through scratch, then ring all-gather", allreduceRing},
 	"allreduce_packet": {plan.AllReduce, plan.LL,
