@@ -799,8 +799,9 @@ func (x *Executor) launch(l *loaded, c *Call, sp, rp uint64) error {
 }
 
 // SetCallCount makes this rank's call words (every block's: runtime.cuh,
-// epochs_of) say that n calls ran, so that the next call takes flag n+1 (plans that are not SignalSynced;
-// their flag is 32 bits and goes from 0xFFFFFFFF to 2). Every rank must
+// epochs_of) say that n calls ran, so that the next call takes flag n+1
+// (plans that are not SignalSynced; their flag is 32 bits and goes from
+// 0xFFFFFFFF to 2). Every rank must
 // set the same n between the same two calls, with no kernel of the plan
 // running (after a device sync). Tests reach the flag's wrap, and the
 // scrub of the call after it (runtime.cuh), without 2^32 calls.

@@ -360,8 +360,8 @@ func ControlLayout(p *plan.Plan) Control {
 	c.Sems = c.TBBar + up(int64(c.NBarriers)*8)
 	c.GBar = c.Sems + up(int64(c.NSems)*4)
 	c.Epochs = c.GBar + up(int64(c.NTBs)*8)
-	// SignalSynced plans' call numbers, one u64 a block (runtime.cuh,
-	// epoch_at): MaxGroup lanes a plan thread block
+	// the last call's flag, one u64 a block (runtime.cuh, epochs_of):
+	// MaxGroup lanes a plan thread block
 	c.Total = c.Epochs + up(int64(c.NTBs)*8*MaxGroup)
 	return c
 }

@@ -80,8 +80,9 @@ typedef u32 flag_t;
 // the call writes and no block has to wait at the end to bump a shared
 // one: with one word, the last block to arrive stored the flag, and every
 // block paid an acq_rel atomic round trip to L2 before it could exit (2
-// ranks sharing an H200 under MPS, graph-replayed, 1 KB: the one-shot
-// plan 3.6 us a call with it, 3.1 without; docs/gpu-executor.md). A
+// ranks sharing an H200 under MPS, graph-replayed, 1 KB, device tensors,
+// same call: the one-shot plan 4.9 us a call with it, 4.1 without;
+// docs/gpu-executor.md). A
 // block takes its word plus one as the call's flag and stores it back at
 // once (call_flag); the lane-0 block of each plan block also stores it in
 // the words of the lanes this call's group leaves out, so after each call
