@@ -107,6 +107,9 @@ type gen struct {
 	// inline: the thread blocks' functions are inlined into the kernel
 	// (small plans, inlineOps).
 	inline bool
+	// closing: slot -> this rank's signals on it in a call, for the
+	// slots whose last signal may be relaxed (closingSlots).
+	closing map[int]int
 }
 
 // Generate writes the kernel of rank `rank` of p for dtype dt and reduce
@@ -133,6 +136,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 		return nil, err
 	}
 	g := &gen{p: p, rank: rank, slots: p.ChannelSlots(), ticketBase: map[plan.ChannelType]int{}, quiet: QuietRank(p, rank), sent: map[int]int{}}
+	g.closing = closingSlots(p, g.slots, rank)
 	gp := &p.GPUs[rank]
 	ops := 0
 	for _, tb := range gp.ThreadBlocks {
@@ -959,6 +963,7 @@ func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 			// no signal in a pipeline, so the numbers are the program
 			// order's.
 			seq := make([]int, len(sig))
+			closing := bi < 0 && len(sig) > 0
 			for i, sl := range sig {
 				if bi < 0 {
 					g.sent[sl]++
@@ -967,6 +972,15 @@ func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 				if seq[i] > 0xffff && g.res.Sync == SyncSignals {
 					return g.errf(tb, oi, bi, op, "more than 65535 signals on one channel in a call")
 				}
+				if n, ok := g.closing[sl]; !ok || n != seq[i] {
+					closing = false
+				}
+			}
+			// A closing signal to peers whose memory this rank never
+			// writes and whose matching wait ends its block
+			// (closingSlots) has nothing to publish either.
+			if closing {
+				relaxed = true
 			}
 			g.printf("%sconst int peer[] = {%s};\n%sconst int slot[] = {%s};\n%sconst u32 seq[] = {%s};\n", in, joinInts(peers), in, joinInts(sig), in, joinInts(seq))
 			g.printf("%ssignal_mem(a, peer, slot, seq, %d, %t, flag);\n", in, len(peers), relaxed)
@@ -1196,6 +1210,148 @@ func conflicts(a, b []plan.Access, inPlace bool) bool {
 			if (inPlace && class(x) == plan.Input) || (x.Index < y.End() && y.Index < x.End()) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// closingSlots returns, for rank r of p, the memory channel slots whose
+// last signal of a call (from r) may be relaxed: r writes nothing in the
+// peer's memory anywhere in the call, and the peer's last wait on the
+// slot is the last op but nops of its thread block, outside pipelines.
+// Such a signal only says "I have finished reading your memory" (a load
+// whose value was used before the __syncthreads that precedes the
+// signal has returned) to a block that does nothing after it, so it
+// has nothing to publish and nothing to pass on: the system-scope
+// release it would otherwise be (about 0.9 us) buys nothing. The
+// result maps slot -> the number of signals r makes on it in a call
+// (the last one is the closing signal); nil when an access or channel
+// cannot be resolved.
+func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
+	// The ranks whose memory r writes.
+	var writes uint64
+	ok := true
+	for t := range p.GPUs[r].ThreadBlocks {
+		visitOps(p, r, t, func(op *plan.Op, _ bool) {
+			acc, err := p.OpAccess(r, t, op)
+			if err != nil {
+				ok = false
+				return
+			}
+			for _, a := range acc {
+				if a.Mode == plan.AccessWrite && a.Rank != r {
+					writes |= 1 << uint(a.Rank)
+				}
+			}
+		})
+	}
+	if !ok {
+		return nil
+	}
+	// chanSlots resolves the slots of a memory signal or wait of rank
+	// q's block t: (signal slots, wait slots), false when unresolvable.
+	chanSlots := func(q, t int, op *plan.Op) ([]int, []int, bool) {
+		all := p.GPUs[q].ChannelPeers(plan.ChannelMemory)
+		var sig, wait []int
+		for _, i := range op.ChannelIDs {
+			id, err := p.TBChannel(q, t, plan.ChannelMemory, i)
+			if err != nil || id < 0 || id >= len(all) {
+				return nil, nil, false
+			}
+			peer, k := all[id], plan.Occurrence(all, id)
+			sig = append(sig, slots[slotKey{Type: plan.ChannelMemory, Src: q, Dst: peer, K: k}])
+			wait = append(wait, slots[slotKey{Type: plan.ChannelMemory, Src: peer, Dst: q, K: k}])
+		}
+		return sig, wait, true
+	}
+	isSignal := func(op *plan.Op) bool {
+		return (op.Name == plan.OpSignal || op.Name == plan.OpRelaxedSignal) && op.ChannelType == plan.ChannelMemory
+	}
+	isWait := func(op *plan.Op) bool {
+		return (op.Name == plan.OpWait || op.Name == plan.OpRelaxedWait) && op.ChannelType == plan.ChannelMemory
+	}
+	// r's signals per slot, at the top level only.
+	count := map[int]int{}
+	for t := range p.GPUs[r].ThreadBlocks {
+		for oi := range p.GPUs[r].ThreadBlocks[t].Ops {
+			op := &p.GPUs[r].ThreadBlocks[t].Ops[oi]
+			if op.Name == plan.OpPipeline {
+				for bi := range op.Ops {
+					if isSignal(&op.Ops[bi]) {
+						return nil // numbering inside pipelines is not the program order's
+					}
+				}
+			}
+			if !isSignal(op) {
+				continue
+			}
+			sig, _, ok := chanSlots(r, t, op)
+			if !ok {
+				return nil
+			}
+			for _, s := range sig {
+				count[s]++
+			}
+		}
+	}
+	out := map[int]int{}
+	for q := range p.GPUs {
+		if q == r || writes&(1<<uint(q)) != 0 {
+			continue
+		}
+		// q's last wait on each slot: whether only nops follow it (a
+		// slot waited on in two blocks: no).
+		last, waiter := map[int]bool{}, map[int]int{}
+		for t := range p.GPUs[q].ThreadBlocks {
+			ops := p.GPUs[q].ThreadBlocks[t].Ops
+			for oi := range ops {
+				op := &ops[oi]
+				if op.Name == plan.OpPipeline {
+					for bi := range op.Ops {
+						if isWait(&op.Ops[bi]) {
+							return nil
+						}
+					}
+				}
+				if !isWait(op) {
+					continue
+				}
+				_, wait, ok := chanSlots(q, t, op)
+				if !ok {
+					return nil
+				}
+				tail := true
+				for _, o := range ops[oi+1:] {
+					if o.Name != plan.OpNop {
+						tail = false
+						break
+					}
+				}
+				for _, s := range wait {
+					if w, seen := waiter[s]; seen && w != t {
+						tail = false
+						waiter[s] = -1
+					} else if !seen {
+						waiter[s] = t
+					}
+					last[s] = tail && waiter[s] == t // a later wait on the slot overwrites
+				}
+			}
+		}
+		for s, n := range count {
+			if last[s] && isSlotTo(slots, s, r, q) {
+				out[s] = n
+			}
+		}
+	}
+	return out
+}
+
+// isSlotTo reports whether memory channel slot s carries r's signals to q.
+func isSlotTo(slots map[slotKey]int, s, r, q int) bool {
+	for k, v := range slots {
+		if v == s && k.Type == plan.ChannelMemory && k.Src == r && k.Dst == q {
+			return true
 		}
 	}
 	return false

@@ -581,3 +581,39 @@ func TestEndCount(t *testing.T) {
 		}
 	}
 }
+
+// TestClosingSignalRelaxed: the last signal of a rank that writes
+// nothing in its peers' memory, to peers whose matching wait ends their
+// block, is relaxed (closingSlots); a signal that publishes a write a
+// peer reads after its wait stays a release.
+func TestClosingSignalRelaxed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ranks int
+		want  []bool // the rank-0 kernel's memory signals in order: relaxed?
+	}{
+		// handshake (first op), after the reduce (peers read the chunk), closing
+		{"allreduce_twoshot_pull", 2, []bool{true, false, true}},
+		{"allreduce_twoshot_pull", 4, []bool{true, false, true}},
+		// the put two-shot writes its peers' scratch and outputs
+		{"allreduce_twoshot", 2, []bool{true, false, false}},
+		// a quiet rank: every signal
+		{"allreduce_oneshot", 2, []bool{true, true, true, true}},
+	} {
+		k, err := Generate(build(t, c.name, c.ranks), 0, tensor.BFloat16, reduce.Sum)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []bool
+		for _, line := range strings.Split(k.Source, "\n") {
+			line = strings.TrimSpace(line)
+			if !strings.HasPrefix(line, "signal_mem(") {
+				continue
+			}
+			got = append(got, strings.Contains(line, ", true, flag);"))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s, %d ranks: relaxed signals %v, want %v", c.name, c.ranks, got, c.want)
+		}
+	}
+}
