@@ -197,21 +197,30 @@ func planItersFor(bytes int64) int { return int(min(20_000, max(5, (1<<27)/max(b
 
 // On GPUs (--device cuda without --iters) every size is calibrated with
 // gpuProbeIters timed calls and then gets as many calls as fit in
-// gpuSizeBudget (at least gpuMinIters, at most planItersFor): processes
+// gpuSizeBudget (at least gpuMinIters, at most gpuMaxIters): processes
 // sharing one GPU time-slice it, so a call costs milliseconds there and
-// the CPU executor's counts (up to 20,000 calls) would take minutes.
+// the CPU executor's counts (up to 20,000 calls) would take minutes. The
+// CPU executor's size floor (planItersFor: 5 calls from 32 MB) does not
+// apply: an eager loop of a plan starts with a fixed 0.07-0.26 ms (the
+// ranks' first exchange and launches after the start line), which 5 or
+// 32 calls do not amortize. One H200, 2 ranks under MPS, IPC tensors,
+// eager, 2026-11-29: the one-shot plan at 32 MB took 57.7 and 89.7 us a
+// call over 5 calls and 44.7-44.8 over 512 (the ccl/ipc kernel 47.5 in
+// both), at 4 MB 13.1-16.1 over 32 calls and 7.9 over 512.
 const (
 	gpuSizeBudget = 500 * time.Millisecond
 	gpuProbeIters = 3
 	gpuMinIters   = 3
+	gpuMaxIters   = 20_000
 )
 
 // gpuIters returns the timed and warm-up calls of a size whose probe took
-// probeUs per call; warmup > 0 is the user's --warmup.
+// probeUs per call (without one: planItersFor); warmup > 0 is the user's
+// --warmup.
 func gpuIters(probeUs float64, bytes int64, warmup int) (int, int) {
 	it := planItersFor(bytes)
 	if probeUs > 0 {
-		it = min(it, max(gpuMinIters, int(float64(gpuSizeBudget.Microseconds())/probeUs)))
+		it = min(gpuMaxIters, max(gpuMinIters, int(float64(gpuSizeBudget.Microseconds())/probeUs)))
 	}
 	w := warmup
 	if w <= 0 {

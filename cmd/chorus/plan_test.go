@@ -67,7 +67,7 @@ func TestPlanRunJSON(t *testing.T) {
 }
 
 // gpuIters keeps a GPU size near gpuSizeBudget from its probe's time per
-// call, within [gpuMinIters, planItersFor] and honouring --warmup.
+// call, within [gpuMinIters, gpuMaxIters] and honouring --warmup.
 func TestGPUIters(t *testing.T) {
 	cases := []struct {
 		probeUs          float64
@@ -76,8 +76,8 @@ func TestGPUIters(t *testing.T) {
 		wantIt, wantWarm int
 	}{
 		{4500, 1024, 0, 111, 11},               // processes sharing a GPU: ~4.5 ms a call
-		{10, 1024, 0, 20_000, 2000},            // fast calls: the CPU executor's cap
-		{10, 64 << 20, 0, 5, 1},                // big sizes: planItersFor's floor
+		{10, 1024, 0, gpuMaxIters, 2000},       // fast calls: the cap
+		{90, 64 << 20, 0, 5555, 555},           // big sizes: the budget, not planItersFor's 5
 		{1e6, 1024, 0, gpuMinIters, 1},         // one call over budget: the minimum
 		{4500, 1024, 7, 111, 7},                // --warmup kept
 		{0, 1024, 0, planItersFor(1024), 2000}, // no probe time: by size
