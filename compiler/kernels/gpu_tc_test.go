@@ -46,6 +46,7 @@ func TestGPUTensorCoreSkinny(t *testing.T) {
 	}{
 		{"m5_tail", 5, 100, 72},
 		{"m8_split", 8, 1024, 4096},
+		{"m7_split_tail", 7, 1000, 1024},
 		{"m12", 12, 1030, 512},
 		{"m16_long", 16, 200, 14336},
 		{"m32", 32, 4096, 1024},

@@ -331,6 +331,53 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
   }
 }
 
+// tc_tile_wk computes rows tile·16 .. +15 of one product (one weight of
+// N rows; out [M, N]) with the block's TC_WARPS warps splitting k: warp
+// i multiplies chunks [i·cpw, (i+1)·cpw) through its own ring, writes
+// its sums into that ring once done, and warp 0 adds the warps' sums in
+// warp order. No partial sums leave the block, so there is no split-K
+// tail (tc_tile's last block reading every split's sums back from L2).
+template <class E, int NT>
+__device__ void tc_tile_wk(const u16* x, const u16* wp, u16* out, int M, int N, int K, int tile, int pre) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  const int k8 = K >> 3, nch = (k8 + 3) >> 2, cpw = (nch + TC_WARPS - 1) / TC_WARPS;
+  const int c0 = min(nch, wid * cpw), c1 = min(nch, c0 + cpw);
+  const V4* w[1] = {(const V4*)wp};
+  float acc[1][NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[0][t][i] = 0.0f;
+  const long long rowBase = (long long)tile * 16;
+  extern __shared__ V4 tc_ring[];  // TC_WARPS * TC_STAGES * TC_STAGE_V4(1), dynamic
+  V4* sm = tc_ring + wid * TC_STAGES * TC_STAGE_V4(1);
+  if (pre) tc_first<1>(sm, w, N, k8, rowBase, c0, c1);
+  PDL_ENTRY();
+  tc_rows<E, NT, 1>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
+  // Each warp's ring is its own and drained (cp_async_wait<0>): its sums
+  // go there, lane-major so that the stores and loads are conflict-free.
+  float* red = (float*)sm;
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) red[(t * 4 + i) * 32 + lane] = acc[0][t][i];
+  __syncthreads();
+  if (wid != 0) return;
+  constexpr int RS = TC_STAGES * TC_STAGE_V4(1) * 4;  // floats between two warps' rings
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const long long n = rowBase + g + (i >> 1) * 8;
+      const int m = t * 8 + 2 * q + (i & 1);
+      const float* r0 = (const float*)tc_ring + (t * 4 + i) * 32 + lane;
+      float v = r0[0];
+#pragma unroll
+      for (int j = 1; j < TC_WARPS; j++) v += r0[j * RS];
+      if (n < N && m < M) tc_store<E, 1>(out, (long long)m * N + n, &v);
+    }
+}
+
 #define TC_KERNELS(name, E, MT)                                                                                         \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_nt_##name##_m##MT(const u16* x, const u16* w, u16* out, int M, int N, int K, int cps, float* part,               \
@@ -354,6 +401,18 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
       ws[0] = w2;                                                                                                      \
       tc_tile<E, MT / 8, 1>(x, ws, o2, M, n2, K, cps, b - b0 - b1, b, part, counters, pre);                                  \
     }                                                                                                                  \
+  }                                                                                                                    \
+  extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
+      tc_nt3w_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,      \
+                             int n0, int n1, int n2, int M, int K, int pre) {                                          \
+    const int b0 = (n0 + 15) / 16, b1 = (n1 + 15) / 16;                                                               \
+    const int b = blockIdx.x;                                                                                          \
+    if (b < b0)                                                                                                        \
+      tc_tile_wk<E, MT / 8>(x, w0, o0, M, n0, K, b, pre);                                                              \
+    else if (b < b0 + b1)                                                                                              \
+      tc_tile_wk<E, MT / 8>(x, w1, o1, M, n1, K, b - b0, pre);                                                         \
+    else                                                                                                               \
+      tc_tile_wk<E, MT / 8>(x, w2, o2, M, n2, K, b - b0 - b1, pre);                                                    \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_gated_##name##_m##MT(const u16* x, const u16* wg, const u16* wu, u16* out, int M, int N, int K, int cps,      \

@@ -37,7 +37,7 @@ var pdlFamilies = map[string]bool{
 	"rope": true, "rope_table": true, "kv_append": true, "attention": true, "argmax": true,
 	"gemv_nt": true, "gemv_nt3": true, "gemv_gated": true, "gemv1_nt": true, "gemv1_nt3": true, "gemv1_gated": true, "add_rms_norm": true, "add_rms_norm_v": true, "silu_mul": true,
 	"attn_split": true, "attn_rope_split": true, "attn_combine": true,
-	"tc_nt": true, "tc_nt3": true, "tc_gated": true,
+	"tc_nt": true, "tc_nt3": true, "tc_nt3w": true, "tc_gated": true,
 	"prefill_attn": true, "dec_attn": true, "dec_attn_rope": true,
 }
 

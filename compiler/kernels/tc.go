@@ -174,7 +174,7 @@ func (g *GPU) tcKernels() error {
 		return err
 	}
 	var names []string
-	for _, kind := range []string{"nt", "nt3", "gated"} {
+	for _, kind := range []string{"nt", "nt3", "nt3w", "gated"} {
 		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 			for _, mt := range tcRowBuckets {
 				names = append(names, tcName(kind, dt, mt))
@@ -187,7 +187,7 @@ func (g *GPU) tcKernels() error {
 			return err
 		}
 		// The rings live in dynamic shared memory (tcSmem).
-		for _, kind := range []string{"nt", "nt3", "gated"} {
+		for _, kind := range []string{"nt", "nt3", "nt3w", "gated"} {
 			nw := 1
 			if kind == "gated" {
 				nw = 2
@@ -320,7 +320,9 @@ func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool
 }
 
 // tryTCNT3 is TryNT3 through the tensor-core kernel (p: x, w0, w1, w2,
-// o0, o1, o2).
+// o0, o1, o2). Where planTC would split k across blocks of up to 8 rows
+// of x, the triple runs tc_nt3w instead: tiles of 16 rows, the block's
+// warps splitting k (tcWarpTiles).
 func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, error) {
 	if m > tcLimits.rows {
 		return false, nil
@@ -331,6 +333,20 @@ func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, 
 	pl, ok := planTC(m, ns[:], k, dt, aligned16(p...), g.sms, 1, 0)
 	if !ok {
 		return false, nil
+	}
+	if tiles, ok := tcWarpTiles(pl, ns[:]); ok {
+		a := &struct {
+			x, w0, w1, w2, o0, o1, o2 uint64
+			n0, n1, n2, m, k          int32
+			pre                       int32
+		}{p[0], p[1], p[2], p[3], p[4], p[5], p[6], int32(ns[0]), int32(ns[1]), int32(ns[2]), int32(m), int32(k), g.preArg()}
+		err := g.launchGrid(tcName("nt3w", dt, pl.mt), [3]uint32{uint32(tiles), 1, 1}, tcWarps*32,
+			unsafe.Pointer(&a.x), unsafe.Pointer(&a.w0), unsafe.Pointer(&a.w1), unsafe.Pointer(&a.w2),
+			unsafe.Pointer(&a.o0), unsafe.Pointer(&a.o1), unsafe.Pointer(&a.o2),
+			unsafe.Pointer(&a.n0), unsafe.Pointer(&a.n1), unsafe.Pointer(&a.n2),
+			unsafe.Pointer(&a.m), unsafe.Pointer(&a.k), unsafe.Pointer(&a.pre))
+		runtime.KeepAlive(a)
+		return true, err
 	}
 	counters, part, err := g.tcScratch(pl, 1)
 	if err != nil {
@@ -350,4 +366,22 @@ func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, 
 		unsafe.Pointer(&a.part), unsafe.Pointer(&a.counters), unsafe.Pointer(&a.pre))
 	runtime.KeepAlive(a)
 	return true, err
+}
+
+// tcWarpTiles returns the blocks of tc_nt3w for the triple of ns rows
+// (tiles of 16 rows) when pl splits k across blocks and its rows fit one
+// mma tile of 8 tokens; false otherwise (the 64-row tiles fill the GPU
+// without a split, or 16 and 32 rows, where it was slower). H200,
+// Llama-3-8B, graph-replayed, both builds twice in one call
+// (2026-11-29): batch 8 4.497-4.503 -> 4.429-4.469 ms at context 128,
+// 5.692-5.715 -> 5.600-5.623 at 4096; batch 16 1.007x and 1.011x slower.
+func tcWarpTiles(pl tcPlan, ns []int) (int, bool) {
+	if pl.splits <= 1 || pl.mt != 8 {
+		return 0, false
+	}
+	tiles := 0
+	for _, n := range ns {
+		tiles += (n + 15) / 16
+	}
+	return tiles, tiles <= 1<<31-1
 }

@@ -287,3 +287,33 @@ func TestTCShapesMatchSource(t *testing.T) {
 		t.Errorf("shared memory a block: %d and %d bytes, want 48 and 96 KiB", tcSmem(1), tcSmem(2))
 	}
 }
+
+// TestTCWarpTiles: the q/k/v triple runs tc_nt3w (16-row tiles, no split
+// across blocks) exactly where planTC would split k across blocks of the
+// 8-token kernels, with a block for every 16 rows of each weight.
+func TestTCWarpTiles(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		m, k      int
+		ns        []int
+		wantTiles int
+		want      bool
+	}{
+		{"llama3_8b_qkv", 8, 4096, []int{4096, 1024, 1024}, 384, true},
+		{"tails", 7, 512, []int{1030, 1030, 515}, 65 + 65 + 33, true},
+		{"16_rows", 12, 4096, []int{4096, 1024, 1024}, 0, false},
+		{"short_k_no_split", 5, 72, []int{100, 100, 50}, 0, false},
+		{"fills_the_gpu", 8, 4096, []int{16384, 8192, 8192}, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, ok := planTC(c.m, c.ns, c.k, tensor.BFloat16, true, 132, 1, 0)
+			if !ok {
+				t.Fatal("plan refused")
+			}
+			tiles, ok := tcWarpTiles(p, c.ns)
+			if ok != c.want || tiles != c.wantTiles {
+				t.Errorf("tcWarpTiles(%+v) = %d, %v; want %d, %v", p, tiles, ok, c.wantTiles, c.want)
+			}
+		})
+	}
+}
