@@ -47,7 +47,7 @@ common="--devices 0 --workers ${RANKS:-2} --dtype bfloat16 --min ${MIN:-1K} --ma
 for mode in "" "--graph"; do
   t0=$(date +%s)
   # shellcheck disable=SC2086 # $common and $mode are lists of flags
-  timeout 40 "$new/chorus" bench allreduce --backend ipc --strategy oneshot,twoshot $common $mode 2>>"$out/bench.err" | grep '^{' >>"$J"
+  timeout 120 "$new/chorus" bench allreduce --backend ipc --strategy oneshot,twoshot $common $mode 2>>"$out/bench.err" | grep '^{' >>"$J"
   echo "ipc $mode rc=${PIPESTATUS[0]} $(($(date +%s) - t0))s" | tee -a "$L"
   for algo in allreduce_packet allreduce_oneshot allreduce_twoshot allreduce_twoshot_pull; do
     for v in base new new-ipc; do
@@ -56,7 +56,7 @@ for mode in "" "--graph"; do
       if [ $v = new-ipc ]; then extra=--ipc-tensors; fi
       t0=$(date +%s)
       # shellcheck disable=SC2086
-      CHORUS_KERNEL_CACHE=/tmp/chorus-kc-$kc timeout 30 "$dir/chorus" bench allreduce --algorithm $algo --device cuda $common $mode $extra 2>>"$out/bench.err" |
+      CHORUS_KERNEL_CACHE=/tmp/chorus-kc-$kc timeout 60 "$dir/chorus" bench allreduce --algorithm $algo --device cuda $common $mode $extra 2>>"$out/bench.err" |
         grep '^{' | sed "s/^{/{\"version\":\"$v\",/" >>"$J"
       echo "$algo $v $mode rc=${PIPESTATUS[0]} $(($(date +%s) - t0))s" | tee -a "$L"
     done
