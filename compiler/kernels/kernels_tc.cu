@@ -225,6 +225,26 @@ __device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x,
   cp_async_wait<0>();
 }
 
+// tc_store_frags writes a warp's C fragments acc (rows rowBase ..
+// +15 of out's N, tokens of NT tiles of 8), those inside [M, N).
+template <class E, int NT, int NW>
+__device__ __forceinline__ void tc_store_frags(u16* out, const float (&acc)[NW][NT][4], int M, int N, long long rowBase) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const long long n = rowBase + g + (i >> 1) * 8;
+      const int m = t * 8 + 2 * q + (i & 1);
+      if (n < N && m < M) {
+        float v[NW];
+#pragma unroll
+        for (int j = 0; j < NW; j++) v[j] = acc[j][t][i];
+        tc_store<E, NW>(out, (long long)m * N + n, v);
+      }
+    }
+}
+
 // tc_tile computes rows tile·TC_ROWS .. +TC_ROWS-1 of one product (NW
 // weights of N rows; out [M, N]) over this block's split of k (gtile
 // numbers the tile among all the launch's tiles for part and counters).
@@ -253,19 +273,7 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
   PDL_ENTRY();
   tc_rows<E, NT, NW>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
   if (splits == 1) {
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const long long n = rowBase + g + (i >> 1) * 8;
-        const int m = t * 8 + 2 * q + (i & 1);
-        if (n < N && m < M) {
-          float v[NW];
-#pragma unroll
-          for (int j = 0; j < NW; j++) v[j] = acc[j][t][i];
-          tc_store<E, NW>(out, (long long)m * N + n, v);
-        }
-      }
+    tc_store_frags<E, NT, NW>(out, acc, M, N, rowBase);
     return;
   }
   // This block's partial sums, then the tile's counter.
@@ -339,7 +347,7 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
 // tail (tc_tile's last block reading every split's sums back from L2).
 template <class E, int NT>
 __device__ void tc_tile_wk(const u16* x, const u16* wp, u16* out, int M, int N, int K, int tile, int pre) {
-  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
   const int k8 = K >> 3, nch = (k8 + 3) >> 2, cpw = (nch + TC_WARPS - 1) / TC_WARPS;
   const int c0 = min(nch, wid * cpw), c1 = min(nch, c0 + cpw);
   const V4* w[1] = {(const V4*)wp};
@@ -368,14 +376,11 @@ __device__ void tc_tile_wk(const u16* x, const u16* wp, u16* out, int M, int N, 
   for (int t = 0; t < NT; t++)
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const long long n = rowBase + g + (i >> 1) * 8;
-      const int m = t * 8 + 2 * q + (i & 1);
       const float* r0 = (const float*)tc_ring + (t * 4 + i) * 32 + lane;
-      float v = r0[0];
 #pragma unroll
-      for (int j = 1; j < TC_WARPS; j++) v += r0[j * RS];
-      if (n < N && m < M) tc_store<E, 1>(out, (long long)m * N + n, &v);
+      for (int j = 1; j < TC_WARPS; j++) acc[0][t][i] += r0[j * RS];
     }
+  tc_store_frags<E, NT, 1>(out, acc, M, N, rowBase);
 }
 
 #define TC_KERNELS(name, E, MT)                                                                                         \
