@@ -351,6 +351,37 @@ func visitOps(p *plan.Plan, r, t int, f func(op *plan.Op, inPipe bool)) {
 // access cannot be resolved.
 func QuietRank(p *plan.Plan, r int) bool {
 	written := map[plan.BufferType]bool{}
+	ok := true // r writes no other rank's memory
+	resolved := visitAccesses(p, r, func(a plan.Access) {
+		if a.Mode != plan.AccessWrite {
+			return
+		}
+		if a.Rank != r {
+			ok = false
+		}
+		written[a.Buffer] = true
+	})
+	if !ok || !resolved {
+		return false
+	}
+	for q := range p.GPUs {
+		if q == r {
+			continue
+		}
+		resolved := visitAccesses(p, q, func(a plan.Access) {
+			if a.Rank == r && written[a.Buffer] {
+				ok = false
+			}
+		})
+		ok = ok && resolved
+	}
+	return ok
+}
+
+// visitAccesses calls f with every access of every op of rank r's
+// thread blocks (pipeline bodies included); false when an op's accesses
+// cannot be resolved.
+func visitAccesses(p *plan.Plan, r int, f func(a plan.Access)) bool {
 	ok := true
 	for t := range p.GPUs[r].ThreadBlocks {
 		visitOps(p, r, t, func(op *plan.Op, _ bool) {
@@ -360,37 +391,9 @@ func QuietRank(p *plan.Plan, r int) bool {
 				return
 			}
 			for _, a := range acc {
-				if a.Mode != plan.AccessWrite {
-					continue
-				}
-				if a.Rank != r {
-					ok = false
-				}
-				written[a.Buffer] = true
+				f(a)
 			}
 		})
-	}
-	if !ok {
-		return false
-	}
-	for q := range p.GPUs {
-		if q == r {
-			continue
-		}
-		for t := range p.GPUs[q].ThreadBlocks {
-			visitOps(p, q, t, func(op *plan.Op, _ bool) {
-				acc, err := p.OpAccess(q, t, op)
-				if err != nil {
-					ok = false
-					return
-				}
-				for _, a := range acc {
-					if a.Rank == r && written[a.Buffer] {
-						ok = false
-					}
-				}
-			})
-		}
 	}
 	return ok
 }
@@ -1230,22 +1233,11 @@ func conflicts(a, b []plan.Access, inPlace bool) bool {
 func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
 	// The ranks whose memory r writes.
 	var writes uint64
-	ok := true
-	for t := range p.GPUs[r].ThreadBlocks {
-		visitOps(p, r, t, func(op *plan.Op, _ bool) {
-			acc, err := p.OpAccess(r, t, op)
-			if err != nil {
-				ok = false
-				return
-			}
-			for _, a := range acc {
-				if a.Mode == plan.AccessWrite && a.Rank != r {
-					writes |= 1 << uint(a.Rank)
-				}
-			}
-		})
-	}
-	if !ok {
+	if !visitAccesses(p, r, func(a plan.Access) {
+		if a.Mode == plan.AccessWrite && a.Rank != r {
+			writes |= 1 << uint(a.Rank)
+		}
+	}) {
 		return nil
 	}
 	// chanSlots resolves the slots of a memory signal or wait of rank
