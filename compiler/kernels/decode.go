@@ -29,17 +29,35 @@ const (
 // a decode step at batch 32 and context 4096 9.41 against 10.35 ms, at
 // batch 8 and context 128 5.11 against 5.31. Variables so that the
 // kernel benchmark can compare choices in one run.
+//
+// decodeFuseSplits is the most splits whose merge the launch's last
+// blocks do (a counter per sequence and kv head; DEC_TAIL splits' results
+// loaded at once), instead of an attn_combine launch after it. H200,
+// Llama-3-8B, graph-replayed, both builds twice in one call: batch 32
+// (2 splits) 5.570-5.594 -> 5.433-5.450 ms a step at context 128,
+// 9.589-9.619 -> 9.553-9.558 at 4096; batch 8 (3 splits) 4.425-4.439 ->
+// 4.414-4.428 and 5.584-5.632 -> 5.535-5.536; batch 1 (17 splits, left
+// to attn_combine) 4.039-4.084 and 4.289-4.309 against 4.038-4.077 and
+// 4.272-4.285. Merged by its last blocks (BenchmarkGPUDecodeAttention),
+// batch 1's 17 splits took 17.8 against 15.6 us at position 4100 and
+// 13.4 against 10.2 at 130 (8 blocks merge what attn_combine spreads
+// over 32); a cap of 16 splits so that batch 1 could merge in one round
+// made its blocks longer (13 of 320 rows: a step 1.036x slower at
+// context 4096).
 var (
 	decodeBlocksPerSM = 1
 	decodeMaxChunk    = 4096
+	decodeFuseSplits  = 8
 )
 
 // decodePlan is one launch of dec_attn: splits chunks of at most chunk
 // cache rows a (sequence, kv head), a short context spread over fill of
-// them (attnPlan's rule, so that attn_combine merges the splits).
+// them (attnPlan's rule). With fuse the last block of a (sequence, kv
+// head) merges its splits, else attn_combine does after the launch.
 type decodePlan struct {
 	d                   int
 	splits, chunk, fill int
+	fuse                bool
 }
 
 // planDecode decides whether dec_attn takes an attention call: one token
@@ -64,7 +82,7 @@ func planDecode(dims attnDims, dt tensor.DType, aligned bool, sms int) (decodePl
 	fill := (decodeBlocksPerSM*max(sms, 1) + pairs - 1) / pairs
 	p := decodePlan{d: dims.d}
 	p.splits = max(1, min(max(fill, (dims.maxSeq+decodeMaxChunk-1)/decodeMaxChunk), (dims.maxSeq+7)/8, attnMaxSplits))
-	for p.splits > 1 && p.attn().scratch(dims.t, dims.hq, dims.d) > attnScratchMax {
+	for p.splits > 1 && p.scratch(dims.t, dims.hq) > attnScratchMax {
 		p.splits /= 2
 	}
 	p.chunk = (dims.maxSeq + p.splits - 1) / p.splits
@@ -75,11 +93,32 @@ func planDecode(dims attnDims, dt tensor.DType, aligned bool, sms int) (decodePl
 	}
 	p.splits = (dims.maxSeq + p.chunk - 1) / p.chunk
 	p.fill = max(1, min(fill, p.splits))
+	p.fuse = p.splits > 1 && p.splits <= decodeFuseSplits
 	return p, true
 }
 
 // attn is the split part of the plan as attn_combine takes it.
 func (p decodePlan) attn() attnPlan { return attnPlan{splits: p.splits, chunk: p.chunk, fill: p.fill} }
+
+// scratch is the float32 bytes of the split results, at most: per
+// token, head and split its max, sum and output, and where the last
+// block merges two unused (head_dim + 4 floats, so that a split's output
+// starts 16-byte aligned for dec_merge).
+func (p decodePlan) scratch(t, hq int) int64 {
+	if p.splits == 1 {
+		return 0
+	}
+	return int64(t) * int64(hq) * int64(p.splits) * int64(p.d+4) * 4
+}
+
+// counters is the bytes of the per-(sequence, kv head) counters of a
+// split launch (the last block of each merges its splits).
+func (p decodePlan) counters(t, hkv int) int64 {
+	if p.splits == 1 {
+		return 0
+	}
+	return (int64(t)*int64(hkv)*4 + 255) / 256 * 256
+}
 
 // kernel is the plan's kernel for dtype suffix suf, with the rotary
 // embedding and the cache append (rope) or after them.
@@ -102,8 +141,8 @@ var decodeKernelNames = []string{
 }
 
 // tryDecodeAttention runs attention of one token a sequence through
-// dec_attn and attn_combine when planDecode takes the call, and reports
-// whether it ran. p: q, k, v, k_cache, v_cache, pos, out. With freqs
+// dec_attn (and attn_combine where the plan does not fuse the merge)
+// when planDecode takes the call, and reports whether it ran. p: q, k, v, k_cache, v_cache, pos, out. With freqs
 // (head_dim / 2 inverse frequencies) the kernel also rotates q and k and
 // appends k and v to the caches (q and k unrotated); without, the
 // caches hold the rows already.
@@ -130,34 +169,57 @@ func (g *GPU) tryDecodeAttention(dims attnDims, dt tensor.DType, p []uint64, fre
 	if err := g.prefillKernels(); err != nil {
 		return false, err
 	}
-	part, err := g.attnPart(pl.attn(), dims)
+	var part, cnt uint64
+	if pl.fuse {
+		part, cnt, err = g.decodeScratch(pl, dims)
+	} else {
+		part, err = g.attnPart(pl.attn(), dims)
+	}
 	if err != nil {
 		return true, err
 	}
 	a := &struct {
-		q, k, v, kc, vc, pos, out, part uint64
-		hq, hkv, seq, chunk, fill       int32
-		scale2                          float32
-		pre                             int32
-		f                               [decodeMaxHalf]float32
-	}{q: p[0], k: p[1], v: p[2], kc: p[3], vc: p[4], pos: p[5], out: p[6], part: part, hq: int32(dims.hq), hkv: int32(dims.hkv),
-		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill), scale2: float32(math.Log2E / math.Sqrt(float64(dims.d))),
-		pre: g.preArg()}
+		q, k, v, kc, vc, pos, out, part, cnt uint64
+		hq, hkv, seq, chunk, fill            int32
+		scale2                               float32
+		pre                                  int32
+		f                                    [decodeMaxHalf]float32
+	}{q: p[0], k: p[1], v: p[2], kc: p[3], vc: p[4], pos: p[5], out: p[6], part: part, cnt: cnt, hq: int32(dims.hq), hkv: int32(dims.hkv),
+		seq: int32(dims.maxSeq), chunk: int32(pl.chunk), fill: int32(pl.fill),
+		scale2: float32(math.Log2E / math.Sqrt(float64(dims.d))), pre: g.preArg()}
 	params := []unsafe.Pointer{unsafe.Pointer(&a.q)}
 	if rope {
 		copy(a.f[:], freqs)
 		params = append(params, unsafe.Pointer(&a.k), unsafe.Pointer(&a.v))
 	}
 	params = append(params, unsafe.Pointer(&a.kc), unsafe.Pointer(&a.vc), unsafe.Pointer(&a.pos), unsafe.Pointer(&a.out), unsafe.Pointer(&a.part),
-		unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk), unsafe.Pointer(&a.fill),
-		unsafe.Pointer(&a.scale2), unsafe.Pointer(&a.pre))
+		unsafe.Pointer(&a.cnt), unsafe.Pointer(&a.hq), unsafe.Pointer(&a.hkv), unsafe.Pointer(&a.seq), unsafe.Pointer(&a.chunk),
+		unsafe.Pointer(&a.fill), unsafe.Pointer(&a.scale2), unsafe.Pointer(&a.pre))
 	if rope {
 		params = append(params, unsafe.Pointer(&a.f))
 	}
 	err = g.launchGrid(pl.kernel(suf, rope), pl.grid(dims), prefillWarps*32, params...)
-	if err == nil {
+	if err == nil && !pl.fuse {
 		err = g.attnCombine(suf, pl.attn(), dims, a.part, a.pos, a.out)
 	}
 	runtime.KeepAlive(a)
 	return true, err
+}
+
+// decodeScratch returns the device addresses of a fused launch's results
+// and counters. The results share the split-KV
+// attention's buffers (g.attnBufs); the counters share the tensor-core
+// products' (g.tcCounters: every counter is zero between launches, the
+// last block resetting its own, so any launch may use any buffer long
+// enough).
+func (g *GPU) decodeScratch(pl decodePlan, dims attnDims) (part, cnt uint64, err error) {
+	b, err := g.scratchBuf(&g.attnBufs, pl.scratch(dims.t, dims.hq), "decode attention")
+	if err != nil {
+		return 0, 0, err
+	}
+	c, err := g.scratchBuf(&g.tcCounters, pl.counters(dims.t, dims.hkv), "decode attention")
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint64(b.Ptr()), uint64(c.Ptr()), nil
 }

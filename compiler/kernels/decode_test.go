@@ -3,6 +3,7 @@ package kernels
 import (
 	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/chorus-rt/chorus/tensor"
@@ -30,6 +31,7 @@ func TestPlanDecode(t *testing.T) {
 		{"batch8", 8, 32, 8, 128, 4133, 8, tensor.BFloat16, true, true, 3, 1408, "dec_attn_bf16_d128"},
 		{"batch32", 32, 32, 8, 128, 4133, 32, tensor.BFloat16, true, true, 2, 2112, "dec_attn_bf16_d128"},
 		{"tp2", 1, 16, 4, 128, 4133, 1, tensor.BFloat16, true, true, 33, 128, "dec_attn_bf16_d128"},
+		{"long_cache", 1, 32, 8, 128, 100000, 1, tensor.BFloat16, true, true, 25, 4032, "dec_attn_bf16_d128"},
 		{"short_cache", 1, 8, 2, 64, 40, 1, tensor.Float16, true, true, 5, 8, "dec_attn_f16_d64"},
 		{"g16", 1, 32, 2, 128, 100, 1, tensor.Float16, true, true, 13, 8, "dec_attn_f16_d128"},
 		{"one_row", 1, 4, 4, 128, 1, 1, tensor.Float16, true, true, 1, 8, "dec_attn_f16_d128"},
@@ -54,6 +56,9 @@ func TestPlanDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if fuse := c.splits > 1 && c.splits <= decodeFuseSplits; p.fuse != fuse {
+				t.Errorf("fuse %v, want %v", p.fuse, fuse)
+			}
 			if p.splits != c.splits || p.chunk != c.chunk || p.kernel(suf, false) != c.kernel {
 				t.Errorf("plan %+v kernel %s, want splits %d chunk %d kernel %s", p, p.kernel(suf, false), c.splits, c.chunk, c.kernel)
 			}
@@ -68,8 +73,8 @@ func TestPlanDecode(t *testing.T) {
 		})
 	}
 	// At every position the splits cover rows 0..pos in chunks of at most
-	// the plan's rows (whole tiles past one), no split the combine does
-	// not read gets rows, and the scratch stays bounded.
+	// the plan's rows (whole tiles past one), no split past the grid (the
+	// merge's or attn_combine's) gets rows, and the scratch stays bounded.
 	for _, c := range [][3]int{{1, 8, 4133}, {8, 8, 4133}, {32, 8, 4133}, {1, 4, 40}, {3, 2, 700}, {1, 8, 1}, {64, 8, 32768}, {1, 1, 100000}} {
 		tk, hkv, seq := c[0], c[1], c[2]
 		dims := attnDims{t: tk, hq: 4 * hkv, hkv: hkv, d: 128, maxSeq: seq, batch: tk}
@@ -80,10 +85,10 @@ func TestPlanDecode(t *testing.T) {
 		if p.splits*p.chunk < seq || (p.splits-1)*p.chunk >= seq || (p.chunk > decodeTile && p.chunk%decodeTile != 0) || p.chunk%8 != 0 {
 			t.Errorf("t %d seq %d: %d chunks of %d rows do not tile the cache", tk, seq, p.splits, p.chunk)
 		}
-		if p.chunk > decodeMaxChunk && p.splits < attnMaxSplits && p.attn().scratch(tk, 4*hkv, 128) <= attnScratchMax/2 {
+		if p.chunk > decodeMaxChunk && p.splits < attnMaxSplits && p.scratch(tk, 4*hkv) <= attnScratchMax/2 {
 			t.Errorf("t %d seq %d: chunks of %d rows", tk, seq, p.chunk)
 		}
-		if s := p.attn().scratch(tk, 4*hkv, 128); s > attnScratchMax {
+		if s := p.scratch(tk, 4*hkv); s > attnScratchMax {
 			t.Errorf("t %d seq %d: scratch %d bytes", tk, seq, s)
 		}
 		for pos := range seq {
@@ -92,6 +97,15 @@ func TestPlanDecode(t *testing.T) {
 				t.Fatalf("t %d seq %d plan %+v: position %d in chunks of %d, %d splits with rows", tk, seq, p, pos, ch, na)
 			}
 		}
+	}
+}
+
+// TestDecodeTail: the merging block loads as many splits at once
+// (DEC_TAIL) as a plan merges that way at most (decodeFuseSplits).
+func TestDecodeTail(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^#define DEC_TAIL (\d+)$`).FindStringSubmatch(prefillKernelSource)
+	if m == nil || m[1] != strconv.Itoa(decodeFuseSplits) {
+		t.Fatalf("kernels_prefill.cu: DEC_TAIL %v, decodeFuseSplits %d", m, decodeFuseSplits)
 	}
 }
 

@@ -21,7 +21,10 @@ import (
 // past the cache on the GPU: their rows must be NaN and their caches
 // untouched, the other sequences unchanged. Each case runs without and
 // with SetFixedWeights's promise (the kernels read pos and the cache
-// rows before each position before their PDL wait, row pos after it).
+// rows before each position before their PDL wait, row pos after it),
+// and with the promise and every split plan merged by its last blocks
+// (decodeFuseSplits past any plan's splits; several rounds of DEC_TAIL
+// where a plan has more).
 func TestGPUDecodeAttention(t *testing.T) {
 	g, dev := openTestGPU(t)
 	type dcase struct {
@@ -54,6 +57,7 @@ func TestGPUDecodeAttention(t *testing.T) {
 		for i, c := range cases {
 			name := fmt.Sprintf("%s/d%d_g%d_b%d_seq%d_short%v", dt, c.d, c.grp, c.batch, c.seq, c.short)
 			t.Run(name, func(t *testing.T) {
+				defer func(v int) { decodeFuseSplits = v }(decodeFuseSplits)
 				hkv := 2
 				if c.grp == 16 {
 					hkv = 1
@@ -148,7 +152,13 @@ func TestGPUDecodeAttention(t *testing.T) {
 				// without and with the promise that pos and the rows before
 				// each position are fixed (read before the PDL wait; a
 				// kernel of the call launched before, as in a VM call)
-				for _, fixed := range []bool{false, true} {
+				// and with every split plan merged by its last blocks
+				for _, run := range []struct {
+					fixed bool
+					fuse  int
+				}{{false, decodeFuseSplits}, {true, decodeFuseSplits}, {true, attnMaxSplits}} {
+					fixed := run.fixed
+					decodeFuseSplits = run.fuse
 					g.SetFixedWeights(fixed)
 					if fixed {
 						g.callLaunches = max(g.callLaunches, 1)
@@ -184,7 +194,7 @@ func TestGPUDecodeAttention(t *testing.T) {
 						{"dec_attn_rope", rope[6], rwant}, {"dec_attn_rope's k cache", rope[3], rkc}, {"dec_attn_rope's v cache", rope[4], rvc},
 					} {
 						if err := tensor.AllClose(fromGPU(t, dev, r.got), r.want, tl, tl); err != nil {
-							t.Errorf("%s (fixed %v) vs CPU: %v", r.what, fixed, err)
+							t.Errorf("%s (fixed %v, fused up to %d splits) vs CPU: %v", r.what, fixed, run.fuse, err)
 						}
 					}
 				}
@@ -248,15 +258,15 @@ func BenchmarkGPUDecodeAttention(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			type choice struct{ perSM, rows int }
-			for _, ch := range []choice{{0, 0}, {1, 4096}, {1, 1024}, {2, 512}, {2, 4096}} {
-				name := fmt.Sprintf("b%d/pos%d/dec_%dpersm_%drows", batch, at, ch.perSM, ch.rows)
+			type choice struct{ perSM, rows, fuse int }
+			for _, ch := range []choice{{0, 0, 0}, {1, 4096, 8}, {1, 4096, 0}, {1, 4096, attnMaxSplits}, {1, 1024, 8}, {2, 512, 8}, {2, 4096, 8}} {
+				name := fmt.Sprintf("b%d/pos%d/dec_%dpersm_%drows_fuse%d", batch, at, ch.perSM, ch.rows, ch.fuse)
 				if ch.perSM == 0 {
 					name = fmt.Sprintf("b%d/pos%d/split", batch, at)
 				}
 				b.Run(name, func(b *testing.B) {
-					saved := [2]int{decodeBlocksPerSM, decodeMaxChunk}
-					defer func() { decodeBlocksPerSM, decodeMaxChunk = saved[0], saved[1] }()
+					saved := [3]int{decodeBlocksPerSM, decodeMaxChunk, decodeFuseSplits}
+					defer func() { decodeBlocksPerSM, decodeMaxChunk, decodeFuseSplits = saved[0], saved[1], saved[2] }()
 					run := func() {
 						var ok bool
 						var err error
@@ -267,7 +277,7 @@ func BenchmarkGPUDecodeAttention(b *testing.B) {
 							}
 							ok, err = true, g.splitAttention(pl, dims, dt, p, nil)
 						} else {
-							decodeBlocksPerSM, decodeMaxChunk = ch.perSM, ch.rows
+							decodeBlocksPerSM, decodeMaxChunk, decodeFuseSplits = ch.perSM, ch.rows, ch.fuse
 							ok, err = g.tryDecodeAttention(dims, dt, p, nil)
 						}
 						if err != nil || !ok {

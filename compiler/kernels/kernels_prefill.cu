@@ -313,9 +313,12 @@ PREFILL_ATTN(bf16, BF16, 128)
 // 16 rows). At the end the warps merge through shared memory (one warp
 // after another into one output, 8 KB: a copy a warp would take 32 KB of
 // shared memory, which other kernels' blocks then cannot use) and the
-// block writes the output (one split) or, per head, its split's max
-// (natural log units, as attn_combine takes it), sum and unnormalized
-// output.
+// block writes the output (one split) or, per head, its split's max,
+// sum and unnormalized output. With cnt (fuse: a plan of at most
+// DEC_TAIL splits) the last block of a (sequence, kv head) to finish
+// merges them (dec_merge; a split's results as it reads them, the max in
+// base 2; one split with rows writes the output), else attn_combine does
+// after it (the max in natural log units, as it takes them).
 //
 // dec_attn_rope also does what rope_table of q and k and kv_append did
 // before it: it rotates q as it stages it, and the block whose split
@@ -343,6 +346,82 @@ struct DecFreqs {
 __device__ __forceinline__ int dec_chunk(int p, int fill, int chunk) {
   const int c = ((p + fill) / fill + 7) / 8 * 8;
   return min(chunk, c);
+}
+
+// DEC_TAIL is how many splits' results a thread of the merging block
+// loads at once: the most splits decodePlan merges this way
+// (decodeFuseSplits), so that the merge is one round of loads.
+#define DEC_TAIL 8
+struct __align__(16) DecF4 {
+  float x, y, z, w;
+};
+// dec_ldcg and dec_ldcg4 load what other blocks wrote from L2 (after
+// the merging block's fence; volatile, so that they stay after it).
+__device__ __forceinline__ float dec_ldcg(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ DecF4 dec_ldcg4(const float* p) {
+  DecF4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+
+// dec_merge is run by the last block of a (sequence, kv head) to finish:
+// it merges the na splits with rows of its G heads (rows hb .. hb + G -
+// 1 of part, each split's D + 4 floats: max (base 2), sum, two unused,
+// the unnormalized output) into out. A thread takes 4 output elements of
+// a head and loads DEC_TAIL splits' max, sum and outputs at once, then
+// adds them in split order scaled to their largest max (online, from one
+// group of splits to the next).
+template <class E, int D>
+__device__ __forceinline__ void dec_merge(const float* part, u16* out, long long hb, int G, int splits, int na) {
+  constexpr int PS = D + 4;  // floats a split's results take
+  constexpr int Q = D / 4;
+  for (int i = threadIdx.x; i < G * Q; i += blockDim.x) {
+    const int r = i / Q, j = (i % Q) * 4;
+    const float* ph = part + (hb + r) * splits * PS;
+    float M = pf_neg_inf(), L = 0.0f;
+    DecF4 v = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int s0 = 0; s0 < na; s0 += DEC_TAIL) {
+      float m[DEC_TAIL], l[DEC_TAIL];
+      DecF4 o[DEC_TAIL];
+#pragma unroll
+      for (int u = 0; u < DEC_TAIL; u++)
+        if (s0 + u < na) {
+          m[u] = dec_ldcg(ph + (s0 + u) * PS);
+          l[u] = dec_ldcg(ph + (s0 + u) * PS + 1);
+          o[u] = dec_ldcg4(ph + (s0 + u) * PS + 4 + j);
+        }
+      float Mn = M;
+#pragma unroll
+      for (int u = 0; u < DEC_TAIL; u++)
+        if (s0 + u < na && l[u] > 0.0f) Mn = fmaxf(Mn, m[u]);
+      const float sc = L > 0.0f ? exp2f(M - Mn) : 0.0f;  // the splits before, to the new max
+      L *= sc;
+      v.x *= sc;
+      v.y *= sc;
+      v.z *= sc;
+      v.w *= sc;
+#pragma unroll
+      for (int u = 0; u < DEC_TAIL; u++)
+        if (s0 + u < na && l[u] > 0.0f) {
+          const float c = exp2f(m[u] - Mn);
+          L += l[u] * c;
+          v.x += c * o[u].x;
+          v.y += c * o[u].y;
+          v.z += c * o[u].z;
+          v.w += c * o[u].w;
+        }
+      M = Mn;
+    }
+    u16* po = out + (hb + r) * D + j;
+    po[0] = E::store(v.x / L);
+    po[1] = E::store(v.y / L);
+    po[2] = E::store(v.z / L);
+    po[3] = E::store(v.w / L);
+  }
 }
 
 // dec_sincos is the sine and cosine of the angle (float)p · f, as
@@ -440,7 +519,8 @@ __device__ __forceinline__ void dec_load(const u16* kb, const u16* vb, long long
 // the one before it, which rotated q pair by pair as it staged it.
 template <class E, int D, bool ROPE>
 __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u16* kc, u16* vc, const int* pos, u16* out, float* part,
-                              int hq, int hkv, int seq, int chunk, int fill, float scale2, int pre, const DecFreqs* fr) {
+                              int* cnt, int hq, int hkv, int seq, int chunk, int fill, float scale2, int pre,
+                              const DecFreqs* fr) {
   constexpr int DK = D / 16;  // k steps of Q Kᵀ
   constexpr int DN = D / 8;   // n tiles of the output
   constexpr int QP = DEC_MAX_GROUP * D / 16;  // pairs of 16-byte pieces of q (i, i + D/2)
@@ -455,6 +535,7 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
   const int s = blockIdx.x, kh = blockIdx.y, b = blockIdx.z, splits = gridDim.x;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   const int G = hq / hkv;
+  const bool fuse = cnt != nullptr;  // the last block merges the splits (else attn_combine)
   const int p = pos[b];
   const long long hb = (long long)b * hq + (long long)kh * G;  // the block's first (token, head) row
   const float nan = __uint_as_float(0x7fc00000u);
@@ -462,7 +543,7 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
     PDL_WAIT();
     if (s == 0)
       for (int i = threadIdx.x; i < G * D; i += blockDim.x) out[hb * D + i] = E::store(nan);
-    if (splits > 1)
+    if (!fuse && splits > 1)
       for (int i = threadIdx.x; i < G; i += blockDim.x) {
         float* pp = part + ((hb + i) * splits + s) * (D + 2);
         pp[0] = nan;
@@ -472,7 +553,8 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
   }
   const int ch = dec_chunk(p, fill, chunk);
   const int r0 = s * ch;
-  if (r0 > p) return;  // no rows; attn_combine reads only splits with rows
+  if (r0 > p) return;  // no rows; dec_merge and attn_combine read only splits with rows
+  const int na = min(splits, p / ch + 1);  // the splits with rows
   const int r1 = min(r0 + ch, p + 1);
   const long long rs = (long long)hkv * D;  // elements between cache rows
   u16* kb = kc + (long long)b * seq * rs + (long long)kh * D;
@@ -638,8 +720,15 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
       if (l > 0.0f) L += l * exp2f(mw[x * DEC_MAX_GROUP + r] - M);
     }
     const float v = ow[r * D + j];
-    if (splits == 1) {
+    if (splits == 1 || (fuse && na == 1)) {
       out[(hb + r) * D + j] = E::store(v / L);
+    } else if (fuse) {
+      float* pp = part + ((hb + r) * splits + s) * (D + 4);
+      if (j == 0) {
+        pp[0] = M;
+        pp[1] = L;
+      }
+      pp[4 + j] = v;
     } else {
       float* pp = part + ((hb + r) * splits + s) * (D + 2);
       if (j == 0) {
@@ -649,19 +738,34 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
       pp[2 + j] = v;
     }
   }
+  if (!fuse || splits == 1 || na == 1) return;
+  // The (sequence, kv head)'s counter; its last block merges the splits.
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* cn = cnt + (long long)b * hkv + kh;
+    last = atomicAdd(cn, 1) == na - 1;
+    if (last) *cn = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  dec_merge<E, D>(part, out, hb, G, splits, na);
 }
 
 #define DEC_ATTN(name, E, D)                                                                                               \
   extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
-      dec_attn_##name##_d##D(const u16* q, u16* kc, u16* vc, const int* pos, u16* out, float* part, int hq, int hkv,    \
-                             int seq, int chunk, int fill, float scale2, int pre) {                                        \
-    dec_attn_impl<E, D, false>(q, nullptr, nullptr, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, pre, nullptr); \
+      dec_attn_##name##_d##D(const u16* q, u16* kc, u16* vc, const int* pos, u16* out, float* part, int* cnt, int hq,   \
+                             int hkv, int seq, int chunk, int fill, float scale2, int pre) {                               \
+    dec_attn_impl<E, D, false>(q, nullptr, nullptr, kc, vc, pos, out, part, cnt, hq, hkv, seq, chunk, fill, scale2, pre,    \
+                               nullptr);                                                                                   \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
       dec_attn_rope_##name##_d##D(const u16* q, const u16* k, const u16* v, u16* kc, u16* vc, const int* pos, u16* out, \
-                                  float* part, int hq, int hkv, int seq, int chunk, int fill, float scale2, int pre,       \
-                                  DecFreqs f) {                                                                            \
-    dec_attn_impl<E, D, true>(q, k, v, kc, vc, pos, out, part, hq, hkv, seq, chunk, fill, scale2, pre, &f);                \
+                                  float* part, int* cnt, int hq, int hkv, int seq, int chunk, int fill, float scale2,      \
+                                  int pre, DecFreqs f) {                                                                   \
+    dec_attn_impl<E, D, true>(q, k, v, kc, vc, pos, out, part, cnt, hq, hkv, seq, chunk, fill, scale2, pre, &f);           \
   }
 
 DEC_ATTN(f16, F16, 64)
