@@ -912,7 +912,10 @@ func (g *gen) op(tb, oi, bi int, op *plan.Op, ind, iter string) error {
 	switch op.Name {
 	case plan.OpNop:
 		if bi < 0 && g.res.Grouped && !g.meet[oi] {
-			g.printf("%s__syncthreads(); // no data op across it touches what one before it did\n", in)
+			// No data op across it touches what one before it did, so
+			// it orders nothing between the block's threads either;
+			// signals and waits synchronize the block themselves.
+			g.printf("%s// nothing to order: no data op across it touches what one before it did\n", in)
 			break
 		}
 		g.printf("%sgroup_sync(a, %s);\n", in, L)
