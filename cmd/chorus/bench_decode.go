@@ -23,7 +23,7 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--lm-head replicated,split] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
+const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--lm-head replicated,split] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
 
 // decodePresets are model shapes by name (--preset).
 var decodePresets = map[string]decoder.Config{
@@ -76,6 +76,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	hidden := fs.Int("hidden", 4096, "hidden size")
 	heads := fs.Int("heads", 32, "attention heads")
 	kvHeads := fs.Int("kv-heads", 8, "key/value heads")
+	headDim := fs.Int("head-dim", 0, "head dimension (0: hidden / heads); with --heads and --kv-heads, e.g. one rank's shapes of a tensor-parallel model on one GPU")
 	ffn := fs.Int("ffn", 14336, "MLP inner size")
 	vocab := fs.Int("vocab", 32000, "vocabulary size")
 	n := fs.Int("workers", 1, "tensor-parallel workers, one process per GPU")
@@ -105,7 +106,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	c := decoder.Config{Vocab: *vocab, Hidden: *hidden, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, FFN: *ffn, NormEps: 1e-5, RopeTheta: 500000}
+	c := decoder.Config{Vocab: *vocab, Hidden: *hidden, Layers: *layers, Heads: *heads, KVHeads: *kvHeads, HeadSize: *headDim, FFN: *ffn, NormEps: 1e-5, RopeTheta: 500000}
 	if *preset != "" {
 		p, ok := decodePresets[*preset]
 		if !ok {
@@ -114,7 +115,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 		sizes := []struct {
 			flag     string
 			dst, val *int
-		}{{"layers", &p.Layers, layers}, {"hidden", &p.Hidden, hidden}, {"heads", &p.Heads, heads}, {"kv-heads", &p.KVHeads, kvHeads}, {"ffn", &p.FFN, ffn}, {"vocab", &p.Vocab, vocab}}
+		}{{"layers", &p.Layers, layers}, {"hidden", &p.Hidden, hidden}, {"heads", &p.Heads, heads}, {"kv-heads", &p.KVHeads, kvHeads}, {"head-dim", &p.HeadSize, headDim}, {"ffn", &p.FFN, ffn}, {"vocab", &p.Vocab, vocab}}
 		for _, f := range sizes {
 			if set[f.flag] {
 				*f.dst = *f.val
@@ -165,7 +166,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	c.MaxSeq = max(slices.Max(cs)+*warmup+*steps+1, *prefill, 1)
 	var ck *hf.Checkpoint
 	if *modelDir != "" {
-		for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "ffn", "vocab", "seed"} {
+		for _, f := range []string{"preset", "layers", "hidden", "heads", "kv-heads", "head-dim", "ffn", "vocab", "seed"} {
 			if set[f] {
 				return usageError{fmt.Sprintf("bench decode: --%s and --model: the folder's config gives the shapes and weights", f)}
 			}

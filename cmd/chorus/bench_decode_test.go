@@ -27,6 +27,8 @@ func TestBenchDecodeFlags(t *testing.T) {
 		{[]string{"--kernels", "cutlass"}, "--kernels"},
 		{[]string{"--steps", "0"}, "--steps"},
 		{[]string{"--heads", "32", "--kv-heads", "6"}, "kv heads"},
+		{[]string{"--preset", "llama3-8b", "--head-dim", "7"}, "head dim 7"},
+		{[]string{"--model", "../../model/hf/testdata/llama3", "--head-dim", "64"}, "--head-dim and --model"},
 		{[]string{"--model", "../../model/hf/testdata/llama3", "--preset", "llama3-8b"}, "--preset and --model"},
 		{[]string{"--model", "../../model/hf/testdata/llama3", "--layers", "2"}, "--layers and --model"},
 		{[]string{"--model", "../../model/hf/testdata/llama3", "--ctx", "16", "--prefill", "8", "--workers", "3"}, "kv heads"},
@@ -87,6 +89,29 @@ func TestDecodeBytes(t *testing.T) {
 	want := 2*mat*512 + 4*32*4096*512*513/2
 	if got := b.prefillFLOPs(512); math.Abs(got-want) > 1e3 {
 		t.Errorf("prefill FLOPs %v, want %v", got, want)
+	}
+}
+
+// TestDecodeRankShapes: one GPU running a model of one rank's shapes
+// (--heads 16 --kv-heads 4 --head-dim 128 --ffn 7168 --vocab 64128)
+// reads what a rank of Llama-3-8B over 2 GPUs with the LM head split
+// reads, so the tensor-parallel step's products can be studied on one
+// GPU (docs/performance.md).
+func TestDecodeRankShapes(t *testing.T) {
+	tp := decodePresets["llama3-8b"]
+	tp.DType, tp.MaxSeq, tp.LMHead = tensor.BFloat16, 8192, decoder.LMHeadSplit
+	rank := tp
+	rank.Heads, rank.KVHeads, rank.HeadSize, rank.FFN, rank.Vocab = 16, 4, 128, 7168, 128256/2
+	if err := rank.Validate(1); err != nil {
+		t.Fatal(err)
+	}
+	for _, batch := range []int{1, 8} {
+		for _, pos := range []int{127, 4095} {
+			want := (&decodeBench{c: tp, n: 2}).stepBytes(pos, batch)
+			if got := (&decodeBench{c: rank, n: 1}).stepBytes(pos, batch); got != want {
+				t.Errorf("batch %d, pos %d: the rank's shapes read %v bytes on one GPU, a rank of 2 reads %v", batch, pos, got, want)
+			}
+		}
 	}
 }
 
