@@ -1243,21 +1243,22 @@ func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
 	}) {
 		return nil
 	}
-	// chanSlots resolves the slots of a memory signal or wait of rank
-	// q's block t: (signal slots, wait slots), false when unresolvable.
-	chanSlots := func(q, t int, op *plan.Op) ([]int, []int, bool) {
+	// chanSlots resolves the channels of a memory signal or wait of rank
+	// q's block t: their peers, signal slots and wait slots, false when
+	// unresolvable.
+	chanSlots := func(q, t int, op *plan.Op) (peers, sig, wait []int, ok bool) {
 		all := p.GPUs[q].ChannelPeers(plan.ChannelMemory)
-		var sig, wait []int
 		for _, i := range op.ChannelIDs {
 			id, err := p.TBChannel(q, t, plan.ChannelMemory, i)
 			if err != nil || id < 0 || id >= len(all) {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
 			peer, k := all[id], plan.Occurrence(all, id)
+			peers = append(peers, peer)
 			sig = append(sig, slots[slotKey{Type: plan.ChannelMemory, Src: q, Dst: peer, K: k}])
 			wait = append(wait, slots[slotKey{Type: plan.ChannelMemory, Src: peer, Dst: q, K: k}])
 		}
-		return sig, wait, true
+		return peers, sig, wait, true
 	}
 	isSignal := func(op *plan.Op) bool {
 		return (op.Name == plan.OpSignal || op.Name == plan.OpRelaxedSignal) && op.ChannelType == plan.ChannelMemory
@@ -1265,8 +1266,9 @@ func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
 	isWait := func(op *plan.Op) bool {
 		return (op.Name == plan.OpWait || op.Name == plan.OpRelaxedWait) && op.ChannelType == plan.ChannelMemory
 	}
-	// r's signals per slot, at the top level only.
-	count := map[int]int{}
+	// r's signals per slot, at the top level only, and the peer each
+	// slot signals.
+	count, to := map[int]int{}, map[int]int{}
 	for t := range p.GPUs[r].ThreadBlocks {
 		for oi := range p.GPUs[r].ThreadBlocks[t].Ops {
 			op := &p.GPUs[r].ThreadBlocks[t].Ops[oi]
@@ -1280,12 +1282,13 @@ func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
 			if !isSignal(op) {
 				continue
 			}
-			sig, _, ok := chanSlots(r, t, op)
+			peers, sig, _, ok := chanSlots(r, t, op)
 			if !ok {
 				return nil
 			}
-			for _, s := range sig {
+			for i, s := range sig {
 				count[s]++
+				to[s] = peers[i]
 			}
 		}
 	}
@@ -1311,7 +1314,7 @@ func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
 				if !isWait(op) {
 					continue
 				}
-				_, wait, ok := chanSlots(q, t, op)
+				_, _, wait, ok := chanSlots(q, t, op)
 				if !ok {
 					return nil
 				}
@@ -1334,20 +1337,10 @@ func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
 			}
 		}
 		for s, n := range count {
-			if last[s] && isSlotTo(slots, s, r, q) {
+			if last[s] && to[s] == q {
 				out[s] = n
 			}
 		}
 	}
 	return out
-}
-
-// isSlotTo reports whether memory channel slot s carries r's signals to q.
-func isSlotTo(slots map[slotKey]int, s, r, q int) bool {
-	for k, v := range slots {
-		if v == s && k.Type == plan.ChannelMemory && k.Src == r && k.Dst == q {
-			return true
-		}
-	}
-	return false
 }

@@ -117,7 +117,7 @@ func (p decodePlan) counters(t, hkv int) int64 {
 	if p.splits == 1 {
 		return 0
 	}
-	return (int64(t)*int64(hkv)*4 + 255) / 256 * 256
+	return counterBytes(int64(t) * int64(hkv))
 }
 
 // kernel is the plan's kernel for dtype suffix suf, with the rotary

@@ -25,6 +25,26 @@ struct BF16 {
   static __device__ __forceinline__ T store(float f) { return f2b(f); }
 };
 
+// F4 is four float32 partial sums; ld_cg4 and ld_cg load what other
+// blocks of the launch wrote from L2 (the split-K tails of kernels_tc.cu,
+// dec_merge of kernels_prefill.cu), after the reading block's fence:
+// volatile, so that they stay after it.
+struct __align__(16) F4 {
+  float x, y, z, w;
+};
+
+__device__ __forceinline__ F4 ld_cg4(const float* p) {
+  F4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ float ld_cg(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
 // NORM_REGS is how many elements of its row a thread of rms_norm
 // (kernels_model.cu) and add_rms_norm (kernels_fused.cu) keeps in
 // registers: a row of up to NORM_REGS x blockDim.x elements (8192 at 256

@@ -352,21 +352,6 @@ __device__ __forceinline__ int dec_chunk(int p, int fill, int chunk) {
 // loads at once: the most splits decodePlan merges this way
 // (decodeFuseSplits), so that the merge is one round of loads.
 #define DEC_TAIL 8
-struct __align__(16) DecF4 {
-  float x, y, z, w;
-};
-// dec_ldcg and dec_ldcg4 load what other blocks wrote from L2 (after
-// the merging block's fence; volatile, so that they stay after it).
-__device__ __forceinline__ float dec_ldcg(const float* p) {
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ DecF4 dec_ldcg4(const float* p) {
-  DecF4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  return v;
-}
 
 // dec_merge is run by the last block of a (sequence, kv head) to finish:
 // it merges the na splits with rows of its G heads (rows hb .. hb + G -
@@ -383,16 +368,16 @@ __device__ __forceinline__ void dec_merge(const float* part, u16* out, long long
     const int r = i / Q, j = (i % Q) * 4;
     const float* ph = part + (hb + r) * splits * PS;
     float M = pf_neg_inf(), L = 0.0f;
-    DecF4 v = {0.0f, 0.0f, 0.0f, 0.0f};
+    F4 v = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int s0 = 0; s0 < na; s0 += DEC_TAIL) {
       float m[DEC_TAIL], l[DEC_TAIL];
-      DecF4 o[DEC_TAIL];
+      F4 o[DEC_TAIL];
 #pragma unroll
       for (int u = 0; u < DEC_TAIL; u++)
         if (s0 + u < na) {
-          m[u] = dec_ldcg(ph + (s0 + u) * PS);
-          l[u] = dec_ldcg(ph + (s0 + u) * PS + 1);
-          o[u] = dec_ldcg4(ph + (s0 + u) * PS + 4 + j);
+          m[u] = ld_cg(ph + (s0 + u) * PS);
+          l[u] = ld_cg(ph + (s0 + u) * PS + 1);
+          o[u] = ld_cg4(ph + (s0 + u) * PS + 4 + j);
         }
       float Mn = M;
 #pragma unroll

@@ -58,19 +58,6 @@ __device__ __forceinline__ V4 v4_zero() {
   return v;
 }
 
-// F4 is four float32 partial sums; ld_cg4 loads them from L2 (where the
-// other blocks of a tile wrote them), after the tile's fence: volatile,
-// so that it stays after it.
-struct __align__(16) F4 {
-  float x, y, z, w;
-};
-
-__device__ __forceinline__ F4 ld_cg4(const float* p) {
-  F4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  return v;
-}
-
 // tc_store writes one output element: the product (NW == 1), or
 // silu(g)·u with every product rounded to the dtype first as the unfused
 // matmul_nt, silu and mul do (NW == 2).

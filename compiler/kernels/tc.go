@@ -114,7 +114,12 @@ func (p tcPlan) partBytes(nw int) int64 {
 	return int64(p.tiles) * int64(p.splits) * int64(nw) * int64(p.mt) * tcRows * 4
 }
 
-func (p tcPlan) countersBytes() int64 { return (int64(p.tiles)*4 + 255) / 256 * 256 }
+func (p tcPlan) countersBytes() int64 { return counterBytes(int64(p.tiles)) }
+
+// counterBytes is the bytes of n int32 counters, in whole 256-byte runs
+// (the counter buffers g.tcCounters, shared by the tensor-core products
+// and the decode attention).
+func counterBytes(n int64) int64 { return (n*4 + 255) / 256 * 256 }
 
 // planTC decides whether x[m, k] times weights of ns rows each (one
 // launch: gemv_nt, the three of q/k/v, or with nw = 2 the gate and up
