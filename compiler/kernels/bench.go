@@ -75,7 +75,7 @@ func benchState(env registry.Env) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGPU(dev)
+	g, err := newGPU(dev, nil)
 	if err != nil {
 		return nil, err
 	}

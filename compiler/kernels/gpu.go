@@ -68,6 +68,9 @@ type GPU struct {
 	// since BeginCall.
 	fixedWeights bool
 	callLaunches int
+	// activity records a compile on the worker's flight recorder (nil:
+	// not recorded; newGPU).
+	activity func(name string) (end func())
 }
 
 // dynamicSmem makes every launch of the loaded kernel name ask for
@@ -89,7 +92,7 @@ func (g *GPU) dynamicSmem(name string, bytes int) error {
 // loads it and registers the named functions; a missing name unloads the
 // module and registers none. Call it inside g.dev.Do.
 func (g *GPU) loadModule(file, src string, names []string) (cuda.Module, error) {
-	cubin, _, err := g.comp.CompileCached(file, src, g.arch)
+	cubin, err := g.compile(file, src)
 	if err != nil {
 		return 0, err
 	}
@@ -110,6 +113,16 @@ func (g *GPU) loadModule(file, src string, names []string) (cuda.Module, error) 
 	return mod, nil
 }
 
+// compile compiles src for the device (NVRTC, cached by content): a
+// first run's compiles take seconds each, recorded as an activity.
+func (g *GPU) compile(file, src string) ([]byte, error) {
+	if g.activity != nil {
+		defer g.activity("NVRTC compile " + file)()
+	}
+	cubin, _, err := g.comp.CompileCached(file, src, g.arch)
+	return cubin, err
+}
+
 // kernelThreads is the block size of the elementwise kernels.
 const kernelThreads = 256
 
@@ -120,7 +133,7 @@ func Open(env registry.Env) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGPU(dev)
+	g, err := newGPU(dev, func(name string) func() { return registry.BeginActivity(env, name) })
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", env.WorkerID(), err)
 	}
@@ -137,7 +150,10 @@ func workerCUDA(env registry.Env) (*device.CUDA, error) {
 	return nil, fmt.Errorf("%w: worker %d (%v) has no CUDA device", ErrUnsupported, env.WorkerID(), env.Device())
 }
 
-func newGPU(dev *device.CUDA) (*GPU, error) {
+// newGPU makes the kernels of dev; activity (nil: none) records each
+// NVRTC compile on the worker's flight recorder (registry.BeginActivity),
+// so that a hang report during a first run's compiles says so.
+func newGPU(dev *device.CUDA, activity func(name string) (end func())) (*GPU, error) {
 	drv, err := cuda.Load()
 	if err != nil {
 		return nil, err
@@ -150,7 +166,7 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &GPU{dev: dev, drv: drv, blas: blas, fns: map[string]kernelFn{}, l: drv, comp: comp}
+	g := &GPU{dev: dev, drv: drv, blas: blas, fns: map[string]kernelFn{}, l: drv, comp: comp, activity: activity}
 	err = dev.Do(func(s cuda.Stream) error {
 		d, err := drv.DeviceGet(dev.Ordinal())
 		if err != nil {
@@ -169,7 +185,7 @@ func newGPU(dev *device.CUDA) (*GPU, error) {
 			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
 		}
 		g.arch = fmt.Sprintf("sm_%d%d", major, minor)
-		cubin, _, err := comp.CompileCached("chorus_vm_kernels.cu", cudasrc.Half+cudasrc.PDL+kernelSource, g.arch)
+		cubin, err := g.compile("chorus_vm_kernels.cu", cudasrc.Half+cudasrc.PDL+kernelSource)
 		if err != nil {
 			return err
 		}

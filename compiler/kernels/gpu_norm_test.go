@@ -27,7 +27,7 @@ func openTestGPU(t testing.TB) (*GPU, *device.CUDA) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := newGPU(dev)
+	g, err := newGPU(dev, nil)
 	if err != nil {
 		dev.Close()
 		t.Fatal(err)

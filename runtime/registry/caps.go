@@ -194,6 +194,26 @@ type Tracer interface {
 	BeginGPU() GPUSpan
 }
 
+// BeginActivity records, on env's worker's flight recorder (and its
+// timeline when the session traces), the start of long work inside the
+// command in progress, such as "NVRTC compile chorus_vm_tc.cu"; a hang
+// report names it next to the command. The func returned records its
+// end. A no-op where env has no Tracer. Call both on the goroutine that
+// runs the command, or on one it waits for (a device executor).
+func BeginActivity(env Env, name string) (end func()) {
+	t, ok := env.(Tracer)
+	if !ok {
+		return func() {}
+	}
+	rec := t.Recorder()
+	if rec == nil || rec.Ring() == nil && !rec.Timeline() {
+		return func() {}
+	}
+	track := rec.Track(trace.ThreadActivity)
+	rec.Record(&trace.Event{Track: track, Name: name, Cat: trace.CatActivity, Phase: trace.Begin})
+	return func() { rec.Record(&trace.Event{Track: track, Name: name, Cat: trace.CatActivity, Phase: trace.End}) }
+}
+
 // CollectiveSpan is a collective being recorded (Tracer.BeginCollective);
 // End ends it. A value: recording allocates nothing. The zero span
 // records nothing.

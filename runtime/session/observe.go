@@ -416,6 +416,9 @@ func (ob *observer) doing(w int, now int64) string {
 	default:
 		parts = append(parts, fmt.Sprintf("idle for %v after %s", round(time.Duration(now-c.TS)), describeCommand(c)))
 	}
+	if a := s.Activity; a.Phase == trace.Begin && s.Command.Phase == trace.Begin && a.TS >= s.Command.TS {
+		parts = append(parts, fmt.Sprintf("%s for %v", a.Name, round(time.Duration(now-a.TS))))
+	}
 	switch c := s.Collective; c.Phase {
 	case 0:
 	case trace.Begin:

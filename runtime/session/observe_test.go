@@ -55,7 +55,9 @@ func init() {
 	// aborted); the others return at once.
 	registry.MustRegisterTyped("test.block_on", func(env registry.Env, w int) {
 		if env.WorkerID() == w {
+			end := registry.BeginActivity(env, "test activity")
 			<-env.Context().Done()
+			end()
 		}
 	})
 }
@@ -235,7 +237,7 @@ func TestHangReportThreaded(t *testing.T) {
 		t.Fatalf("Sync = %v, want worker 2 lost by the WorkerDeadline", err)
 	}
 	rep := out.String()
-	for _, want := range []string{"hang report: SyncWorker has waited", "for worker 2 (of 3)", "worker 2: in CallPacked test.block_on for"} {
+	for _, want := range []string{"hang report: SyncWorker has waited", "for worker 2 (of 3)", "worker 2: in CallPacked test.block_on for", "; test activity for"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}

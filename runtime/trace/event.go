@@ -27,6 +27,7 @@ const (
 	CatGPU        = "gpu"        // device work timed with CUDA events
 	CatFault      = "fault"      // worker errors, lost workers, timeouts
 	CatHang       = "hang"       // hang reports
+	CatActivity   = "activity"   // long work inside a command (a kernel compile)
 )
 
 // Thread names of chorus's tracks.
@@ -34,6 +35,7 @@ const (
 	ThreadCommands    = "commands"
 	ThreadCollectives = "collectives"
 	ThreadFaults      = "faults"
+	ThreadActivity    = "activity"
 )
 
 // StreamThread is the thread name of GPU stream i.

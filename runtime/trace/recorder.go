@@ -44,14 +44,14 @@ func (r *Recorder) Ring() *Ring {
 // Timeline reports whether events are kept for a trace file.
 func (r *Recorder) Timeline() bool { return r != nil && r.keep }
 
-// Record stores e (TS 0 means now) in the flight ring, for command and
-// collective events of the recorder's process, and keeps it when the
-// timeline is on.
+// Record stores e (TS 0 means now) in the flight ring, for command,
+// collective and activity events of the recorder's process, and keeps
+// it when the timeline is on.
 func (r *Recorder) Record(e *Event) {
 	if r == nil {
 		return
 	}
-	toRing := r.ring != nil && (e.Cat == CatCommand || e.Cat == CatCollective) && e.Track.Process == r.proc
+	toRing := r.ring != nil && ringCat(e.Cat) && e.Track.Process == r.proc
 	if !toRing && !r.keep {
 		return // the controller's recorder with tracing off: not even the clock
 	}

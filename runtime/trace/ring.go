@@ -161,12 +161,21 @@ func (r *Ring) slot(i int) []uint64 {
 	return r.w[off : off+slotWords : off+slotWords]
 }
 
+// stateIndex is the state slot of thread's events: -1 for activities,
+// which live in the history alone (Snapshot.Activity).
 func stateIndex(thread string) int {
-	if thread == ThreadCollectives {
+	switch thread {
+	case ThreadCollectives:
 		return 1
+	case ThreadActivity:
+		return -1
 	}
 	return 0
 }
+
+// ringCat reports whether events of category cat go to the flight
+// recorder.
+func ringCat(cat string) bool { return cat == CatCommand || cat == CatCollective || cat == CatActivity }
 
 // Put records e (its process is the ring's worker) in the history and in
 // its thread's state slot: a timestamp is already in e, the rest is a few
@@ -178,7 +187,9 @@ func (r *Ring) Put(e *Event) {
 	i := atomic.LoadUint64(&r.w[hHead])
 	storeSeq(&r.w[hHead], i+1)
 	r.store(numStates+int(i%uint64(r.slots)), e)
-	r.store(stateIndex(e.Track.Thread), e)
+	if st := stateIndex(e.Track.Thread); st >= 0 {
+		r.store(st, e)
+	}
 }
 
 func (r *Ring) store(idx int, e *Event) {
@@ -212,8 +223,17 @@ func slotMeta(e *Event, ec uint64) uint64 {
 		cat = 1
 	case CatCollective:
 		cat = 2
+	case CatActivity:
+		cat = 3
 	}
-	return uint64(e.Phase) | cat<<8 | uint64(stateIndex(e.Track.Thread))<<16 | ec<<24 |
+	thread := uint64(0)
+	switch e.Track.Thread {
+	case ThreadCollectives:
+		thread = 1
+	case ThreadActivity:
+		thread = 2
+	}
+	return uint64(e.Phase) | cat<<8 | thread<<16 | ec<<24 |
 		uint64(min(len(e.Name), nameBytes))<<32 | uint64(min(len(e.Args.Backend), textBytes))<<40 |
 		uint64(min(len(e.Args.Op), textBytes-min(len(e.Args.Backend), textBytes)))<<48
 }
@@ -233,7 +253,9 @@ func (r *Ring) putSite(sp *Site, ph Phase, ts int64, seq uint64, bytes int64, fa
 		meta |= 1 << 24
 	}
 	r.storeSite(numStates+int(i%uint64(r.slots)), sp, meta, ts, seq, bytes)
-	r.storeSite(sp.state, sp, meta, ts, seq, bytes)
+	if sp.state >= 0 {
+		r.storeSite(sp.state, sp, meta, ts, seq, bytes)
+	}
 }
 
 func (r *Ring) storeSite(idx int, sp *Site, meta uint64, ts int64, seq uint64, bytes int64) {
@@ -259,8 +281,13 @@ func (r *Ring) storeSite(idx int, sp *Site, meta uint64, ts int64, seq uint64, b
 // a history entry. It is a few stores: a writer that records the full end
 // later, off a latency-critical path (a worker replies first), calls it
 // first, so that a reader never sees a span in progress that has ended.
+// Activities have no state slot: nothing to mark.
 func (r *Ring) MarkEnded(thread string, ts int64, failed bool) {
-	s := r.slot(stateIndex(thread))
+	st := stateIndex(thread)
+	if st < 0 {
+		return
+	}
+	s := r.slot(st)
 	seq := atomic.LoadUint64(&s[0])
 	meta := atomic.LoadUint64(&s[2])
 	if seq == 0 || Phase(meta&0xff) != Begin {
@@ -332,9 +359,14 @@ func decodeSlot(c *[slotWords]uint64, worker int) Event {
 		e.Cat = CatCommand
 	case 2:
 		e.Cat = CatCollective
+	case 3:
+		e.Cat = CatActivity
 	}
-	if meta>>16&0xff == 1 {
+	switch meta >> 16 & 0xff {
+	case 1:
 		e.Track.Thread = ThreadCollectives
+	case 2:
+		e.Track.Thread = ThreadActivity
 	}
 	if meta>>24&0xff != 0 {
 		e.Args.Error = "failed"
@@ -350,6 +382,9 @@ type Snapshot struct {
 	// Begin means that span is still running (since its TS), an End that
 	// the thread is idle since TS. Zero Phase: nothing yet.
 	Command, Collective Event
+	// Activity is the latest activity event among Recent (a Begin: long
+	// work inside the command in progress, such as a kernel compile).
+	Activity Event
 	// Recent are the latest events, oldest first (at most the ring's
 	// size; slots being written at the moment of reading are left out).
 	Recent []Event
@@ -369,5 +404,11 @@ func (r *Ring) Snapshot() Snapshot {
 	}
 	// A slot overwritten while the ring was read holds a newer event.
 	sort.SliceStable(s.Recent, func(i, j int) bool { return s.Recent[i].TS < s.Recent[j].TS })
+	for i := len(s.Recent) - 1; i >= 0; i-- {
+		if s.Recent[i].Track.Thread == ThreadActivity {
+			s.Activity = s.Recent[i]
+			break
+		}
+	}
 	return s
 }

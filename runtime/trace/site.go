@@ -28,7 +28,7 @@ func (r *Recorder) NewSite(track Track, name, cat string, a Args) *Site {
 	}
 	a.Bytes, a.Seq, a.Error = 0, 0, ""
 	s := &Site{rec: r, ev: Event{Track: track, Name: name, Cat: cat, Args: a}}
-	s.ring = r.ring != nil && (cat == CatCommand || cat == CatCollective) && track.Process == r.proc
+	s.ring = r.ring != nil && ringCat(cat) && track.Process == r.proc
 	if s.ring {
 		s.state = stateIndex(track.Thread)
 		s.meta = slotMeta(&s.ev, 0)

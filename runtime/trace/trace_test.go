@@ -291,6 +291,36 @@ func TestRingSnapshot(t *testing.T) {
 	}
 }
 
+// TestRingActivity: activity events (a compile inside a command) stay in
+// the history, leave the command's state alone, and the snapshot names
+// the latest one; through a Site and through Record alike.
+func TestRingActivity(t *testing.T) {
+	r := NewHeapRing(8, 1)
+	rec := NewRecorder(ProcWorker(1), r, false)
+	cmd := rec.Track(ThreadCommands)
+	act := rec.Track(ThreadActivity)
+	rec.Record(&Event{Track: cmd, Name: "chorus.vm.capture", Cat: CatCommand, Phase: Begin, TS: 10})
+	site := rec.NewSite(act, "NVRTC compile a.cu", CatActivity, Args{})
+	site.Mark(Begin, 11, 0, 0, "")
+	site.Mark(End, 12, 0, 0, "")
+	rec.Record(&Event{Track: act, Name: "NVRTC compile b.cu", Cat: CatActivity, Phase: Begin, TS: 13})
+	r.MarkEnded(ThreadActivity, 14, false) // no state slot: nothing happens
+	s := r.Snapshot()
+	if s.Command.Phase != Begin || s.Command.Name != "chorus.vm.capture" || s.Command.Cat != CatCommand {
+		t.Fatalf("command state %+v", s.Command)
+	}
+	if a := s.Activity; a.Phase != Begin || a.Name != "NVRTC compile b.cu" || a.TS != 13 || a.Cat != CatActivity || a.Track.Thread != ThreadActivity {
+		t.Fatalf("activity %+v", a)
+	}
+	if len(s.Recent) != 4 || s.Recent[2].Phase != End || s.Recent[2].Track.Thread != ThreadActivity {
+		t.Fatalf("recent %+v", s.Recent)
+	}
+	rec.Record(&Event{Track: act, Name: "NVRTC compile b.cu", Cat: CatActivity, Phase: End, TS: 15})
+	if a := r.Snapshot().Activity; a.Phase != End || a.TS != 15 {
+		t.Fatalf("ended activity %+v", a)
+	}
+}
+
 // TestRingConcurrent reads while a writer puts: every slot read is whole
 // (its fields agree), never torn. Run with -race.
 func TestRingConcurrent(t *testing.T) {
