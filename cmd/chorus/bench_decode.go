@@ -23,7 +23,28 @@ import (
 	"github.com/chorus-rt/chorus/tensor"
 )
 
-const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N] [--workers 1] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--lm-head replicated,split] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
+const benchDecodeSynopsis = "chorus bench decode [--preset llama3-8b | --model DIR] [--layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N] [--workers 1 | --rank-of N] [--dtype bfloat16] [--batch 1] [--ctx 128,4096] [--steps 32] [--prefill 512] [--modes eager,graph] [--kernels gemv,cublas] [--lm-head replicated,split] [--launch 1000] [--shapes] [--anchor FILE.jsonl] [--json FILE]"
+
+// rankShapes is the model one rank of c over n GPUs holds, as a model of
+// its own (--rank-of): its share of the heads, kv heads, MLP and (split)
+// LM head, the head size kept. Per step it reads what that rank reads
+// (TestDecodeRankShapes); the all-reduces are what it leaves out.
+func rankShapes(c decoder.Config, n int) (decoder.Config, error) {
+	if n < 1 {
+		return c, fmt.Errorf("--rank-of %d: at least 1", n)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"heads", c.Heads}, {"kv heads", c.KVHeads}, {"ffn", c.FFN}, {"vocab", c.Vocab}} {
+		if f.v%n != 0 {
+			return c, fmt.Errorf("--rank-of %d: %s %d is not a multiple of %d", n, f.name, f.v, n)
+		}
+	}
+	c.HeadSize = c.HeadDim()
+	c.Heads, c.KVHeads, c.FFN, c.Vocab = c.Heads/n, c.KVHeads/n, c.FFN/n, c.Vocab/n
+	return c, nil
+}
 
 // decodePresets are model shapes by name (--preset).
 var decodePresets = map[string]decoder.Config{
@@ -80,6 +101,7 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 	ffn := fs.Int("ffn", 14336, "MLP inner size")
 	vocab := fs.Int("vocab", 32000, "vocabulary size")
 	n := fs.Int("workers", 1, "tensor-parallel workers, one process per GPU")
+	rankOf := fs.Int("rank-of", 1, "time on one GPU what one rank of a tensor-parallel model over N GPUs reads and computes (its heads, kv heads, MLP and LM head split N ways; no all-reduces)")
 	dtype := fs.String("dtype", "bfloat16", "bfloat16 or float16")
 	batches := fs.String("batch", "1", "sequences decoded together per step (comma-separated; up to vm.GemvMaxM run the skinny-matrix kernels); the prefill row is batch 1")
 	ctxs := fs.String("ctx", "128,4096", "context lengths (comma-separated): tokens in the KV cache when the timed steps start")
@@ -163,6 +185,9 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 			return usageError{fmt.Sprintf("bench decode: --lm-head: %q (%s, %s)", h, decoder.LMHeadReplicated, decoder.LMHeadSplit)}
 		}
 	}
+	if *rankOf != 1 && (*modelDir != "" || *n != 1 || slices.Contains(lmHeadList, decoder.LMHeadReplicated)) {
+		return usageError{"bench decode: --rank-of: random weights on one worker (no --model, --workers 1) with --lm-head split"}
+	}
 	c.MaxSeq = max(slices.Max(cs)+*warmup+*steps+1, *prefill, 1)
 	var ck *hf.Checkpoint
 	if *modelDir != "" {
@@ -175,6 +200,11 @@ func benchDecode(ctx context.Context, args []string, out, errOut io.Writer) erro
 			return fmt.Errorf("bench decode: --model: %w", err)
 		}
 		c = ck.Decoder
+	}
+	if *rankOf != 1 {
+		if c, err = rankShapes(c, *rankOf); err != nil {
+			return usageError{"bench decode: " + err.Error()}
+		}
 	}
 	if err := c.Validate(*n); err != nil {
 		return usageError{"bench decode: " + err.Error()}

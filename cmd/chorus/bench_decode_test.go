@@ -33,6 +33,10 @@ func TestBenchDecodeFlags(t *testing.T) {
 		{[]string{"--model", "../../model/hf/testdata/llama3", "--layers", "2"}, "--layers and --model"},
 		{[]string{"--model", "../../model/hf/testdata/llama3", "--ctx", "16", "--prefill", "8", "--workers", "3"}, "kv heads"},
 		{[]string{"--lm-head", "split,vocab"}, "--lm-head"},
+		{[]string{"--preset", "llama3-8b", "--rank-of", "3"}, "--rank-of 3: heads 32"},
+		{[]string{"--preset", "llama3-8b", "--rank-of", "2", "--workers", "2"}, "--rank-of"},
+		{[]string{"--preset", "llama3-8b", "--rank-of", "2", "--lm-head", "replicated"}, "--rank-of"},
+		{[]string{"--model", "../../model/hf/testdata/llama3", "--rank-of", "2"}, "--rank-of"},
 		{[]string{"--model", "../../model/hf/testdata/llama3"}, "max_position_embeddings"},
 		{[]string{"--model", "no/such/folder"}, "--model"},
 	} {
@@ -104,6 +108,14 @@ func TestDecodeRankShapes(t *testing.T) {
 	rank.Heads, rank.KVHeads, rank.HeadSize, rank.FFN, rank.Vocab = 16, 4, 128, 7168, 128256/2
 	if err := rank.Validate(1); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := rankShapes(tp, 2); err != nil || got != rank {
+		t.Errorf("rankShapes(llama3-8b, 2) = %+v, %v; want %+v", got, err, rank)
+	}
+	for _, n := range []int{3, 0} {
+		if _, err := rankShapes(tp, n); err == nil || !strings.Contains(err.Error(), "--rank-of") {
+			t.Errorf("rankShapes(llama3-8b, %d): %v", n, err)
+		}
 	}
 	for _, batch := range []int{1, 8} {
 		for _, pos := range []int{127, 4095} {
