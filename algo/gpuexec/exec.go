@@ -37,6 +37,10 @@ type Config struct {
 	Force bool
 	// FIFOSize is the port-channel proxy's FIFO length (0: 1024).
 	FIFOSize int
+	// Activity records each NVRTC compile of a plan kernel on the
+	// worker's flight recorder (registry.BeginActivity; nil: not
+	// recorded).
+	Activity func(name string) (end func())
 }
 
 // args mirrors struct Args of runtime.cuh.
@@ -419,7 +423,13 @@ func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	cubin, _, err := x.comp.CompileCached(fmt.Sprintf("chorus_plan_%s_r%d.cu", x.p.Name, x.cfg.Rank), k.Source, x.arch)
+	file := fmt.Sprintf("chorus_plan_%s_r%d.cu", x.p.Name, x.cfg.Rank)
+	end := func() {}
+	if x.cfg.Activity != nil {
+		end = x.cfg.Activity("NVRTC compile " + file)
+	}
+	cubin, _, err := x.comp.CompileCached(file, k.Source, x.arch)
+	end()
 	if err != nil {
 		return nil, err
 	}

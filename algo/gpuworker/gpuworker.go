@@ -47,7 +47,8 @@ func Load(env registry.Env, p *plan.Plan, o Options) (*Executor, error) {
 	}
 	cfg := gpuexec.Config{Rank: env.WorkerID(), Size: env.NumWorkers(), Ordinal: cd.Ordinal(), Driver: drv,
 		Exec:  func(fn func(uintptr) error) error { return cd.Do(func(s cuda.Stream) error { return fn(uintptr(s)) }) },
-		Alloc: alloc, Control: control, Timeout: o.Timeout, Force: o.Force}
+		Alloc: alloc, Control: control, Timeout: o.Timeout, Force: o.Force,
+		Activity: func(name string) func() { return registry.BeginActivity(env, name) }}
 	x, err := gpuexec.New(env.Context(), cfg, p)
 	if err != nil {
 		return nil, err

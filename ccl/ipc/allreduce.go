@@ -134,6 +134,9 @@ type Options struct {
 	// AutoTable names a JSON table file replacing the built-in
 	// strategies (LoadAutoTable); "": the built-in table.
 	AutoTable string
+	// Activity records the kernels' NVRTC compile on the worker's flight
+	// recorder (registry.BeginActivity; nil: not recorded).
+	Activity func(name string) (end func())
 	// SkipChecks drops the cross-rank argument checks, so that tests
 	// reach the kernels' own behaviour on a lost peer. Only test binaries
 	// may set it (testing.Testing); elsewhere NewAllReducer refuses it.
@@ -318,7 +321,12 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 			return fmt.Errorf("%w: custom all-reduce needs compute capability 7.0 or newer, cuda:%d has %d.%d", ccl.ErrBadArgs, a.cfg.Ordinal, major, minor)
 		}
 		arch := fmt.Sprintf("sm_%d%d", major, minor)
+		end := func() {}
+		if opts.Activity != nil {
+			end = opts.Activity("NVRTC compile chorus_ipc_allreduce.cu")
+		}
 		cubin, err := compile(arch)
+		end()
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -247,9 +248,17 @@ func TestNewAllReducerReleasesOnError(t *testing.T) {
 	// Count the taking calls of a set-up that succeeds.
 	probe := &fakeDriver{}
 	as := setupRanks(t, 1)
-	r, err := newAllReducer(context.Background(), as[0], nil, Options{}, probe, probe.compile)
+	var acts []string // the compile is recorded as an activity, begun and ended
+	act := func(name string) func() {
+		acts = append(acts, "begin "+name)
+		return func() { acts = append(acts, "end "+name) }
+	}
+	r, err := newAllReducer(context.Background(), as[0], nil, Options{Activity: act}, probe, probe.compile)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{"begin NVRTC compile chorus_ipc_allreduce.cu", "end NVRTC compile chorus_ipc_allreduce.cu"}; !slices.Equal(acts, want) {
+		t.Errorf("activities %q, want %q", acts, want)
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)

@@ -159,7 +159,8 @@ func (w *Worker) ensureAllReducer() (*ipc.AllReducer, error) {
 		c, ok := w.dev.(device.Capturer)
 		return ok && c.Capturing()
 	}
-	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{Capturing: capturing, AutoTable: w.cfg.IPCAutoTable, SkipChecks: w.cfg.SkipChecks})
+	ar, err := ipc.NewAllReducer(w.ctx, a, w.comms.global, ipc.Options{Capturing: capturing, AutoTable: w.cfg.IPCAutoTable, SkipChecks: w.cfg.SkipChecks,
+		Activity: func(name string) func() { return registry.BeginActivity(w, name) }})
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: %w", w.cfg.ID, err)
 	}
