@@ -326,6 +326,7 @@ func TestRingActivity(t *testing.T) {
 func TestRingConcurrent(t *testing.T) {
 	r := NewHeapRing(4, 0)
 	tr := Track{ProcWorker(0), ThreadCollectives}
+	act := Track{ProcWorker(0), ThreadActivity}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -338,17 +339,24 @@ func TestRingConcurrent(t *testing.T) {
 			default:
 			}
 			r.Put(&Event{Track: tr, Name: "allreduce", Cat: CatCollective, Phase: Begin, TS: int64(i), Args: Args{Seq: i, Bytes: int64(i) * 3}})
+			if i%3 == 0 { // an activity now and then: history only
+				r.Put(&Event{Track: act, Name: "compile", Cat: CatActivity, Phase: Begin, TS: int64(i), Args: Args{Seq: i, Bytes: int64(i) * 3}})
+			}
 		}
 	}()
 	for range 2000 {
 		s := r.Snapshot()
-		for _, e := range append(s.Recent, s.Collective) {
+		for _, e := range append(s.Recent, s.Collective, s.Activity) {
 			if e.Phase == 0 {
 				continue
 			}
-			if e.Args.Bytes != int64(e.Args.Seq)*3 || e.TS != int64(e.Args.Seq) || e.Name != "allreduce" {
+			name := map[string]string{ThreadCollectives: "allreduce", ThreadActivity: "compile"}[e.Track.Thread]
+			if e.Args.Bytes != int64(e.Args.Seq)*3 || e.TS != int64(e.Args.Seq) || e.Name != name {
 				t.Fatalf("torn slot %+v", e)
 			}
+		}
+		if c := s.Collective; c.Phase != 0 && c.Track.Thread != ThreadCollectives {
+			t.Fatalf("an activity in the collectives' state: %+v", c)
 		}
 	}
 	close(stop)
