@@ -205,8 +205,8 @@ func BeginActivity(env Env, name string) (end func()) {
 	if !ok {
 		return func() {}
 	}
-	rec := t.Recorder()
-	if rec == nil || rec.Ring() == nil && !rec.Timeline() {
+	rec := t.Recorder() // Record drops what neither a ring nor the timeline keeps
+	if rec == nil {
 		return func() {}
 	}
 	track := rec.Track(trace.ThreadActivity)
