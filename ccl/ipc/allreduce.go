@@ -108,7 +108,7 @@ type kargs struct {
 	in, slot                             uint64
 	ctl                                  uint64
 	digest                               uint32
-	_                                    uint32
+	early                                uint32 // let the next kernel launch at entry (AllReducer.early)
 }
 
 // Push one-shot: inputs up to PushMax bytes that are not in IPC memory
@@ -217,6 +217,20 @@ func usePDL(major int, launchEx bool, s Sharing) bool {
 		}
 	}
 	return true
+}
+
+// early is Args.early: the kernels let the next kernel launch at their
+// entry only where they are launched with PDL themselves, every rank
+// alone on its GPU (kernels.cu, entry). Where ranks share a GPU the next
+// kernel's blocks would be placed while this one waits for its peers and
+// could hold the multiprocessors a peer's blocks need: under MPS,
+// TestDecoderGPU's 4 ranks on one H200 timed out after 30 s
+// (docs/ipc.md, "Ranks sharing a GPU").
+func (r *AllReducer) early() uint32 {
+	if r.pdl {
+		return 1
+	}
+	return 0
 }
 
 // launchKernel launches f on stream st: with programmatic stream
@@ -766,7 +780,7 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 	buf := r.push
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
-		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, ctl: uint64(r.ctl)}
+		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, ctl: uint64(r.ctl), early: r.early()}
 	for q := range r.a.cfg.Size {
 		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
 	}
@@ -784,7 +798,7 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	size := r.a.cfg.Size
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size),
-		ctl: uint64(r.ctl), digest: digest}
+		ctl: uint64(r.ctl), digest: digest, early: r.early()}
 	for q := range size {
 		a.data[q] = buf.Data[q] + uint64(off)
 		a.barIn[q], a.barMid[q], a.barOut[q], a.scratch[q] = buf.BarrierIn[q], buf.BarrierMid[q], buf.BarrierOut[q], buf.Scratch[q]

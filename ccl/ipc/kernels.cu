@@ -43,11 +43,12 @@
 // barrier (a peer may already be one call ahead) and its calls are checked
 // on the host (digest 0: not compared).
 
-// Programmatic dependent launch (PDL_ENTRY: gpu/cudasrc/pdl.cuh,
-// prepended by the Go side; the host launches so only where every rank
-// is alone on its GPU, allreduce.go usePDL): a kernel may start while the
-// kernel before it on the stream ends, so it lets the next kernel be
-// launched and then waits before it reads any buffer or meets its peers.
+// Programmatic dependent launch (gpu/cudasrc/pdl.cuh, prepended by the
+// Go side; the host launches so only where every rank is alone on its
+// GPU, allreduce.go usePDL): a kernel may start while the kernel before
+// it on the stream ends, so it lets the next kernel be launched (only
+// then: entry) and then waits before it reads any buffer or meets its
+// peers.
 
 #define MAX_RANKS 8
 #define MAX_BLOCKS 512
@@ -73,9 +74,21 @@ struct Args {
   u64 slot;        // push one-shot: bytes per (parity, source) slot
   u32* ctl;        // device memory: [0] abort (the host copies 1 in), [1] sticky give-up code
   u32 digest;      // this call's digest for the start barrier (0: not compared)
+  u32 early;       // let the next kernel launch at entry (every rank alone on its GPU)
 };
 
 __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
+
+// entry is PDL_ENTRY where every rank is alone on its GPU (a.early).
+// Where ranks share a GPU the next kernel is not let launch before this
+// one ends: its blocks, placed at once, would wait for this kernel while
+// holding multiprocessors that a peer's blocks, which this kernel waits
+// for, may need (under MPS the decoder's product after the all-reduce
+// took them, and the all-reduce gave up after its timeout).
+__device__ __forceinline__ void entry(const Args& a) {
+  if (a.early) PDL_LAUNCH();
+  PDL_WAIT();
+}
 
 // Slot accesses by width (u32 flags, u64 start slots); the primitives
 // are gpu/cudasrc/memorder.cuh's, prepended by the Go side.
@@ -261,7 +274,7 @@ __device__ __forceinline__ void save_flag(const Args& a, u32 flag) {
 }
 
 template <int DT, int OP> __device__ void oneshot(const Args& a) {
-  PDL_ENTRY();
+  entry(a);
   const u64 nvec = a.n / Elem<DT>::EPV;
   u32 flag = next_flag(a);
   if (barrier<false>(a, a.p.bar_in, flag, start_word(a, flag))) {
@@ -275,7 +288,7 @@ template <int DT, int OP> __device__ void oneshot(const Args& a) {
 }
 
 template <int DT, int OP> __device__ void twoshot(const Args& a) {
-  PDL_ENTRY();
+  entry(a);
   const u64 nvec = a.n / Elem<DT>::EPV;
   const u64 per = (nvec + a.nranks - 1) / a.nranks;
   u32 flag = next_flag(a);
@@ -326,7 +339,7 @@ template <int DT> __device__ __forceinline__ char* slot_of(const Args& a, int q,
 }
 
 template <int DT, int OP> __device__ void push(const Args& a) {
-  PDL_ENTRY();
+  entry(a);
   const int E = Elem<DT>::EPV;
   const u64 nvec = a.n / E;
   u32 flag = next_flag(a);
