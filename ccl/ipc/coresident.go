@@ -21,12 +21,21 @@ import (
 //   - Under MPS the ranks' kernels run side by side with no time-slicing
 //     between them: if one rank's grid fills the multiprocessors, the
 //     peer's blocks it waits for are never scheduled, and the call waits
-//     for its timeout. So every rank sizes each such grid to its share:
-//     blocks per multiprocessor at the kernel's launch shape (the
-//     driver's occupancy) x the device's multiprocessors / ranks on it,
-//     and at most the SMs its context may use where the driver reports
-//     an execution affinity (a context made with one; driver 580 reports
-//     none for CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, docs/ipc.md).
+//     for its timeout. Nor may the waiting grids of some ranks leave the
+//     other ranks no whole multiprocessor: a rank reaches its all-reduce
+//     only after its own kernels before it (a decoder's products: 512
+//     threads and up to 160 KiB of shared memory a block) ran, and those
+//     need room beside the waiting blocks. So every rank's spinning grid
+//     has at most one block per multiprocessor of its share (the
+//     device's multiprocessors / ranks on it, and at most the SMs its
+//     context may use where the driver reports an execution affinity: a
+//     context made with one; driver 580 reports none for
+//     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, docs/ipc.md). The blocks of k-1
+//     waiting ranks then touch at most (k-1)/k of the multiprocessors.
+//     With occupancy x share blocks a rank (the cap before), 2 ranks of
+//     Llama-3-8B's tensor-parallel decode on one H200 timed out in 2 of
+//     2 runs (the all-reduce's blocks on every multiprocessor, the peer's
+//     product waiting for room); with one a multiprocessor, 2 of 2 ran.
 
 // ErrNotCoResident is wrapped by the error for ranks that share a GPU
 // under MPS when not even one block of each rank's kernel fits at once.
@@ -54,7 +63,9 @@ type Sharing struct {
 	MPS, TimeSliced bool
 	// Blocks is the most blocks a spinning grid of any rank may have so
 	// that the grids of every rank sharing a GPU under MPS are resident
-	// together; 0 when no GPU is shared under MPS (no limit).
+	// together and leave each rank whole multiprocessors for its other
+	// kernels: one a multiprocessor of its share; 0 when no GPU is shared
+	// under MPS (no limit).
 	Blocks int
 }
 
@@ -99,7 +110,10 @@ func PlaceRanks(gs []GPUShare) (Sharing, error) {
 		if g.ActiveSMs > 0 {
 			sms = min(sms, g.ActiveSMs)
 		}
-		b := max(g.BlocksPerSM, 0) * sms
+		b := sms // one block a multiprocessor of the share (see the top of this file)
+		if g.BlocksPerSM < 1 {
+			b = 0
+		}
 		if b < 1 {
 			errs = append(errs, fmt.Errorf("%w: rank %d shares its GPU with ranks %v under MPS: %d blocks of its kernel fit per multiprocessor and it may use %d of %d multiprocessors (%d ranks on the GPU); run fewer ranks per GPU or raise CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
 				ErrNotCoResident, q, ranks, g.BlocksPerSM, g.ActiveSMs, g.SMs, k))

@@ -27,12 +27,12 @@ func TestPlaceRanks(t *testing.T) {
 		{"unknown devices are alone", []GPUShare{{SMs: 132, BlocksPerSM: 2}, {SMs: 132, BlocksPerSM: 2}}, []int{1, 1}, 0, false, false, ""},
 		{"time-sliced: no limit", []GPUShare{h100(gpuA(), false, 0, 2), h100(gpuA(), false, 0, 2)}, []int{2, 2}, 0, false, true, ""},
 		{"one rank not under MPS", []GPUShare{h100(gpuA(), true, 0, 2), h100(gpuA(), false, 0, 2)}, []int{2, 2}, 0, false, true, ""},
-		{"2 ranks under MPS", []GPUShare{h100(gpuA(), true, 0, 2), h100(gpuA(), true, 0, 2)}, []int{2, 2}, 132, true, false, ""},
-		{"4 ranks under MPS", []GPUShare{h100(gpuA(), true, 0, 4), h100(gpuA(), true, 0, 4), h100(gpuA(), true, 0, 4), h100(gpuA(), true, 0, 4)}, []int{4, 4, 4, 4}, 132, true, false, ""},
-		{"active thread percentage", []GPUShare{h100(gpuA(), true, 20, 2), h100(gpuA(), true, 20, 2)}, []int{2, 2}, 40, true, false, ""},
-		{"percentage above the share", []GPUShare{h100(gpuA(), true, 100, 2), h100(gpuA(), true, 100, 2)}, []int{2, 2}, 132, true, false, ""},
-		{"least occupancy wins", []GPUShare{h100(gpuA(), true, 0, 1), h100(gpuA(), true, 0, 3)}, []int{2, 2}, 66, true, false, ""},
-		{"shared and alone", []GPUShare{h100(gpuA(), true, 0, 2), h100(gpuA(), true, 0, 2), h100(gpuB(), true, 0, 2)}, []int{2, 2, 1}, 132, true, false, ""},
+		{"2 ranks under MPS", []GPUShare{h100(gpuA(), true, 0, 2), h100(gpuA(), true, 0, 2)}, []int{2, 2}, 66, true, false, ""},
+		{"4 ranks under MPS", []GPUShare{h100(gpuA(), true, 0, 4), h100(gpuA(), true, 0, 4), h100(gpuA(), true, 0, 4), h100(gpuA(), true, 0, 4)}, []int{4, 4, 4, 4}, 33, true, false, ""},
+		{"active thread percentage", []GPUShare{h100(gpuA(), true, 20, 2), h100(gpuA(), true, 20, 2)}, []int{2, 2}, 20, true, false, ""},
+		{"percentage above the share", []GPUShare{h100(gpuA(), true, 100, 2), h100(gpuA(), true, 100, 2)}, []int{2, 2}, 66, true, false, ""},
+		{"one block a multiprocessor whatever fits", []GPUShare{h100(gpuA(), true, 0, 1), h100(gpuA(), true, 0, 3)}, []int{2, 2}, 66, true, false, ""},
+		{"shared and alone", []GPUShare{h100(gpuA(), true, 0, 2), h100(gpuA(), true, 0, 2), h100(gpuB(), true, 0, 2)}, []int{2, 2, 1}, 66, true, false, ""},
 		{"nothing fits", []GPUShare{h100(gpuA(), true, 0, 0), h100(gpuA(), true, 0, 2)}, []int{2, 2}, 0, true, false, "rank 0 shares its GPU with ranks [0 1]"},
 	}
 	for _, c := range cases {
@@ -123,8 +123,8 @@ func TestAllReducerSharedGPU(t *testing.T) {
 	}{
 		{"two GPUs", gpuA(), gpuB(), true, 0, 2, 264, 32},
 		{"time-sliced", gpuA(), gpuA(), false, 0, 2, 264, 32},
-		{"MPS", gpuA(), gpuA(), true, 0, 2, 132, 32},
-		{"MPS at 10%", gpuA(), gpuA(), true, 13, 2, 26, 26},
+		{"MPS", gpuA(), gpuA(), true, 0, 2, 66, 32},
+		{"MPS at 10%", gpuA(), gpuA(), true, 13, 2, 13, 13},
 		{"MPS, one block per SM at 5%", gpuA(), gpuA(), true, 7, 1, 7, 7},
 	}
 	for _, c := range cases {
