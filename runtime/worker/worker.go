@@ -467,6 +467,13 @@ func (w *Worker) getValue(c *wire.Command) (any, bool) {
 			w.fail(c, "", wire.CodeInternal, fmt.Sprintf("register %d: %v", c.Reg, err))
 			return nil, false
 		}
+		// The copy waited for the work queued before it; a custom
+		// all-reduce of that work that gave up waiting for its peers
+		// made the value wrong: report it here, not at the next sync.
+		if err := w.checkIPC(); err != nil {
+			w.fail(c, "", codeOf(err), fmt.Sprintf("register %d: %v", c.Reg, err))
+			return nil, false
+		}
 		v = h
 	}
 	return v, true

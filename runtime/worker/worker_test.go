@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -456,4 +457,44 @@ func FuzzParseVmHWM(f *testing.F) {
 			t.Fatalf("%q: %d bytes", s, n)
 		}
 	})
+}
+
+// checkHook is a device hook whose work gave up (Check fails once).
+type checkHook struct{ err error }
+
+func (h *checkHook) Abort() {}
+func (h *checkHook) Check() error {
+	err := h.err
+	h.err = nil
+	return err
+}
+func (h *checkHook) Close() error { return nil }
+
+// TestDebugGetReportsGaveUp: a device value copied to the controller
+// after a custom all-reduce (or a plan, a device hook) gave up waiting
+// for its peers is wrong; the copy reports that error instead of the
+// value, with the collective's code.
+func TestDebugGetReportsGaveUp(t *testing.T) {
+	w, err := New(Config{ID: 0, NumWorkers: 1, Device: tensor.CUDADevice(0), OpenDevice: OpenFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	x, err := w.Alloc(tensor.Float32, tensor.Shape{4}, w.Device(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.regs = append(w.regs, slot{set: true, v: x})
+	reg := int64(len(w.regs) - 1)
+	get := wire.Command{Action: wire.ActDebugGet, Seq: 1, Reg: reg}
+	run(t, w, []step{{cmd: get, reply: true}})
+	remove, err := w.AddDeviceHook(&checkHook{err: fmt.Errorf("%w: a plan waited too long", ccl.ErrTimeout)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	get.Seq = 2
+	run(t, w, []step{{cmd: get, reply: true, codes: []wire.Code{wire.CodeCCLTimeout}, contains: "waited too long"}})
+	get.Seq = 3
+	run(t, w, []step{{cmd: get, reply: true}})
 }
