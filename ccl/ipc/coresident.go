@@ -33,9 +33,9 @@ import (
 //     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, docs/ipc.md). The blocks of k-1
 //     waiting ranks then touch at most (k-1)/k of the multiprocessors.
 //     With occupancy x share blocks a rank (the cap before), 2 ranks of
-//     Llama-3-8B's tensor-parallel decode on one H200 timed out in 2 of
-//     2 runs (the all-reduce's blocks on every multiprocessor, the peer's
-//     product waiting for room); with one a multiprocessor, 2 of 2 ran.
+//     Llama-3-8B's tensor-parallel decode on one H200 timed out in 5 of
+//     5 runs (the all-reduce's blocks on every multiprocessor, the peer's
+//     product waiting for room); with one a multiprocessor, 4 of 4 ran.
 
 // ErrNotCoResident is wrapped by the error for ranks that share a GPU
 // under MPS when not even one block of each rank's kernel fits at once.
