@@ -41,22 +41,30 @@ for t in "$bin"/*.test; do
   fi
 done
 # Ranks sharing GPU 0 under MPS (docs/ipc.md, "Ranks sharing a GPU"): the
-# daemon runs for this section only, with its pipe and logs in OUTDIR;
+# daemon runs for this section only, with its pipe and logs in OUTDIR.
 # TestGPUSharedMPS (2 and 4 ranks as processes on GPU 0, every ipc
-# strategy and library plan) skips without it. timeout bounds a hang.
+# strategy and library plan) skips without it; TestDecoderGPU (2 and 4
+# ranks share GPU 0 on a one-GPU machine: the decoder's all-reduces
+# between its kernels) and TestCustomAllReduce (3 to 8 ranks as
+# processes) run again beside each other's blocks instead of
+# time-sliced. timeout bounds a hang.
 if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -x "$bin/algo-gpuexec.test" ]; then
   export CUDA_MPS_PIPE_DIRECTORY="$out/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  echo "== MPS: algo-gpuexec TestGPUSharedMPS (2 and 4 ranks on GPU 0)"
   if nvidia-cuda-mps-control -d; then
-    dir=algo/gpuexec; [ -d "$dir" ] || dir=.
-    if (cd "$dir" && timeout "${MPS_TIMEOUT:-600}" "$bin/algo-gpuexec.test" -test.v -test.count=1 -test.run 'TestGPUSharedMPS') >"$out/mps.log" 2>&1 &&
-      grep -q '^--- PASS: TestGPUSharedMPS' "$out/mps.log"; then
-      echo "   PASS"
-    else
-      rc=1
-      echo "   FAIL"; grep -E '^\s*(--- (FAIL|SKIP)|.*_test.go:[0-9]+:)' "$out/mps.log" | head -20
-    fi
+    for spec in algo-gpuexec:algo/gpuexec:TestGPUSharedMPS model-decoder:model/decoder:TestDecoderGPU runtime-session:runtime/session:TestCustomAllReduce; do
+      name=${spec%%:*}; rest=${spec#*:}; dir=${rest%%:*}; test=${rest#*:}
+      [ -x "$bin/$name.test" ] || continue
+      [ -d "$dir" ] || dir=.
+      echo "== MPS: $name $test (ranks sharing GPU 0)"
+      if (cd "$dir" && timeout "${MPS_TIMEOUT:-600}" "$bin/$name.test" -test.v -test.count=1 -test.run "^$test\$") >"$out/mps-$name.log" 2>&1 &&
+        grep -q "^--- PASS: $test" "$out/mps-$name.log"; then
+        echo "   PASS"
+      else
+        rc=1
+        echo "   FAIL"; grep -E '^\s*(--- (FAIL|SKIP)|.*_test.go:[0-9]+:)' "$out/mps-$name.log" | head -20
+      fi
+    done
     echo quit | nvidia-cuda-mps-control
   else
     rc=1
@@ -64,6 +72,6 @@ if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -x "$bin/algo-gpuexec
   fi
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 else
-  echo "== MPS: nvidia-cuda-mps-control not found; TestGPUSharedMPS not run"
+  echo "== MPS: nvidia-cuda-mps-control not found; the shared-GPU tests not run"
 fi
 exit $rc
