@@ -110,17 +110,14 @@ func PlaceRanks(gs []GPUShare) (Sharing, error) {
 		if g.ActiveSMs > 0 {
 			sms = min(sms, g.ActiveSMs)
 		}
-		b := sms // one block a multiprocessor of the share (see the top of this file)
-		if g.BlocksPerSM < 1 {
-			b = 0
-		}
-		if b < 1 {
+		// One block a multiprocessor of the share (see the top of this file).
+		if g.BlocksPerSM < 1 || sms < 1 {
 			errs = append(errs, fmt.Errorf("%w: rank %d shares its GPU with ranks %v under MPS: %d blocks of its kernel fit per multiprocessor and it may use %d of %d multiprocessors (%d ranks on the GPU); run fewer ranks per GPU or raise CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
 				ErrNotCoResident, q, ranks, g.BlocksPerSM, g.ActiveSMs, g.SMs, k))
 			continue
 		}
-		if s.Blocks == 0 || b < s.Blocks {
-			s.Blocks = b
+		if s.Blocks == 0 || sms < s.Blocks {
+			s.Blocks = sms
 		}
 	}
 	if len(errs) > 0 {

@@ -298,16 +298,24 @@ func TestIPCNeedsGPUs(t *testing.T) {
 	}
 }
 
+// newFakeGPUWorker is a one-worker session's worker on a fake GPU,
+// closed when the test ends.
+func newFakeGPUWorker(t *testing.T) *Worker {
+	t.Helper()
+	w, err := New(Config{ID: 0, NumWorkers: 1, Device: tensor.CUDADevice(0), OpenDevice: OpenFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
 // TestCapture records device copies on a fake GPU and replays them: the
 // recorded copy runs only at Launch and reads the source as it is then;
 // allocations, reads back and syncs inside the capture are refused; a
 // failing fn discards the capture; a CPU worker cannot capture.
 func TestCapture(t *testing.T) {
-	w, err := New(Config{ID: 0, NumWorkers: 1, Device: tensor.CUDADevice(0), OpenDevice: OpenFake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := newFakeGPUWorker(t)
 	dev := w.Device()
 	src, err := w.Alloc(tensor.Float32, tensor.Shape{4}, dev, "")
 	if err != nil {
@@ -391,11 +399,7 @@ func TestCapture(t *testing.T) {
 // communicators a captured graph uses, so it is refused while one is
 // alive, and allowed once it is closed.
 func TestLiveGraphBlocksInitCCL(t *testing.T) {
-	w, err := New(Config{ID: 0, NumWorkers: 1, Device: tensor.CUDADevice(0), OpenDevice: OpenFake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := newFakeGPUWorker(t)
 	x, err := w.Alloc(tensor.Float32, tensor.Shape{4}, w.Device(), "")
 	if err != nil {
 		t.Fatal(err)
@@ -475,11 +479,7 @@ func (h *checkHook) Close() error { return nil }
 // for its peers is wrong; the copy reports that error instead of the
 // value, with the collective's code.
 func TestDebugGetReportsGaveUp(t *testing.T) {
-	w, err := New(Config{ID: 0, NumWorkers: 1, Device: tensor.CUDADevice(0), OpenDevice: OpenFake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := newFakeGPUWorker(t)
 	x, err := w.Alloc(tensor.Float32, tensor.Shape{4}, w.Device(), "")
 	if err != nil {
 		t.Fatal(err)
