@@ -58,6 +58,9 @@ type decodePlan struct {
 	d                   int
 	splits, chunk, fill int
 	fuse                bool
+	// g8: at most 8 query heads a kv head, so the _g8 kernels, which
+	// keep rows 0-7 of the 16-row operands (kernels_prefill.cu).
+	g8 bool
 }
 
 // planDecode decides whether dec_attn takes an attention call: one token
@@ -80,7 +83,7 @@ func planDecode(dims attnDims, dt tensor.DType, aligned bool, sms int) (decodePl
 	}
 	pairs := dims.t * dims.hkv
 	fill := (decodeBlocksPerSM*max(sms, 1) + pairs - 1) / pairs
-	p := decodePlan{d: dims.d}
+	p := decodePlan{d: dims.d, g8: dims.hq/dims.hkv <= 8}
 	p.splits = max(1, min(max(fill, (dims.maxSeq+decodeMaxChunk-1)/decodeMaxChunk), (dims.maxSeq+7)/8, attnMaxSplits))
 	for p.splits > 1 && p.scratch(dims.t, dims.hq) > attnScratchMax {
 		p.splits /= 2
@@ -123,10 +126,14 @@ func (p decodePlan) counters(t, hkv int) int64 {
 // kernel is the plan's kernel for dtype suffix suf, with the rotary
 // embedding and the cache append (rope) or after them.
 func (p decodePlan) kernel(suf string, rope bool) string {
-	if rope {
-		return fmt.Sprintf("dec_attn_rope_%s_d%d", suf, p.d)
+	g8 := ""
+	if p.g8 {
+		g8 = "_g8"
 	}
-	return fmt.Sprintf("dec_attn_%s_d%d", suf, p.d)
+	if rope {
+		return fmt.Sprintf("dec_attn_rope_%s_d%d%s", suf, p.d, g8)
+	}
+	return fmt.Sprintf("dec_attn_%s_d%d%s", suf, p.d, g8)
 }
 
 // grid is (splits, kv heads, sequences).
@@ -138,6 +145,8 @@ func (p decodePlan) grid(dims attnDims) [3]uint32 {
 var decodeKernelNames = []string{
 	"dec_attn_f16_d64", "dec_attn_f16_d128", "dec_attn_bf16_d64", "dec_attn_bf16_d128",
 	"dec_attn_rope_f16_d64", "dec_attn_rope_f16_d128", "dec_attn_rope_bf16_d64", "dec_attn_rope_bf16_d128",
+	"dec_attn_f16_d64_g8", "dec_attn_f16_d128_g8", "dec_attn_bf16_d64_g8", "dec_attn_bf16_d128_g8",
+	"dec_attn_rope_f16_d64_g8", "dec_attn_rope_f16_d128_g8", "dec_attn_rope_bf16_d64_g8", "dec_attn_rope_bf16_d128_g8",
 }
 
 // tryDecodeAttention runs attention of one token a sequence through

@@ -25,16 +25,16 @@ func TestPlanDecode(t *testing.T) {
 	}{
 		// Llama-3-8B, a cache of 4133 rows: 8 pairs at batch 1 fill the
 		// GPU's 132 multiprocessors with 17 splits of 256 rows
-		{"batch1", 1, 32, 8, 128, 4133, 1, tensor.BFloat16, true, true, 17, 256, "dec_attn_bf16_d128"},
+		{"batch1", 1, 32, 8, 128, 4133, 1, tensor.BFloat16, true, true, 17, 256, "dec_attn_bf16_d128_g8"},
 		// batch 8: 64 pairs, 3 splits; batch 32: 256 pairs fill the GPU,
 		// but a block takes at most 4096 rows
-		{"batch8", 8, 32, 8, 128, 4133, 8, tensor.BFloat16, true, true, 3, 1408, "dec_attn_bf16_d128"},
-		{"batch32", 32, 32, 8, 128, 4133, 32, tensor.BFloat16, true, true, 2, 2112, "dec_attn_bf16_d128"},
-		{"tp2", 1, 16, 4, 128, 4133, 1, tensor.BFloat16, true, true, 33, 128, "dec_attn_bf16_d128"},
-		{"long_cache", 1, 32, 8, 128, 100000, 1, tensor.BFloat16, true, true, 25, 4032, "dec_attn_bf16_d128"},
-		{"short_cache", 1, 8, 2, 64, 40, 1, tensor.Float16, true, true, 5, 8, "dec_attn_f16_d64"},
+		{"batch8", 8, 32, 8, 128, 4133, 8, tensor.BFloat16, true, true, 3, 1408, "dec_attn_bf16_d128_g8"},
+		{"batch32", 32, 32, 8, 128, 4133, 32, tensor.BFloat16, true, true, 2, 2112, "dec_attn_bf16_d128_g8"},
+		{"tp2", 1, 16, 4, 128, 4133, 1, tensor.BFloat16, true, true, 33, 128, "dec_attn_bf16_d128_g8"},
+		{"long_cache", 1, 32, 8, 128, 100000, 1, tensor.BFloat16, true, true, 25, 4032, "dec_attn_bf16_d128_g8"},
+		{"short_cache", 1, 8, 2, 64, 40, 1, tensor.Float16, true, true, 5, 8, "dec_attn_f16_d64_g8"},
 		{"g16", 1, 32, 2, 128, 100, 1, tensor.Float16, true, true, 13, 8, "dec_attn_f16_d128"},
-		{"one_row", 1, 4, 4, 128, 1, 1, tensor.Float16, true, true, 1, 8, "dec_attn_f16_d128"},
+		{"one_row", 1, 4, 4, 128, 1, 1, tensor.Float16, true, true, 1, 8, "dec_attn_f16_d128_g8"},
 		// not decode, or shapes it does not take
 		{"prompt", 16, 32, 8, 128, 4133, 1, tensor.BFloat16, true, false, 0, 0, ""},
 		{"two_tokens_a_sequence", 4, 32, 8, 128, 4133, 2, tensor.BFloat16, true, false, 0, 0, ""},
@@ -114,7 +114,9 @@ func TestDecodeTail(t *testing.T) {
 func TestDecodeKernelNames(t *testing.T) {
 	var got []string
 	for _, m := range regexp.MustCompile(`(?m)^DEC_ATTN\((\w+), \w+, (\d+)\)$`).FindAllStringSubmatch(prefillKernelSource, -1) {
-		got = append(got, "dec_attn_"+m[1]+"_d"+m[2], "dec_attn_rope_"+m[1]+"_d"+m[2])
+		for _, g8 := range []string{"", "_g8"} {
+			got = append(got, "dec_attn_"+m[1]+"_d"+m[2]+g8, "dec_attn_rope_"+m[1]+"_d"+m[2]+g8)
+		}
 	}
 	want := slices.Clone(decodeKernelNames)
 	slices.Sort(got)

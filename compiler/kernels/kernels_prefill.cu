@@ -328,6 +328,25 @@ PREFILL_ATTN(bf16, BF16, 128)
 // own global writes after __syncthreads). Sines and cosines as
 // rope_table computes them.
 //
+// The _g8 kernels (H = 1) are for at most 8 query heads a kv head: rows
+// 8-15 of Q, of the scores and of the output are zero or dropped, so
+// their accumulators, softmax state and q fragments take no registers
+// (ncu, H200: 184 registers a thread against 200; either way 2 blocks of
+// 4 warps a multiprocessor, 12% occupancy, which is what bounds the
+// kernel: 72-74% of the DRAM bandwidth at batch 32 and context 4096). A
+// warp loads its next group's K once this group's scores are computed and
+// its V once this group's V is used. Against the kernel before both
+// (BenchmarkGPUDecodeAttention, H200, Llama-3-8B's heads, a 4133-row
+// cache, both builds in one call): batch 1 at position 4100 15.7 -> 13.7
+// us, batch 8 and 32 at position 130 10.5 -> 9.0 and 11.5 -> 10.1, batch
+// 32 at 4100 141.6 -> 138.0, batch 8 at 4100 and batch 1 at 130
+// unchanged (46.8 -> 46.9, 11.4 -> 11.6); the early loads alone (an
+// earlier call) gave batch 8 at 4100 47.8-48.1 -> 46.4-46.5. A decode
+// step at context 4096, graph-replayed, same call: batch 1 4.272 ->
+// 4.221 ms, batch 8 5.511 -> 5.493, batch 32 9.562 -> 9.539. Capping the
+// 16-row kernel at 168 registers for 3 blocks a multiprocessor spilled
+// (batch 32 at 4100: 141 -> 203 us; 128 registers, 300).
+//
 // DEC_KEYS: 16 rows a warp at once against 32 (H200, Llama-3-8B,
 // graph-replayed, both builds twice in one call): batch 8 4.548-4.554
 // ms against 4.626-4.636 at context 128 and 5.687-5.692 against
@@ -450,18 +469,47 @@ __device__ __forceinline__ int dec_kdim(int kk, int c, int half) { return (kk >>
 // dec_odim is the head-dim element of column j of output n tile n.
 __device__ __forceinline__ int dec_odim(int n, int j) { return (n >> 3) * 64 + j * 8 + (n & 7); }
 
-// dec_load loads the K and V rows of group k0 (DEC_KEYS rows from k0) a
-// lane takes into kr and vr: group u (rows k0 + 16u ..): K rows + g and
-// + 8 + g, pieces c, c + 4, ... (head-dim elements 32j + 8c ..); V rows
-// + 2c, + 1, + 8, + 9, pieces at head-dim elements 64j + 8g ..; rows at
-// or past lim: zeros. With ONLY, it loads row lim alone, from ks and vs
-// (one row each), and leaves the others.
+// dec_softmax_step is pf_softmax_step for dec_attn's score fragments:
+// with H == 1 (at most 8 query heads a kv head, rows 0-7 of the operand)
+// the rows g + 8 are left alone, so that their outputs and sums take no
+// registers.
+template <int H, int DN>
+__device__ __forceinline__ void dec_softmax_step(float (&s)[2][4], float nlo, float nhi, float& mlo, float& mhi, float& slo, float& shi,
+                                                 float (&o)[DN][4]) {
+  if (H == 2) {
+    pf_softmax_step<2, DN>(s, nlo, nhi, mlo, mhi, slo, shi, o);
+    return;
+  }
+#pragma unroll
+  for (int x = 1; x <= 2; x <<= 1) nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
+  const float clo = exp2f(mlo - nlo);
+  mlo = nlo;
+  slo *= clo;
+#pragma unroll
+  for (int n = 0; n < DN; n++) {
+    o[n][0] *= clo;
+    o[n][1] *= clo;
+  }
+#pragma unroll
+  for (int n = 0; n < 2; n++) {
+    s[n][0] = exp2f(s[n][0] - mlo);
+    s[n][1] = exp2f(s[n][1] - mlo);
+    slo += s[n][0] + s[n][1];
+  }
+}
+
+// dec_load_k and dec_load_v load the K and V rows of group k0
+// (DEC_KEYS rows from k0) a lane takes into kr and vr: group u (rows
+// k0 + 16u ..): K rows + g and + 8 + g, pieces c, c + 4, ... (head-dim
+// elements 32j + 8c ..); V rows + 2c, + 1, + 8, + 9, pieces at head-dim
+// elements 64j + 8g ..; rows at or past lim: zeros. With ONLY, they load
+// row lim alone, from kb and vb (one row each), and leave the others.
 template <int D, bool ONLY>
-__device__ __forceinline__ void dec_load(const u16* kb, const u16* vb, long long rs, int k0, int lim, int g, int c,
-                                         PfV4 (&kr)[DEC_KEYS / 16][2][D / 32], PfV4 (&vr)[DEC_KEYS / 16][4][D / 64]) {
+__device__ __forceinline__ void dec_load_k(const u16* kb, long long rs, int k0, int lim, int g, int c,
+                                           PfV4 (&kr)[DEC_KEYS / 16][2][D / 32]) {
   const PfV4 zero = {0u, 0u, 0u, 0u};
 #pragma unroll
-  for (int u = 0; u < DEC_KEYS / 16; u++) {
+  for (int u = 0; u < DEC_KEYS / 16; u++)
 #pragma unroll
     for (int nt = 0; nt < 2; nt++) {
       const int row = k0 + 16 * u + nt * 8 + g;
@@ -474,6 +522,14 @@ __device__ __forceinline__ void dec_load(const u16* kb, const u16* vb, long long
         }
       }
     }
+}
+
+template <int D, bool ONLY>
+__device__ __forceinline__ void dec_load_v(const u16* vb, long long rs, int k0, int lim, int g, int c,
+                                           PfV4 (&vr)[DEC_KEYS / 16][4][D / 64]) {
+  const PfV4 zero = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int u = 0; u < DEC_KEYS / 16; u++)
 #pragma unroll
     for (int x = 0; x < 4; x++) {
       const int row = k0 + 16 * u + (x >> 1) * 8 + 2 * c + (x & 1);
@@ -486,7 +542,13 @@ __device__ __forceinline__ void dec_load(const u16* kb, const u16* vb, long long
         }
       }
     }
-  }
+}
+
+template <int D, bool ONLY>
+__device__ __forceinline__ void dec_load(const u16* kb, const u16* vb, long long rs, int k0, int lim, int g, int c,
+                                         PfV4 (&kr)[DEC_KEYS / 16][2][D / 32], PfV4 (&vr)[DEC_KEYS / 16][4][D / 64]) {
+  dec_load_k<D, ONLY>(kb, rs, k0, lim, g, c, kr);
+  dec_load_v<D, ONLY>(vb, rs, k0, lim, g, c, vr);
 }
 
 // dec_attn_impl: with pre (the host's promise that no kernel of the
@@ -502,7 +564,7 @@ __device__ __forceinline__ void dec_load(const u16* kb, const u16* vb, long long
 // 4.587-4.595 (context 4096 unchanged, 5.76-5.79). The same kernel with
 // everything after the wait (no promise) was 1.005-1.016x slower than
 // the one before it, which rotated q pair by pair as it staged it.
-template <class E, int D, bool ROPE>
+template <class E, int D, bool ROPE, int H>
 __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u16* kc, u16* vc, const int* pos, u16* out, float* part,
                               int* cnt, int hq, int hkv, int seq, int chunk, int fill, float scale2, int pre,
                               const DecFreqs* fr) {
@@ -598,9 +660,9 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
 #pragma unroll
   for (int kk = 0; kk < DK; kk++) {
     qf[kk][0] = *(const unsigned*)(qs + g * D + dec_kdim(kk, c, 0));
-    qf[kk][1] = *(const unsigned*)(qs + (g + 8) * D + dec_kdim(kk, c, 0));
+    qf[kk][1] = H == 2 ? *(const unsigned*)(qs + (g + 8) * D + dec_kdim(kk, c, 0)) : 0u;
     qf[kk][2] = *(const unsigned*)(qs + g * D + dec_kdim(kk, c, 1));
-    qf[kk][3] = *(const unsigned*)(qs + (g + 8) * D + dec_kdim(kk, c, 1));
+    qf[kk][3] = H == 2 ? *(const unsigned*)(qs + (g + 8) * D + dec_kdim(kk, c, 1)) : 0u;
   }
   float o[DN][4];
 #pragma unroll
@@ -608,52 +670,60 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
 #pragma unroll
     for (int e = 0; e < 4; e++) o[n][e] = 0.0f;
   float mlo = pf_neg_inf(), mhi = pf_neg_inf(), slo = 0.0f, shi = 0.0f;
+  // The next group's K is loaded once this group's scores are computed
+  // and its V once this group's V is used, so a warp has rows in flight
+  // while it computes the softmax and the output.
+  static_assert(DEC_KEYS == 16, "one 16-row group a warp at a time");
   for (int k0 = r0 + DEC_KEYS * w; k0 < r1; k0 += DEC_KEYS * PF_WARPS) {
-    if (k0 != r0 + DEC_KEYS * w) dec_load<D, false>(kb, vb, rs, k0, r1, g, c, kr, vr);  // rows after the first group
+    const int kn = k0 + DEC_KEYS * PF_WARPS;  // the warp's next group
+    float sc[2][4];
 #pragma unroll
-    for (int u = 0; u < DEC_KEYS / 16; u++) {
-      const int k1 = k0 + 16 * u;
-      if (k1 >= r1) break;
-      float sc[2][4];
+    for (int nt = 0; nt < 2; nt++) {
 #pragma unroll
-      for (int nt = 0; nt < 2; nt++) {
+      for (int e = 0; e < 4; e++) sc[nt][e] = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 4; e++) sc[nt][e] = 0.0f;
+      for (int kk = 0; kk < DK; kk++)
+        PfMma<E>::run(sc[nt], qf[kk], dec_word(kr[0][nt][kk >> 1], (kk & 1) * 2), dec_word(kr[0][nt][kk >> 1], (kk & 1) * 2 + 1));
+    }
+    if (kn < r1) dec_load_k<D, false>(kb, rs, kn, r1, g, c, kr);
+    float nlo = mlo, nhi = mhi;
 #pragma unroll
-        for (int kk = 0; kk < DK; kk++)
-          PfMma<E>::run(sc[nt], qf[kk], dec_word(kr[u][nt][kk >> 1], (kk & 1) * 2), dec_word(kr[u][nt][kk >> 1], (kk & 1) * 2 + 1));
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int key = k0 + nt * 8 + 2 * c + (e & 1);
+        const float v = key < r1 ? sc[nt][e] * scale2 : pf_neg_inf();
+        sc[nt][e] = v;
+        if (e < 2)
+          nlo = fmaxf(nlo, v);
+        else
+          nhi = fmaxf(nhi, v);
       }
-      float nlo = mlo, nhi = mhi;
+    // key k0 < r1 is among the 16, so the new maxima are finite
+    dec_softmax_step<H, DN>(sc, nlo, nhi, mlo, mhi, slo, shi, o);
+    unsigned a[4];
+    a[0] = pf_pack<E>(sc[0][0], sc[0][1]);
+    a[1] = H == 2 ? pf_pack<E>(sc[0][2], sc[0][3]) : 0u;
+    a[2] = pf_pack<E>(sc[1][0], sc[1][1]);
+    a[3] = H == 2 ? pf_pack<E>(sc[1][2], sc[1][3]) : 0u;
 #pragma unroll
-      for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const int key = k1 + nt * 8 + 2 * c + (e & 1);
-          const float v = key < r1 ? sc[nt][e] * scale2 : pf_neg_inf();
-          sc[nt][e] = v;
-          if (e < 2)
-            nlo = fmaxf(nlo, v);
-          else
-            nhi = fmaxf(nhi, v);
-        }
-      // key k1 < r1 is among the 16, so the new maxima are finite
-      pf_softmax_step<2, DN>(sc, nlo, nhi, mlo, mhi, slo, shi, o);
-      unsigned a[4];
-      a[0] = pf_pack<E>(sc[0][0], sc[0][1]);
-      a[1] = pf_pack<E>(sc[0][2], sc[0][3]);
-      a[2] = pf_pack<E>(sc[1][0], sc[1][1]);
-      a[3] = pf_pack<E>(sc[1][2], sc[1][3]);
-#pragma unroll
-      for (int n = 0; n < DN; n++) {
-        // rows 2c, 2c + 1 (b0) and 8 + 2c, 9 + 2c (b1), element n % 8 of
-        // piece n / 8
-        const unsigned sel = (n & 1) ? 0x7632u : 0x5410u;
-        const int x = (n & 7) >> 1;
-        const unsigned b0 = __byte_perm(dec_word(vr[u][0][n >> 3], x), dec_word(vr[u][1][n >> 3], x), sel);
-        const unsigned b1 = __byte_perm(dec_word(vr[u][2][n >> 3], x), dec_word(vr[u][3][n >> 3], x), sel);
+    for (int n = 0; n < DN; n++) {
+      // rows 2c, 2c + 1 (b0) and 8 + 2c, 9 + 2c (b1), element n % 8 of
+      // piece n / 8
+      const unsigned sel = (n & 1) ? 0x7632u : 0x5410u;
+      const int x = (n & 7) >> 1;
+      const unsigned b0 = __byte_perm(dec_word(vr[0][0][n >> 3], x), dec_word(vr[0][1][n >> 3], x), sel);
+      const unsigned b1 = __byte_perm(dec_word(vr[0][2][n >> 3], x), dec_word(vr[0][3][n >> 3], x), sel);
+      if (H == 2) {
         PfMma<E>::run(o[n], a, b0, b1);
+      } else {  // rows g + 8 come out zero and are dropped
+        float t[4] = {o[n][0], o[n][1], 0.0f, 0.0f};
+        PfMma<E>::run(t, a, b0, b1);
+        o[n][0] = t[0];
+        o[n][1] = t[1];
       }
     }
+    if (kn < r1) dec_load_v<D, false>(vb, rs, kn, r1, g, c, vr);
   }
 #pragma unroll
   for (int x = 1; x <= 2; x <<= 1) {
@@ -686,7 +756,7 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
 #pragma unroll
       for (int n = 0; n < DN; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
+        for (int e = 0; e < 2 * H; e++) {
           const int r = g + 8 * (e >> 1), j = dec_odim(n, 2 * c + (e & 1));
           if (r < G) ow[r * D + j] = (x == 0 ? 0.0f : ow[r * D + j]) + o[n][e] * wt[e >> 1];
         }
@@ -739,19 +809,22 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
   dec_merge<E, D>(part, out, hb, G, splits, na);
 }
 
-#define DEC_ATTN(name, E, D)                                                                                               \
+#define DEC_ATTN_H(name, E, D, H, tail)                                                                                    \
   extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
-      dec_attn_##name##_d##D(const u16* q, u16* kc, u16* vc, const int* pos, u16* out, float* part, int* cnt, int hq,   \
-                             int hkv, int seq, int chunk, int fill, float scale2, int pre) {                               \
-    dec_attn_impl<E, D, false>(q, nullptr, nullptr, kc, vc, pos, out, part, cnt, hq, hkv, seq, chunk, fill, scale2, pre,    \
-                               nullptr);                                                                                   \
+      dec_attn_##name##_d##D##tail(const u16* q, u16* kc, u16* vc, const int* pos, u16* out, float* part, int* cnt, int hq,   \
+                                   int hkv, int seq, int chunk, int fill, float scale2, int pre) {                         \
+    dec_attn_impl<E, D, false, H>(q, nullptr, nullptr, kc, vc, pos, out, part, cnt, hq, hkv, seq, chunk, fill, scale2, pre, \
+                                  nullptr);                                                                                \
   }                                                                                                                        \
   extern "C" __global__ void __launch_bounds__(PF_WARPS * 32)                                                              \
-      dec_attn_rope_##name##_d##D(const u16* q, const u16* k, const u16* v, u16* kc, u16* vc, const int* pos, u16* out, \
-                                  float* part, int* cnt, int hq, int hkv, int seq, int chunk, int fill, float scale2,      \
-                                  int pre, DecFreqs f) {                                                                   \
-    dec_attn_impl<E, D, true>(q, k, v, kc, vc, pos, out, part, cnt, hq, hkv, seq, chunk, fill, scale2, pre, &f);           \
+      dec_attn_rope_##name##_d##D##tail(const u16* q, const u16* k, const u16* v, u16* kc, u16* vc, const int* pos,       \
+                                        u16* out, float* part, int* cnt, int hq, int hkv, int seq, int chunk, int fill,   \
+                                        float scale2, int pre, DecFreqs f) {                                               \
+    dec_attn_impl<E, D, true, H>(q, k, v, kc, vc, pos, out, part, cnt, hq, hkv, seq, chunk, fill, scale2, pre, &f);        \
   }
+// Every dtype and head dim twice: up to 16 query heads a kv head, and
+// (_g8) up to 8.
+#define DEC_ATTN(name, E, D) DEC_ATTN_H(name, E, D, 2, ) DEC_ATTN_H(name, E, D, 1, _g8)
 
 DEC_ATTN(f16, F16, 64)
 DEC_ATTN(f16, F16, 128)
