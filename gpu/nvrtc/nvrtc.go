@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -41,7 +42,9 @@ var symbols = []string{
 	"nvrtcGetCUBINSize", "nvrtcGetCUBIN",
 }
 
-var sonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12"}
+// libnvrtc.so.11.2 is CUDA 11.8's (Debian's libnvrtc11.2: CI compiles the kernels with it;
+// it knows sm_90).
+var sonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12", "libnvrtc.so.11.2"}
 
 // Load opens libnvrtc and resolves every symbol; the error names what is
 // missing.
@@ -69,11 +72,17 @@ func cstr(s string) []byte { return append([]byte(s), 0) }
 
 // Compile builds src (CUDA C) into a cubin for arch, e.g. "sm_90".
 func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, error) {
+	cubin, _, err := c.compile(name, src, arch, opts)
+	return cubin, err
+}
+
+// compile is Compile that also returns the compiler's log.
+func (c *Compiler) compile(name, src, arch string, opts []string) ([]byte, string, error) {
 	csrc, cname := cstr(src), cstr(name)
 	var prog uintptr
 	if err := c.c.Call("nvrtcCreateProgram", uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&csrc[0])),
 		uintptr(unsafe.Pointer(&cname[0])), 0, 0, 0); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer c.c.Call("nvrtcDestroyProgram", uintptr(unsafe.Pointer(&prog)))
 	all := append([]string{"--gpu-architecture=" + arch, "-default-device", "-std=c++17"}, opts...)
@@ -85,21 +94,36 @@ func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, erro
 	}
 	cerr := c.c.Call("nvrtcCompileProgram", prog, uintptr(len(ptrs)), uintptr(unsafe.Pointer(&ptrs[0])))
 	runtime.KeepAlive(bufs) // ptrs holds their addresses as integers
+	log := c.log(prog)
 	if cerr != nil {
-		return nil, &CompileError{Name: name, Arch: arch, Log: c.log(prog) + "\n" + cerr.Error()}
+		return nil, log, &CompileError{Name: name, Arch: arch, Log: log + "\n" + cerr.Error()}
 	}
 	var n uint64
 	if err := c.c.Call("nvrtcGetCUBINSize", prog, uintptr(unsafe.Pointer(&n))); err != nil {
-		return nil, err
+		return nil, log, err
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("nvrtc: %s produced an empty cubin (is %q a real architecture, not compute_XX?)", name, arch)
+		return nil, log, fmt.Errorf("nvrtc: %s produced an empty cubin (is %q a real architecture, not compute_XX?)", name, arch)
 	}
 	cubin := make([]byte, n)
 	if err := c.c.Call("nvrtcGetCUBIN", prog, uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
+		return nil, log, err
+	}
+	return cubin, log, nil
+}
+
+// Report compiles src for arch as Compile does, with ptxas's resource
+// report, and returns each kernel's resources (by entry name).
+func (c *Compiler) Report(name, src, arch string, opts ...string) (map[string]Resources, error) {
+	_, log, err := c.compile(name, src, arch, append(slices.Clone(opts), "--ptxas-options=-v"))
+	if err != nil {
 		return nil, err
 	}
-	return cubin, nil
+	rep, err := ParseResources(log)
+	if err != nil {
+		return nil, fmt.Errorf("nvrtc: %s for %s: %w", name, arch, err)
+	}
+	return rep, nil
 }
 
 func (c *Compiler) log(prog uintptr) string {

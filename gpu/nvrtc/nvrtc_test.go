@@ -27,7 +27,7 @@ func load(t *testing.T) *nvrtc.Compiler {
 		if !errors.Is(err, nvrtc.ErrNotLoaded) {
 			t.Fatalf("Load: %v", err)
 		}
-		gputest.Skipf(t, "no NVRTC here: %v", err)
+		gputest.SkipfNVRTC(t, "no NVRTC here: %v", err)
 	}
 	return c
 }

@@ -71,6 +71,8 @@ var (
 var (
 	RequireGPU = define(Var{Name: "CHORUS_REQUIRE_GPU", Reader: "internal/testutil/gputest (every GPU test)", Class: Test,
 		Meaning: "N: the run promises N GPUs, so every GPU test that needs at most N fails instead of skipping when a GPU, its driver or a GPU library is missing (tests needing more still skip); `scripts/gpu-check.sh` sets it to the GPUs it finds"})
+	RequireNVRTC = define(Var{Name: "CHORUS_REQUIRE_NVRTC", Reader: "internal/testutil/gputest (the tests that compile kernels without a GPU)", Class: Test,
+		Meaning: "`1`: the tests that need only NVRTC (every kernel module compiled for sm_90, no GPU) fail instead of skipping where libnvrtc is missing; `.ci/run` sets it after installing Debian's libnvrtc11.2"})
 	UpdateDocs = define(Var{Name: "CHORUS_UPDATE_DOCS", Reader: "cmd/chorus/internal/plot tests", Class: Test,
 		Meaning: "`1`: rewrite the pictures under docs/img"})
 	DecoderRef = define(Var{Name: "CHORUS_DECODER_REF", Reader: "model/decoder tests", Class: Test,

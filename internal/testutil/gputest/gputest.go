@@ -96,6 +96,28 @@ func end(tb testing.TB, need int, why string) {
 	}
 }
 
+// EnvRequireNVRTC names the variable that makes the tests that need
+// only NVRTC (kernels compiled, no GPU) fail instead of skipping where
+// libnvrtc cannot be loaded: "1" (CI sets it; a GPU run promises NVRTC
+// too).
+const EnvRequireNVRTC = "CHORUS_REQUIRE_NVRTC"
+
+// SkipfNVRTC skips a test that needs only NVRTC, saying why; it fails
+// instead when CHORUS_REQUIRE_NVRTC is 1 or CHORUS_REQUIRE_GPU promises a
+// GPU.
+func SkipfNVRTC(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	why := fmt.Sprintf(format, args...)
+	switch v := os.Getenv(EnvRequireNVRTC); v {
+	case "", "0":
+	case "1":
+		tb.Fatalf("%s=1: %s", EnvRequireNVRTC, why)
+	default:
+		tb.Fatalf("%s=%q: want 0 or 1", EnvRequireNVRTC, v)
+	}
+	end(tb, 1, why)
+}
+
 // Missing is for a test that runs without a GPU but covers one when
 // there is (a fake device, then the real one): it logs why the GPU part
 // did not run, or fails when CHORUS_REQUIRE_GPU is set.
