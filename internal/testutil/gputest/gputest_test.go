@@ -76,3 +76,28 @@ func TestGate(t *testing.T) {
 		t.Errorf("Missing with %s=1 did not fail", EnvRequire)
 	}
 }
+
+// TestGateNVRTC: SkipfNVRTC skips unless CHORUS_REQUIRE_NVRTC is 1 or a
+// GPU is promised, and rejects other values naming the variable.
+func TestGateNVRTC(t *testing.T) {
+	for _, tc := range []struct {
+		nvrtc, gpu string
+		skip, fail bool
+		msgHas     string
+	}{
+		{"", "", true, false, "no NVRTC here"},
+		{"0", "", true, false, "no NVRTC here"},
+		{"1", "", false, true, EnvRequireNVRTC + "=1: no NVRTC here"},
+		{"", "1", false, true, EnvRequire + "=1: no NVRTC here"},
+		{"yes", "", false, true, EnvRequireNVRTC + `="yes": want 0 or 1`},
+	} {
+		t.Setenv(EnvRequireNVRTC, tc.nvrtc)
+		t.Setenv(EnvRequire, tc.gpu)
+		r := &recorder{}
+		SkipfNVRTC(r, "no NVRTC here: %v", "gone")
+		if r.skipped != tc.skip || r.failed != tc.fail || !strings.Contains(r.msg, tc.msgHas) {
+			t.Errorf("%s=%q %s=%q: skipped %v failed %v (%q); want skipped %v failed %v, naming %q",
+				EnvRequireNVRTC, tc.nvrtc, EnvRequire, tc.gpu, r.skipped, r.failed, r.msg, tc.skip, tc.fail, tc.msgHas)
+		}
+	}
+}
