@@ -63,7 +63,8 @@ func (g *GPU) benchKernels() error {
 		return nil
 	}
 	return g.dev.Do(func(cuda.Stream) (err error) {
-		g.benchMod, err = g.loadModule("chorus_vm_bench.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+benchKernelSource, benchKernelNames)
+		m := benchModule()
+		g.benchMod, err = g.loadModule(m.file, m.src, m.names)
 		return err
 	})
 }
@@ -452,4 +453,9 @@ func init() {
 	registry.MustRegisterTyped(BenchGemmFunc, benchGemm)
 	registry.MustRegisterTyped(BenchMatmulNTFunc, benchMatmulNT)
 	registry.MustRegisterTyped(BenchLaunchFunc, benchLaunch)
+}
+
+// benchModule is kernels_bench.cu, the measurement kernels.
+func benchModule() module {
+	return module{"chorus_vm_bench.cu", cudasrc.Half + cudasrc.PDL + kernelSource + gemvKernelSource + benchKernelSource, benchKernelNames}
 }

@@ -242,26 +242,7 @@ func (g *GPU) gemvKernels() error {
 	if g.gemvMod != 0 {
 		return nil
 	}
-	var names []string
-	for _, kind := range []string{"nt", "nt3", "gated"} {
-		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
-			for _, mt := range gemvRowBuckets {
-				names = append(names, gemvName(kind, dt, mt))
-			}
-		}
-	}
-	for _, dt := range []string{"f16", "bf16"} {
-		for _, e := range []string{"_e2", "_e4", "_e8", "_e2_q4", "_e4_q4"} {
-			names = append(names, "attn_split_"+dt+e, "attn_rope_split_"+dt+e)
-		}
-		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt, "add_rms_norm_v_"+dt, "silu_mul_"+dt)
-	}
-	names = append(names, "add_rms_norm_f32")
-	for _, rk := range rowKinds {
-		for _, u := range rowBatches[rk.nw] {
-			names = append(names, rowName(rk.kind, tensor.Float16, rk.nw, u), rowName(rk.kind, tensor.BFloat16, rk.nw, u))
-		}
-	}
+	m := gemvModule()
 	err := g.dev.Do(func(cuda.Stream) error {
 		d, err := g.drv.DeviceGet(g.dev.Ordinal())
 		if err != nil {
@@ -270,7 +251,7 @@ func (g *GPU) gemvKernels() error {
 		if g.sms, err = g.drv.DeviceAttribute(d, cuda.AttrMultiprocessorCount); err != nil {
 			return err
 		}
-		g.gemvMod, err = g.loadModule("chorus_vm_gemv.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+attnKernelSource+fusedKernelSource, names)
+		g.gemvMod, err = g.loadModule(m.file, m.src, m.names)
 		if err != nil {
 			return err
 		}
@@ -588,4 +569,29 @@ func (g *GPU) TryAddNorm(t []*tensor.Tensor, eps float64) (bool, error) {
 		unsafe.Pointer(&a.w), unsafe.Pointer(&a.out), unsafe.Pointer(&a.h), unsafe.Pointer(&a.eps))
 	runtime.KeepAlive(a)
 	return true, err
+}
+
+// gemvModule is kernels_gemv.cu with the attention and fused kernels.
+func gemvModule() module {
+	var names []string
+	for _, kind := range []string{"nt", "nt3", "gated"} {
+		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+			for _, mt := range gemvRowBuckets {
+				names = append(names, gemvName(kind, dt, mt))
+			}
+		}
+	}
+	for _, dt := range []string{"f16", "bf16"} {
+		for _, e := range []string{"_e2", "_e4", "_e8", "_e2_q4", "_e4_q4"} {
+			names = append(names, "attn_split_"+dt+e, "attn_rope_split_"+dt+e)
+		}
+		names = append(names, "attn_combine_"+dt, "add_rms_norm_"+dt, "add_rms_norm_v_"+dt, "silu_mul_"+dt)
+	}
+	names = append(names, "add_rms_norm_f32")
+	for _, rk := range rowKinds {
+		for _, u := range rowBatches[rk.nw] {
+			names = append(names, rowName(rk.kind, tensor.Float16, rk.nw, u), rowName(rk.kind, tensor.BFloat16, rk.nw, u))
+		}
+	}
+	return module{"chorus_vm_gemv.cu", cudasrc.Half + cudasrc.PDL + kernelSource + gemvKernelSource + attnKernelSource + fusedKernelSource, names}
 }

@@ -185,21 +185,20 @@ func newGPU(dev *device.CUDA, activity func(name string) (end func())) (*GPU, er
 			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
 		}
 		g.arch = fmt.Sprintf("sm_%d%d", major, minor)
-		cubin, err := g.compile("chorus_vm_kernels.cu", cudasrc.Half+cudasrc.PDL+kernelSource)
+		m := baseModule()
+		cubin, err := g.compile(m.file, m.src)
 		if err != nil {
 			return err
 		}
 		if g.mod, err = drv.ModuleLoadData(cubin); err != nil {
 			return err
 		}
-		for _, k := range []string{"add", "gelu"} {
-			for _, dt := range []string{"f32", "f16", "bf16"} {
-				f, err := drv.ModuleGetFunction(g.mod, k+"_"+dt)
-				if err != nil {
-					return err
-				}
-				g.addFn(k+"_"+dt, f)
+		for _, name := range m.names {
+			f, err := drv.ModuleGetFunction(g.mod, name)
+			if err != nil {
+				return err
 			}
+			g.addFn(name, f)
 		}
 		if g.h, err = blas.Create(); err != nil {
 			return err
@@ -403,4 +402,28 @@ func (g *GPU) Gelu(x, out *tensor.Tensor) error {
 	err = g.launch("gelu_"+suf, n, []unsafe.Pointer{unsafe.Pointer(&a.x), unsafe.Pointer(&a.out), unsafe.Pointer(&a.n)})
 	runtime.KeepAlive(a)
 	return err
+}
+
+// module is one NVRTC compilation unit of the package: its file name,
+// its source and the kernels its loader resolves in it.
+type module struct {
+	file, src string
+	names     []string
+}
+
+// modules lists every module the package compiles (the compile test
+// builds each for the GPU architectures without a GPU).
+func modules() []module {
+	return []module{baseModule(), gemvModule(), modelModule(), prefillModule(), benchModule(), tcModule()}
+}
+
+// baseModule is kernels.cu alone: add and gelu, loaded by newGPU.
+func baseModule() module {
+	var names []string
+	for _, k := range []string{"add", "gelu"} {
+		for _, dt := range []string{"f32", "f16", "bf16"} {
+			names = append(names, k+"_"+dt)
+		}
+	}
+	return module{"chorus_vm_kernels.cu", cudasrc.Half + cudasrc.PDL + kernelSource, names}
 }

@@ -35,14 +35,9 @@ func (g *GPU) modelKernels() error {
 	if g.modelMod != 0 {
 		return nil
 	}
-	var names []string
-	for _, k := range modelKernelNames {
-		for _, dt := range []string{"f32", "f16", "bf16"} {
-			names = append(names, k+"_"+dt)
-		}
-	}
+	m := modelModule()
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.modelMod, err = g.loadModule("chorus_vm_model.cu", cudasrc.Half+cudasrc.PDL+kernelSource+modelKernelSource, names)
+		g.modelMod, err = g.loadModule(m.file, m.src, m.names)
 		return err
 	})
 	if err != nil {
@@ -342,4 +337,15 @@ func (g *GPU) argmax(t []*tensor.Tensor, p []uint64) error {
 	err = g.launchGrid("argmax_"+suf, grid, argmaxThreads, unsafe.Pointer(&a.x), unsafe.Pointer(&a.out), unsafe.Pointer(&a.n))
 	runtime.KeepAlive(a)
 	return err
+}
+
+// modelModule is kernels_model.cu.
+func modelModule() module {
+	var names []string
+	for _, k := range modelKernelNames {
+		for _, dt := range []string{"f32", "f16", "bf16"} {
+			names = append(names, k+"_"+dt)
+		}
+	}
+	return module{"chorus_vm_model.cu", cudasrc.Half + cudasrc.PDL + kernelSource + modelKernelSource, names}
 }

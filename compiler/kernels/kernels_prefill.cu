@@ -476,25 +476,25 @@ __device__ __forceinline__ int dec_odim(int n, int j) { return (n >> 3) * 64 + j
 template <int H, int DN>
 __device__ __forceinline__ void dec_softmax_step(float (&s)[2][4], float nlo, float nhi, float& mlo, float& mhi, float& slo, float& shi,
                                                  float (&o)[DN][4]) {
-  if (H == 2) {
+  if constexpr (H == 2) {
     pf_softmax_step<2, DN>(s, nlo, nhi, mlo, mhi, slo, shi, o);
-    return;
-  }
+  } else {
 #pragma unroll
-  for (int x = 1; x <= 2; x <<= 1) nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
-  const float clo = exp2f(mlo - nlo);
-  mlo = nlo;
-  slo *= clo;
+    for (int x = 1; x <= 2; x <<= 1) nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
+    const float clo = exp2f(mlo - nlo);
+    mlo = nlo;
+    slo *= clo;
 #pragma unroll
-  for (int n = 0; n < DN; n++) {
-    o[n][0] *= clo;
-    o[n][1] *= clo;
-  }
+    for (int n = 0; n < DN; n++) {
+      o[n][0] *= clo;
+      o[n][1] *= clo;
+    }
 #pragma unroll
-  for (int n = 0; n < 2; n++) {
-    s[n][0] = exp2f(s[n][0] - mlo);
-    s[n][1] = exp2f(s[n][1] - mlo);
-    slo += s[n][0] + s[n][1];
+    for (int n = 0; n < 2; n++) {
+      s[n][0] = exp2f(s[n][0] - mlo);
+      s[n][1] = exp2f(s[n][1] - mlo);
+      slo += s[n][0] + s[n][1];
+    }
   }
 }
 

@@ -86,7 +86,8 @@ func (g *GPU) prefillKernels() error {
 		return nil
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.prefillMod, err = g.loadModule("chorus_vm_prefill.cu", cudasrc.Half+cudasrc.PDL+kernelSource+prefillKernelSource, append(slices.Clone(prefillKernelNames), decodeKernelNames...))
+		m := prefillModule()
+		g.prefillMod, err = g.loadModule(m.file, m.src, m.names)
 		return err
 	})
 	if err != nil {
@@ -122,4 +123,9 @@ func (g *GPU) tryPrefillAttention(dims attnDims, dt tensor.DType, p []uint64) (b
 		unsafe.Pointer(&a.scale2))
 	runtime.KeepAlive(a)
 	return true, err
+}
+
+// prefillModule is kernels_prefill.cu: prefill and decode attention.
+func prefillModule() module {
+	return module{"chorus_vm_prefill.cu", cudasrc.Half + cudasrc.PDL + kernelSource + prefillKernelSource, append(slices.Clone(prefillKernelNames), decodeKernelNames...)}
 }

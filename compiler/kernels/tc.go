@@ -178,16 +178,9 @@ func (g *GPU) tcKernels() error {
 	if err := g.gemvKernels(); err != nil { // the multiprocessor count
 		return err
 	}
-	var names []string
-	for _, kind := range []string{"nt", "nt3", "nt3w", "gated"} {
-		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
-			for _, mt := range tcRowBuckets {
-				names = append(names, tcName(kind, dt, mt))
-			}
-		}
-	}
+	m := tcModule()
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.tcMod, err = g.loadModule("chorus_vm_tc.cu", cudasrc.Half+cudasrc.PDL+kernelSource+gemvKernelSource+tcKernelSource, names)
+		g.tcMod, err = g.loadModule(m.file, m.src, m.names)
 		if err != nil {
 			return err
 		}
@@ -389,4 +382,17 @@ func tcWarpTiles(pl tcPlan, ns []int) (int, bool) {
 		tiles += (n + 15) / 16
 	}
 	return tiles, tiles <= 1<<31-1
+}
+
+// tcModule is kernels_tc.cu, the tensor-core skinny products.
+func tcModule() module {
+	var names []string
+	for _, kind := range []string{"nt", "nt3", "nt3w", "gated"} {
+		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+			for _, mt := range tcRowBuckets {
+				names = append(names, tcName(kind, dt, mt))
+			}
+		}
+	}
+	return module{"chorus_vm_tc.cu", cudasrc.Half + cudasrc.PDL + kernelSource + gemvKernelSource + tcKernelSource, names}
 }
