@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -270,13 +271,33 @@ func NewAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 	return newAllReducer(ctx, a, nccl, opts, a.cfg.Driver, compileKernels)
 }
 
+// kernelFile and kernelModuleSource are the all-reduce kernels' NVRTC
+// unit: kernels.cu after the shared headers.
+const kernelFile = "chorus_ipc_allreduce.cu"
+
+func kernelModuleSource() string { return cudasrc.Half + cudasrc.PDL + cudasrc.MemOrder + kernelSource }
+
+// kernelNames are the kernels the AllReducer resolves: each strategy
+// (one-shot, two-shot, push) for each dtype and reduction.
+func kernelNames() []string {
+	var out []string
+	for _, shot := range []string{"oneshot", "twoshot", "push"} {
+		for _, dt := range []string{"f32", "f16", "bf16"} {
+			for _, op := range []string{"sum", "min", "max"} {
+				out = append(out, shot+"_"+dt+"_"+op)
+			}
+		}
+	}
+	return out
+}
+
 // compileKernels builds kernels.cu for arch with NVRTC (cached on disk).
 func compileKernels(arch string) ([]byte, error) {
 	comp, err := nvrtc.Load()
 	if err != nil {
 		return nil, err
 	}
-	cubin, _, err := comp.CompileCached("chorus_ipc_allreduce.cu", cudasrc.Half+cudasrc.PDL+cudasrc.MemOrder+kernelSource, arch)
+	cubin, _, err := comp.CompileCached(kernelFile, kernelModuleSource(), arch)
 	return cubin, err
 }
 
@@ -348,22 +369,17 @@ func newAllReducer(ctx context.Context, a *Allocator, nccl ccl.Comm, opts Option
 			return err
 		}
 		var ks []Kernel
-		for _, shot := range []string{"oneshot", "twoshot", "push"} {
-			for _, dt := range []string{"f32", "f16", "bf16"} {
-				for _, op := range []string{"sum", "min", "max"} {
-					name := shot + "_" + dt + "_" + op
-					f, err := d.ModuleGetFunction(r.mod, name)
-					if err != nil {
-						return err
-					}
-					r.fns[name] = f
-					threads := r.opts.Threads
-					if shot == "push" {
-						threads = pushThreads
-					}
-					ks = append(ks, Kernel{Fn: f, Threads: threads})
-				}
+		for _, name := range kernelNames() {
+			f, err := d.ModuleGetFunction(r.mod, name)
+			if err != nil {
+				return err
 			}
+			r.fns[name] = f
+			threads := r.opts.Threads
+			if strings.HasPrefix(name, "push_") {
+				threads = pushThreads
+			}
+			ks = append(ks, Kernel{Fn: f, Threads: threads})
 		}
 		if share, err = DescribeGPU(d, dev, ks); err != nil {
 			return err
