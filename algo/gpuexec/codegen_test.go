@@ -17,8 +17,7 @@ import (
 	"github.com/chorus-rt/chorus/algo/mscclpptests"
 	"github.com/chorus-rt/chorus/algo/plan"
 	"github.com/chorus-rt/chorus/ccl/reduce"
-	"github.com/chorus-rt/chorus/gpu/nvrtc"
-	"github.com/chorus-rt/chorus/internal/testutil/gputest"
+	"github.com/chorus-rt/chorus/gpu/nvrtc/nvrtctest"
 	"github.com/chorus-rt/chorus/tensor"
 )
 
@@ -470,13 +469,7 @@ var spillingKernels = map[string]bool{
 // needed: each compiles, defines KernelName, and does not spill
 // registers to local memory unless spillingKernels lists it.
 func TestGeneratedSourceCompilesNVRTC(t *testing.T) {
-	c, err := nvrtc.Load()
-	if err != nil {
-		if !errors.Is(err, nvrtc.ErrNotLoaded) {
-			t.Fatal(err)
-		}
-		gputest.SkipfNVRTC(t, "no NVRTC here: %v", err)
-	}
+	c := nvrtctest.Load(t)
 	ks := allKernels(t)
 	var names []string
 	for name := range ks {

@@ -1,13 +1,11 @@
 package kernels
 
 import (
-	"errors"
 	"regexp"
 	"slices"
 	"testing"
 
-	"github.com/chorus-rt/chorus/gpu/nvrtc"
-	"github.com/chorus-rt/chorus/internal/testutil/gputest"
+	"github.com/chorus-rt/chorus/gpu/nvrtc/nvrtctest"
 )
 
 // spillsAllowed are the kernels that spill where ptxas places them
@@ -28,13 +26,7 @@ func TestModulesCompile(t *testing.T) {
 	if raceBuild {
 		t.Skip("compiles CUDA C only; the run without -race covers it")
 	}
-	c, err := nvrtc.Load()
-	if err != nil {
-		if !errors.Is(err, nvrtc.ErrNotLoaded) {
-			t.Fatal(err)
-		}
-		gputest.SkipfNVRTC(t, "no NVRTC here: %v", err)
-	}
+	c := nvrtctest.Load(t)
 	for _, m := range modules() {
 		for _, arch := range []string{"sm_80", "sm_90"} {
 			t.Run(m.file+"/"+arch, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chorus-rt/chorus/gpu/cuda"
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
+	"github.com/chorus-rt/chorus/gpu/nvrtc/nvrtctest"
 	"github.com/chorus-rt/chorus/internal/testutil/gputest"
 )
 
@@ -21,16 +22,7 @@ extern "C" __global__ void add_one(float* x, int n) {
 }
 `
 
-func load(t *testing.T) *nvrtc.Compiler {
-	c, err := nvrtc.Load()
-	if err != nil {
-		if !errors.Is(err, nvrtc.ErrNotLoaded) {
-			t.Fatalf("Load: %v", err)
-		}
-		gputest.SkipfNVRTC(t, "no NVRTC here: %v", err)
-	}
-	return c
-}
+func load(t *testing.T) *nvrtc.Compiler { return nvrtctest.Load(t) }
 
 func TestCompileErrorHasLog(t *testing.T) {
 	c := load(t)

@@ -52,12 +52,13 @@ var layers = map[string]int{
 
 	"tensor": 0,
 
-	"gpu/cudasrc": 0,
-	"gpu/cuda":    1,
-	"gpu/nccl":    1,
-	"gpu/nvrtc":   1,
-	"gpu/cublas":  1,
-	"gpu/device":  2,
+	"gpu/cudasrc":         0,
+	"gpu/cuda":            1,
+	"gpu/nccl":            1,
+	"gpu/nvrtc":           1,
+	"gpu/nvrtc/nvrtctest": 2, // the NVRTC-only tests' loader (skips, or fails under CHORUS_REQUIRE_NVRTC)
+	"gpu/cublas":          1,
+	"gpu/device":          2,
 
 	"net/cert": 0,
 	"net/seal": 0, // record layer keyed from a TLS 1.3 exporter; standard library only
