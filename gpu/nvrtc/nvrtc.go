@@ -46,6 +46,10 @@ var symbols = []string{
 // it knows sm_90).
 var sonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.12", "libnvrtc.so.11.2"}
 
+// Sonames lists the library names Load tries, in order (chorus info
+// reports the one found).
+func Sonames() []string { return slices.Clone(sonames) }
+
 // Load opens libnvrtc and resolves every symbol; the error names what is
 // missing.
 func Load() (*Compiler, error) {

@@ -115,7 +115,7 @@ var layers = map[string]int{
 
 	"cmd/chorus/internal/plot":     0, // SVG pictures (gonum/plot): benchmark curves, timelines
 	"cmd/chorus/internal/progress": 1, // progress line on a terminal's stderr
-	"cmd/chorus/internal/gpuprobe": 1,
+	"cmd/chorus/internal/gpuprobe": 2, // chorus info: the GPU libraries found (gpu/nvrtc's names)
 	"cmd/chorus/internal/demo":     7,
 	"cmd/chorus/internal/bench":    7,
 	"cmd/chorus/internal/mlp":      8, // the tensor-parallel MLP on the VM (demo, bench)

@@ -3,6 +3,7 @@ package gpuprobe
 import (
 	"fmt"
 
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/internal/sys/dl"
 	"github.com/ebitengine/purego"
 )
@@ -17,7 +18,7 @@ var candidates = []candidate{
 	{"CUDA driver", []string{"libcuda.so.1", "libcuda.so"}, func(l *dl.Lib) string {
 		return intVersion(l.Sym("cuDriverGetVersion"), func(v int32) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) })
 	}},
-	{"NVRTC", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, nvrtcVersion},
+	{"NVRTC", nvrtc.Sonames(), nvrtcVersion},
 	{"NCCL", []string{"libnccl.so.2", "libnccl.so"}, func(l *dl.Lib) string {
 		return intVersion(l.Sym("ncclGetVersion"), func(v int32) string {
 			if v >= 10000 {
