@@ -3,9 +3,12 @@ package kernels
 import (
 	"regexp"
 	"slices"
+	"sync"
 	"testing"
 
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/gpu/nvrtc/nvrtctest"
+	"github.com/chorus-rt/chorus/tensor"
 )
 
 // spillsAllowed are the kernels that spill where ptxas places them
@@ -14,6 +17,35 @@ import (
 // (GemvDefaultCoreRows is 1) and the tensor-core gated pair of 32 rows
 // (tcMaxRows is 16).
 var spillsAllowed = regexp.MustCompile(`^(gemv_nt_(f16|bf16)_m[48]|tc_gated_(f16|bf16)_m32)$`)
+
+// reports keeps each module's resource report for an architecture, so
+// the tests of this file compile a module once (tc's takes 25 s on CI's
+// two cores).
+var reports struct {
+	sync.Mutex
+	m map[string]map[string]nvrtc.Resources
+}
+
+func report(c *nvrtc.Compiler, m module, arch string) (map[string]nvrtc.Resources, error) {
+	key := m.file + "/" + arch
+	reports.Lock()
+	rep, ok := reports.m[key]
+	reports.Unlock()
+	if ok {
+		return rep, nil
+	}
+	rep, err := c.Report(m.file, m.src, arch)
+	if err != nil {
+		return nil, err
+	}
+	reports.Lock()
+	if reports.m == nil {
+		reports.m = map[string]map[string]nvrtc.Resources{}
+	}
+	reports.m[key] = rep
+	reports.Unlock()
+	return rep, nil
+}
 
 // TestModulesCompile builds every kernel module of the package with
 // NVRTC, no GPU needed, for the oldest architecture the VM takes (sm_80)
@@ -31,7 +63,7 @@ func TestModulesCompile(t *testing.T) {
 		for _, arch := range []string{"sm_80", "sm_90"} {
 			t.Run(m.file+"/"+arch, func(t *testing.T) {
 				t.Parallel()
-				rep, err := c.Report(m.file, m.src, arch)
+				rep, err := report(c, m, arch)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,6 +83,49 @@ func TestModulesCompile(t *testing.T) {
 					t.Errorf("%s: %s spills: %+v", m.file, name, rep[name])
 				}
 			})
+		}
+	}
+}
+
+// TestTCOccupancy: the tensor-core kernels of the default path (up to
+// tcMaxRows rows) fit the blocks a multiprocessor that planTC's split
+// counts on, tcBlocksPerSM, by registers (64K a multiprocessor, 128
+// threads a block) and shared memory (228 KB, 1 KB a block reserved), so
+// a split launch runs in one wave. At 32 rows (cuBLAS's) they do not at
+// CI's NVRTC: tc_nt 168 registers (3 blocks for 4) and tc_nt3 248 (2).
+func TestTCOccupancy(t *testing.T) {
+	if raceBuild {
+		t.Skip("compiles CUDA C only; the run without -race covers it")
+	}
+	c := nvrtctest.Load(t)
+	m := tcModule()
+	rep, err := report(c, m, "sm_90")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"nt", "nt3", "gated"} {
+		nw := 1
+		if kind == "gated" {
+			nw = 2
+		}
+		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+			for _, mt := range tcRowBuckets {
+				if mt > tcMaxRows {
+					continue
+				}
+				name := tcName(kind, dt, mt)
+				r, ok := rep[name]
+				if !ok {
+					t.Fatalf("no kernel %s", name)
+				}
+				regs := (r.Registers + 7) / 8 * 8 // allocated in units of 8 a thread
+				byRegs := 65536 / (regs * tcWarps * 32)
+				bySmem := (228 << 10) / (tcSmem(nw) + r.Shared + 1<<10)
+				if want := tcBlocksPerSM(nw); min(byRegs, bySmem) < want {
+					t.Errorf("%s: %d registers and %d bytes of shared memory a block fit %d blocks a multiprocessor (registers %d, shared memory %d); the split plans %d",
+						name, r.Registers, tcSmem(nw)+r.Shared, min(byRegs, bySmem), byRegs, bySmem, want)
+				}
+			}
 		}
 	}
 }
