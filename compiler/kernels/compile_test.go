@@ -48,19 +48,26 @@ func report(c *nvrtc.Compiler, m module, arch string) (map[string]nvrtc.Resource
 }
 
 // TestModulesCompile builds every kernel module of the package with
-// NVRTC, no GPU needed, for the oldest architecture the VM takes (sm_80)
-// and the one it is tuned on (sm_90): each compiles, defines every
-// kernel its loader resolves, and no kernel but spillsAllowed spills
-// registers to local memory (a spill in a streaming loop costs more than
-// the occupancy it buys: the decode attention capped at 168 registers
-// took 203 against 141 us, docs/performance.md).
+// NVRTC, no GPU needed, for the architecture it is tuned on (sm_90),
+// the small ones also for the oldest the VM takes (sm_80): each
+// compiles, defines every kernel its loader resolves, and no kernel but
+// spillsAllowed spills registers to local memory (a spill in a streaming
+// loop costs more than the occupancy it buys: the decode attention
+// capped at 168 registers took 203 against 141 us, docs/performance.md).
 func TestModulesCompile(t *testing.T) {
 	if raceBuild {
 		t.Skip("compiles CUDA C only; the run without -race covers it")
 	}
 	c := nvrtctest.Load(t)
 	for _, m := range modules() {
-		for _, arch := range []string{"sm_80", "sm_90"} {
+		// sm_80 takes the other side of pdl.cuh's architecture guards,
+		// which every module shares: checked on the small modules, the
+		// three large ones (41 s of CI's CPU at sm_80) at sm_90 only.
+		archs := []string{"sm_80", "sm_90"}
+		if m.file == "chorus_vm_tc.cu" || m.file == "chorus_vm_gemv.cu" || m.file == "chorus_vm_bench.cu" {
+			archs = archs[1:]
+		}
+		for _, arch := range archs {
 			t.Run(m.file+"/"+arch, func(t *testing.T) {
 				t.Parallel()
 				rep, err := report(c, m, arch)
