@@ -63,8 +63,7 @@ func (g *GPU) benchKernels() error {
 		return nil
 	}
 	return g.dev.Do(func(cuda.Stream) (err error) {
-		m := benchModule()
-		g.benchMod, err = g.loadModule(m.file, m.src, m.names)
+		g.benchMod, err = g.loadModule(benchModule())
 		return err
 	})
 }

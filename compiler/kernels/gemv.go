@@ -242,7 +242,6 @@ func (g *GPU) gemvKernels() error {
 	if g.gemvMod != 0 {
 		return nil
 	}
-	m := gemvModule()
 	err := g.dev.Do(func(cuda.Stream) error {
 		d, err := g.drv.DeviceGet(g.dev.Ordinal())
 		if err != nil {
@@ -251,7 +250,7 @@ func (g *GPU) gemvKernels() error {
 		if g.sms, err = g.drv.DeviceAttribute(d, cuda.AttrMultiprocessorCount); err != nil {
 			return err
 		}
-		g.gemvMod, err = g.loadModule(m.file, m.src, m.names)
+		g.gemvMod, err = g.loadModule(gemvModule())
 		if err != nil {
 			return err
 		}

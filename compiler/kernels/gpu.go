@@ -88,11 +88,11 @@ func (g *GPU) dynamicSmem(name string, bytes int) error {
 	return nil
 }
 
-// loadModule compiles src for the device (NVRTC, cached by content),
-// loads it and registers the named functions; a missing name unloads the
+// loadModule compiles m for the device (NVRTC, cached by content),
+// loads it and registers its named functions; a missing name unloads the
 // module and registers none. Call it inside g.dev.Do.
-func (g *GPU) loadModule(file, src string, names []string) (cuda.Module, error) {
-	cubin, err := g.compile(file, src)
+func (g *GPU) loadModule(m module) (cuda.Module, error) {
+	cubin, err := g.compile(m.file, m.src)
 	if err != nil {
 		return 0, err
 	}
@@ -100,14 +100,14 @@ func (g *GPU) loadModule(file, src string, names []string) (cuda.Module, error) 
 	if err != nil {
 		return 0, err
 	}
-	fns := make([]cuda.Function, len(names))
-	for i, name := range names {
+	fns := make([]cuda.Function, len(m.names))
+	for i, name := range m.names {
 		if fns[i], err = g.drv.ModuleGetFunction(mod, name); err != nil {
 			g.drv.ModuleUnload(mod)
 			return 0, err
 		}
 	}
-	for i, name := range names {
+	for i, name := range m.names {
 		g.addFn(name, fns[i])
 	}
 	return mod, nil
@@ -185,20 +185,8 @@ func newGPU(dev *device.CUDA, activity func(name string) (end func())) (*GPU, er
 			return fmt.Errorf("%w: the VM's GPU kernels need compute capability 8.0 (bfloat16 conversions), cuda:%d has %d.%d", ErrUnsupported, dev.Ordinal(), major, minor)
 		}
 		g.arch = fmt.Sprintf("sm_%d%d", major, minor)
-		m := baseModule()
-		cubin, err := g.compile(m.file, m.src)
-		if err != nil {
+		if g.mod, err = g.loadModule(baseModule()); err != nil {
 			return err
-		}
-		if g.mod, err = drv.ModuleLoadData(cubin); err != nil {
-			return err
-		}
-		for _, name := range m.names {
-			f, err := drv.ModuleGetFunction(g.mod, name)
-			if err != nil {
-				return err
-			}
-			g.addFn(name, f)
 		}
 		if g.h, err = blas.Create(); err != nil {
 			return err

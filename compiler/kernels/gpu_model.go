@@ -35,9 +35,8 @@ func (g *GPU) modelKernels() error {
 	if g.modelMod != 0 {
 		return nil
 	}
-	m := modelModule()
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.modelMod, err = g.loadModule(m.file, m.src, m.names)
+		g.modelMod, err = g.loadModule(modelModule())
 		return err
 	})
 	if err != nil {

@@ -86,8 +86,7 @@ func (g *GPU) prefillKernels() error {
 		return nil
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		m := prefillModule()
-		g.prefillMod, err = g.loadModule(m.file, m.src, m.names)
+		g.prefillMod, err = g.loadModule(prefillModule())
 		return err
 	})
 	if err != nil {

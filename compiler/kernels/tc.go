@@ -178,9 +178,8 @@ func (g *GPU) tcKernels() error {
 	if err := g.gemvKernels(); err != nil { // the multiprocessor count
 		return err
 	}
-	m := tcModule()
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.tcMod, err = g.loadModule(m.file, m.src, m.names)
+		g.tcMod, err = g.loadModule(tcModule())
 		if err != nil {
 			return err
 		}
