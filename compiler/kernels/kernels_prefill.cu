@@ -78,35 +78,45 @@ __device__ __forceinline__ unsigned pf_pack(float lo, float hi) {
 // row hi), already scaled and masked, whose per-lane maxima are nlo and
 // nhi (including the running ones mlo and mhi): the maxima over the
 // quad, the running sums and outputs o rescaled to them, and s replaced
-// by its exponentials, added to the sums.
-template <int NK, int DN>
+// by its exponentials, added to the sums. With H == 1 (dec_attn's _g8
+// kernels: the rows hi unused) only row lo, so that row hi's outputs and
+// sums take no registers.
+template <int NK, int DN, int H = 2>
 __device__ __forceinline__ void pf_softmax_step(float (&s)[NK][4], float nlo, float nhi, float& mlo, float& mhi, float& slo, float& shi,
                                                 float (&o)[DN][4]) {
 #pragma unroll
   for (int x = 1; x <= 2; x <<= 1) {
     nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
-    nhi = fmaxf(nhi, __shfl_xor_sync(0xffffffffu, nhi, x));
+    if constexpr (H == 2) nhi = fmaxf(nhi, __shfl_xor_sync(0xffffffffu, nhi, x));
   }
-  const float clo = exp2f(mlo - nlo), chi = exp2f(mhi - nhi);
+  const float clo = exp2f(mlo - nlo);
   mlo = nlo;
-  mhi = nhi;
   slo *= clo;
-  shi *= chi;
+  float chi = 1.0f;
+  if constexpr (H == 2) {
+    chi = exp2f(mhi - nhi);
+    mhi = nhi;
+    shi *= chi;
+  }
 #pragma unroll
   for (int n = 0; n < DN; n++) {
     o[n][0] *= clo;
     o[n][1] *= clo;
-    o[n][2] *= chi;
-    o[n][3] *= chi;
+    if constexpr (H == 2) {
+      o[n][2] *= chi;
+      o[n][3] *= chi;
+    }
   }
 #pragma unroll
   for (int n = 0; n < NK; n++) {
     s[n][0] = exp2f(s[n][0] - mlo);
     s[n][1] = exp2f(s[n][1] - mlo);
-    s[n][2] = exp2f(s[n][2] - mhi);
-    s[n][3] = exp2f(s[n][3] - mhi);
     slo += s[n][0] + s[n][1];
-    shi += s[n][2] + s[n][3];
+    if constexpr (H == 2) {
+      s[n][2] = exp2f(s[n][2] - mhi);
+      s[n][3] = exp2f(s[n][3] - mhi);
+      shi += s[n][2] + s[n][3];
+    }
   }
 }
 
@@ -469,35 +479,6 @@ __device__ __forceinline__ int dec_kdim(int kk, int c, int half) { return (kk >>
 // dec_odim is the head-dim element of column j of output n tile n.
 __device__ __forceinline__ int dec_odim(int n, int j) { return (n >> 3) * 64 + j * 8 + (n & 7); }
 
-// dec_softmax_step is pf_softmax_step for dec_attn's score fragments:
-// with H == 1 (at most 8 query heads a kv head, rows 0-7 of the operand)
-// the rows g + 8 are left alone, so that their outputs and sums take no
-// registers.
-template <int H, int DN>
-__device__ __forceinline__ void dec_softmax_step(float (&s)[2][4], float nlo, float nhi, float& mlo, float& mhi, float& slo, float& shi,
-                                                 float (&o)[DN][4]) {
-  if constexpr (H == 2) {
-    pf_softmax_step<2, DN>(s, nlo, nhi, mlo, mhi, slo, shi, o);
-  } else {
-#pragma unroll
-    for (int x = 1; x <= 2; x <<= 1) nlo = fmaxf(nlo, __shfl_xor_sync(0xffffffffu, nlo, x));
-    const float clo = exp2f(mlo - nlo);
-    mlo = nlo;
-    slo *= clo;
-#pragma unroll
-    for (int n = 0; n < DN; n++) {
-      o[n][0] *= clo;
-      o[n][1] *= clo;
-    }
-#pragma unroll
-    for (int n = 0; n < 2; n++) {
-      s[n][0] = exp2f(s[n][0] - mlo);
-      s[n][1] = exp2f(s[n][1] - mlo);
-      slo += s[n][0] + s[n][1];
-    }
-  }
-}
-
 // dec_load_k and dec_load_v load the K and V rows of group k0
 // (DEC_KEYS rows from k0) a lane takes into kr and vr: group u (rows
 // k0 + 16u ..): K rows + g and + 8 + g, pieces c, c + 4, ... (head-dim
@@ -700,7 +681,7 @@ __device__ void dec_attn_impl(const u16* q, const u16* knew, const u16* vnew, u1
           nhi = fmaxf(nhi, v);
       }
     // key k0 < r1 is among the 16, so the new maxima are finite
-    dec_softmax_step<H, DN>(sc, nlo, nhi, mlo, mhi, slo, shi, o);
+    pf_softmax_step<2, DN, H>(sc, nlo, nhi, mlo, mhi, slo, shi, o);
     unsigned a[4];
     a[0] = pf_pack<E>(sc[0][0], sc[0][1]);
     a[1] = H == 2 ? pf_pack<E>(sc[0][2], sc[0][3]) : 0u;
