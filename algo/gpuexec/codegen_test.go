@@ -484,12 +484,7 @@ func TestGeneratedSourceCompilesNVRTC(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		switch r, ok := rep[KernelName]; {
-		case !ok:
-			t.Errorf("%s: no kernel %s in %v", name, KernelName, rep)
-		case (r.SpillStores > 0 || r.SpillLoads > 0) && !spillingKernels[name]:
-			t.Errorf("%s: %s spills: %+v", name, KernelName, r)
-		}
+		nvrtctest.Check(t, name, rep, []string{KernelName}, func(string) bool { return spillingKernels[name] })
 	}
 }
 

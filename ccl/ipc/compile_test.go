@@ -17,15 +17,7 @@ func TestKernelsCompile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, name := range kernelNames() {
-				r, ok := rep[name]
-				switch {
-				case !ok:
-					t.Errorf("no kernel %s (the AllReducer resolves it)", name)
-				case r.SpillStores > 0 || r.SpillLoads > 0:
-					t.Errorf("%s spills: %+v", name, r)
-				}
-			}
+			nvrtctest.Check(t, kernelFile+" "+arch, rep, kernelNames(), nil)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package kernels
 
 import (
 	"regexp"
-	"slices"
 	"sync"
 	"testing"
 
@@ -74,21 +73,7 @@ func TestModulesCompile(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, name := range m.names {
-					if _, ok := rep[name]; !ok {
-						t.Errorf("%s: no kernel %s (the loader resolves it)", m.file, name)
-					}
-				}
-				var spills []string
-				for name, r := range rep {
-					if (r.SpillStores > 0 || r.SpillLoads > 0) && !spillsAllowed.MatchString(name) {
-						spills = append(spills, name)
-					}
-				}
-				slices.Sort(spills)
-				for _, name := range spills {
-					t.Errorf("%s: %s spills: %+v", m.file, name, rep[name])
-				}
+				nvrtctest.Check(t, m.file+" "+arch, rep, m.names, spillsAllowed.MatchString)
 			})
 		}
 	}

@@ -20,6 +20,9 @@ type Resources struct {
 	SpillLoads  int
 }
 
+// Spills reports whether the kernel moves registers to local memory.
+func (r Resources) Spills() bool { return r.SpillStores > 0 || r.SpillLoads > 0 }
+
 // ErrReport is wrapped by ParseResources's errors: a line of the report
 // ptxas writes with -v that does not read as one.
 var ErrReport = errors.New("nvrtc: malformed ptxas resource report")

@@ -42,7 +42,23 @@ ptxas info    : Used 8 registers, 368 bytes cmem[0]
 			if err == nil && !maps.Equal(got, c.want) {
 				t.Fatalf("got %v, want %v", got, c.want)
 			}
+
 		})
+	}
+}
+
+func TestSpills(t *testing.T) {
+	for _, c := range []struct {
+		r    nvrtc.Resources
+		want bool
+	}{
+		{nvrtc.Resources{Registers: 200, StackFrame: 48}, false}, // a frame without spills
+		{nvrtc.Resources{SpillStores: 4}, true},
+		{nvrtc.Resources{SpillLoads: 4}, true},
+	} {
+		if got := c.r.Spills(); got != c.want {
+			t.Errorf("%+v: Spills %v, want %v", c.r, got, c.want)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package nvrtctest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/chorus-rt/chorus/gpu/nvrtc"
@@ -21,4 +22,27 @@ func Load(tb testing.TB) *nvrtc.Compiler {
 		gputest.SkipfNVRTC(tb, "no NVRTC here: %v", err)
 	}
 	return c
+}
+
+// Check fails tb for each of names that rep (one compile's report) does
+// not define, and for each kernel of rep that spills registers to local
+// memory unless spillOK (nil: none may) allows it; what names a
+// message with the unit it came from.
+func Check(tb testing.TB, what string, rep map[string]nvrtc.Resources, names []string, spillOK func(kernel string) bool) {
+	tb.Helper()
+	for _, name := range names {
+		if _, ok := rep[name]; !ok {
+			tb.Errorf("%s: no kernel %s (its loader resolves it)", what, name)
+		}
+	}
+	var spills []string
+	for name, r := range rep {
+		if r.Spills() && (spillOK == nil || !spillOK(name)) {
+			spills = append(spills, name)
+		}
+	}
+	slices.Sort(spills)
+	for _, name := range spills {
+		tb.Errorf("%s: %s spills: %+v", what, name, rep[name])
+	}
 }
