@@ -80,7 +80,11 @@ const tcAllRows = 8
 
 // tcMaxRows is the most rows of x the tensor-core kernels take by
 // default: at 32 rows cuBLAS wins on every Llama-3-8B shape (H200: k/v
-// 16.3 us against 21.1, q 15.5 against 29.6).
+// 16.3 us against 21.1, q 15.5 against 29.6). Kernels that load x for
+// the stage they multiply at 32 rows (90 and 128 registers for tc_nt and
+// tc_nt3, against 168 and 248 with x a stage ahead) tied cuBLAS in a
+// step: batch 32, context 128, 5.31-5.35 ms against 5.30-5.37 (H200,
+// same call, 2026-11-29), so cuBLAS keeps 32 rows.
 const tcMaxRows = 16
 
 // tcLimits are the limits above, a variable so that tests can send every
