@@ -11,7 +11,12 @@ executor version; rows without one are version "-". The pairs:
 allreduce_packet and allreduce_oneshot against the one-shot kernel,
 allreduce_twoshot, allreduce_twoshot_pull and allpairs-allreduce
 (reduce-scatter, then all-gather) against the two-shot kernel. Times are medians over the
-files' rows of the same key.
+files' rows of the same key. The last column is the plan's traffic
+against the kernel's algorithm's (the rows' peer_bytes and mem_bytes,
+plan.Traffic; the kernel's are its plan's: allreduce_oneshot for the
+one-shot kernel, allreduce_twoshot_pull for the two-shot): bytes through
+peers' memory, then all bytes, the least plan / kernel a bandwidth-bound
+size can reach across GPUs and on one GPU.
 Usage: plan-ratio.py FILE.jsonl... > table.md
 """
 import json
@@ -20,6 +25,7 @@ import sys
 PAIRS = {"allreduce_packet": "oneshot", "allreduce_oneshot": "oneshot",
          "allreduce_twoshot": "twoshot", "allreduce_twoshot_pull": "twoshot",
          "allpairs-allreduce": "twoshot"}
+REF_PLAN = {"oneshot": "allreduce_oneshot", "twoshot": "allreduce_twoshot_pull"}
 
 
 def med(v):
@@ -28,7 +34,7 @@ def med(v):
 
 
 def load(paths):
-    plans, kernels, versions = {}, {}, []
+    plans, kernels, versions, traffic = {}, {}, [], {}
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -48,21 +54,34 @@ def load(paths):
                     if v not in versions:
                         versions.append(v)
                     name = base[len("chorus-plan-"):]
+                    if r.get("mem_bytes"):
+                        traffic[(name, r["bytes"])] = (r.get("peer_bytes", 0), r["mem_bytes"])
                     plans.setdefault(name, {}).setdefault(key, {}).setdefault(v, []).append(t)
                 else:
                     for p in ("chorus-ipc-", "ipc-"):
                         if base.startswith(p):
                             kernels.setdefault(base[len(p):], {}).setdefault(key, []).append(t)
-    return plans, kernels, versions
+    return plans, kernels, versions, traffic
 
 
-def table(plans, kernels, versions):
+def floor(traffic, name, kname, nbytes):
+    """The plan's traffic over its kernel's algorithm's: "peer / all"."""
+    mine, ref = traffic.get((name, nbytes)), traffic.get((REF_PLAN.get(kname), nbytes))
+    if not mine or not ref:
+        return "-"
+    peer = f"{mine[0] / ref[0]:.2f}" if ref[0] else "-"
+    return f"{peer} / {mine[1] / ref[1]:.2f}"
+
+
+def table(plans, kernels, versions, traffic):
     head = "| plan | kernel | mode | bytes | kernel us |"
     rule = "|---|---|---|---:|---:|"
     for v in versions:
         vv = "" if v == "-" else f" ({v})"
         head += f" plan us{vv} | plan / kernel{vv} |"
         rule += "---:|---:|"
+    head += " bytes / kernel's (peer / all) |"
+    rule += "---:|"
     out = [head, rule]
     for name in sorted(plans):
         kname = next((v for k, v in PAIRS.items() if name.startswith(k)), None)
@@ -77,6 +96,7 @@ def table(plans, kernels, versions):
                     continue
                 p = med(ts)
                 row += f" {p:.1f} | {'-' if k is None else f'{p / k:.2f}'} |"
+            row += f" {floor(traffic, name, kname, nbytes)} |"
             out.append(row)
     return "\n".join(out)
 

@@ -21,6 +21,8 @@
 //     they agree on the semantics.
 //   - (*Plan).Layout: chunk index -> byte range for a given message size,
 //     with MSCCL++'s alignment and thread-block-group slicing rules.
+//   - (*Plan).Traffic: the bytes a rank's ops read and write in a call,
+//     in its own memory and in its peers', packets at their size.
 //   - (*Plan).Show: a listing for people, one op per line.
 //
 // Indices in an op are two levels deep, as in MSCCL++: an op's channel_ids

@@ -108,16 +108,47 @@ func readPlan(path string) (*plan.Plan, error) {
 }
 
 func planShow(args []string, out io.Writer) error {
-	fs := newFlags("plan show", "chorus plan show FILE", out)
+	fs := newFlags("plan show", "chorus plan show FILE [--bytes SIZE]", out)
+	size := fs.String("bytes", "", "also print each rank's traffic (plan.Traffic) in a call of this size (bytes; K, M, G suffixes), rounded down to a size the plan takes")
 	path, err := splitFile(fs, args, "plan file")
 	if err != nil {
 		return err
+	}
+	var bytes int64
+	if *size != "" {
+		if bytes, err = parseSizeFlag(fs.Name(), "bytes", *size); err != nil {
+			return err
+		}
 	}
 	p, err := readPlan(path)
 	if err != nil {
 		return err
 	}
-	return p.Show(out)
+	if err := p.Show(out); err != nil || bytes == 0 {
+		return err
+	}
+	return showTraffic(p, bytes, out)
+}
+
+// showTraffic prints each rank's traffic in a call of about bytes (the
+// message size: the input, or an allgather's output).
+func showTraffic(p *plan.Plan, bytes int64, out io.Writer) error {
+	inN, outN := planrun.Counts(p, tensor.Float32, bytes)
+	if inN == 0 {
+		return fmt.Errorf("plan show: --bytes %d: no message size up to it fits plan %q (alignment %d, its chunk counts)", bytes, p.Name, p.BufferAlignment)
+	}
+	in, o := 4*inN, 4*outN
+	fmt.Fprintf(out, "# traffic of a call with %d input and %d output bytes a rank (MB; packets at twice their data):\n", in, o)
+	fmt.Fprintf(out, "# %-6s %12s %12s %12s %12s %12s\n", "rank", "local read", "local write", "peer read", "peer write", "all")
+	mb := func(b int64) float64 { return float64(b) / 1e6 }
+	for r := range p.NumRanks() {
+		t, err := p.Traffic(r, in, o)
+		if err != nil {
+			return fmt.Errorf("plan show: rank %d: %w", r, err)
+		}
+		fmt.Fprintf(out, "  %-6d %12.3f %12.3f %12.3f %12.3f %12.3f\n", r, mb(t.LocalRead), mb(t.LocalWrite), mb(t.PeerRead), mb(t.PeerWrite), mb(t.Total()))
+	}
+	return nil
 }
 
 // buildPlan makes a library algorithm, or a hand-built plan.
@@ -246,6 +277,11 @@ type planRow struct {
 	// With --compare (bench): the hand-written cpu backend's time.
 	CPUTimeUs float64 `json:"cpu_time_us,omitempty"`
 	Ratio     float64 `json:"ratio,omitempty"`
+	// PeerBytes and MemBytes: the plan's traffic at this size, of the
+	// rank that moves the most (plan.Traffic): the bytes its ops read from
+	// and write to peers' memory, and every byte they read or write.
+	PeerBytes int64 `json:"peer_bytes"`
+	MemBytes  int64 `json:"mem_bytes"`
 }
 
 func busFactor(coll plan.Collective, n int) float64 {
@@ -522,6 +558,11 @@ func (sw sweep) drive(p *plan.Plan, out, errOut io.Writer, measure func(b, inN, 
 		if err != nil {
 			return failed, err
 		}
+		tr, err := p.MaxTraffic(inN*es, outN*es)
+		if err != nil {
+			return failed, fmt.Errorf("plan %q: traffic at %d bytes: %w", p.Name, msg, err)
+		}
+		row.PeerBytes, row.MemBytes = tr.Peer(), tr.Total()
 		if row.TimeUs > 0 {
 			row.AlgBW = float64(msg) / row.TimeUs / 1e3
 			row.BusBW = row.AlgBW * busFactor(p.Collective, sw.workers)

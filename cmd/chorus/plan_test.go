@@ -22,6 +22,9 @@ func TestPlanCommands(t *testing.T) {
 		{[]string{"plan", "show"}, 2, "which plan file"},
 		{[]string{"plan", "show", golden}, 0, "rank 1 tb 0  #8  res"},
 		{[]string{"plan", "show", filepath.Join(dir, "missing.json")}, 1, "no such file"},
+		{[]string{"plan", "show", golden, "--bytes", "4K"}, 0, "peer write"},
+		{[]string{"plan", "show", golden, "--bytes", "1"}, 1, "no message size up to it fits"},
+		{[]string{"plan", "show", golden, "--bytes", "4X"}, 2, `--bytes "4X"`},
 		{[]string{"plan", "build", "--list"}, 0, "allreduce_twoshot"},
 		{[]string{"plan", "build", "no_such_algorithm", "--ranks", "2"}, 1, "unknown algorithm"},
 		{[]string{"plan", "build", "allreduce_ring", "--ranks", "3", "-o", built}, 0, ""},
@@ -87,5 +90,26 @@ func TestGPUIters(t *testing.T) {
 		if it != c.wantIt || w != c.wantWarm {
 			t.Errorf("gpuIters(%v us, %d B, warmup %d) = %d, %d; want %d, %d", c.probeUs, c.bytes, c.warmup, it, w, c.wantIt, c.wantWarm)
 		}
+	}
+}
+
+// A plan row carries the plan's traffic at its size: the one-shot plan
+// over 2 ranks reads the peer's 4 KB and moves 12 KB in all (its input,
+// the peer's, its output).
+func TestPlanBenchTraffic(t *testing.T) {
+	code, out, errOut := runCLI(t, "bench", "allreduce", "--algorithm", "allreduce_oneshot", "--workers", "2", "--session", "threaded", "--min", "4K", "--max", "4K", "--iters", "3", "--json")
+	if code != 0 {
+		t.Fatalf("code %d: %s%s", code, out, errOut)
+	}
+	var row struct {
+		Bytes     int64 `json:"bytes"`
+		PeerBytes int64 `json:"peer_bytes"`
+		MemBytes  int64 `json:"mem_bytes"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &row); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if row.Bytes != 4096 || row.PeerBytes != 4096 || row.MemBytes != 3*4096 {
+		t.Errorf("row %+v, want 4096 bytes, 4096 peer bytes, 12288 in all", row)
 	}
 }
