@@ -36,12 +36,19 @@ if [ "${GRAPH:-}" = 1 ]; then gflag=--graph gsuf=-graph; fi
 # two-shot (allreduce_twoshot, and allreduce_twoshot_pull, which reads as
 # ccl/ipc's two-shot does) and the hand-built all-pairs plan; backend
 # chorus-plan-NAME[-graph]. Each size is calibrated (3 probe calls, then
-# as many as fit in 0.5 s). PLANS overrides the list.
+# as many as fit in 0.5 s). PLANS overrides the list. Each plan runs on
+# ordinary device tensors (staged through the executor's IPC buffers) and,
+# unless PLAN_IPC=0, on IPC tensors as the ccl/ipc rows are (rows with
+# "version":"ipc").
 if [ "$ngpu" -ge 2 ]; then
   for r in $(seq 1 "$reps"); do
     for a in ${PLANS:-allreduce_packet allreduce_oneshot allreduce_twoshot allreduce_twoshot_pull allpairs-allreduce}; do
       "$bin/chorus" bench allreduce --algorithm "$a" --device cuda --devices "$devs" --workers "$ngpu" --dtype bfloat16 \
         --min 1K --max "$max" --json $gflag >>"$out/allreduce.jsonl" 2>>"$out/plans.err"
+      if [ "${PLAN_IPC:-1}" = 1 ]; then
+        "$bin/chorus" bench allreduce --algorithm "$a" --device cuda --ipc-tensors --devices "$devs" --workers "$ngpu" --dtype bfloat16 \
+          --min 1K --max "$max" --json $gflag 2>>"$out/plans.err" | sed 's/^{/{"version":"ipc",/' >>"$out/allreduce.jsonl"
+      fi
     done
   done
 fi

@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
 """Each DSL plan next to the hand-written kernel of the same algorithm.
 
-Reads the JSON lines of `chorus bench allreduce` (plan rows: backend
-chorus-plan-NAME[-graph]; ccl/ipc rows: chorus-ipc-STRATEGY[-graph] or
-ipc-STRATEGY) and prints, per plan, mode (eager or graph) and size, the
-kernel's mean time per call and, for each version of the executor, the
-plan's and plan / kernel. A row's "version" field (added by the script
-that ran two builds in one call, e.g. "base" and "new") names the
-executor version; rows without one are version "-". The pairs:
-allreduce_packet and allreduce_oneshot against the one-shot kernel,
-allreduce_twoshot, allreduce_twoshot_pull and allpairs-allreduce
-(reduce-scatter, then all-gather) against the two-shot kernel. Times are medians over the
+Reads the JSON lines of `chorus bench allreduce|allgather|reducescatter`
+(plan rows: backend chorus-plan-NAME[-graph]; ccl/ipc rows:
+chorus-ipc-STRATEGY[-graph] or ipc-STRATEGY; NCCL rows: chorus-nccl or
+nccl[-graph]) and prints, per plan, mode (eager or graph) and size, the
+anchor's mean time per call and, for each version of the executor, the
+plan's and plan / anchor. A row's "version" field (added by the script
+that ran two builds in one call, e.g. "base" and "new", or "ipc" for
+plans on IPC tensors) names the version; rows without one are version
+"-". The pairs: allreduce_packet and allreduce_oneshot against the
+one-shot kernel, allreduce_twoshot, allreduce_twoshot_pull and
+allpairs-allreduce (reduce-scatter, then all-gather) against the two-shot
+kernel, the allgather and reduce-scatter plans against NCCL's collective
+of the same size (no hand-written kernel). Times are medians over the
 files' rows of the same key. The last column is the plan's traffic
 against the kernel's algorithm's (the rows' peer_bytes and mem_bytes,
 plan.Traffic; the kernel's are its plan's: allreduce_oneshot for the
-one-shot kernel, allreduce_twoshot_pull for the two-shot): bytes through
-peers' memory, then all bytes, the least plan / kernel a bandwidth-bound
-size can reach across GPUs and on one GPU.
+one-shot kernel, allreduce_twoshot_pull for the two-shot; none for
+NCCL): bytes through peers' memory, then all bytes, the least plan /
+kernel a bandwidth-bound size can reach across GPUs and on one GPU.
 Usage: plan-ratio.py FILE.jsonl... > table.md
 """
 import json
@@ -24,8 +27,9 @@ import sys
 
 PAIRS = {"allreduce_packet": "oneshot", "allreduce_oneshot": "oneshot",
          "allreduce_twoshot": "twoshot", "allreduce_twoshot_pull": "twoshot",
-         "allpairs-allreduce": "twoshot"}
+         "allpairs-allreduce": "twoshot", "allgather_": "nccl", "reducescatter_": "nccl"}
 REF_PLAN = {"oneshot": "allreduce_oneshot", "twoshot": "allreduce_twoshot_pull"}
+ANCHOR_PREFIXES = ("chorus-ipc-", "ipc-", "chorus-")
 
 
 def med(v):
@@ -34,7 +38,9 @@ def med(v):
 
 
 def load(paths):
-    plans, kernels, versions, traffic = {}, {}, [], {}
+    """plans[name][(graph, bytes)][version] and kernels[(coll, name)][(graph, bytes)]:
+    lists of times; traffic[(name, bytes)] = (peer, all); coll[name]."""
+    plans, kernels, versions, traffic, coll = {}, {}, [], {}, {}
     for path in paths:
         with open(path) as f:
             for line in f:
@@ -54,14 +60,18 @@ def load(paths):
                     if v not in versions:
                         versions.append(v)
                     name = base[len("chorus-plan-"):]
+                    coll[name] = r.get("bench", "allreduce")
+                    plans.setdefault(name, {}).setdefault(key, {}).setdefault(v, []).append(t)
                     if r.get("mem_bytes"):
                         traffic[(name, r["bytes"])] = (r.get("peer_bytes", 0), r["mem_bytes"])
-                    plans.setdefault(name, {}).setdefault(key, {}).setdefault(v, []).append(t)
-                else:
-                    for p in ("chorus-ipc-", "ipc-"):
-                        if base.startswith(p):
-                            kernels.setdefault(base[len(p):], {}).setdefault(key, []).append(t)
-    return plans, kernels, versions, traffic
+                    continue
+                for p in ANCHOR_PREFIXES:
+                    if base.startswith(p):
+                        base = base[len(p):]
+                        break
+                if base in ("oneshot", "twoshot", "nccl"):
+                    kernels.setdefault((r.get("bench", "allreduce"), base), {}).setdefault(key, []).append(t)
+    return plans, kernels, versions, traffic, coll
 
 
 def floor(traffic, name, kname, nbytes):
@@ -73,12 +83,12 @@ def floor(traffic, name, kname, nbytes):
     return f"{peer} / {mine[1] / ref[1]:.2f}"
 
 
-def table(plans, kernels, versions, traffic):
-    head = "| plan | kernel | mode | bytes | kernel us |"
+def table(plans, kernels, versions, traffic, coll):
+    head = "| plan | anchor | mode | bytes | anchor us |"
     rule = "|---|---|---|---:|---:|"
     for v in versions:
         vv = "" if v == "-" else f" ({v})"
-        head += f" plan us{vv} | plan / kernel{vv} |"
+        head += f" plan us{vv} | plan / anchor{vv} |"
         rule += "---:|---:|"
     head += " bytes / kernel's (peer / all) |"
     rule += "---:|"
@@ -86,7 +96,7 @@ def table(plans, kernels, versions, traffic):
     for name in sorted(plans):
         kname = next((v for k, v in PAIRS.items() if name.startswith(k)), None)
         for (graph, nbytes) in sorted(plans[name]):
-            k = kernels.get(kname, {}).get((graph, nbytes))
+            k = kernels.get((coll[name], kname), {}).get((graph, nbytes))
             k = med(k) if k else None
             row = f"| {name} | {kname} | {'graph' if graph else 'eager'} | {nbytes} | {'-' if k is None else f'{k:.1f}'} |"
             for v in versions:
