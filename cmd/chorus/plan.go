@@ -699,7 +699,8 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 		}
 		fmt.Fprintf(out, "# chorus plan on GPUs: %s (%s, %s), GPU executor, %d workers on cuda %v, %s, %s, timed inside the workers\n",
 			p.Name, p.Collective, p.Protocol, sw.workers, ids, mode, calls)
-		fmt.Fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+		fmt.Fprintf(out, "# peer, mem: the busiest rank's traffic (chorus plan show --bytes) over the time: its bytes through peers' memory, and all its bytes\n")
+		fmt.Fprintf(out, "#%12s %12s %9s %11s %11s %11s %8s %11s %11s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "peer(GB/s)", "mem(GB/s)")
 	}
 	es := int64(sw.dt.Size())
 	failed, err := sw.drive(p, out, errOut, func(b, inN, outN, msg int64) (planRow, error) {
@@ -727,7 +728,11 @@ func gpuSweep(ctx context.Context, p *plan.Plan, sw sweep, out, errOut io.Writer
 		}
 		return row, nil
 	}, func(row planRow) {
-		fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong)
+		var peer, mem float64
+		if row.TimeUs > 0 {
+			peer, mem = float64(row.PeerBytes)/row.TimeUs/1e3, float64(row.MemBytes)/row.TimeUs/1e3
+		}
+		fmt.Fprintf(out, " %12d %12d %9s %11.2f %11.3f %11.3f %8d %11.1f %11.1f\n", row.Bytes, row.Bytes/es, row.DType, row.TimeUs, row.AlgBW, row.BusBW, row.Wrong, peer, mem)
 	})
 	if err != nil {
 		return err
