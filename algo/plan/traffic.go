@@ -11,7 +11,9 @@ import "fmt"
 // plan moves, so the time of a plan on a bandwidth-bound size is at least
 // Peer over the link bandwidth and Total over the memory bandwidth, and
 // two algorithms of the same collective compare by it before either
-// runs.
+// runs. A switch op counts every group rank's copy it reads or writes,
+// what the switch moves; its links carry less (the switch reduces and
+// multicasts), so there Peer is not a bound on the link.
 type Traffic struct {
 	LocalRead, LocalWrite int64
 	PeerRead, PeerWrite   int64
