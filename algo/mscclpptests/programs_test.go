@@ -284,3 +284,50 @@ func TestSwitchProgramsEveryRankCount(t *testing.T) {
 		t.Fatalf("%d of the 2 programs found", found)
 	}
 }
+
+// Plan.Traffic takes every op of every program that runs (packets, switch
+// and port channels, pipelines, thread-block groups) at each of its rank
+// counts; the ranks move bytes exactly when some op touches a buffer
+// (the unit tests of signals, barriers and flushes move none).
+func TestTraffic(t *testing.T) {
+	for _, pr := range mscclpptests.Programs() {
+		if pr.Expect != mscclpptests.OK {
+			continue
+		}
+		for _, n := range pr.Ranks {
+			t.Run(fmt.Sprintf("%s/n%d", pr.Name, n), func(t *testing.T) {
+				p := build(t, pr, n)
+				inN, outN := run.Counts(p, tensor.Float32, 1<<20)
+				if inN == 0 && outN == 0 {
+					t.Fatal("no size up to 1 MB fits")
+				}
+				data := false
+				for g := range p.GPUs {
+					for tb := range p.GPUs[g].ThreadBlocks {
+						for op := range p.GPUs[g].ThreadBlocks[tb].Ops {
+							acc, err := p.Access(g, tb, op)
+							if err != nil {
+								t.Fatal(err)
+							}
+							data = data || len(acc) > 0
+						}
+					}
+				}
+				var total int64
+				for r := range n {
+					tr, err := p.Traffic(r, 4*inN, 4*outN)
+					if err != nil {
+						t.Fatalf("rank %d: %v", r, err)
+					}
+					if tr.LocalRead < 0 || tr.LocalWrite < 0 || tr.PeerRead < 0 || tr.PeerWrite < 0 {
+						t.Errorf("rank %d: %+v", r, tr)
+					}
+					total += tr.Total()
+				}
+				if data != (total > 0) {
+					t.Errorf("ops touch buffers: %v; bytes moved: %d", data, total)
+				}
+			})
+		}
+	}
+}
