@@ -51,19 +51,13 @@ func TestPlanCommands(t *testing.T) {
 
 func TestPlanRunJSON(t *testing.T) {
 	golden := filepath.Join("..", "..", "algo", "plan", "testdata", "allreduce_allpairs_2.json")
-	code, out, errOut := runCLI(t, "plan", "run", golden, "--workers", "2", "--session", "process", "--min", "4K", "--max", "4K", "--iters", "3", "--json")
-	if code != 0 {
-		t.Fatalf("code %d: %s%s", code, out, errOut)
-	}
 	var row struct {
 		Bench  string  `json:"bench"`
 		Bytes  int64   `json:"bytes"`
 		TimeUs float64 `json:"time_us"`
 		Wrong  int64   `json:"wrong"`
 	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &row); err != nil {
-		t.Fatalf("%v: %q", err, out)
-	}
+	jsonRow(t, &row, "plan", "run", golden, "--workers", "2", "--session", "process", "--min", "4K", "--max", "4K", "--iters", "3", "--json")
 	if row.Bench != "allreduce" || row.Bytes != 4096 || row.TimeUs <= 0 || row.Wrong != 0 {
 		t.Errorf("row %+v", row)
 	}
@@ -97,19 +91,26 @@ func TestGPUIters(t *testing.T) {
 // over 2 ranks reads the peer's 4 KB and moves 12 KB in all (its input,
 // the peer's, its output).
 func TestPlanBenchTraffic(t *testing.T) {
-	code, out, errOut := runCLI(t, "bench", "allreduce", "--algorithm", "allreduce_oneshot", "--workers", "2", "--session", "threaded", "--min", "4K", "--max", "4K", "--iters", "3", "--json")
-	if code != 0 {
-		t.Fatalf("code %d: %s%s", code, out, errOut)
-	}
 	var row struct {
 		Bytes     int64 `json:"bytes"`
 		PeerBytes int64 `json:"peer_bytes"`
 		MemBytes  int64 `json:"mem_bytes"`
 	}
-	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &row); err != nil {
-		t.Fatalf("%v: %q", err, out)
-	}
+	jsonRow(t, &row, "bench", "allreduce", "--algorithm", "allreduce_oneshot", "--workers", "2", "--session", "threaded", "--min", "4K", "--max", "4K", "--iters", "3", "--json")
 	if row.Bytes != 4096 || row.PeerBytes != 4096 || row.MemBytes != 3*4096 {
 		t.Errorf("row %+v, want 4096 bytes, 4096 peer bytes, 12288 in all", row)
+	}
+}
+
+// jsonRow runs chorus with args, which must succeed and print one JSON
+// line, and decodes that line into row.
+func jsonRow(t *testing.T, row any, args ...string) {
+	t.Helper()
+	code, out, errOut := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("chorus %v: code %d: %s%s", args, code, out, errOut)
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), row); err != nil {
+		t.Fatalf("chorus %v: %v: %q", args, err, out)
 	}
 }
