@@ -197,7 +197,13 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	// where it is, in the constant bank. The copy into shared memory by one
 	// thread that this replaces took 0.7-0.9 us of a 1 KB call (globaltimer
 	// stamps, H200, 2 ranks under MPS).
-	fmt.Fprintf(&src, "\nextern \"C\" __global__ void __launch_bounds__(NTHREADS) %s(const __grid_constant__ Args params) {\n", KernelName)
+	// The launch bound names one block per multiprocessor: with the
+	// thread count alone, NVRTC 13.0 (driver 580) gave 2- and 3-rank plans
+	// 32 registers and spilled (allreduce_twoshot on 2 ranks: 20 bytes of
+	// spill stores, 36 of loads), as if for two blocks a multiprocessor;
+	// with it none of the library's kernels from 2 to 4 ranks spills on
+	// 13.0 or 11.8 (every algorithm, dtype and op, ptxas -v).
+	fmt.Fprintf(&src, "\nextern \"C\" __global__ void __launch_bounds__(NTHREADS, 1) %s(const __grid_constant__ Args params) {\n", KernelName)
 	src.WriteString("  const Args& a = params;\n  bool gave, wrapped;\n  const flag_t flag = call_flag(a, &gave, &wrapped);\n")
 	src.WriteString("#if PACKETS\n  if (wrapped) {\n    scrub(a);\n    gave = gave || gave_up(a);\n  }\n#endif\n  start_barrier(a, flag);\n")
 	src.WriteString("  if (!(START ? gave_up(a) : gave)) {\n    switch (blockIdx.x / (u32)a.group) {\n")

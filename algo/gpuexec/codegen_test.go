@@ -362,7 +362,7 @@ func TestGeneratedSourceIsSelfConsistent(t *testing.T) {
 				t.Errorf("%s: calls %s, which it does not define", name, id)
 			}
 		}
-		if !strings.Contains(k.Source, "extern \"C\" __global__ void __launch_bounds__(NTHREADS) "+KernelName+"(") {
+		if !strings.Contains(k.Source, "extern \"C\" __global__ void __launch_bounds__(NTHREADS, 1) "+KernelName+"(") {
 			t.Errorf("%s: no kernel %s", name, KernelName)
 		}
 	}

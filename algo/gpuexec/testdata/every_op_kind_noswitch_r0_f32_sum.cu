@@ -233,7 +233,7 @@ static __device__ __forceinline__ void tb_2(const Args& a, const flag_t flag) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS) chorus_plan(const __grid_constant__ Args params) {
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1) chorus_plan(const __grid_constant__ Args params) {
   const Args& a = params;
   bool gave, wrapped;
   const flag_t flag = call_flag(a, &gave, &wrapped);

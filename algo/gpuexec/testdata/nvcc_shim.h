@@ -5,7 +5,7 @@
 #define __global__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __grid_constant__
 #define __shared__ static
 struct chorus_dim3 { unsigned x, y, z; };
