@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run every GPU test binary built by scripts/gpu-build.sh, on a GPU
 # machine, and write the logs to a folder.
+# TESTS (a list of test binaries' names, e.g. "algo-run model-decoder")
+# runs only those; MPS=0 leaves out the section under MPS.
 # Usage: gpu-check.sh BINDIR OUTDIR
 # NVLink multicast stays off (it can take a shared host's GPUs down).
 set -uo pipefail
@@ -28,6 +30,7 @@ export CHORUS_KERNEL_CACHE="$out/kernel-cache"
 rc=0
 for t in "$bin"/*.test; do
   name=$(basename "$t" .test)
+  case " ${TESTS:-$name} " in *" $name "*) ;; *) continue ;; esac
   # Tests read testdata relative to their package: run each in its
   # package's folder when the repository is here.
   dir=$(awk -v n="$name" '$1 == n {print $2}' "$bin/packages" 2>/dev/null)
@@ -48,7 +51,9 @@ done
 # between its kernels) and TestCustomAllReduce (3 to 8 ranks as
 # processes) run again beside each other's blocks instead of
 # time-sliced. timeout bounds a hang.
-if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -x "$bin/algo-gpuexec.test" ]; then
+if [ "${MPS:-1}" = 0 ]; then
+  echo "== MPS: left out (MPS=0)"
+elif command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [ -x "$bin/algo-gpuexec.test" ]; then
   export CUDA_MPS_PIPE_DIRECTORY="$out/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$out/mps/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if nvidia-cuda-mps-control -d; then

@@ -27,7 +27,7 @@ for r in $(seq 1 "$reps"); do
       "$bin/chorus" bench "$coll" --backend nccl --rounds 1 "${common[@]}" $g 2>>"$out/errors.txt" |
         sed "s/\"backend\":\"nccl\"/\"backend\":\"chorus-nccl${g:+-graph}\"/" >>"$J"
     done
-    for pair in "allgather allgather_mesh" "allgather allgather_ring" "reducescatter reducescatter_allpairs"; do
+    for pair in "reducescatter reducescatter_allpairs" "allgather allgather_mesh" "allgather allgather_ring"; do
       set -- $pair
       # shellcheck disable=SC2086
       "$bin/chorus" bench "$1" --algorithm "$2" --device cuda "${common[@]}" $g 2>>"$out/errors.txt" >>"$J"
