@@ -19,7 +19,7 @@
 # SECTIONS (default "check plans coll eager graph stress decode") picks
 # some by name ("check" runs both halves, "check-a" one); the defaults
 # add up to more than one 10-minute call, so run, while the machine is
-# warm, SECTIONS="plans decode" (540 s), SECTIONS="coll stress" (330 s),
+# warm, SECTIONS="plans decode" (560 s), SECTIONS="coll stress" (330 s),
 # SECTIONS=check-a, SECTIONS=check-b (570 s each), then "eager graph"
 # (480 s).
 # Results: OUTDIR/res.tgz (one file, so the device tool returns it).
@@ -49,13 +49,14 @@ rest=$(cd "$bin" && for t in *.test; do case " $first " in *" ${t%.test} "*) ;; 
 section check-a "${T_CHECK:-570}" env CHORUS_REQUIRE_GPU="$n" TESTS="$first" MPS=0 "$bin/gpu-check.sh" "$bin" "$res/check-a"
 section check-b "${T_CHECK:-570}" env CHORUS_REQUIRE_GPU="$n" TESTS="$rest" "$bin/gpu-check.sh" "$bin" "$res/check-b"
 rm -rf "$res"/check-*/kernel-cache
-section plans "${T_PLANS:-420}" "$bin/gpu-plans.sh" "$bin" "$res/plans" 256M
+section plans "${T_PLANS:-380}" "$bin/gpu-plans.sh" "$bin" "$res/plans" 256M
 section coll "${T_COLL:-240}" "$bin/gpu-collectives.sh" "$bin" "$res/coll" 1 16M 256M
 section eager "${T_EAGER:-300}" "$bin/gpu-bench.sh" "$bin" "$res/eager" 1 1G
 section graph "${T_GRAPH:-180}" env GRAPH=1 "$bin/gpu-bench.sh" "$bin" "$res/graph" 1 1G
 section stress "${T_STRESS:-90}" "$bin/gpu-stress.sh" "$bin" "$res/stress" 1 2
-section decode-1 "${T_DECODE:-60}" "$bin/chorus" bench decode --preset llama3-8b --workers 1 --ctx 128 --prefill 0 --launch 0 --json "$res/decode-w1.jsonl"
-section decode-n "${T_DECODE:-60}" "$bin/chorus" bench decode --preset llama3-8b --workers "$n" --ctx 128 --prefill 0 --launch 0 \
+section decode-1 "${T_DECODE:-90}" "$bin/chorus" bench decode --preset llama3-8b --workers 1 --ctx 128 --prefill 0 --launch 0 \
+  --batch 1,8 --json "$res/decode-w1.jsonl"
+section decode-n "${T_DECODE:-90}" "$bin/chorus" bench decode --preset llama3-8b --workers "$n" --ctx 128 --prefill 0 --launch 0 \
   --lm-head replicated,split --batch 1,8 --json "$res/decode-w$n.jsonl"
 mark done
 tar czf "$out/res.tgz" -C "$(dirname "$res")" res
