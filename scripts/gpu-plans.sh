@@ -6,8 +6,8 @@
 # eager and graph-replayed, with the kernels (one-shot, two-shot) and
 # NCCL in the same call; then plan-ratio.py's table. Each command is
 # bounded (T seconds, default 45) so one slow plan leaves the rest of
-# the call; what ran is in OUTDIR either way. About 7 minutes on 2 x
-# at most 45 s each). Run from the binaries of scripts/gpu-build.sh.
+# the call; what ran is in OUTDIR either way (14 commands, at most T
+# seconds each). Run from the binaries of scripts/gpu-build.sh.
 # Usage: gpu-plans.sh BINDIR OUTDIR [MAX]
 #   OUTDIR/plans.jsonl, OUTDIR/plan-ratio.md, OUTDIR/errors.txt, OUTDIR/times.txt
 set -uo pipefail
