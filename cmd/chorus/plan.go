@@ -35,11 +35,15 @@ Commands:
                           hand-built one: ` + "allpairs-*" + `); --list lists them
   verify FILE             check that a plan computes its collective, with no
                           races or deadlocks
+  compile FILE            compile each rank's GPU kernel with this machine's
+                          NVRTC and print ptxas's report: registers, shared
+                          memory, stack frame, spills (--source DIR keeps
+                          the CUDA sources)
 `
 
 func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"plan: which command? show, run, build or verify (chorus plan --help)"}
+		return usageError{"plan: which command? show, run, build, verify or compile (chorus plan --help)"}
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(out, planUsage)
@@ -54,8 +58,10 @@ func cmdPlan(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return planBuild(args[1:], out)
 	case "verify":
 		return planVerify(args[1:], out)
+	case "compile":
+		return planCompile(args[1:], out)
 	}
-	return usageError{fmt.Sprintf("plan: unknown command %q: want show, run, build or verify (chorus plan --help)", args[0])}
+	return usageError{fmt.Sprintf("plan: unknown command %q: want show, run, build, verify or compile (chorus plan --help)", args[0])}
 }
 
 // splitFile takes the one positional argument (a file or name) from args,
