@@ -2,7 +2,8 @@
 # Run every GPU test binary built by scripts/gpu-build.sh, on a GPU
 # machine, and write the logs to a folder.
 # TESTS (a list of test binaries' names, e.g. "algo-run model-decoder")
-# runs only those; MPS=0 leaves out the section under MPS.
+# runs only those; MPS=0 leaves out the section under MPS; PLAN_KERNELS=1
+# adds the library plans' kernel resources (below).
 # Usage: gpu-check.sh BINDIR OUTDIR
 # NVLink multicast stays off (it can take a shared host's GPUs down).
 set -uo pipefail
@@ -43,6 +44,21 @@ for t in "$bin"/*.test; do
     echo "   FAIL"; grep -E '^\s*(--- FAIL|.*_test.go:[0-9]+:)' "$out/$name.log" | head -20
   fi
 done
+# With PLAN_KERNELS=1: every library plan's kernels at 2, 4 and 8 ranks
+# through this machine's NVRTC (chorus plan compile, bfloat16 sum):
+# registers, stack frames and spills, into plan-kernels.jsonl.
+if [ "${PLAN_KERNELS:-0}" = 1 ]; then
+  echo "== plan kernels (chorus plan compile)"
+  pk=$(mktemp -d)
+  for a in $("$bin/chorus" plan build --list | awk '$2 != "(hand-built)" {print $1}'); do
+    for n in 2 4 8; do
+      "$bin/chorus" plan build "$a" --ranks "$n" -o "$pk/$a-$n.json" 2>/dev/null || continue
+      timeout 60 "$bin/chorus" plan compile "$pk/$a-$n.json" --json >>"$out/plan-kernels.jsonl" 2>>"$out/plan-kernels.err" || rc=1
+    done
+  done
+  rm -rf "$pk"
+  echo "   $(wc -l <"$out/plan-kernels.jsonl") kernels, $(grep -vc '"spill_store_bytes":0,' "$out/plan-kernels.jsonl") spilling"
+fi
 # Ranks sharing GPU 0 under MPS (docs/ipc.md, "Ranks sharing a GPU"): the
 # daemon runs for this section only, with its pipe and logs in OUTDIR.
 # TestGPUSharedMPS (2 and 4 ranks as processes on GPU 0, every ipc

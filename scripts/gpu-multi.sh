@@ -46,7 +46,7 @@ section() { # name limit command...
 { nvidia-smi -L; nvidia-smi topo -m; } >"$res/gpus.txt" 2>&1
 first="algo-gpuexec algo-run ccl-ipc ccl-nccl cluster cmd-chorus-internal-mlp cmd-chorus compiler-kernels"
 rest=$(cd "$bin" && for t in *.test; do case " $first " in *" ${t%.test} "*) ;; *) printf '%s ' "${t%.test}" ;; esac; done)
-section check-a "${T_CHECK:-570}" env CHORUS_REQUIRE_GPU="$n" TESTS="$first" MPS=0 "$bin/gpu-check.sh" "$bin" "$res/check-a"
+section check-a "${T_CHECK:-570}" env CHORUS_REQUIRE_GPU="$n" TESTS="$first" MPS=0 PLAN_KERNELS=1 "$bin/gpu-check.sh" "$bin" "$res/check-a"
 section check-b "${T_CHECK:-570}" env CHORUS_REQUIRE_GPU="$n" TESTS="$rest" "$bin/gpu-check.sh" "$bin" "$res/check-b"
 rm -rf "$res"/check-*/kernel-cache
 section plans "${T_PLANS:-380}" "$bin/gpu-plans.sh" "$bin" "$res/plans" 256M
