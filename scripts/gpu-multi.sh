@@ -10,8 +10,9 @@
 # 1.5; check-b: the rest and the tests under MPS; T_CHECK each), the
 # library's allreduce plans on IPC tensors against their kernels to 256
 # MB, eager and graph (T_PLANS, scripts/gpu-plans.sh: the GPU executor's
-# target in one section), the allgather and reduce-scatter plans next to
-# NCCL from 16 MB, eager and graph (T_COLL, scripts/gpu-collectives.sh),
+# target in one section; BASE=DIR adds another build's plan rows), the
+# reduce-scatter and allgather plans next to NCCL at 16-256 MB, eager and
+# graph (T_COLL, scripts/gpu-collectives.sh),
 # the all-reduce suite eager and graph-replayed to 1 GB with PyTorch's
 # rows and the plans on device and IPC tensors (T_EAGER, T_GRAPH), the
 # stall hunt (T_STRESS), and decode on 1 GPU and on all of them with

@@ -7,7 +7,11 @@
 # NCCL in the same call; then plan-ratio.py's table. Each command is
 # bounded (T seconds, default 45) so one slow plan leaves the rest of
 # the call; what ran is in OUTDIR either way (14 commands, at most T
-# seconds each). Run from the binaries of scripts/gpu-build.sh.
+# seconds each). Run from the binaries of scripts/gpu-build.sh. With
+# BASE (a folder holding another build's chorus) each plan also runs
+# with that build right after this one's (version "base-ipc"), so a
+# change to the GPU executor is measured before and after in one call;
+# BASE_PLANS (default: all five) narrows which.
 # Usage: gpu-plans.sh BINDIR OUTDIR [MAX]
 #   OUTDIR/plans.jsonl, OUTDIR/plan-ratio.md, OUTDIR/errors.txt, OUTDIR/times.txt
 set -uo pipefail
@@ -37,6 +41,13 @@ for g in "" --graph; do
     timeout "${T:-45}" "$bin/chorus" bench allreduce --algorithm "$a" --device cuda --ipc-tensors "${common[@]}" $g 2>>"$E" |
       sed 's/^{/{"version":"ipc",/' >>"$J"
     mark "$a ${g:-eager}"
+    case " ${BASE_PLANS:-$a} " in *" $a "*) ;; *) continue ;; esac
+    if [ -n "${BASE:-}" ]; then
+      # shellcheck disable=SC2086
+      CHORUS_KERNEL_CACHE=/tmp/chorus-kc-base timeout "${T:-45}" "$BASE/chorus" bench allreduce --algorithm "$a" --device cuda --ipc-tensors "${common[@]}" $g 2>>"$E" |
+        sed 's/^{/{"version":"base-ipc",/' >>"$J"
+      mark "$a ${g:-eager} (BASE)"
+    fi
   done
 done
 python3 "$(dirname "$0")/plan-ratio.py" "$J" >"$out/plan-ratio.md" 2>>"$E"
