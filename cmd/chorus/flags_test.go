@@ -71,7 +71,7 @@ func TestFlagErrorsAreOneLine(t *testing.T) {
 		{[]string{"info", "--verbose"}, `info: unknown flag --verbose`},
 		{[]string{"bench"}, `bench: which benchmark? session, membw, allreduce`},
 		{[]string{"bench", "nope"}, `bench: unknown benchmark "nope": want one of session, membw, allreduce`},
-		{[]string{"plan"}, `plan: which command? show, run, build or verify`},
+		{[]string{"plan"}, `plan: which command? show, run, build, verify or compile`},
 		{[]string{"cluster"}, `cluster: which command? check or bench`},
 		{[]string{"cluster", "bench"}, `cluster bench: which benchmark? allreduce`},
 		{[]string{"cert"}, `cert: which? ca, node or token`},
