@@ -5,7 +5,8 @@
 # chorus bench decode with them in its table. Writes OUT/anchors.jsonl,
 # OUT/decode.txt (the table) and OUT/decode.jsonl.
 # Usage: scripts/decode-bench.sh BINDIR OUT [chorus bench decode flags]
-#   BINDIR holds chorus and decoder_ref.py (scripts/gpu-build.sh's .carry/gpu);
+#   BINDIR holds chorus and decoder_ref.py (scripts/gpu-build.sh's .carry/gpu),
+#   and launch_cost where gpu-build.sh could compile it;
 #   the default flags are --preset llama3-8b --batch 1,8,32 --ctx 128,4096
 #   --kernels gemv,cublas --shapes.
 # DECODE_TORCH_MODES (default eager,graph,compile) chooses the anchors;
@@ -42,3 +43,9 @@ for mode in ${modes//,/ }; do
   [ -n "$more" ] && anchor "$mode" "$more" "${DECODE_TORCH_BATCH_CTX:-${ctx%%,*}}"
 done
 "$bin/chorus" bench decode "${flags[@]}" --anchor "$out/anchors.jsonl" --json "$out/decode.jsonl" | tee "$out/decode.txt"
+# The launch-cost anchor: an empty kernel launched from C through the
+# driver API (bench/anchors/launch_cost.c), next to the table's "launch"
+# row (the same launches through purego).
+if [ -x "$bin/launch_cost" ]; then
+  "$bin/launch_cost" 1000 | tee -a "$out/decode.jsonl"
+fi

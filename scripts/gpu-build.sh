@@ -17,6 +17,11 @@ done >"$dir/packages" # gpu-check.sh runs each test in its package's folder
 # bench/host.sh runs from these on the GPU machine's host; it compiles the
 # MPI anchor there only if that host has mpicc (an mpi_allreduce built here
 # would need this machine's libmpi there).
+# The launch-cost anchor in C (dlopens libcuda, so no CUDA headers):
+# built here when a C compiler is, for scripts/decode-bench.sh.
+if command -v cc >/dev/null; then
+  cc -O2 -o "$dir/launch_cost" bench/anchors/launch_cost.c -ldl
+fi
 cp bench/host.sh bench/host_summary.py bench/anchors/mpi_allreduce.c bench/anchors/gloo_allreduce.py "$dir/"
 cp scripts/gpu-check.sh scripts/gpu-bench.sh scripts/gpu-stress.sh scripts/gpu-collectives.sh scripts/gpu-plans.sh scripts/plan-ratio.py bench/torch_nccl_allreduce.py bench/torch_symm_mem_allreduce.py bench/torch_timing.py bench/decoder_ref.py bench/summarize.py bench/autotable.py "$dir/"
 echo "built into $dir: $(ls "$dir" | tr '\n' ' ')"
