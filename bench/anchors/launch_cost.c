@@ -11,7 +11,8 @@
 // the function), each timed on the host from the first call to the
 // last call's return, the stream synchronized between rounds; then
 // cuCtxSetCurrent of the context already current (what chorus's
-// device.Do calls before each piece of work). Prints one JSON line.
+// device.Do calls before each piece of work) and cuCtxGetCurrent (what
+// a check before it would cost). Prints one JSON line.
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ static CUresult (*cuInit)(unsigned);
 static CUresult (*cuDeviceGet)(CUdevice*, int);
 static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
 static CUresult (*cuCtxSetCurrent)(CUcontext);
+static CUresult (*cuCtxGetCurrent)(CUcontext*);
 static CUresult (*cuModuleLoadData)(CUmodule*, const void*);
 static CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
 static CUresult (*cuStreamCreate)(CUstream*, unsigned);
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
   cuDeviceGet = sym(lib, "cuDeviceGet", 1);
   cuDevicePrimaryCtxRetain = sym(lib, "cuDevicePrimaryCtxRetain", 1);
   cuCtxSetCurrent = sym(lib, "cuCtxSetCurrent", 1);
+  cuCtxGetCurrent = sym(lib, "cuCtxGetCurrent", 1);
   cuModuleLoadData = sym(lib, "cuModuleLoadData", 1);
   cuModuleGetFunction = sym(lib, "cuModuleGetFunction", 1);
   cuStreamCreate = sym(lib, "cuStreamCreate", 1);
@@ -159,6 +162,15 @@ int main(int argc, char** argv) {
     v[r] = (now_us() - t0) / n;
   }
   qsort(v, 3, sizeof v[0], cmp);
-  printf(",\"set_current_us\":%.3f}\n", v[1]);
+  printf(",\"set_current_us\":%.3f", v[1]);
+  // What a check before it would cost: reading the current context.
+  CUcontext cur;
+  for (int r = 0; r < 3; r++) {
+    double t0 = now_us();
+    for (int i = 0; i < n; i++) check(cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+    v[r] = (now_us() - t0) / n;
+  }
+  qsort(v, 3, sizeof v[0], cmp);
+  printf(",\"get_current_us\":%.3f}\n", v[1]);
   return 0;
 }
