@@ -40,16 +40,14 @@ type kernelRow struct {
 }
 
 // residentBlocks is how many blocks of threads a multiprocessor of
-// compute capability 8.0-9.0 holds by registers and threads alone (64K
-// registers and 2048 threads; a thread's registers allotted in steps of
-// 8): what the GPU executor's occupancy query answers where shared
+// compute capability 7.0-9.0 holds by registers and threads alone (2048
+// threads): what the GPU executor's occupancy query answers where shared
 // memory does not bind (a plan kernel's few words).
-func residentBlocks(registers, threads int) int {
+func residentBlocks(r nvrtc.Resources, threads int) int {
 	if threads <= 0 {
 		return 0
 	}
-	regs := max(8, (registers+7)/8*8)
-	return min(2048/threads, 65536/(regs*threads))
+	return min(2048/threads, r.BlocksByRegisters(threads))
 }
 
 // planCompile generates the GPU executor's kernel of every rank of a plan
@@ -120,7 +118,7 @@ func planCompile(args []string, out io.Writer) error {
 			return fmt.Errorf("plan %q: rank %d: NVRTC's report has no kernel %s", p.Name, r, gpuexec.KernelName)
 		}
 		rows[r] = kernelRow{Plan: p.Name, Rank: r, DType: dt.String(), Op: op.String(), Arch: *arch,
-			Blocks: k.Blocks, Threads: k.Threads, Registers: res.Registers, Resident: residentBlocks(res.Registers, k.Threads),
+			Blocks: k.Blocks, Threads: k.Threads, Registers: res.Registers, Resident: residentBlocks(res, k.Threads),
 			Shared: res.Shared, StackFrame: res.StackFrame, SpillStores: res.SpillStores, SpillLoads: res.SpillLoads}
 		if files != nil {
 			rows[r].Source = files[r]

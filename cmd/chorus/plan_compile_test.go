@@ -10,6 +10,7 @@ import (
 
 	"github.com/chorus-rt/chorus/algo/gpuexec"
 	"github.com/chorus-rt/chorus/ccl/reduce"
+	"github.com/chorus-rt/chorus/gpu/nvrtc"
 	"github.com/chorus-rt/chorus/gpu/nvrtc/nvrtctest"
 	"github.com/chorus-rt/chorus/tensor"
 )
@@ -27,7 +28,7 @@ func TestResidentBlocks(t *testing.T) {
 		{10, 0, 0},
 	}
 	for _, c := range cases {
-		if got := residentBlocks(c.regs, c.threads); got != c.want {
+		if got := residentBlocks(nvrtc.Resources{Registers: c.regs}, c.threads); got != c.want {
 			t.Errorf("residentBlocks(%d, %d) = %d, want %d", c.regs, c.threads, got, c.want)
 		}
 	}
@@ -127,7 +128,7 @@ func TestPlanCompile(t *testing.T) {
 		if row.Plan != "allreduce_ring" || row.Rank != r || row.DType != "bfloat16" || row.Op != "sum" || row.Arch != "sm_80" || row.Source != "" {
 			t.Errorf("row %d: %+v", r, row)
 		}
-		if row.Registers <= 0 || row.Threads <= 0 || row.Blocks <= 0 || row.Resident < 1 || row.Resident != residentBlocks(row.Registers, row.Threads) {
+		if row.Registers <= 0 || row.Threads <= 0 || row.Blocks <= 0 || row.Resident < 1 || row.Resident != residentBlocks(nvrtc.Resources{Registers: row.Registers}, row.Threads) {
 			t.Errorf("row %d's resources: %+v", r, row)
 		}
 	}

@@ -110,8 +110,7 @@ func TestTCOccupancy(t *testing.T) {
 				if !ok {
 					t.Fatalf("no kernel %s", name)
 				}
-				regs := (r.Registers + 7) / 8 * 8 // allocated in units of 8 a thread
-				byRegs := 65536 / (regs * tcWarps * 32)
+				byRegs := r.BlocksByRegisters(tcWarps * 32)
 				bySmem := (228 << 10) / (tcSmem(nw) + r.Shared + 1<<10)
 				if want := tcBlocksPerSM(nw); min(byRegs, bySmem) < want {
 					t.Errorf("%s: %d registers and %d bytes of shared memory a block fit %d blocks a multiprocessor (registers %d, shared memory %d); the split plans %d",

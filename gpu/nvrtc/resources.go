@@ -23,6 +23,17 @@ type Resources struct {
 // Spills reports whether the kernel moves registers to local memory.
 func (r Resources) Spills() bool { return r.SpillStores > 0 || r.SpillLoads > 0 }
 
+// BlocksByRegisters is how many blocks of threads threads a
+// multiprocessor of compute capability 7.0-9.0 holds by the kernel's
+// registers alone: 64K of them, a thread's allotted in steps of 8 (at
+// least 8). Threads, shared memory and the block limit may bind first.
+func (r Resources) BlocksByRegisters(threads int) int {
+	if threads <= 0 {
+		return 0
+	}
+	return 65536 / (max(8, (r.Registers+7)/8*8) * threads)
+}
+
 // ErrReport is wrapped by ParseResources's errors: a line of the report
 // ptxas writes with -v that does not read as one.
 var ErrReport = errors.New("nvrtc: malformed ptxas resource report")

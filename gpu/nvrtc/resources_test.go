@@ -90,3 +90,21 @@ func TestReport(t *testing.T) {
 		t.Fatalf("report %v: want add_one with registers and no spills", rep)
 	}
 }
+
+func TestBlocksByRegisters(t *testing.T) {
+	cases := []struct{ regs, threads, want int }{
+		{32, 1024, 2},
+		{33, 1024, 1}, // 40 a thread after rounding
+		{64, 1024, 1},
+		{65, 1024, 0}, // does not fit: ptxas caps a 1024-thread kernel at 64
+		{168, 128, 3},
+		{248, 128, 2},
+		{0, 256, 32}, // at least 8 a thread
+		{10, 0, 0},
+	}
+	for _, c := range cases {
+		if got := (nvrtc.Resources{Registers: c.regs}).BlocksByRegisters(c.threads); got != c.want {
+			t.Errorf("%d registers, %d threads: %d blocks, want %d", c.regs, c.threads, got, c.want)
+		}
+	}
+}
