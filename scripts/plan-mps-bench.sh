@@ -15,7 +15,9 @@
 # Build each folder with scripts/gpu-build.sh (BASE: from a worktree of
 # the old commit; only its chorus is used). Run from the repository root
 # on the GPU machine.
-# RANKS (default 2) ranks share GPU 0; MIN and MAX bound the sizes.
+# RANKS (default 2) ranks share GPU 0; MIN and MAX bound the sizes;
+# PLANS (default: the four allreduce plans) names the plans, BASE_PLANS
+# (default PLANS) those BASE also runs; TESTS=0 skips the tests.
 # Usage: scripts/plan-mps-bench.sh NEW [BASE] OUT
 #   OUT/log.txt (tests, table, resource use, kernel times), OUT/bench.jsonl
 #   (rows, "version": "base", "new" or "new-ipc"), OUT/table.md
@@ -33,6 +35,7 @@ mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 if ! nvidia-cuda-mps-control -d; then echo "FAIL: nvidia-cuda-mps-control -d did not start the daemon" | tee -a "$L"; exit 1; fi
 trap 'echo quit | nvidia-cuda-mps-control' EXIT
 export CHORUS_REQUIRE_GPU=1
+if [ "${TESTS:-1}" != 0 ]; then
 t0=$(date +%s)
 (cd algo/gpuexec && timeout "${MPS_TIMEOUT:-130}" "$new/algo-gpuexec.test" -test.v -test.count=1 -test.run 'TestGPUSharedMPS') >"$out/mps.log" 2>&1
 echo "TestGPUSharedMPS rc=$? $(($(date +%s) - t0))s" | tee -a "$L"
@@ -41,6 +44,8 @@ t0=$(date +%s)
 (cd algo/run && timeout "${RUN_TIMEOUT:-50}" "$new/algo-run.test" -test.v -test.count=1 -test.run 'TestGPUMatchesCPU|TestGPUPlanWaitTimeout') >"$out/run.log" 2>&1
 echo "algo/run GPU tests rc=$? $(($(date +%s) - t0))s" | tee -a "$L"
 grep -E '^\s*--- ' "$out/run.log" | head -40 >>"$L"
+fi
+plans=${PLANS:-allreduce_packet allreduce_oneshot allreduce_twoshot allreduce_twoshot_pull}
 J=$out/bench.jsonl
 : >"$J"
 common="--devices 0 --workers ${RANKS:-2} --dtype bfloat16 --min ${MIN:-1K} --max ${MAX:-256M} --step 8 --json"
@@ -49,10 +54,14 @@ for mode in "" "--graph"; do
   # shellcheck disable=SC2086 # $common and $mode are lists of flags
   timeout 120 "$new/chorus" bench allreduce --backend ipc --strategy oneshot,twoshot $common $mode 2>>"$out/bench.err" | grep '^{' >>"$J"
   echo "ipc $mode rc=${PIPESTATUS[0]} $(($(date +%s) - t0))s" | tee -a "$L"
-  for algo in allreduce_packet allreduce_oneshot allreduce_twoshot allreduce_twoshot_pull; do
+  for algo in $plans; do
     for v in base new new-ipc; do
       dir=$new kc=new extra=
-      if [ $v = base ]; then [ -n "$base" ] || continue; dir=$base kc=base; fi
+      if [ $v = base ]; then
+        [ -n "$base" ] || continue
+        case " ${BASE_PLANS:-$plans} " in *" $algo "*) ;; *) continue ;; esac
+        dir=$base kc=base
+      fi
       if [ $v = new-ipc ]; then extra=--ipc-tensors; fi
       t0=$(date +%s)
       # shellcheck disable=SC2086

@@ -5,11 +5,12 @@
 // CUDA headers or toolkit) and runs on any machine with the driver.
 //
 // For N launches back to back on one stream (N from argv[1], default
-// 1000; three rounds, the median printed): cuLaunchKernel, then
-// cuLaunchKernelEx with programmatic stream serialization (the
-// attribute chorus's PDL launches set; skipped where the driver lacks
-// the function), each timed on the host from the first call to the
-// last call's return, the stream synchronized between rounds; then
+// 1000; five rounds of each way, interleaved, the median printed):
+// cuLaunchKernel, cuLaunchKernelEx without attributes, and
+// cuLaunchKernelEx with programmatic stream serialization (the attribute
+// chorus's PDL launches set; both skipped where the driver lacks the
+// function), each timed on the host from the first call to the last
+// call's return, the stream synchronized between rounds; then
 // cuCtxSetCurrent of the context already current (what chorus's
 // device.Do calls before each piece of work) and cuCtxGetCurrent (what
 // a check before it would cost). Prints one JSON line.
@@ -81,9 +82,10 @@ static int cmp(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-// rounds of n launches; median microseconds a launch.
+// One round of n launches back to back (ex: 0 cuLaunchKernel, 1
+// cuLaunchKernelEx without attributes, 2 cuLaunchKernelEx with
+// programmatic stream serialization); microseconds a launch.
 static double timed(CUfunction f, CUstream s, int n, int ex) {
-  double v[3];
   LaunchConfig cfg;
   LaunchAttr attr;
   memset(&cfg, 0, sizeof cfg);
@@ -94,22 +96,19 @@ static double timed(CUfunction f, CUstream s, int n, int ex) {
   cfg.bx = 32;
   cfg.by = cfg.bz = 1;
   cfg.stream = s;
-  cfg.attrs = &attr;
-  cfg.nattrs = 1;
-  for (int r = 0; r < 3; r++) {
-    check(cuStreamSynchronize(s), "cuStreamSynchronize");
-    double t0 = now_us();
-    for (int i = 0; i < n; i++) {
-      if (ex)
-        check(cuLaunchKernelEx(&cfg, f, NULL, NULL), "cuLaunchKernelEx");
-      else
-        check(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
-    }
-    v[r] = (now_us() - t0) / n;
-  }
+  cfg.attrs = ex == 2 ? &attr : NULL;
+  cfg.nattrs = ex == 2 ? 1 : 0;
   check(cuStreamSynchronize(s), "cuStreamSynchronize");
-  qsort(v, 3, sizeof v[0], cmp);
-  return v[1];
+  double t0 = now_us();
+  for (int i = 0; i < n; i++) {
+    if (ex)
+      check(cuLaunchKernelEx(&cfg, f, NULL, NULL), "cuLaunchKernelEx");
+    else
+      check(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+  }
+  double us = (now_us() - t0) / n;
+  check(cuStreamSynchronize(s), "cuStreamSynchronize");
+  return us;
 }
 
 int main(int argc, char** argv) {
@@ -146,13 +145,16 @@ int main(int argc, char** argv) {
   check(cuModuleLoadData(&mod, ptx), "cuModuleLoadData");
   check(cuModuleGetFunction(&f, mod, "chorus_empty"), "cuModuleGetFunction");
   check(cuStreamCreate(&s, 0), "cuStreamCreate");
-  timed(f, s, 100, 0);  // warm the path
-  double plain = timed(f, s, n, 0);
-  printf("{\"bench\":\"launch\",\"impl\":\"c-driver\",\"launches\":%d,\"launch_us\":%.3f", n, plain);
-  if (cuLaunchKernelEx) {
-    timed(f, s, 100, 1);
-    printf(",\"launch_ex_pdl_us\":%.3f", timed(f, s, n, 1));
-  }
+  // Five rounds of each way, interleaved so that drift spreads evenly;
+  // the median of each.
+  int ways = cuLaunchKernelEx ? 3 : 1;
+  double w[3][5];
+  for (int k = 0; k < ways; k++) timed(f, s, 100, k);  // warm the paths
+  for (int r = 0; r < 5; r++)
+    for (int k = 0; k < ways; k++) w[k][r] = timed(f, s, n, k);
+  for (int k = 0; k < ways; k++) qsort(w[k], 5, sizeof w[k][0], cmp);
+  printf("{\"bench\":\"launch\",\"impl\":\"c-driver\",\"launches\":%d,\"launch_us\":%.3f", n, w[0][2]);
+  if (ways == 3) printf(",\"launch_ex_us\":%.3f,\"launch_ex_pdl_us\":%.3f", w[1][2], w[2][2]);
   // What chorus's device.Do pays before each launch: making the
   // (already current) primary context current again.
   double v[3];
