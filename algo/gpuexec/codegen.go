@@ -189,14 +189,16 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 	src.WriteString(runtimeSource)
 	src.WriteString("\n// ---- the plan ----\n")
 	src.WriteString(body.String())
-	// The thread blocks' functions (__noinline__ in large plans) and fail take the
-	// arguments by reference. A reference to an ordinary kernel parameter
-	// makes the compiler copy the whole parameter (1056 bytes) into every
-	// thread's local memory at the kernel's start; __grid_constant__
-	// (compute capability 7.0, the executor's least) lets them read it
-	// where it is, in the constant bank. The copy into shared memory by one
-	// thread that this replaces took 0.7-0.9 us of a 1 KB call (globaltimer
-	// stamps, H200, 2 ranks under MPS).
+	// The thread blocks' functions take the arguments by reference. A
+	// reference to an ordinary kernel parameter makes the compiler copy
+	// the whole parameter (1056 bytes) into every thread's local memory at
+	// the kernel's start; __grid_constant__ (compute capability 7.0, the
+	// executor's least) lets them read it where it is, in the constant
+	// bank. The copy into shared memory by one thread that this replaces
+	// took 0.7-0.9 us of a 1 KB call (globaltimer stamps, H200, 2 ranks
+	// under MPS). A reference passed to a function that is not inlined
+	// (the thread blocks' of large plans) makes every read a generic load
+	// (TestArgsStayInConstantBank).
 	// The launch bound names one block per multiprocessor: with the
 	// thread count alone, NVRTC 13.0 (driver 580) gave 2- and 3-rank plans
 	// 32 registers and spilled (allreduce_twoshot on 2 ranks: 20 bytes of

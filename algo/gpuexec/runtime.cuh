@@ -181,9 +181,9 @@ __device__ __forceinline__ bool gave_up(const Args& a) { return *(volatile u32*)
 // fail records the first wait of this rank that gave up (code 1 timeout,
 // 2 aborted) in the mapped host error record; later waits give up at
 // their first check (keep_waiting).
-__device__ __noinline__ void fail(const Args& a, u32 code, int tb, int op, int body) {
-  if (atom_cas_relaxed_gpu_u32((u32*)a.ctl + 2, 0u, code) == 0u) {
-    volatile u32* e = (volatile u32*)a.err;
+__device__ __noinline__ void fail(u64 ctl, u64 err, u32 code, int tb, int op, int body) {
+  if (atom_cas_relaxed_gpu_u32((u32*)ctl + 2, 0u, code) == 0u) {
+    volatile u32* e = (volatile u32*)err;
     e[1] = (u32)RANK;
     e[2] = (u32)tb;
     e[3] = (u32)op;
@@ -217,11 +217,11 @@ __device__ __forceinline__ bool keep_waiting(const Args& a, Waiter& w, int tb, i
   if ((++w.spins & 255u) != 0u) return true;
   if (gave_up(a)) return false;
   if (*(volatile u32*)a.abort != 0u) {
-    fail(a, 2u, tb, op, body);
+    fail(a.ctl, a.err, 2u, tb, op, body);
     return false;
   }
   if (clock64() - w.start > w.limit) {
-    fail(a, 1u, tb, op, body);
+    fail(a.ctl, a.err, 1u, tb, op, body);
     return false;
   }
   return true;
@@ -733,7 +733,7 @@ __device__ __forceinline__ void sem_acquire(const Args& a, const int* ids, int n
 #define FIFO_SIGNAL 2
 #define FIFO_FLUSH 3
 
-__device__ __noinline__ u64 fifo_push(const Args& a, u64 kind, u64 src, u64 dst, u64 bytes, u64 sig, int tb, int op, int body) {
+__device__ __forceinline__ u64 fifo_push(const Args& a, u64 kind, u64 src, u64 dst, u64 bytes, u64 sig, int tb, int op, int body) {
   const u64 seq = atom_add_relaxed_gpu_u64((u64*)a.fifo_head, 1ull) + 1ull;
   volatile u64* tail = (volatile u64*)a.fifo_tail;
   Waiter w = waiter(a, 1);
@@ -950,7 +950,7 @@ __device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave, bool* wra
 
 // scrub_meet: thread 0 stores v to every peer's slot of this rank and
 // waits until every peer's slot here is at least v; false if it gave up.
-__device__ __noinline__ bool scrub_meet(const Args& a, u32 v) {
+__device__ __forceinline__ bool scrub_meet(const Args& a, u32 v) {
   fence_sc_sys();  // this rank's writes (the call before, the zeroing) first
   for (int q = 0; q < NRANKS; q++)
     if (q != RANK) st_relaxed_sys_u32((u32*)a.bar_start[q] + 8 + RANK, v);
@@ -965,7 +965,7 @@ __device__ __noinline__ bool scrub_meet(const Args& a, u32 v) {
   return true;
 }
 
-__device__ __noinline__ void scrub(const Args& a) {
+__device__ __forceinline__ void scrub(const Args& a) {
   u32* ctl = (u32*)a.ctl;
   if (blockIdx.x == 0) {
     __shared__ u32 s_ok, s_n;
