@@ -609,13 +609,23 @@ __device__ __forceinline__ void reduce_packets(const Args& a, char* const* dst, 
 // counter slot[i] (MONO: a store of (call << 16 | seq[i]), slot_at): a
 // system-scope release (after __syncthreads, so it covers the whole
 // block's earlier writes), or relaxed.
-__device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const int* slot, const u32* seq, int n, bool relaxed, flag_t flag) {
+// The generated code passes its channel arrays by reference (arr_t):
+// their length N is known, so loops over them unroll and index them with
+// constants.
+template <class T, int N>
+using arr_t = T[N];
+
+template <int N>
+__device__ __forceinline__ void signal_mem(const Args& a, const arr_t<int, N>& peer, const arr_t<int, N>& slot, const arr_t<u32, N>& seq, int n,
+                                           bool relaxed, flag_t flag) {
   __syncthreads();
   const int t = threadIdx.x;
-  if (t < n) {
-    u64* p = (u64*)a.inbound[peer[t]] + slot_at(a, (u64)slot[t], lane(a));
+#pragma unroll
+  for (int i = 0; i < N; i++) {
+    if (i >= n || t != i) continue;  // thread i signals channel i: constant indices, no local memory
+    u64* p = (u64*)a.inbound[peer[i]] + slot_at(a, (u64)slot[i], lane(a));
 #if MONO
-    const u64 v = ((u64)flag << 16) | seq[t];
+    const u64 v = ((u64)flag << 16) | seq[i];
     if (relaxed)
       st_relaxed_sys_u64(p, v);
     else
@@ -638,25 +648,41 @@ __device__ __forceinline__ void signal_mem(const Args& a, const int* peer, const
 // of every call (MONO: wait for (call << 16 | ticket) instead), so the group size
 // may change from call to call; the others take tickets from device
 // memory with a group of 1.
-__device__ __forceinline__ void wait_chan(const Args& a, const int* slot, const int* ticket, int n, bool relaxed, u64* tk, flag_t flag, int tb, int op, int body) {
+template <int N>
+__device__ __forceinline__ void wait_chan(const Args& a, const arr_t<int, N>& slot, const arr_t<int, N>& ticket, int n, bool relaxed, u64* tk,
+                                         flag_t flag, int tb, int op, int body) {
   const int G = (int)a.group;
   // No check of the give-up word before the poll (a round trip every
   // wait): the poll checks it every 256 reads (keep_waiting).
   for (int j = threadIdx.x; j < n * G; j += blockDim.x) {
     const int c = j / G, l = j % G;
+    // Channel c's slot and ticket picked with constant indices (an index
+    // that depends on the thread would put slot, ticket and tk in local
+    // memory, every thread's copy).
+    int sc = 0, tc = 0;
+    u64 base = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      if (i == c) {
+        sc = slot[i];
+        tc = ticket[i];
+        if (GROUPED) base = tk[ticket[i]];
+      }
     u64 target;
     if (GROUPED)
-      target = tk[ticket[c]] + 1ull;
+      target = base + 1ull;
     else
-      target = atom_add_relaxed_gpu_u64((u64*)a.tickets + ticket[c], 1ull) + 1ull;
-    const u64* p = (const u64*)a.inbound[RANK] + slot_at(a, (u64)slot[c], (u64)l);
+      target = atom_add_relaxed_gpu_u64((u64*)a.tickets + tc, 1ull) + 1ull;
+    const u64* p = (const u64*)a.inbound[RANK] + slot_at(a, (u64)sc, (u64)l);
     if (MONO) target |= (u64)flag << 16;
     Waiter w = waiter(a, 1);
     while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
       if (!keep_waiting(a, w, tb, op, body)) break;
   }
   if (GROUPED)
-    for (int i = 0; i < n; i++) tk[ticket[i]]++;
+#pragma unroll
+    for (int i = 0; i < N; i++)
+      if (i < n) tk[ticket[i]]++;
   __syncthreads();
 }
 
