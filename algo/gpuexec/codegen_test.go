@@ -687,7 +687,9 @@ func TestClosingSignalRelaxed(t *testing.T) {
 // on every thread, is a generic load instead of a constant-bank read
 // (cuobjdump of the 4-rank one-shot kernel: 189 generic loads of the
 // arguments against none, NVRTC 11.8, sm_90). The failure path takes
-// the two words it needs by value.
+// the two words it needs by value. Where NVRTC is, the library kernels'
+// PTX says the same: no cvta.param (the parameter's generic address)
+// and no .local (a stack frame).
 func TestArgsStayInConstantBank(t *testing.T) {
 	noinline := regexp.MustCompile(`__noinline__[^(]*\(([^)]*)\)`)
 	for _, m := range noinline.FindAllStringSubmatch(runtimeSource, -1) {
@@ -695,13 +697,11 @@ func TestArgsStayInConstantBank(t *testing.T) {
 			t.Errorf("runtime.cuh: %s takes the kernel's arguments: they would be read with generic loads", m[0])
 		}
 	}
+	var ks []*Kernel
+	var what []string
 	for _, name := range library.Names() {
-		for n := 2; n <= 4; n++ {
-			p, err := library.Build(name, n, library.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			k, err := Generate(p, 0, tensor.BFloat16, reduce.Sum)
+		for _, n := range []int{2, 4} {
+			k, err := Generate(build(t, name, n), 0, tensor.BFloat16, reduce.Sum)
 			if err != nil {
 				t.Fatalf("%s, %d ranks: %v", name, n, err)
 			}
@@ -710,6 +710,21 @@ func TestArgsStayInConstantBank(t *testing.T) {
 					t.Errorf("%s, %d ranks: %s takes the kernel's arguments by reference", name, n, m[0])
 				}
 			}
+			ks = append(ks, k)
+			what = append(what, fmt.Sprintf("%s, %d ranks", name, n))
+		}
+	}
+	c := nvrtctest.Load(t)
+	for i, k := range ks {
+		ptx, err := c.PTX("plan.cu", k.Source, "compute_90")
+		if err != nil {
+			t.Fatalf("%s: %v", what[i], err)
+		}
+		if strings.Contains(ptx, "cvta.param") {
+			t.Errorf("%s: the PTX takes the parameter's generic address (cvta.param): its fields are read with generic loads", what[i])
+		}
+		if strings.Contains(ptx, ".local") {
+			t.Errorf("%s: the PTX keeps a stack frame (.local)", what[i])
 		}
 	}
 }

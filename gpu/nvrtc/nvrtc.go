@@ -39,7 +39,7 @@ type Compiler struct {
 var symbols = []string{
 	"nvrtcVersion", "nvrtcGetErrorString", "nvrtcCreateProgram", "nvrtcDestroyProgram",
 	"nvrtcCompileProgram", "nvrtcGetProgramLogSize", "nvrtcGetProgramLog",
-	"nvrtcGetCUBINSize", "nvrtcGetCUBIN",
+	"nvrtcGetCUBINSize", "nvrtcGetCUBIN", "nvrtcGetPTXSize", "nvrtcGetPTX",
 }
 
 // libnvrtc.so.11.2 is CUDA 11.8's (Debian's libnvrtc11.2: CI compiles the kernels with it;
@@ -76,12 +76,20 @@ func cstr(s string) []byte { return append([]byte(s), 0) }
 
 // Compile builds src (CUDA C) into a cubin for arch, e.g. "sm_90".
 func (c *Compiler) Compile(name, src, arch string, opts ...string) ([]byte, error) {
-	cubin, _, err := c.compile(name, src, arch, opts)
+	cubin, _, err := c.compile(name, src, arch, opts, false)
 	return cubin, err
 }
 
-// compile is Compile that also returns the compiler's log.
-func (c *Compiler) compile(name, src, arch string, opts []string) ([]byte, string, error) {
+// PTX builds src for a virtual architecture (e.g. "compute_90") and
+// returns the PTX: what the front end made of the source before ptxas
+// (which parameters' addresses escape, which loads are generic).
+func (c *Compiler) PTX(name, src, arch string, opts ...string) (string, error) {
+	ptx, _, err := c.compile(name, src, arch, opts, true)
+	return strings.TrimRight(string(ptx), "\x00"), err
+}
+
+// compile is Compile (or PTX) that also returns the compiler's log.
+func (c *Compiler) compile(name, src, arch string, opts []string, ptx bool) ([]byte, string, error) {
 	csrc, cname := cstr(src), cstr(name)
 	var prog uintptr
 	if err := c.c.Call("nvrtcCreateProgram", uintptr(unsafe.Pointer(&prog)), uintptr(unsafe.Pointer(&csrc[0])),
@@ -102,24 +110,28 @@ func (c *Compiler) compile(name, src, arch string, opts []string) ([]byte, strin
 	if cerr != nil {
 		return nil, log, &CompileError{Name: name, Arch: arch, Log: log + "\n" + cerr.Error()}
 	}
+	sizeFn, getFn, what := "nvrtcGetCUBINSize", "nvrtcGetCUBIN", "cubin (is %q a real architecture, not compute_XX?)"
+	if ptx {
+		sizeFn, getFn, what = "nvrtcGetPTXSize", "nvrtcGetPTX", "PTX (is %q an architecture NVRTC knows?)"
+	}
 	var n uint64
-	if err := c.c.Call("nvrtcGetCUBINSize", prog, uintptr(unsafe.Pointer(&n))); err != nil {
+	if err := c.c.Call(sizeFn, prog, uintptr(unsafe.Pointer(&n))); err != nil {
 		return nil, log, err
 	}
 	if n == 0 {
-		return nil, log, fmt.Errorf("nvrtc: %s produced an empty cubin (is %q a real architecture, not compute_XX?)", name, arch)
+		return nil, log, fmt.Errorf("nvrtc: %s produced an empty "+what, name, arch)
 	}
-	cubin := make([]byte, n)
-	if err := c.c.Call("nvrtcGetCUBIN", prog, uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
+	out := make([]byte, n)
+	if err := c.c.Call(getFn, prog, uintptr(unsafe.Pointer(&out[0]))); err != nil {
 		return nil, log, err
 	}
-	return cubin, log, nil
+	return out, log, nil
 }
 
 // Report compiles src for arch as Compile does, with ptxas's resource
 // report, and returns each kernel's resources (by entry name).
 func (c *Compiler) Report(name, src, arch string, opts ...string) (map[string]Resources, error) {
-	_, log, err := c.compile(name, src, arch, append(slices.Clone(opts), "--ptxas-options=-v"))
+	_, log, err := c.compile(name, src, arch, append(slices.Clone(opts), "--ptxas-options=-v"), false)
 	if err != nil {
 		return nil, err
 	}

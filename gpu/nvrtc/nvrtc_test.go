@@ -33,6 +33,30 @@ func TestCompileErrorHasLog(t *testing.T) {
 	}
 }
 
+// TestPTX: the PTX of a virtual architecture names the kernel and reads
+// its parameters from the parameter space; a junk source is a
+// CompileError with the log, as for cubins.
+func TestPTX(t *testing.T) {
+	c := load(t)
+	ptx, err := c.PTX("add_one.cu", addOne, "compute_90")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{".entry add_one", "ld.param"} {
+		if !strings.Contains(ptx, want) {
+			t.Errorf("PTX lacks %q:\n%s", want, ptx)
+		}
+	}
+	if strings.ContainsRune(ptx, 0) {
+		t.Error("PTX keeps its terminating NUL")
+	}
+	_, err = c.PTX("broken.cu", "extern \"C\" __global__ void k() { this is not C++; }", "compute_90")
+	var ce *nvrtc.CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "error") {
+		t.Fatalf("PTX of junk: %v", err)
+	}
+}
+
 // TestCompileLoadLaunch compiles a kernel for the device's architecture,
 // caches it, loads it with the driver and runs it.
 func TestCompileLoadLaunch(t *testing.T) {
