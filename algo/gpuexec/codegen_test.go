@@ -688,8 +688,8 @@ func TestClosingSignalRelaxed(t *testing.T) {
 // (cuobjdump of the 4-rank one-shot kernel: 189 generic loads of the
 // arguments against none, NVRTC 11.8, sm_90). The failure path takes
 // the two words it needs by value. Where NVRTC is, the library kernels'
-// PTX says the same: no cvta.param (the parameter's generic address)
-// and no .local (a stack frame).
+// PTX says the same: no cvta.param (the parameter's generic address).
+// Stack frames are TestGeneratedSourceCompilesNVRTC's to refuse.
 func TestArgsStayInConstantBank(t *testing.T) {
 	noinline := regexp.MustCompile(`__noinline__[^(]*\(([^)]*)\)`)
 	for _, m := range noinline.FindAllStringSubmatch(runtimeSource, -1) {
@@ -722,9 +722,6 @@ func TestArgsStayInConstantBank(t *testing.T) {
 		}
 		if strings.Contains(ptx, "cvta.param") {
 			t.Errorf("%s: the PTX takes the parameter's generic address (cvta.param): its fields are read with generic loads", what[i])
-		}
-		if strings.Contains(ptx, ".local") {
-			t.Errorf("%s: the PTX keeps a stack frame (.local)", what[i])
 		}
 	}
 }
