@@ -620,23 +620,36 @@ __device__ __forceinline__ void signal_mem(const Args& a, const arr_t<int, N>& p
                                            bool relaxed, flag_t flag) {
   __syncthreads();
   const int t = threadIdx.x;
+  if (t >= n) return;
+  // Thread t signals channel t. Its entries are picked with constant
+  // indices (an index that depends on the thread would put the arrays in
+  // local memory), then one store serves every channel: a body per
+  // channel would run the warp's system-scope releases one after another
+  // (4 ranks under MPS, the put two-shot: 17.3 us at 1 KB graph-replayed
+  // against 11.2 with the shared body).
+  int pe = 0, sl = 0;
+  u32 sq = 0;
 #pragma unroll
-  for (int i = 0; i < N; i++) {
-    if (i >= n || t != i) continue;  // thread i signals channel i: constant indices, no local memory
-    u64* p = (u64*)a.inbound[peer[i]] + slot_at(a, (u64)slot[i], lane(a));
+  for (int i = 0; i < N; i++)
+    if (i == t) {
+      pe = peer[i];
+      sl = slot[i];
+      sq = seq[i];
+    }
+  u64* p = (u64*)a.inbound[pe] + slot_at(a, (u64)sl, lane(a));
 #if MONO
-    const u64 v = ((u64)flag << 16) | seq[i];
-    if (relaxed)
-      st_relaxed_sys_u64(p, v);
-    else
-      st_release_sys_u64(p, v);
+  const u64 v = ((u64)flag << 16) | sq;
+  if (relaxed)
+    st_relaxed_sys_u64(p, v);
+  else
+    st_release_sys_u64(p, v);
 #else
-    if (relaxed)
-      red_relaxed_sys_u64(p, 1ull);
-    else
-      red_release_sys_u64(p, 1ull);
+  (void)sq;
+  if (relaxed)
+    red_relaxed_sys_u64(p, 1ull);
+  else
+    red_release_sys_u64(p, 1ull);
 #endif
-  }
 }
 
 // wait_chan: for each channel i, take this rank's next wait number on
