@@ -217,9 +217,6 @@ func TestCallSyncNeedsBarriers(t *testing.T) {
 		}, SyncHandshakes},
 		// tb 0 reads the peer's input with no wait before it.
 		{"allreduce_oneshot", "no first wait", func(p *plan.Plan) bool { return drop(p, 0, 0, plan.OpWait) }, SyncBarriers},
-		// tb 1 has channels of its own: without its first wait nothing
-		// tells it that the peer started.
-		{"allreduce_oneshot", "no first wait in tb 1", func(p *plan.Plan) bool { return drop(p, 0, 1, plan.OpWait) }, SyncBarriers},
 		// a signal nobody waits for could land after the counters were zeroed.
 		{"allreduce_twoshot", "one more signal", func(p *plan.Plan) bool {
 			o := ops(p, 0, 0)
@@ -243,14 +240,27 @@ func TestCallSyncNeedsBarriers(t *testing.T) {
 			t.Errorf("%s with %s: CallSync %d, want %d", c.algo, c.what, got, c.want)
 		}
 	}
+	// With two instances tb 1 has channels of its own: without its first
+	// wait nothing tells it that the peer started.
+	p, err := library.Build("allreduce_oneshot", 2, library.Options{Instances: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !drop(p, 0, 1, plan.OpWait) {
+		t.Fatal("allreduce_oneshot, 2 instances: no wait in tb 1")
+	}
+	if got := CallSync(p); got != SyncBarriers {
+		t.Errorf("allreduce_oneshot, 2 instances, no first wait in tb 1: CallSync %d, want %d", got, SyncBarriers)
+	}
 }
 
 // A nop makes a group's CUDA blocks meet only where a data op before it
 // and one after it touch the same chunks of one buffer of one rank, one
 // of them writing (in-place plans: input and output are one buffer).
 func TestNopMeetings(t *testing.T) {
-	// allreduce_oneshot, rank 0, thread block 0: signal, wait, nop, rre
-	// (r0.in[0:1] r1.in[0:1] -> r0.out[0:1]), nop, signal, wait, nop.
+	// allreduce_oneshot in two instances (4 chunks), rank 0, thread
+	// block 0: signal, wait, nop, rre (r0.in[0:2] r1.in[0:2] ->
+	// r0.out[0:2]), nop, signal, wait, nop.
 	copyOp := func(src, dst plan.BufRef) plan.Op {
 		return plan.Op{Name: plan.OpCopy, Src: []plan.BufRef{src}, Dst: []plan.BufRef{dst}}
 	}
@@ -262,12 +272,15 @@ func TestNopMeetings(t *testing.T) {
 	}{
 		{"library plan", nil, false, nil},
 		{"write, then a write of the same chunk", ptr(copyOp(plan.Local(plan.Input, 0, 1), plan.Local(plan.Output, 0, 1))), false, []int{3}},
-		{"write of another chunk", ptr(copyOp(plan.Local(plan.Input, 0, 1), plan.Local(plan.Output, 1, 1))), false, nil},
+		{"write of another chunk", ptr(copyOp(plan.Local(plan.Input, 0, 1), plan.Local(plan.Output, 2, 1))), false, nil},
 		{"reads only", ptr(copyOp(plan.Local(plan.Input, 0, 1), plan.Local(plan.Scratch, 0, 1))), false, nil},
 		{"in place: input and output are one buffer", ptr(copyOp(plan.Local(plan.Input, 1, 1), plan.Local(plan.Output, 1, 1))), true, []int{3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := build(t, "allreduce_oneshot", 2)
+			p, err := library.Build("allreduce_oneshot", 2, library.Options{Instances: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
 			p.InPlace = c.inPlace
 			ops := &p.GPUs[0].ThreadBlocks[0].Ops
 			if c.first != nil {

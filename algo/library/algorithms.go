@@ -2,32 +2,32 @@ package library
 
 import "github.com/chorus-rt/chorus/algo/dsl"
 
-// allreduceOneShot: input and output of n chunks; thread block c of every
-// rank computes output chunk c from the input chunk c of all ranks, read
-// through the memory channels (one rre per block after fusion). Each
-// thread block has channels of its own to every peer and does its own
-// handshakes with the peers' block c, the only blocks that read its
-// chunk: no barrier between the blocks of a rank, as ccl/ipc's one-shot
-// kernel (a block meets its counterparts, reduces, meets them again).
+// allreduceOneShot: every rank reduces the whole input of every rank
+// into its output in one thread block (one rre over all n chunks after
+// fusion), between a handshake that lets it read its peers' inputs and
+// one that keeps each input until every peer has read it. The executor
+// spreads the thread block over as many CUDA blocks as the bytes need
+// (gpuexec.CallShape), so this is ccl/ipc's one-shot kernel: one grid
+// striding over the whole buffer. A thread block per chunk instead (n
+// groups, each streaming its own 1/n of every input) took 1.82x the
+// kernel at 256 MB with 4 ranks sharing an H200 under MPS, against 1.30x
+// for one (1.15-1.17x then with one 16-byte vector a thread in flight,
+// not two; graph-replayed, same call, 2026-11-29), and tied it on 2 x
+// H200 and with 2 ranks under MPS (docs/gpu-executor.md).
 func allreduceOneShot(p *dsl.Program, n int) {
-	chs := make([][][]*dsl.MemoryChannel, n)
-	for c := range n {
-		chs[c] = mesh(p, n)
-	}
+	ch := mesh(p, n)
+	tb := dsl.TB(0)
 	for r := range n {
 		rk := p.Rank(r)
-		in, out := rk.Input(), rk.Output()
-		for c := range n {
-			ch, tb := chs[c], dsl.TB(c)
-			handshake(ch, r, n, tb)
-			src := in.Chunk(c, 1)
-			for _, q := range peers(r, n) {
-				ch[r][q].Reduce(out.Chunk(c, 1), src, []dsl.Chunk{p.Rank(q).Input().Chunk(c, 1)}, dsl.Sum, tb)
-				src = out.Chunk(c, 1) // accumulate: out = out + next peer's
-			}
-			// Nobody may leave (and let its input change) while peers read it.
-			exchange(ch, r, n, tb)
+		in, out := rk.Input().Chunk(0, n), rk.Output().Chunk(0, n)
+		handshake(ch, r, n, tb)
+		src := in
+		for _, q := range peers(r, n) {
+			ch[r][q].Reduce(out, src, []dsl.Chunk{p.Rank(q).Input().Chunk(0, n)}, dsl.Sum, tb)
+			src = out // accumulate: out = out + next peer's
 		}
+		// Nobody may leave (and let its input change) while peers read it.
+		exchange(ch, r, n, tb)
 	}
 }
 

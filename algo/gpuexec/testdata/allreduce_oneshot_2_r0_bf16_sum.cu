@@ -18,7 +18,7 @@
 
 // thread block 0: 8 ops
 static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
-  u64 tk[2] = {0}; // wait tickets (GROUPED plans)
+  u64 tk[1] = {0}; // wait tickets (GROUPED plans)
   { // op 0: signal (memory)
     const int peer[] = {1};
     const int slot[] = {0};
@@ -26,17 +26,17 @@ static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
     signal_mem(a, peer, slot, seq, 1, true, flag);
   }
   { // op 1: wait (memory)
-    const int slot[] = {2};
+    const int slot[] = {1};
     const int ticket[] = {0};
     wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 1, 0);
   }
   { // op 2: nop
     // nothing to order: no data op across it touches what one before it did
   }
-  { // op 3: rre (memory) r0.in[0:1] r1.in[0:1] r0.out[0:1]
-    const Rg r0 = rg(a, 0, 1, 0, 1, 0, 0);
-    const Rg r1 = rg(a, 0, 1, 0, 1, 0, 0);
-    const Rg r2 = rg(a, 0, 1, 0, 1, 0, 0);
+  { // op 3: rre (memory) r0.in[0:2] r1.in[0:2] r0.out[0:2]
+    const Rg r0 = rg(a, 0, 2, 0, 1, 0, 0);
+    const Rg r1 = rg(a, 0, 2, 0, 1, 0, 0);
+    const Rg r2 = rg(a, 0, 2, 0, 1, 0, 0);
     char* const dst[1] = {at(a, flag, 0, 1, r2.off)};
     const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
     reduce_plain<2, 1>(a, dst, src, r0.n);
@@ -51,53 +51,9 @@ static __device__ __forceinline__ void tb_0(const Args& a, const flag_t flag) {
     signal_mem(a, peer, slot, seq, 1, true, flag);
   }
   { // op 6: wait (memory)
-    const int slot[] = {2};
+    const int slot[] = {1};
     const int ticket[] = {0};
     wait_chan(a, slot, ticket, 1, false, tk, flag, 0, 6, 0);
-  }
-  { // op 7: nop
-    // nothing to order: no data op across it touches what one before it did
-  }
-}
-
-// thread block 1: 8 ops
-static __device__ __forceinline__ void tb_1(const Args& a, const flag_t flag) {
-  u64 tk[2] = {0}; // wait tickets (GROUPED plans)
-  { // op 0: signal (memory)
-    const int peer[] = {1};
-    const int slot[] = {1};
-    const u32 seq[] = {1};
-    signal_mem(a, peer, slot, seq, 1, true, flag);
-  }
-  { // op 1: wait (memory)
-    const int slot[] = {3};
-    const int ticket[] = {1};
-    wait_chan(a, slot, ticket, 1, false, tk, flag, 1, 1, 0);
-  }
-  { // op 2: nop
-    // nothing to order: no data op across it touches what one before it did
-  }
-  { // op 3: rre (memory) r0.in[1:2] r1.in[1:2] r0.out[1:2]
-    const Rg r0 = rg(a, 1, 1, 0, 1, 0, 0);
-    const Rg r1 = rg(a, 1, 1, 0, 1, 0, 0);
-    const Rg r2 = rg(a, 1, 1, 0, 1, 0, 0);
-    char* const dst[1] = {at(a, flag, 0, 1, r2.off)};
-    const char* const src[2] = {at(a, flag, 0, 0, r0.off), at(a, flag, 1, 0, r1.off)};
-    reduce_plain<2, 1>(a, dst, src, r0.n);
-  }
-  { // op 4: nop
-    // nothing to order: no data op across it touches what one before it did
-  }
-  { // op 5: signal (memory)
-    const int peer[] = {1};
-    const int slot[] = {1};
-    const u32 seq[] = {2};
-    signal_mem(a, peer, slot, seq, 1, true, flag);
-  }
-  { // op 6: wait (memory)
-    const int slot[] = {3};
-    const int ticket[] = {1};
-    wait_chan(a, slot, ticket, 1, false, tk, flag, 1, 6, 0);
   }
   { // op 7: nop
     // nothing to order: no data op across it touches what one before it did
@@ -118,7 +74,6 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1) chorus_plan(const __gr
   if (!(START ? gave_up(a) : gave)) {
     switch (blockIdx.x / (u32)a.group) {
       case 0: tb_0(a, flag); break;
-      case 1: tb_1(a, flag); break;
       default: break;
     }
   }
