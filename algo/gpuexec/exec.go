@@ -638,7 +638,10 @@ type Shape struct{ Group, Threads int }
 //   - a larger one on blocks of smallThreads threads, one per
 //     smallThreads vectors, while they are resident and at most MaxGroup;
 //   - else on blocks of the kernel's threads (fewer, so fewer lanes to
-//     signal and wait), as many as fit.
+//     signal and wait), as many as fit;
+//   - but where ranks share a GPU under MPS, on blocks of smallThreads,
+//     at most one a multiprocessor of the rank's share (plans of plain
+//     data; packet plans as above).
 //
 // Plans that cannot group (Grouped false) run one block per thread
 // block. The kernels step through their data by blockDim, so any count
@@ -674,6 +677,22 @@ func CallShape(in GroupInput) (Shape, error) {
 		return Shape{Group: 1, Threads: min(max(t, minLaunchThreads), in.Threads)}, nil
 	}
 	blocks := int64(max(1, in.Blocks))
+	if in.SharedSMs > 0 && !in.LL {
+		// Ranks sharing a GPU under MPS: a block of smallThreads a
+		// multiprocessor of the rank's share, as ccl/ipc's grids there
+		// (one block a multiprocessor; a reduce keeps two vectors a
+		// thread in flight where the kernel keeps one). One H200, 4
+		// ranks, IPC tensors, graph-replayed, against up to two small
+		// blocks or one of the kernel's threads a multiprocessor (same
+		// call, 2026-11-29): the one-shot plan 0.85x at 512 KB, 0.91-0.92x
+		// at 32 and 256 MB, 1 KB-4 MB otherwise 0.97-1.00x; the put
+		// two-shot 0.96-0.97x to 512 KB, 1.05x at 4 MB; the pull two-shot
+		// 0.97-1.02x. The packet plan took 1.21-1.34x from 4 MB (a
+		// thread waits on each of its packets: it wants more threads), so
+		// LL plans keep the rule below.
+		g := min((need+int64(small)-1)/int64(small), MaxGroup, max(1, int64(sms)/blocks))
+		return Shape{Group: int(g), Threads: small}, nil
+	}
 	if g := (need + int64(small) - 1) / int64(small); g <= MaxGroup && g*blocks <= int64(in.SmallBlocksPerSM*sms) {
 		return Shape{Group: int(g), Threads: small}, nil
 	}

@@ -61,14 +61,19 @@ func TestCallShape(t *testing.T) {
 		{"MaxGroup", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.Blocks = 1 }), Shape{MaxGroup, 512}, ""},
 		{"not groupable", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.Grouped = false }), Shape{1, 512}, ""},
 		{"not groupable, small op", with(h, func(in *GroupInput) { in.OpBytes = 2048; in.Grouped = false }), Shape{1, 128}, ""},
-		{"2 ranks under MPS", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.SharedSMs = 66; in.PerGPU = 2 }), Shape{66, 512}, ""},
-		{"MPS at 10%", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.SMs = 13; in.SharedSMs = 66; in.PerGPU = 2 }), Shape{13, 512}, ""},
+		{"2 ranks under MPS", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.SharedSMs = 66; in.PerGPU = 2 }), Shape{33, 512}, ""},
+		{"MPS at 10%", with(h, func(in *GroupInput) { in.OpBytes = 64 << 20; in.SMs = 13; in.SharedSMs = 66; in.PerGPU = 2 }), Shape{6, 512}, ""},
 		{"too many thread blocks", with(h, func(in *GroupInput) { in.Blocks = 40; in.SMs = 13; in.SharedSMs = 16; in.PerGPU = 8 }), Shape{}, "only 26 can be resident"},
 		{"warps: 101 vectors", with(wide, func(in *GroupInput) { in.OpBytes = 16*100 + 1 }), Shape{1, 128}, ""},
 		{"packets: 8 data bytes a thread", with(wide, func(in *GroupInput) { in.OpBytes = 2048; in.LL = true }), Shape{1, 256}, ""},
 		{"16 KB op: two blocks of 512", with(wide, func(in *GroupInput) { in.OpBytes = 16 << 10 }), Shape{2, 512}, ""},
 		{"128 KB op: 16 blocks of 512", with(wide, func(in *GroupInput) { in.OpBytes = 128 << 10 }), Shape{16, 512}, ""},
-		{"1 MB op past the small blocks' room: whole blocks", with(wide, func(in *GroupInput) { in.OpBytes = 1 << 20; in.SharedSMs = 33; in.PerGPU = 4 }), Shape{16, 1024}, ""},
+		{"under MPS: a small block a multiprocessor of the share", with(wide, func(in *GroupInput) { in.OpBytes = 1 << 20; in.SharedSMs = 33; in.PerGPU = 4 }), Shape{8, 512}, ""},
+		{"under MPS, one thread block: 33 of 512", with(wide, func(in *GroupInput) {
+			in.OpBytes, in.Blocks, in.BlocksPerSM, in.SmallBlocksPerSM, in.SharedSMs, in.PerGPU = 512<<10, 1, 1, 2, 33, 4
+		}), Shape{33, 512}, ""},
+		{"under MPS, small op: one block", with(wide, func(in *GroupInput) { in.OpBytes = 4 << 10; in.SharedSMs = 33; in.PerGPU = 4 }), Shape{1, 256}, ""},
+		{"under MPS, packets past the small blocks' room: whole blocks", with(wide, func(in *GroupInput) { in.OpBytes = 1 << 20; in.LL = true; in.SharedSMs = 33; in.PerGPU = 4 }), Shape{16, 1024}, ""},
 		{"few threads: kept", with(wide, func(in *GroupInput) { in.OpBytes = 16; in.Threads = 32 }), Shape{1, 32}, ""},
 		{"empty op", with(wide, func(in *GroupInput) { in.OpBytes = 0 }), Shape{1, minLaunchThreads}, ""},
 	}
@@ -361,6 +366,8 @@ func TestCallShapeProperties(t *testing.T) {
 			t.Fatalf("case %d %+v: threads %d", i, in, sh.Threads)
 		case !in.Grouped && sh.Group != 1:
 			t.Fatalf("case %d %+v: a plan that cannot group got group %d", i, in, sh.Group)
+		case in.SharedSMs > 0 && !in.LL && sh.Group > 1 && sh.Group*in.Blocks > sms:
+			t.Fatalf("case %d %+v: %+v: more than a block a multiprocessor of the share", i, in, sh)
 		}
 	}
 }
