@@ -677,6 +677,7 @@ func CallShape(in GroupInput) (Shape, error) {
 		return Shape{Group: 1, Threads: min(max(t, minLaunchThreads), in.Threads)}, nil
 	}
 	blocks := int64(max(1, in.Blocks))
+	gSmall := (need + int64(small) - 1) / int64(small) // blocks of smallThreads, one vector a thread
 	if in.SharedSMs > 0 && !in.LL {
 		// Ranks sharing a GPU under MPS: a block of smallThreads a
 		// multiprocessor of the rank's share, as ccl/ipc's grids there
@@ -690,11 +691,11 @@ func CallShape(in GroupInput) (Shape, error) {
 		// 0.97-1.02x. The packet plan took 1.21-1.34x from 4 MB (a
 		// thread waits on each of its packets: it wants more threads), so
 		// LL plans keep the rule below.
-		g := min((need+int64(small)-1)/int64(small), MaxGroup, max(1, int64(sms)/blocks))
+		g := min(gSmall, MaxGroup, max(1, int64(sms)/blocks))
 		return Shape{Group: int(g), Threads: small}, nil
 	}
-	if g := (need + int64(small) - 1) / int64(small); g <= MaxGroup && g*blocks <= int64(in.SmallBlocksPerSM*sms) {
-		return Shape{Group: int(g), Threads: small}, nil
+	if gSmall <= MaxGroup && gSmall*blocks <= int64(in.SmallBlocksPerSM*sms) {
+		return Shape{Group: int(gSmall), Threads: small}, nil
 	}
 	g := min((need+int64(in.Threads)-1)/int64(in.Threads), MaxGroup, int64(limit)/blocks)
 	return Shape{Group: int(max(1, g)), Threads: in.Threads}, nil
