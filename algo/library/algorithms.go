@@ -11,9 +11,10 @@ import "github.com/chorus-rt/chorus/algo/dsl"
 // striding over the whole buffer. A thread block per chunk instead (n
 // groups, each streaming its own 1/n of every input) took 1.82x the
 // kernel at 256 MB with 4 ranks sharing an H200 under MPS, against 1.30x
-// for one (1.15-1.17x then with one 16-byte vector a thread in flight,
-// not two; graph-replayed, same call, 2026-11-29), and tied it on 2 x
-// H200 and with 2 ranks under MPS (docs/gpu-executor.md).
+// for one (graph-replayed, same call, 2026-11-29; 1.00-1.04x since
+// reduces of 4 or more sources keep one 16-byte vector a thread in
+// flight), and tied it on 2 x H200 and with 2 ranks under MPS
+// (docs/gpu-executor.md).
 func allreduceOneShot(p *dsl.Program, n int) {
 	ch := mesh(p, n)
 	tb := dsl.TB(0)
