@@ -6,11 +6,13 @@
 //
 // For N launches back to back on one stream (N from argv[1], default
 // 1000; five rounds of each way, interleaved, the median printed):
-// cuLaunchKernel, cuLaunchKernelEx without attributes, and
-// cuLaunchKernelEx with programmatic stream serialization (the attribute
-// chorus's PDL launches set; both skipped where the driver lacks the
-// function), each timed on the host from the first call to the last
-// call's return, the stream synchronized between rounds; then
+// cuLaunchKernel, cuLaunchKernelEx without attributes, cuLaunchKernelEx
+// with programmatic stream serialization (the attribute chorus's PDL
+// launches set), and the last again for a kernel of one 400-byte struct
+// argument (ccl/ipc's all-reduce arguments); the cuLaunchKernelEx ways
+// are skipped where the driver lacks the function. Each is timed on the
+// host from the first call to the last call's return, the stream
+// synchronized between rounds; then
 // cuCtxSetCurrent of the context already current (what chorus's
 // device.Do calls before each piece of work) and cuCtxGetCurrent (what
 // a check before it would cost). Prints one JSON line.
@@ -53,7 +55,11 @@ static CUresult (*cuLaunchKernelEx)(const LaunchConfig*, CUfunction, void**, voi
 
 static const char ptx[] =
     ".version 7.0\n.target sm_70\n.address_size 64\n"
-    ".visible .entry chorus_empty()\n{\n ret;\n}\n";
+    ".visible .entry chorus_empty()\n{\n ret;\n}\n"
+    ".visible .entry chorus_args(.param .align 8 .b8 a[400])\n{\n ret;\n}\n";
+
+// The argument block of the chorus_args launches (ccl/ipc's kargs size).
+static uint64_t args[50];
 
 static double now_us(void) {
   struct timespec t;
@@ -84,8 +90,9 @@ static int cmp(const void* a, const void* b) {
 
 // One round of n launches back to back (ex: 0 cuLaunchKernel, 1
 // cuLaunchKernelEx without attributes, 2 cuLaunchKernelEx with
-// programmatic stream serialization); microseconds a launch.
-static double timed(CUfunction f, CUstream s, int n, int ex) {
+// programmatic stream serialization, 3 the same with fa, the kernel of
+// 400 bytes of parameters); microseconds a launch.
+static double timed(CUfunction f, CUfunction fa, CUstream s, int n, int ex) {
   LaunchConfig cfg;
   LaunchAttr attr;
   memset(&cfg, 0, sizeof cfg);
@@ -96,13 +103,16 @@ static double timed(CUfunction f, CUstream s, int n, int ex) {
   cfg.bx = 32;
   cfg.by = cfg.bz = 1;
   cfg.stream = s;
-  cfg.attrs = ex == 2 ? &attr : NULL;
-  cfg.nattrs = ex == 2 ? 1 : 0;
+  cfg.attrs = ex >= 2 ? &attr : NULL;
+  cfg.nattrs = ex >= 2 ? 1 : 0;
+  void* params[1] = {args};
+  CUfunction g = ex == 3 ? fa : f;
+  void** p = ex == 3 ? params : NULL;
   check(cuStreamSynchronize(s), "cuStreamSynchronize");
   double t0 = now_us();
   for (int i = 0; i < n; i++) {
     if (ex)
-      check(cuLaunchKernelEx(&cfg, f, NULL, NULL), "cuLaunchKernelEx");
+      check(cuLaunchKernelEx(&cfg, g, p, NULL), "cuLaunchKernelEx");
     else
       check(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
   }
@@ -136,7 +146,7 @@ int main(int argc, char** argv) {
   CUdevice dev;
   CUcontext ctx;
   CUmodule mod;
-  CUfunction f;
+  CUfunction f, fa;
   CUstream s;
   check(cuInit(0), "cuInit");
   check(cuDeviceGet(&dev, 0), "cuDeviceGet");
@@ -144,17 +154,19 @@ int main(int argc, char** argv) {
   check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   check(cuModuleLoadData(&mod, ptx), "cuModuleLoadData");
   check(cuModuleGetFunction(&f, mod, "chorus_empty"), "cuModuleGetFunction");
+  check(cuModuleGetFunction(&fa, mod, "chorus_args"), "cuModuleGetFunction");
   check(cuStreamCreate(&s, 0), "cuStreamCreate");
   // Five rounds of each way, interleaved so that drift spreads evenly;
   // the median of each.
-  int ways = cuLaunchKernelEx ? 3 : 1;
-  double w[3][5];
-  for (int k = 0; k < ways; k++) timed(f, s, 100, k);  // warm the paths
+  int ways = cuLaunchKernelEx ? 4 : 1;
+  double w[4][5];
+  for (int k = 0; k < ways; k++) timed(f, fa, s, 100, k);  // warm the paths
   for (int r = 0; r < 5; r++)
-    for (int k = 0; k < ways; k++) w[k][r] = timed(f, s, n, k);
+    for (int k = 0; k < ways; k++) w[k][r] = timed(f, fa, s, n, k);
   for (int k = 0; k < ways; k++) qsort(w[k], 5, sizeof w[k][0], cmp);
   printf("{\"bench\":\"launch\",\"impl\":\"c-driver\",\"launches\":%d,\"launch_us\":%.3f", n, w[0][2]);
-  if (ways == 3) printf(",\"launch_ex_us\":%.3f,\"launch_ex_pdl_us\":%.3f", w[1][2], w[2][2]);
+  if (ways == 4)
+    printf(",\"launch_ex_us\":%.3f,\"launch_ex_pdl_us\":%.3f,\"launch_ex_pdl_400b_us\":%.3f", w[1][2], w[2][2], w[3][2]);
   // What chorus's device.Do pays before each launch: making the
   // (already current) primary context current again.
   double v[3];
