@@ -32,7 +32,9 @@
 //   - A thread block is a coroutine that runs its ops in order on one of
 //     the rank's workers (Run's goroutine, and goroutines owned by the
 //     executor when the machine has cores to spare); it yields when it has
-//     to wait. nop is therefore empty, and flush too (a put has completed
+//     to wait. Cores a rank has beyond its workers take pieces of its
+//     large plain copies and reduces (spare_linux.go); the op waits for
+//     them, so a block's ops still run in order. nop is therefore empty, and flush too (a put has completed
 //     when it returns).
 //   - Memory and port channels: signal adds one to a counter in the
 //     shared control segment that the peer's paired channel waits on (the

@@ -50,6 +50,9 @@ type Executor struct {
 	workers [][]*tbRun
 	wk      []*workerG
 	wg      sync.WaitGroup
+	// sp take pieces of the rank's large copies and reduces where the
+	// rank has more cores than workers (spare_linux.go); nil: none.
+	sp *spares
 
 	// synced: the plan orders every remote access before the owner's
 	// last op (selfSynced), so calls end without a barrier.
@@ -184,6 +187,7 @@ func Join(ctx context.Context, cfg ccl.Config, p *plan.Plan) (*Executor, error) 
 		x.aliasOut = !out.packet
 	}
 	x.startWorkers()
+	x.sp = startSpares(spareCount(x.n, nw))
 	return x, nil
 }
 
@@ -290,6 +294,8 @@ func (x *Executor) Close() error {
 	}
 	x.wg.Wait()
 	x.wk = nil
+	x.sp.close()
+	x.sp = nil
 	if x.lw != nil {
 		x.leave(x.lw)
 		x.lw, x.world = nil, nil
@@ -680,7 +686,7 @@ func (x *Executor) Run(ctx context.Context, in, out *tensor.Tensor, op reduce.Op
 		}
 	}
 	if !aliasOut {
-		copyCached(outB, x.data[int64(x.rank)*x.stride+sz.regs[x.rank].off[plan.Output]:][:len(outB)])
+		x.copySpare(outB, x.data[int64(x.rank)*x.stride+sz.regs[x.rank].off[plan.Output]:][:len(outB)])
 	}
 	return nil
 }
@@ -911,10 +917,10 @@ func plainInScratch(p *plan.Plan) bool {
 func (x *Executor) stage(r regions, inB, outB []byte, aliasIn, aliasOut bool) {
 	base := int64(x.rank) * x.stride
 	if !x.pr.outCovered && !aliasOut {
-		copyCached(x.data[base+r.off[plan.Output]:][:len(outB)], outB)
+		x.copySpare(x.data[base+r.off[plan.Output]:][:len(outB)], outB)
 	}
 	if !aliasIn {
-		copyCached(x.data[base+r.off[plan.Input]:][:len(inB)], inB)
+		x.copySpare(x.data[base+r.off[plan.Input]:][:len(inB)], inB)
 	}
 }
 

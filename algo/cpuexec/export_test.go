@@ -19,3 +19,19 @@ func (x *Executor) InPrologue() bool { return x.inPrologue }
 // SetSeq sets the calls this executor has made (its next call is seq+1
 // and has that call's packet flag), so tests reach the flag's cycle.
 func (x *Executor) SetSeq(seq uint64) { x.seq = seq }
+
+// SetSpares fixes the spare goroutines per rank for executors joined
+// afterwards (0: by the machine's cores, negative: none); it returns the
+// old value.
+func SetSpares(n int) int { return int(sparesOverride.Swap(int32(n))) }
+
+// Spares is how many spare goroutines the executor runs.
+func (x *Executor) Spares() int {
+	if x.sp == nil {
+		return 0
+	}
+	return x.sp.n
+}
+
+// SpareMin is the smallest op the spare goroutines split.
+const SpareMin = spareMin

@@ -371,11 +371,7 @@ func (t *tbRun) move(in *inst, it, unit int64) error {
 			if len(s) != len(d) {
 				return t.errf(in, "source has %d bytes, destination %d", len(s), len(d))
 			}
-			if overlaps(d, s) {
-				copy(d, s)
-			} else {
-				copyCached(d, s)
-			}
+			t.copyData(d, s)
 		case !sp && dp:
 			if err := t.writePackets(in, d, s); err != nil {
 				return err
@@ -449,11 +445,7 @@ func (t *tbRun) scatter(in *inst, result []byte, dsts []ref, it, unit int64) err
 			return t.errf(in, "destination has %d bytes, the result %d", len(d), len(result))
 		}
 		if len(d) > 0 && &d[0] != &result[0] {
-			if overlaps(d, result) {
-				copy(d, result)
-			} else {
-				copyCached(d, result)
-			}
+			t.copyData(d, result)
 		}
 	}
 	return nil
@@ -476,7 +468,7 @@ func (t *tbRun) reduceInto(in *inst, dst []byte, srcs [][]byte) error {
 			break
 		}
 	}
-	if err := reduce.Reduce(op, t.c.dt, out, srcs...); err != nil {
+	if err := t.reduceData(op, out, srcs); err != nil {
 		return t.errf(in, "%v", err)
 	}
 	if &out[0] != &dst[0] {
@@ -625,4 +617,29 @@ func (t *tbRun) forwardPackets(in *inst, dst, src []byte, owner int) error {
 func overlaps(a, b []byte) bool {
 	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
+}
+
+// copyData copies s into d (the same length).
+func (t *tbRun) copyData(d, s []byte) {
+	if overlaps(d, s) {
+		copy(d, s)
+		return
+	}
+	t.x.copySpare(d, s)
+}
+
+// reduceData reduces srcs into out (none overlapping out but as
+// itself): large ones in pieces on the rank's spare cores.
+func (t *tbRun) reduceData(op reduce.Op, out []byte, srcs [][]byte) error {
+	dt := t.c.dt
+	if t.x.sp == nil || len(out) < spareMin {
+		return reduce.Reduce(op, dt, out, srcs...)
+	}
+	return t.x.sp.each(t.x.rank, len(out), func(lo, hi int) error {
+		ss := make([][]byte, len(srcs))
+		for i, s := range srcs {
+			ss[i] = s[lo:hi]
+		}
+		return reduce.Reduce(op, dt, out[lo:hi], ss...)
+	})
 }

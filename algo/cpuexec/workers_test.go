@@ -62,6 +62,44 @@ func TestWorkers(t *testing.T) {
 	}
 }
 
+// A rank with spare cores splits its large copies and reduces over them
+// (one block a rank, as the library's one-shot plan; staged through the
+// data segment and on the callers' tensors): the same results, no
+// goroutine left behind. Each input is a little over SpareMin bytes a
+// chunk, so every copy and reduce of a chunk splits and ends in a piece
+// shorter than the others.
+func TestSpares(t *testing.T) {
+	leaktest.Check(t)
+	oldW := cpuexec.SetWorkers(1)
+	oldS := cpuexec.SetSpares(3)
+	t.Cleanup(func() {
+		cpuexec.SetWorkers(oldW)
+		cpuexec.SetSpares(oldS)
+		cpuexec.SetDirect(true)
+	})
+	for _, direct := range []bool{true, false} {
+		cpuexec.SetDirect(direct)
+		for _, name := range []string{"allreduce_oneshot", "allreduce_twoshot", "allreduce_ring", "allgather_ring", "allreduce_packet"} {
+			for _, n := range []int{2, 3} {
+				p, err := library.Build(name, n, library.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Run(fmt.Sprintf("direct=%v/%s/%d", direct, name, n), func(t *testing.T) {
+					xs := ranks(t, p, 30*time.Second)
+					if got := xs[0].Spares(); got != 3 {
+						t.Fatalf("%d spare goroutines, want 3", got)
+					}
+					for i, dt := range []tensor.DType{tensor.Float32, tensor.BFloat16} {
+						per := int64(cpuexec.SpareMin/dt.Size() + 40) // elements a chunk
+						runAndCheck(t, xs, dt, reduce.Sum, per*int64(n), uint64(i))
+					}
+				})
+			}
+		}
+	}
+}
+
 // Which plans end calls without the executor's barrier, and which run on
 // the caller's tensors.
 func TestSyncedAndAliases(t *testing.T) {
