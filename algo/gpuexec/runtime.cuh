@@ -395,8 +395,9 @@ __device__ __forceinline__ void reduce_plain(const Args& a, char* const* dst, co
     // ranks sharing an H200 under MPS, the one-shot plan graph-replayed
     // on IPC tensors (2026-11-29, same call): at 256 MB one vector took
     // 1438-1493 us against 1640-1664 for two (kernel 1439), at 32 MB
-    // 109.5 against 88.5 (kernel 116.6); 2 ranks keep two (one: 6% slower
-    // at 32 MB under MPS, the same on 2 x H200).
+    // 109.5 against 88.5 (kernel 116.6); on 4 x H200 the same within 2%;
+    // 2 ranks keep two (one: 6% slower at 32 MB under MPS, the same on
+    // 2 x H200).
     u64 i = t;
     for (; K < 4 && i + T < nv; i += 2 * T) {
       uint4 v0[K], v1[K];
