@@ -681,8 +681,7 @@ func CallShape(in GroupInput) (Shape, error) {
 	if in.SharedSMs > 0 && !in.LL {
 		// Ranks sharing a GPU under MPS: a block of smallThreads a
 		// multiprocessor of the rank's share, as ccl/ipc's grids there
-		// (one block a multiprocessor; a reduce keeps two vectors a
-		// thread in flight where the kernel keeps one). One H200, 4
+		// (one block a multiprocessor). One H200, 4
 		// ranks, IPC tensors, graph-replayed, against up to two small
 		// blocks or one of the kernel's threads a multiprocessor (same
 		// call, 2026-11-29): the one-shot plan 0.85x at 512 KB, 0.91-0.92x
