@@ -38,6 +38,9 @@ type Kernel struct {
 	Blocks  int    // grid size: the rank's thread blocks (at least 1)
 	Threads int    // threads per block
 	Res     Resources
+	// PeerGPU: the kernel meets its peers with GPU-scope accesses
+	// (Target.OneGPU and no port channel in the plan).
+	PeerGPU bool
 }
 
 // Resources are the device words a rank's kernel uses, sized by the plan.
@@ -121,6 +124,20 @@ type gen struct {
 // packets that are complete) is an error wrapping ErrUnsupported that
 // names the op.
 func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, error) {
+	return GenerateFor(p, rank, dt, op, Target{})
+}
+
+// Target is where a generated kernel's peers run.
+type Target struct {
+	// OneGPU: every rank of the plan runs on the same GPU (ranks sharing
+	// it under MPS). The kernel then meets its peers with GPU-scope
+	// signals, waits and fences instead of system-scope ones, unless
+	// some rank uses a port channel (its proxy is a host thread).
+	OneGPU bool
+}
+
+// GenerateFor is Generate for kernels whose peers run where t says.
+func GenerateFor(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op, t Target) (*Kernel, error) {
 	if p == nil || rank < 0 || rank >= p.NumRanks() {
 		return nil, fmt.Errorf("gpuexec: no rank %d in the plan", rank)
 	}
@@ -176,8 +193,10 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 		rank, p.NumRanks(), dc, oc, ll, threads, len(g.res.SemInit), b2i(g.res.Port), b2i(g.res.Grouped), b2i(g.res.Sync == SyncBarriers))
 	packets := g.res.Sync == SyncPackets || g.res.Sync == SyncFlags
 	mono := g.res.Sync == SyncSignals
+	peerGPU := t.OneGPU && !usesPortChannels(p)
 	fmt.Fprintf(&src, "#define END_RELEASE %d\n#define ZERO_EARLY %d\n#define END_WAIT %d\n#define MONO %d\n#define PACKETS %d\n", b2i(!packets), b2i(g.res.Sync == SyncHandshakes),
 		b2i(g.res.Sync != SyncFlags && !mono), b2i(mono), b2i(usesPackets(p)))
+	fmt.Fprintf(&src, "#define PEER_GPU %d\n", b2i(peerGPU))
 	if len(g.res.SemInit) > 0 {
 		fmt.Fprintf(&src, "#define SEM_INIT {%s}\n", joinInts(g.res.SemInit))
 	}
@@ -213,7 +232,7 @@ func Generate(p *plan.Plan, rank int, dt tensor.DType, op reduce.Op) (*Kernel, e
 		fmt.Fprintf(&src, "      case %d: tb_%d(a, flag); break;\n", ti, ti)
 	}
 	src.WriteString("      default: break;\n    }\n  }\n  end_barrier(a, flag);\n}\n")
-	return &Kernel{Rank: rank, DType: dt, Op: op, Source: src.String(), Blocks: max(1, len(gp.ThreadBlocks)), Threads: threads, Res: g.res}, nil
+	return &Kernel{Rank: rank, DType: dt, Op: op, Source: src.String(), Blocks: max(1, len(gp.ThreadBlocks)), Threads: threads, Res: g.res, PeerGPU: peerGPU}, nil
 }
 
 func b2i(b bool) int {
@@ -1351,4 +1370,14 @@ func closingSlots(p *plan.Plan, slots map[slotKey]int, r int) map[int]int {
 		}
 	}
 	return out
+}
+
+// usesPortChannels reports whether some rank of p has a port channel.
+func usesPortChannels(p *plan.Plan) bool {
+	for r := range p.GPUs {
+		if len(p.GPUs[r].ChannelPeers(plan.ChannelPort)) > 0 {
+			return true
+		}
+	}
+	return false
 }

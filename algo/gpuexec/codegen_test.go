@@ -796,3 +796,92 @@ func libraryPTX(t *testing.T) []ptxKernel {
 	}
 	return libraryPTXOnce.ks
 }
+
+// TestPeerScopeOnOneGPU: where every rank runs on one GPU, the library
+// plans' kernels define PEER_GPU 1 (runtime.cuh meets the peers with
+// GPU-scope accesses); a plan with port channels keeps system scope (its
+// proxy is a host thread), and kernels for peers on other GPUs keep it
+// too. TestPeerScopePTX reads the instructions.
+func TestPeerScopeOnOneGPU(t *testing.T) {
+	for _, k := range peerScopeKernels(t) {
+		want := !usesPortChannels(k.p)
+		if k.one.PeerGPU != want || k.apart.PeerGPU {
+			t.Errorf("%s, %d ranks: PeerGPU %v on one GPU (want %v), %v apart (want false)", k.name, k.n, k.one.PeerGPU, want, k.apart.PeerGPU)
+		}
+		if got := strings.Contains(k.one.Source, "#define PEER_GPU 1\n"); got != want {
+			t.Errorf("%s, %d ranks: #define PEER_GPU 1 in the source: %v, want %v", k.name, k.n, got, want)
+		}
+		if !strings.Contains(k.apart.Source, "#define PEER_GPU 0\n") {
+			t.Errorf("%s, %d ranks: the kernel for peers on other GPUs does not define PEER_GPU 0", k.name, k.n)
+		}
+	}
+}
+
+// TestPeerScopePTX: on one GPU the only system-scope instruction left in
+// a library kernel's PTX is the failure record's fence (mapped host
+// memory), and every system-scope release, acquire and acq_rel fence of
+// the kernel for peers on other GPUs became a GPU-scope one.
+func TestPeerScopePTX(t *testing.T) {
+	c := nvrtctest.Load(t)
+	sys := regexp.MustCompile(`[a-z_.]*\.sys[a-z0-9_.]*`)
+	gpu := regexp.MustCompile(`\.(release|acquire)\.gpu|fence\.acq_rel\.gpu`)
+	rel := regexp.MustCompile(`\.(release|acquire)\.sys|fence\.acq_rel\.sys`)
+	checked := 0
+	for _, k := range peerScopeKernels(t) {
+		if !k.one.PeerGPU {
+			continue
+		}
+		one, err := c.PTX("plan.cu", k.one.Source, "compute_90")
+		if err != nil {
+			t.Fatalf("%s, %d ranks: %v", k.name, k.n, err)
+		}
+		apart, err := c.PTX("plan.cu", k.apart.Source, "compute_90")
+		if err != nil {
+			t.Fatalf("%s, %d ranks: %v", k.name, k.n, err)
+		}
+		for _, m := range sys.FindAllString(one, -1) {
+			if m != "fence.sc.sys" {
+				t.Errorf("%s, %d ranks on one GPU: %s in the PTX (want GPU scope)", k.name, k.n, m)
+			}
+		}
+		if got, want := len(gpu.FindAllString(one, -1))-len(gpu.FindAllString(apart, -1)), len(rel.FindAllString(apart, -1)); got != want || want == 0 {
+			t.Errorf("%s, %d ranks: %d system-scope releases, acquires and fences apart, %d more GPU-scope ones on one GPU", k.name, k.n, want, got)
+		}
+		checked++
+	}
+	if checked < 8 {
+		t.Fatalf("checked %d kernels, want the library's allreduce plans at 2 and 4 ranks at least", checked)
+	}
+}
+
+type peerScopeKernel struct {
+	name       string
+	n          int
+	p          *plan.Plan
+	one, apart *Kernel
+}
+
+// peerScopeKernels generates rank 0 of every library plan at 2 and 4
+// ranks in bfloat16 sum, for every rank on one GPU and apart.
+func peerScopeKernels(t *testing.T) []peerScopeKernel {
+	t.Helper()
+	var ks []peerScopeKernel
+	for _, name := range library.Names() {
+		for _, n := range []int{2, 4} {
+			p, err := library.Build(name, n, library.Options{})
+			if err != nil {
+				t.Fatalf("%s, %d ranks: %v", name, n, err)
+			}
+			one, err := GenerateFor(p, 0, tensor.BFloat16, reduce.Sum, Target{OneGPU: true})
+			if err != nil {
+				t.Fatalf("%s, %d ranks: %v", name, n, err)
+			}
+			apart, err := Generate(p, 0, tensor.BFloat16, reduce.Sum)
+			if err != nil {
+				t.Fatalf("%s, %d ranks: %v", name, n, err)
+			}
+			ks = append(ks, peerScopeKernel{name, n, p, one, apart})
+		}
+	}
+	return ks
+}

@@ -419,7 +419,9 @@ func (x *Executor) kernel(dt tensor.DType, op reduce.Op) (*loaded, error) {
 	if l := x.kernels[[2]int{dc, oc}]; l != nil {
 		return l, nil
 	}
-	k, err := Generate(x.p, x.cfg.Rank, dt, op)
+	// Every rank on this GPU (ranks sharing it under MPS): GPU-scope
+	// signals (Target.OneGPU).
+	k, err := GenerateFor(x.p, x.cfg.Rank, dt, op, Target{OneGPU: x.sharing.OneGPU(x.cfg.Rank)})
 	if err != nil {
 		return nil, err
 	}

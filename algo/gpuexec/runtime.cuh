@@ -2,7 +2,7 @@
 // generated plan kernel calls. Compiled by NVRTC without headers: the
 // generator prepends the #defines RANK, NRANKS, DT, OP, LL, NTHREADS,
 // NSEMS, SEM_INIT, PORT, GROUPED, START, END_RELEASE, ZERO_EARLY, MONO,
-// PACKETS and gpu/cudasrc's half.cuh (u16, h2f,
+// PACKETS, PEER_GPU and gpu/cudasrc's half.cuh (u16, h2f,
 // f2h, b2f, f2b).
 //
 // Block groups: each plan thread block runs on a.group CUDA blocks
@@ -12,11 +12,12 @@
 // semaphores meet the group's blocks first. Plans with port channels run
 // with a group of 1 (the proxy counts signals itself).
 //
-// Memory ordering (docs/gpu-executor.md): signal = one system-scope
+// Memory ordering (docs/gpu-executor.md): signal = one peer-scope
 // release add on the peer's inbound counter after __syncthreads; wait =
-// system-scope acquire loads of the own inbound counter, then
-// __syncthreads; the relaxed forms use relaxed system-scope accesses and
-// no fence. LL packets carry their flag in the same 8-byte word as their
+// peer-scope acquire loads of the own inbound counter, then
+// __syncthreads; the relaxed forms use relaxed peer-scope accesses and
+// no fence. Peer scope is system scope, or GPU scope where every rank
+// runs on this GPU (PEER_GPU). LL packets carry their flag in the same 8-byte word as their
 // data (16-byte accesses move two packets at once: LL16), so a reader
 // that sees the flag sees the data.
 
@@ -95,41 +96,16 @@ __device__ __forceinline__ volatile u64* epochs_of(const Args& a) {
 __device__ __forceinline__ u64 gtid(const Args& a) { return (u64)lane(a) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 gthreads(const Args& a) { return a.group * blockDim.x; }
 
-// ---- memory-model primitives (PTX; the system-scope loads and
-// stores: gpu/cudasrc/memorder.cuh) ----
+// ---- memory-model primitives (PTX; the system- and GPU-scope loads
+// and stores: gpu/cudasrc/memorder.cuh) ----
 
 __device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 __device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
 
-__device__ __forceinline__ void red_release_sys_u64(u64* p, u64 v) {
-  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void red_relaxed_sys_u64(u64* p, u64 v) {
-  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_acquire_gpu_u32(const u32* p) {
-  u32 v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release_gpu_u32(u32* p, u32 v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void st_relaxed_gpu_u32(u32* p, u32 v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 __device__ __forceinline__ u64 atom_add_acq_rel_gpu_u64(u64* p, u64 v) {
   u64 old;
   asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
   return old;
-}
-__device__ __forceinline__ void st_release_gpu_u64(u64* p, u64 v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 ld_acquire_gpu_u64(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
 }
 __device__ __forceinline__ u32 atom_add_acq_rel_gpu_u32(u32* p, u32 v) {
   u32 old;
@@ -158,6 +134,58 @@ __device__ __forceinline__ int atom_cas_acq_rel_gpu_s32(int* p, int cmp, int v) 
 }
 __device__ __forceinline__ void red_release_gpu_s32(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Peer scope: the words and fences ranks meet by (signals, waits, the
+// start and end barriers). Peers are other GPUs (over NVLink or PCIe)
+// unless every rank of the plan runs on this one (ranks sharing it under
+// MPS): then the executor defines PEER_GPU 1 and GPU scope orders what
+// they see, since every rank's multiprocessors meet in this GPU's L2. A
+// system-scope release waits for the block's writes to be visible to
+// the whole system, which on one GPU buys nothing (docs/gpu-executor.md,
+// "Ranks on one GPU: GPU-scope signals"). Never with port channels: the
+// proxy is a host thread and its copies a copy engine.
+#if PEER_GPU
+#define PEER_SCOPE "gpu"
+#else
+#define PEER_SCOPE "sys"
+#endif
+__device__ __forceinline__ void st_release_peer_u64(u64* p, u64 v) {
+  asm volatile("st.release." PEER_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void st_relaxed_peer_u64(u64* p, u64 v) {
+  asm volatile("st.relaxed." PEER_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_acquire_peer_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire." PEER_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ u64 ld_relaxed_peer_u64(const u64* p) {
+  u64 v;
+  asm volatile("ld.relaxed." PEER_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_peer_u32(u32* p, u32 v) {
+  asm volatile("st.relaxed." PEER_SCOPE ".global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ u32 ld_acquire_peer_u32(const u32* p) {
+  u32 v;
+  asm volatile("ld.acquire." PEER_SCOPE ".global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ u32 ld_relaxed_peer_u32(const u32* p) {
+  u32 v;
+  asm volatile("ld.relaxed." PEER_SCOPE ".global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void fence_sc_peer() { asm volatile("fence.sc." PEER_SCOPE ";" ::: "memory"); }
+__device__ __forceinline__ void fence_acq_rel_peer() { asm volatile("fence.acq_rel." PEER_SCOPE ";" ::: "memory"); }
+__device__ __forceinline__ void red_release_peer_u64(u64* p, u64 v) {
+  asm volatile("red.release." PEER_SCOPE ".global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void red_relaxed_peer_u64(u64* p, u64 v) {
+  asm volatile("red.relaxed." PEER_SCOPE ".global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 // LL packets: 8 bytes = data u32 + flag u32; two of them = LL16.
@@ -614,7 +642,7 @@ __device__ __forceinline__ void reduce_packets(const Args& a, char* const* dst, 
 
 // signal_mem: for each channel i, one add on rank peer[i]'s inbound
 // counter slot[i] (MONO: a store of (call << 16 | seq[i]), slot_at): a
-// system-scope release (after __syncthreads, so it covers the whole
+// peer-scope release (after __syncthreads, so it covers the whole
 // block's earlier writes), or relaxed.
 // The generated code passes its channel arrays by reference (arr_t):
 // their length N is known, so loops over them unroll and index them with
@@ -631,7 +659,7 @@ __device__ __forceinline__ void signal_mem(const Args& a, const arr_t<int, N>& p
   // Thread t signals channel t. Its entries are picked with constant
   // indices (an index that depends on the thread would put the arrays in
   // local memory), then one store serves every channel: a body per
-  // channel would run the warp's system-scope releases one after another
+  // channel would run the warp's peer-scope releases one after another
   // (4 ranks under MPS, the put two-shot: 17.3 us at 1 KB graph-replayed
   // against 11.2 with the shared body).
   int pe = 0, sl = 0;
@@ -647,15 +675,15 @@ __device__ __forceinline__ void signal_mem(const Args& a, const arr_t<int, N>& p
 #if MONO
   const u64 v = ((u64)flag << 16) | sq;
   if (relaxed)
-    st_relaxed_sys_u64(p, v);
+    st_relaxed_peer_u64(p, v);
   else
-    st_release_sys_u64(p, v);
+    st_release_peer_u64(p, v);
 #else
   (void)sq;
   if (relaxed)
-    red_relaxed_sys_u64(p, 1ull);
+    red_relaxed_peer_u64(p, 1ull);
   else
-    red_release_sys_u64(p, 1ull);
+    red_release_peer_u64(p, 1ull);
 #endif
 }
 
@@ -696,7 +724,7 @@ __device__ __forceinline__ void wait_chan(const Args& a, const arr_t<int, N>& sl
     const u64* p = (const u64*)a.inbound[RANK] + slot_at(a, (u64)sc, (u64)l);
     if (MONO) target |= (u64)flag << 16;
     Waiter w = waiter(a, 1);
-    while ((relaxed ? ld_relaxed_sys_u64(p) : ld_acquire_sys_u64(p)) < target)
+    while ((relaxed ? ld_relaxed_peer_u64(p) : ld_acquire_peer_u64(p)) < target)
       if (!keep_waiting(a, w, tb, op, body)) break;
   }
   if (GROUPED)
@@ -861,11 +889,11 @@ __device__ __forceinline__ void start_barrier(const Args& a, flag_t flag) {
 #if START
   const int t = threadIdx.x;
   if (NRANKS > 1 && t < NRANKS && t != RANK) {
-    if (blockIdx.x == 0) st_relaxed_sys_u32((u32*)a.bar_start[t] + RANK, flag);
+    if (blockIdx.x == 0) st_relaxed_peer_u32((u32*)a.bar_start[t] + RANK, flag);
     const u32* mine = (const u32*)a.bar_start[RANK] + t;
-    if ((int)(ld_relaxed_sys_u32(mine) - flag) < 0) {
+    if ((int)(ld_relaxed_peer_u32(mine) - flag) < 0) {
       Waiter w = waiter(a, 2);
-      while ((int)(ld_relaxed_sys_u32(mine) - flag) < 0)
+      while ((int)(ld_relaxed_peer_u32(mine) - flag) < 0)
         if (!keep_waiting(a, w, blockIdx.x, -1, 0)) break;
     }
   }
@@ -892,9 +920,9 @@ __device__ __forceinline__ void zero_inbound(const Args& a) {
 // to it is visible. It resets the semaphores. (The call's flag is not
 // counted here: call_flag.)
 // Ordering: each block's arrival is a GPU-scope acq_rel add, so one
-// system-scope fence in the last block before its stores orders every
+// peer-scope fence in the last block before its stores orders every
 // block's writes before them (release is cumulative over what happens
-// before it); no block needs a system-scope fence of its own. Packet
+// before it); no block needs a peer-scope fence of its own. Packet
 // plans (END_RELEASE 0) store and poll relaxed: what peers stored was
 // consumed by flag, so the word only says "I am done".
 // Grouped plans zero their counters when no signal of the call can still
@@ -921,16 +949,16 @@ __device__ __forceinline__ void end_barrier(const Args& a, flag_t flag) {
 #endif
   if (END_WAIT && NRANKS > 1 && threadIdx.x == 0 && last) {
 #if END_RELEASE
-    fence_acq_rel_sys();
+    fence_acq_rel_peer();
 #endif
     for (int q = 0; q < NRANKS; q++)
-      if (q != RANK) st_relaxed_sys_u32((u32*)a.bar_end[q] + RANK, flag);
+      if (q != RANK) st_relaxed_peer_u32((u32*)a.bar_end[q] + RANK, flag);
     for (int q = 0; q < NRANKS; q++) {
       if (q == RANK) continue;
       const u32* mine = (const u32*)a.bar_end[RANK] + q;
-      if ((int)((END_RELEASE ? ld_acquire_sys_u32(mine) : ld_relaxed_sys_u32(mine)) - flag) >= 0) continue;
+      if ((int)((END_RELEASE ? ld_acquire_peer_u32(mine) : ld_relaxed_peer_u32(mine)) - flag) >= 0) continue;
       Waiter w = waiter(a, 2);
-      while ((int)((END_RELEASE ? ld_acquire_sys_u32(mine) : ld_relaxed_sys_u32(mine)) - flag) < 0)
+      while ((int)((END_RELEASE ? ld_acquire_peer_u32(mine) : ld_relaxed_peer_u32(mine)) - flag) < 0)
         if (!keep_waiting(a, w, blockIdx.x, -2, 0)) break;
     }
   }
@@ -997,17 +1025,17 @@ __device__ __forceinline__ flag_t call_flag(const Args& a, bool* gave, bool* wra
 // scrub_meet: thread 0 stores v to every peer's slot of this rank and
 // waits until every peer's slot here is at least v; false if it gave up.
 __device__ __forceinline__ bool scrub_meet(const Args& a, u32 v) {
-  fence_sc_sys();  // this rank's writes (the call before, the zeroing) first
+  fence_sc_peer();  // this rank's writes (the call before, the zeroing) first
   for (int q = 0; q < NRANKS; q++)
-    if (q != RANK) st_relaxed_sys_u32((u32*)a.bar_start[q] + 8 + RANK, v);
+    if (q != RANK) st_relaxed_peer_u32((u32*)a.bar_start[q] + 8 + RANK, v);
   for (int q = 0; q < NRANKS; q++) {
     if (q == RANK) continue;
     const u32* mine = (const u32*)a.bar_start[RANK] + 8 + q;
     Waiter w = waiter(a, 2);
-    while ((int)(ld_relaxed_sys_u32(mine) - v) < 0)
+    while ((int)(ld_relaxed_peer_u32(mine) - v) < 0)
       if (!keep_waiting(a, w, blockIdx.x, -3, 0)) return false;
   }
-  fence_acq_rel_sys();
+  fence_acq_rel_peer();
   return true;
 }
 

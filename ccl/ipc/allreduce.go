@@ -109,7 +109,7 @@ type kargs struct {
 	in, slot                             uint64
 	ctl                                  uint64
 	digest                               uint32
-	early                                uint32 // let the next kernel launch at entry (AllReducer.early)
+	flags                                uint32 // flagEarly | flagOneGPU (AllReducer.flags)
 }
 
 // Push one-shot: inputs up to PushMax bytes that are not in IPC memory
@@ -220,18 +220,33 @@ func usePDL(major int, launchEx bool, s Sharing) bool {
 	return true
 }
 
-// early is Args.early: the kernels let the next kernel launch at their
-// entry only where they are launched with PDL themselves, every rank
-// alone on its GPU (kernels.cu, entry). Where ranks share a GPU the next
-// kernel's blocks would be placed while this one waits for its peers and
-// could hold the multiprocessors a peer's blocks need: under MPS,
-// TestDecoderGPU's 4 ranks on one H200 timed out after 30 s
-// (docs/ipc.md, "Ranks sharing a GPU").
-func (r *AllReducer) early() uint32 {
+// Args.flags of kernels.cu.
+const (
+	// flagEarly: the kernels let the next kernel launch at their entry.
+	flagEarly uint32 = 1 << iota
+	// flagOneGPU: every rank runs on this GPU; the words of the
+	// barriers that publish data are GPU-scope accesses.
+	flagOneGPU
+)
+
+// flags is Args.flags. flagEarly: the kernels let the next kernel launch
+// at their entry only where they are launched with PDL themselves, every
+// rank alone on its GPU (kernels.cu, entry). Where ranks share a GPU the
+// next kernel's blocks would be placed while this one waits for its peers
+// and could hold the multiprocessors a peer's blocks need: under MPS,
+// TestDecoderGPU's 4 ranks on one H200 timed out after 30 s (docs/ipc.md,
+// "Ranks sharing a GPU"). flagOneGPU: every rank on this rank's GPU
+// (ranks sharing it under MPS), where GPU scope orders what the ranks
+// see and a system-scope release only costs time.
+func (r *AllReducer) flags() uint32 {
+	var f uint32
 	if r.pdl {
-		return 1
+		f |= flagEarly
 	}
-	return 0
+	if r.sharing.OneGPU(r.a.cfg.Rank) {
+		f |= flagOneGPU
+	}
+	return f
 }
 
 // launchKernel launches f on stream st: with programmatic stream
@@ -796,7 +811,7 @@ func (r *AllReducer) launchPush(sp, rp uint64, n int64, dt tensor.DType, op redu
 	buf := r.push
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank),
-		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, ctl: uint64(r.ctl), early: r.early()}
+		nranks: int32(r.a.cfg.Size), in: sp, slot: PushMax, ctl: uint64(r.ctl), flags: r.flags()}
 	for q := range r.a.cfg.Size {
 		a.data[q], a.barIn[q] = buf.Data[q], buf.BarrierIn[q]
 	}
@@ -814,7 +829,7 @@ func (r *AllReducer) launch(s Strategy, buf *Buffer, off int64, sp, rp uint64, n
 	size := r.a.cfg.Size
 	a := r.args
 	*a = kargs{out: rp, counters: buf.Counters, err: uint64(r.hostDev) + 4, n: uint64(n), timeout: r.tout, rank: int32(r.a.cfg.Rank), nranks: int32(size),
-		ctl: uint64(r.ctl), digest: digest, early: r.early()}
+		ctl: uint64(r.ctl), digest: digest, flags: r.flags()}
 	for q := range size {
 		a.data[q] = buf.Data[q] + uint64(off)
 		a.barIn[q], a.barMid[q], a.barOut[q], a.scratch[q] = buf.BarrierIn[q], buf.BarrierMid[q], buf.BarrierOut[q], buf.Scratch[q]

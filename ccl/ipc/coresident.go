@@ -72,6 +72,13 @@ type Sharing struct {
 // Shared reports whether some GPU holds several ranks.
 func (s Sharing) Shared() bool { return s.MPS || s.TimeSliced }
 
+// OneGPU reports whether every rank runs on rank me's GPU (one rank
+// alone, or all of them sharing it). Kernels then meet their peers with
+// GPU-scope accesses: every rank's multiprocessors meet in that GPU's L2.
+func (s Sharing) OneGPU(me int) bool {
+	return me >= 0 && me < len(s.PerGPU) && s.PerGPU[me] == len(s.PerGPU)
+}
+
 // PlaceRanks works out the placement from every rank's GPUShare (the
 // same on every rank, so every rank computes the same limit). It fails
 // with ErrNotCoResident, naming the GPU's ranks, when ranks share a GPU

@@ -195,3 +195,27 @@ func TestUsePDL(t *testing.T) {
 		}
 	}
 }
+
+// TestOneGPU: the kernels' barrier words are GPU-scope accesses only where
+// every rank runs on the rank's own GPU.
+func TestOneGPU(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		perGPU []int
+		me     int
+		want   bool
+	}{
+		{"alone", []int{1}, 0, true},
+		{"two_on_one", []int{2, 2}, 1, true},
+		{"four_on_one", []int{4, 4, 4, 4}, 3, true},
+		{"two_gpus", []int{1, 1}, 0, false},
+		{"two_of_three_share", []int{2, 2, 1}, 0, false},
+		{"the_one_apart", []int{2, 2, 1}, 2, false},
+		{"pairs_on_two_gpus", []int{2, 2, 2, 2}, 0, false},
+		{"no_rank", []int{2, 2}, 2, false},
+	} {
+		if got := (Sharing{PerGPU: c.perGPU}).OneGPU(c.me); got != c.want {
+			t.Errorf("%s: Sharing{PerGPU: %v}.OneGPU(%d) = %v, want %v", c.name, c.perGPU, c.me, got, c.want)
+		}
+	}
+}

@@ -54,8 +54,8 @@ func TestKernelArgsLayout(t *testing.T) {
 	if off := unsafe.Offsetof(kargs{}.digest); off != 392 {
 		t.Fatalf("kargs.digest at %d", off)
 	}
-	if off := unsafe.Offsetof(kargs{}.early); off != 396 {
-		t.Fatalf("kargs.early at %d", off)
+	if off := unsafe.Offsetof(kargs{}.flags); off != 396 {
+		t.Fatalf("kargs.flags at %d", off)
 	}
 	if off := unsafe.Offsetof(kargs{}.ctl); off != 384 {
 		t.Fatalf("kargs.ctl at %d", off)

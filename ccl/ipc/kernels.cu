@@ -74,35 +74,55 @@ struct Args {
   u64 slot;        // push one-shot: bytes per (parity, source) slot
   u32* ctl;        // device memory: [0] abort (the host copies 1 in), [1] sticky give-up code
   u32 digest;      // this call's digest for the start barrier (0: not compared)
-  u32 early;       // let the next kernel launch at entry (every rank alone on its GPU)
+  u32 flags;       // FLAG_EARLY | FLAG_ONE_GPU (allreduce.go, kargs.flags)
 };
 
 __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
 
-// entry is PDL_ENTRY where every rank is alone on its GPU (a.early).
+// FLAG_EARLY: let the next kernel launch at entry (every rank alone on
+// its GPU). FLAG_ONE_GPU: every rank runs on this GPU (ranks sharing it
+// under MPS): the barrier words are GPU-scope accesses, since every
+// rank's multiprocessors meet in this GPU's L2 and a system-scope
+// release buys nothing there.
+#define FLAG_EARLY 1u
+#define FLAG_ONE_GPU 2u
+
+// entry is PDL_ENTRY where every rank is alone on its GPU (FLAG_EARLY).
 // Where ranks share a GPU the next kernel is not let launch before this
 // one ends: its blocks, placed at once, would wait for this kernel while
 // holding multiprocessors that a peer's blocks, which this kernel waits
 // for, may need (under MPS the decoder's product after the all-reduce
 // took them, and the all-reduce gave up after its timeout).
 __device__ __forceinline__ void entry(const Args& a) {
-  if (a.early) PDL_LAUNCH();
+  if (a.flags & FLAG_EARLY) PDL_LAUNCH();
   PDL_WAIT();
 }
 
 // Slot accesses by width (u32 flags, u64 start slots); the primitives
 // are gpu/cudasrc/memorder.cuh's, prepended by the Go side.
-template <bool ACQUIRE, typename W> __device__ __forceinline__ W ld_slot(const W* p) {
-  if constexpr (sizeof(W) == 8)
-    return ACQUIRE ? ld_acquire_sys_u64(p) : ld_relaxed_sys_u64(p);
-  else
-    return ACQUIRE ? ld_acquire_sys_u32(p) : ld_relaxed_sys_u32(p);
-}
-template <bool RELEASE, typename W> __device__ __forceinline__ void st_slot(W* p, W v) {
+// gpu: every rank on this GPU (FLAG_ONE_GPU), GPU scope; else system scope.
+template <bool ACQUIRE, typename W> __device__ __forceinline__ W ld_slot(const W* p, bool gpu) {
   if constexpr (sizeof(W) == 8) {
-    if (RELEASE) st_release_sys_u64(p, v); else st_relaxed_sys_u64(p, v);
+    if (gpu) return ACQUIRE ? ld_acquire_gpu_u64(p) : ld_relaxed_gpu_u64(p);
+    return ACQUIRE ? ld_acquire_sys_u64(p) : ld_relaxed_sys_u64(p);
   } else {
-    if (RELEASE) st_release_sys_u32(p, v); else st_relaxed_sys_u32(p, v);
+    if (gpu) return ACQUIRE ? ld_acquire_gpu_u32(p) : ld_relaxed_gpu_u32(p);
+    return ACQUIRE ? ld_acquire_sys_u32(p) : ld_relaxed_sys_u32(p);
+  }
+}
+template <bool RELEASE, typename W> __device__ __forceinline__ void st_slot(W* p, W v, bool gpu) {
+  if constexpr (sizeof(W) == 8) {
+    if (gpu) {
+      if (RELEASE) st_release_gpu_u64(p, v); else st_relaxed_gpu_u64(p, v);
+    } else {
+      if (RELEASE) st_release_sys_u64(p, v); else st_relaxed_sys_u64(p, v);
+    }
+  } else {
+    if (gpu) {
+      if (RELEASE) st_release_gpu_u32(p, v); else st_relaxed_gpu_u32(p, v);
+    } else {
+      if (RELEASE) st_release_sys_u32(p, v); else st_relaxed_sys_u32(p, v);
+    }
   }
 }
 
@@ -118,13 +138,16 @@ __device__ __forceinline__ void give_up(const Args& a, u32 code) {
 
 // barrier<PUBLISH>: PUBLISH when this kernel wrote data that peers read
 // after the barrier (push slots, two-shot scratch): the flag is a
-// system-scope release and the wait an acquire, so those writes are
-// visible first. Otherwise the barrier only says "I have arrived" (the
-// inputs peers read were written by earlier work on the stream, complete
-// at the kernel boundary) or "I have finished reading your memory" (the
-// loads have returned: their values were consumed before __syncthreads),
-// and relaxed system-scope accesses suffice. A release costs about
-// 0.9 us per barrier even with no remote peer (docs/benchmarks.md).
+// release and the wait an acquire, so those writes are visible first.
+// Otherwise the barrier only says "I have arrived" (the inputs peers read
+// were written by earlier work on the stream, complete at the kernel
+// boundary) or "I have finished reading your memory" (the loads have
+// returned: their values were consumed before __syncthreads), and
+// relaxed system-scope accesses suffice. A publishing barrier's words
+// are system-scope accesses, or GPU-scope ones where every rank is on
+// this GPU (FLAG_ONE_GPU). A system-scope release
+// costs about 0.9 us per barrier even with no remote peer
+// (docs/benchmarks.md).
 // W is the slot: u32 (the flag) or u64 (the start barrier: digest << 32 |
 // flag). It returns true on every thread of the block when every peer
 // arrived with this call's digest, false when the block gave up.
@@ -135,7 +158,11 @@ __device__ __forceinline__ bool barrier(const Args& a, W* const* bars, u32 flag,
   int failed = 0;
   if (t < a.nranks) {
     W* theirs = bars[t] + blockIdx.x * MAX_RANKS + a.rank;
-    st_slot<PUBLISH>(theirs, word);
+    // GPU scope only where it saves a release: a kernel whose barriers
+    // are all relaxed keeps the code it had (a run-time choice there made
+    // the 4-rank one-shot kernel 1.30x slower at 32 MB under MPS).
+    const bool gpu = PUBLISH && (a.flags & FLAG_ONE_GPU) != 0u;
+    st_slot<PUBLISH>(theirs, word, gpu);
     const W* mine = bars[a.rank] + blockIdx.x * MAX_RANKS + t;
     long long start = clock64();
     u32 spins = 0;
@@ -143,7 +170,7 @@ __device__ __forceinline__ bool barrier(const Args& a, W* const* bars, u32 flag,
     // ">=" (wrap-safe), not "==": without an end barrier (push one-shot)
     // a fast peer may already have stored the next call's flag here
     // before this rank looked; that flag implies this one.
-    while ((int)((u32)(v = ld_slot<PUBLISH>(mine)) - flag) < 0) {
+    while ((int)((u32)(v = ld_slot<PUBLISH>(mine, gpu)) - flag) < 0) {
       // Every 256 polls (never on the fast path): give up when the host
       // aborted (a peer was lost), when an earlier barrier already gave
       // up, or after the timeout. Only device memory is read here.

@@ -13,9 +13,10 @@ var Half string
 //go:embed pdl.cuh
 var PDL string
 
-// MemOrder defines u32, u64 and the system-scope loads and stores with
-// explicit memory order (ld_acquire_sys_u32 ... st_relaxed_sys_u64) that
-// cross-rank waits use: ccl/ipc's barriers, the plan executor's signals.
+// MemOrder defines u32, u64 and the system- and GPU-scope loads and
+// stores with explicit memory order (ld_acquire_sys_u32 ...
+// st_relaxed_gpu_u64) that cross-rank waits use: ccl/ipc's barriers, the
+// plan executor's signals.
 //
 //go:embed memorder.cuh
 var MemOrder string

@@ -14,6 +14,7 @@
 #define END_WAIT 0
 #define MONO 1
 #define PACKETS 0
+#define PEER_GPU 0
 ...
 
 // thread block 0: 8 ops

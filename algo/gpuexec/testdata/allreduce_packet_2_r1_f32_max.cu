@@ -14,6 +14,7 @@
 #define END_WAIT 0
 #define MONO 0
 #define PACKETS 1
+#define PEER_GPU 0
 ...
 
 // thread block 0: 3 ops

@@ -14,6 +14,7 @@
 #define END_WAIT 1
 #define MONO 0
 #define PACKETS 0
+#define PEER_GPU 0
 ...
 
 // thread block 0: 11 ops

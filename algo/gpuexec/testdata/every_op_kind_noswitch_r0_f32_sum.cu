@@ -14,6 +14,7 @@
 #define END_WAIT 1
 #define MONO 0
 #define PACKETS 1
+#define PEER_GPU 0
 #define SEM_INIT {0}
 ...
 
