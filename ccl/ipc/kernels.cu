@@ -81,9 +81,9 @@ __device__ __forceinline__ u64 umin(u64 a, u64 b) { return a < b ? a : b; }
 
 // FLAG_EARLY: let the next kernel launch at entry (every rank alone on
 // its GPU). FLAG_ONE_GPU: every rank runs on this GPU (ranks sharing it
-// under MPS): the barrier words are GPU-scope accesses, since every
-// rank's multiprocessors meet in this GPU's L2 and a system-scope
-// release buys nothing there.
+// under MPS): the words of the barriers that publish data are GPU-scope
+// accesses, since every rank's multiprocessors meet in this GPU's L2 and
+// a system-scope release buys nothing there (barrier, below).
 #define FLAG_EARLY 1u
 #define FLAG_ONE_GPU 2u
 
