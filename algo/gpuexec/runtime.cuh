@@ -150,35 +150,15 @@ __device__ __forceinline__ void red_release_gpu_s32(int* p, int v) {
 #else
 #define PEER_SCOPE "sys"
 #endif
-__device__ __forceinline__ void st_release_peer_u64(u64* p, u64 v) {
-  asm volatile("st.release." PEER_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ void st_relaxed_peer_u64(u64* p, u64 v) {
-  asm volatile("st.relaxed." PEER_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 ld_acquire_peer_u64(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire." PEER_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ u64 ld_relaxed_peer_u64(const u64* p) {
-  u64 v;
-  asm volatile("ld.relaxed." PEER_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed_peer_u32(u32* p, u32 v) {
-  asm volatile("st.relaxed." PEER_SCOPE ".global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ u32 ld_acquire_peer_u32(const u32* p) {
-  u32 v;
-  asm volatile("ld.acquire." PEER_SCOPE ".global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ u32 ld_relaxed_peer_u32(const u32* p) {
-  u32 v;
-  asm volatile("ld.relaxed." PEER_SCOPE ".global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+// The loads and stores are memorder.cuh's of the peer scope (PEER_GPU is
+// a constant: each picks one at compile time).
+__device__ __forceinline__ void st_release_peer_u64(u64* p, u64 v) { PEER_GPU ? st_release_gpu_u64(p, v) : st_release_sys_u64(p, v); }
+__device__ __forceinline__ void st_relaxed_peer_u64(u64* p, u64 v) { PEER_GPU ? st_relaxed_gpu_u64(p, v) : st_relaxed_sys_u64(p, v); }
+__device__ __forceinline__ u64 ld_acquire_peer_u64(const u64* p) { return PEER_GPU ? ld_acquire_gpu_u64(p) : ld_acquire_sys_u64(p); }
+__device__ __forceinline__ u64 ld_relaxed_peer_u64(const u64* p) { return PEER_GPU ? ld_relaxed_gpu_u64(p) : ld_relaxed_sys_u64(p); }
+__device__ __forceinline__ void st_relaxed_peer_u32(u32* p, u32 v) { PEER_GPU ? st_relaxed_gpu_u32(p, v) : st_relaxed_sys_u32(p, v); }
+__device__ __forceinline__ u32 ld_acquire_peer_u32(const u32* p) { return PEER_GPU ? ld_acquire_gpu_u32(p) : ld_acquire_sys_u32(p); }
+__device__ __forceinline__ u32 ld_relaxed_peer_u32(const u32* p) { return PEER_GPU ? ld_relaxed_gpu_u32(p) : ld_relaxed_sys_u32(p); }
 __device__ __forceinline__ void fence_sc_peer() { asm volatile("fence.sc." PEER_SCOPE ";" ::: "memory"); }
 __device__ __forceinline__ void fence_acq_rel_peer() { asm volatile("fence.acq_rel." PEER_SCOPE ";" ::: "memory"); }
 __device__ __forceinline__ void red_release_peer_u64(u64* p, u64 v) {
