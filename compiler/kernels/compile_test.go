@@ -13,9 +13,8 @@ import (
 // spillsAllowed are the kernels that spill where ptxas places them
 // (NVRTC 11.8, CI's; the GPU machines' NVRTC may place them otherwise),
 // all off the default path: the CUDA-core products of 4 and 8 rows
-// (GemvDefaultCoreRows is 1) and the tensor-core gated pair of 32 rows
-// (tcMaxRows is 16).
-var spillsAllowed = regexp.MustCompile(`^(gemv_nt_(f16|bf16)_m[48]|tc_gated_(f16|bf16)_m32)$`)
+// (GemvDefaultCoreRows is 1).
+var spillsAllowed = regexp.MustCompile(`^gemv_nt_(f16|bf16)_m[48]$`)
 
 // reports keeps each module's resource report for an architecture, so
 // the tests of this file compile a module once (tc's takes 25 s on CI's
@@ -79,12 +78,12 @@ func TestModulesCompile(t *testing.T) {
 	}
 }
 
-// TestTCOccupancy: the tensor-core kernels of the default path (up to
-// tcMaxRows rows) fit the blocks a multiprocessor that planTC's split
-// counts on, tcBlocksPerSM, by registers (64K a multiprocessor, 128
-// threads a block) and shared memory (228 KB, 1 KB a block reserved), so
-// a split launch runs in one wave. At 32 rows (cuBLAS's) they do not at
-// CI's NVRTC: tc_nt 168 registers (3 blocks for 4) and tc_nt3 248 (2).
+// TestTCOccupancy: the tensor-core kernels of every row bucket fit the
+// blocks a multiprocessor that planTC's split counts on, tcBlocksPerSM,
+// by registers (64K a multiprocessor, 128 threads a block) and shared
+// memory (228 KB, 1 KB a block reserved), so a split launch runs in one
+// wave. Before x was shared through shared memory, tc_nt took 168
+// registers at 32 rows and tc_nt3 248 (its three tiles inlined apart).
 func TestTCOccupancy(t *testing.T) {
 	if raceBuild {
 		t.Skip("compiles CUDA C only; the run without -race covers it")
@@ -96,25 +95,19 @@ func TestTCOccupancy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, kind := range []string{"nt", "nt3", "gated"} {
-		nw := 1
-		if kind == "gated" {
-			nw = 2
-		}
+		nw := tcNW(kind)
 		for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 			for _, mt := range tcRowBuckets {
-				if mt > tcMaxRows {
-					continue
-				}
 				name := tcName(kind, dt, mt)
 				r, ok := rep[name]
 				if !ok {
 					t.Fatalf("no kernel %s", name)
 				}
 				byRegs := r.BlocksByRegisters(tcWarps * 32)
-				bySmem := (228 << 10) / (tcSmem(nw) + r.Shared + 1<<10)
-				if want := tcBlocksPerSM(nw); min(byRegs, bySmem) < want {
+				bySmem := (228 << 10) / (tcSmem(kind, mt) + r.Shared + 1<<10)
+				if want := tcBlocksPerSM(nw, mt); min(byRegs, bySmem) < want {
 					t.Errorf("%s: %d registers and %d bytes of shared memory a block fit %d blocks a multiprocessor (registers %d, shared memory %d); the split plans %d",
-						name, r.Registers, tcSmem(nw)+r.Shared, min(byRegs, bySmem), byRegs, bySmem, want)
+						name, r.Registers, tcSmem(kind, mt)+r.Shared, min(byRegs, bySmem), byRegs, bySmem, want)
 				}
 			}
 		}

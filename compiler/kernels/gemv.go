@@ -50,8 +50,7 @@ const GemvDefaultCoreRows = 1
 // GemvDefaultRows is the default threshold: the skinny-matrix kernels
 // for up to this many rows of x, cuBLAS above. Between
 // GemvDefaultCoreRows and it the tensor-core kernels take every product
-// up to tcAllRows rows, the q/k/v triple and small weights above
-// (tcMaxWeight says why).
+// (tcMaxRows says why cuBLAS takes more).
 const GemvDefaultRows = tcMaxRows
 
 // gemvMaxRows is the worker process's threshold: matmul_nt with at most

@@ -34,7 +34,7 @@ func poisoned(t *testing.T, dt tensor.DType, shape ...int64) *tensor.Tensor {
 func TestGPUTensorCoreSkinny(t *testing.T) {
 	g, dev := openTestGPU(t)
 	saved, savedRows := tcLimits, gemvMaxRows.Load()
-	tcLimits.rows, tcLimits.weight = TCMaxM, 1<<62 // every case through the kernels
+	tcLimits.rows = TCMaxM // every case through the kernels
 	gemvMaxRows.Store(GemvMaxM)
 	defer func() {
 		tcLimits = saved
@@ -50,6 +50,8 @@ func TestGPUTensorCoreSkinny(t *testing.T) {
 		{"m12", 12, 1030, 512},
 		{"m16_long", 16, 200, 14336},
 		{"m32", 32, 4096, 1024},
+		{"m27_split_tail", 27, 1000, 4104},
+		{"m20_long", 20, 300, 14336},
 	}
 	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 		tol := map[tensor.DType]float64{tensor.Float16: 2e-3, tensor.BFloat16: 1.6e-2}[dt]

@@ -13,7 +13,8 @@
 // +15 of w (the mma's A operand, 16 rows) and all MT = 8·NT rows of x
 // (B, NT tiles of 8 tokens). Lane (g = lane/4, q = lane%4) takes the
 // 16-byte piece q of each 32-element chunk of k of rows g and g+8 of w
-// (from the warp's ring) and of token g of every x tile (from L1). The mma reads A and B registers in a
+// (from the warp's ring) and of token g of every x tile (from L1 up to 8
+// rows, from the block's ring of x from 16). The mma reads A and B registers in a
 // fixed (row, k) layout; since a dot product does not care about the
 // order of k, the piece's 8 elements stand for k columns {2q, 2q+1,
 // 2q+8, 2q+9} of one mma (its first two registers) and the same of a
@@ -91,11 +92,31 @@ __device__ __forceinline__ void tc_store(u16* out, long long i, const float* v) 
 // memory a block, two blocks a multiprocessor) took batch 2 from
 // 4.701-4.733 to 4.466-4.492 ms and batch 8 from 5.018-5.033 to
 // 4.749-4.758 (both builds twice in one call). Dynamic shared memory:
-// TC_WARPS x TC_STAGES x TC_STAGE_V4 pieces a block (tc.go, tcSmem).
+// TC_WARPS x TC_STAGES x TC_STAGE_V4 pieces a block, then from 16 rows
+// the block's ring of x (tc.go, tcSmem).
 #define TC_STAGES 3
 #define TC_AU(NW) 4
 // tc_stage_v4 is one stage of one warp in 16-byte pieces.
 #define TC_STAGE_V4(NW) ((NW) * 16 * TC_AU(NW) * 4)
+
+// From two token tiles up (16 and 32 rows of x) the block's warps, which
+// all multiply the same chunks of k, share x: each stage copies the
+// pieces of x it needs into a block ring beside the warps' rings
+// (tc_issue_x), and the warps step through the stages together (a block
+// barrier a stage). Every warp loading x for itself from L1, one stage
+// ahead into registers, read x's bytes again for every 16 rows of w (at
+// 32 rows twice the bytes of w itself a stage) and held 128 registers of
+// x at 32 rows. Alone on an H200 (Llama-3-8B's weights, 32 rows, same
+// run): q 23.8 -> 18.6 us, down 55.5 -> 44.7, the gated pair 90.1 ->
+// 74.9, the LM head 324.5 -> 281.0; 16 rows: q 16.9 -> 15.8, the pair
+// 64.9 -> 62.6, but down 37.4 -> 40.7. In a step, batch 16 took 0.92-0.94x
+// the time at context 128 (tc.go, tcMaxRows). tc_au is the chunks of k a
+// stage (the gated pair at 32 rows takes half, 128 bytes a row of each
+// weight, so that three blocks of 60 KiB fit a multiprocessor).
+template <int NW, int NT>
+__device__ __forceinline__ constexpr int tc_au() {
+  return NW == 2 && NT == 4 ? TC_AU(NW) / 2 : TC_AU(NW);
+}
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
   unsigned d;
@@ -120,11 +141,11 @@ __device__ __forceinline__ int tc_swz(int r, int pc) {
 // tc_issue copies stage st (chunks c0 + st·U ..) of the warp's 16 rows
 // of NW weights into buffer st % TC_STAGES of sm; rows past N and
 // pieces past the split or k are zero-filled.
-template <int NW>
+template <int NW, int U>
 __device__ __forceinline__ void tc_issue(V4* sm, const V4* const* w, int N, int k8, long long rowBase, int c0, int c1, int st) {
-  constexpr int U = TC_AU(NW), PR = 4 * U;  // pieces a row a stage
+  constexpr int PR = 4 * U;  // pieces a row a stage
   const int lane = threadIdx.x & 31;
-  V4* buf = sm + (st % TC_STAGES) * TC_STAGE_V4(NW);
+  V4* buf = sm + (st % TC_STAGES) * (NW * 16 * PR);
 #pragma unroll
   for (int j = 0; j < NW; j++)
 #pragma unroll
@@ -135,6 +156,25 @@ __device__ __forceinline__ void tc_issue(V4* sm, const V4* const* w, int N, int 
       const bool ok = row < N && chunk < c1 && piece < k8;
       cp_async16(buf + (j * 16 + r) * PR + tc_swz<PR>(r, pc), ok ? w[j] + row * k8 + piece : w[j], ok);
     }
+}
+
+// tc_issue_x copies the pieces of x that stage st multiplies (MT tokens,
+// PR = 4U pieces of each) into buffer st % TC_STAGES of the block's x
+// ring xs, every thread of the block a share; tokens past M and pieces
+// past the split or k are zero-filled. Odd tokens swap the halves of
+// each 128 bytes (tc_swz), so a warp's 16-byte loads of tokens g of one
+// tile take one wavefront a phase.
+template <int U, int MT>
+__device__ __forceinline__ void tc_issue_x(V4* xs, const V4* x, int M, int k8, int c0, int c1, int st) {
+  constexpr int PR = 4 * U, NP = MT * PR;
+  V4* buf = xs + (st % TC_STAGES) * NP;
+#pragma unroll
+  for (int i = 0; i < NP / (TC_WARPS * 32); i++) {
+    const int p = i * TC_WARPS * 32 + threadIdx.x, tok = p / PR, pc = p % PR;
+    const int chunk = c0 + st * U + pc / 4, piece = chunk * 4 + (pc & 3);
+    const bool ok = tok < M && chunk < c1 && piece < k8;
+    cp_async16(buf + tok * PR + tc_swz<PR>(tok, pc), ok ? x + (long long)tok * k8 + piece : x, ok);
+  }
 }
 
 // tc_load_x loads into xv the pieces of x that stage st multiplies
@@ -161,36 +201,77 @@ __device__ __forceinline__ void tc_load_x(V4 (&xv)[NT][U], const V4* x, int M, i
 // shared-memory ring sm (this warp's TC_STAGES stages): the first
 // TC_STAGES - 1 stages are issued (tc_first: one commit group each, empty
 // past the split; already, with issued), then each step issues one more
-// and multiplies the oldest. The
-// pieces of x a stage needs are loaded one stage ahead, so the products
-// of a stage never wait for x.
-template <int NW>
+// and multiplies the oldest. Up to 8 rows (XS false) the pieces of x a
+// stage needs are loaded from L1 one stage ahead into registers, so the
+// products of a stage never wait for x; from 16 (XS) they are copied
+// with the weights into the block's ring xs and read from there.
+template <int NW, int U>
 __device__ __forceinline__ void tc_first(V4* sm, const V4* const* w, int N, int k8, long long rowBase, int c0, int c1) {
-  constexpr int U = TC_AU(NW);
   const int nst = (c1 - c0 + U - 1) / U;
 #pragma unroll
   for (int st = 0; st < TC_STAGES - 1; st++) {
-    if (st < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st);
+    if (st < nst) tc_issue<NW, U>(sm, w, N, k8, rowBase, c0, c1, st);
     cp_async_commit();
   }
 }
 
-template <class E, int NT, int NW>
-__device__ __forceinline__ void tc_rows(V4* sm, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0, int c1,
-                                        float acc[NW][NT][4], bool issued) {
-  constexpr int U = TC_AU(NW), PR = 4 * U;
+template <class E, int NT, int NW, bool XS>
+__device__ __forceinline__ void tc_rows(V4* sm, V4* xs, const V4* const* w, const V4* x, int M, int N, int k8, long long rowBase, int c0,
+                                        int c1, float acc[NW][NT][4], bool issued) {
+  constexpr int U = tc_au<NW, NT>(), PR = 4 * U;
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int nst = (c1 - c0 + U - 1) / U;
-  if (!issued) tc_first<NW>(sm, w, N, k8, rowBase, c0, c1);
+  if (!issued) tc_first<NW, U>(sm, w, N, k8, rowBase, c0, c1);
+  if (XS) {
+    // x is the kernel before's output: its first stages go after the PDL
+    // wait, a commit group each, behind the weights' first stages. At
+    // every step the groups after stage st are the next TC_STAGES - 2
+    // stages; the barrier makes every thread's copies of x visible and
+    // says every warp is done with the buffer the next copy overwrites.
+#pragma unroll
+    for (int st = 0; st < TC_STAGES - 1; st++) {
+      if (st < nst) tc_issue_x<U, NT * 8>(xs, x, M, k8, c0, c1, st);
+      cp_async_commit();
+    }
+    for (int st = 0; st < nst; st++) {
+      cp_async_wait<TC_STAGES - 2>();
+      __syncthreads();
+      if (st + TC_STAGES - 1 < nst) {
+        tc_issue<NW, U>(sm, w, N, k8, rowBase, c0, c1, st + TC_STAGES - 1);
+        tc_issue_x<U, NT * 8>(xs, x, M, k8, c0, c1, st + TC_STAGES - 1);
+      }
+      cp_async_commit();
+      const V4* buf = sm + (st % TC_STAGES) * (NW * 16 * PR);
+      const V4* xb = xs + (st % TC_STAGES) * (NT * 8 * PR);
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        V4 xv[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) xv[t] = xb[(t * 8 + g) * PR + tc_swz<PR>(g, 4 * u + q)];
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+          const V4 wa = buf[(j * 16 + g) * PR + tc_swz<PR>(g, 4 * u + q)];
+          const V4 wb = buf[(j * 16 + g + 8) * PR + tc_swz<PR>(g + 8, 4 * u + q)];
+#pragma unroll
+          for (int t = 0; t < NT; t++) {
+            Mma<E>::run(acc[j][t], wa.x, wb.x, wa.y, wb.y, xv[t].x, xv[t].y);
+            Mma<E>::run(acc[j][t], wa.z, wb.z, wa.w, wb.w, xv[t].z, xv[t].w);
+          }
+        }
+      }
+    }
+    cp_async_wait<0>();
+    return;
+  }
   V4 xv[NT][U], xn[NT][U];
   tc_load_x<NT, U>(xv, x, M, k8, c0, c1, 0);
   for (int st = 0; st < nst; st++) {
-    if (st + TC_STAGES - 1 < nst) tc_issue<NW>(sm, w, N, k8, rowBase, c0, c1, st + TC_STAGES - 1);
+    if (st + TC_STAGES - 1 < nst) tc_issue<NW, U>(sm, w, N, k8, rowBase, c0, c1, st + TC_STAGES - 1);
     cp_async_commit();
     tc_load_x<NT, U>(xn, x, M, k8, c0, c1, st + 1);
     cp_async_wait<TC_STAGES - 1>();
     __syncwarp();
-    const V4* buf = sm + (st % TC_STAGES) * TC_STAGE_V4(NW);
+    const V4* buf = sm + (st % TC_STAGES) * (NW * 16 * PR);
 #pragma unroll
     for (int u = 0; u < U; u++)
 #pragma unroll
@@ -254,11 +335,15 @@ __device__ void tc_tile(const u16* x, const u16* const* wp, u16* out, int M, int
 #pragma unroll
       for (int i = 0; i < 4; i++) acc[j][t][i] = 0.0f;
   const long long rowBase = (long long)tile * TC_ROWS + wid * 16;
-  extern __shared__ V4 tc_ring[];  // TC_WARPS * TC_STAGES * TC_STAGE_V4(NW), dynamic
-  V4* sm = tc_ring + wid * TC_STAGES * TC_STAGE_V4(NW);
-  if (pre) tc_first<NW>(sm, w, N, k8, rowBase, c0, c1);
+  // Dynamic shared memory (tc.go, tcSmem): the warps' rings, then from
+  // two token tiles up the block's ring of x.
+  constexpr int U = tc_au<NW, NT>(), WV4 = NW * 16 * 4 * U;
+  extern __shared__ V4 tc_ring[];
+  V4* sm = tc_ring + wid * TC_STAGES * WV4;
+  V4* xring = tc_ring + TC_WARPS * TC_STAGES * WV4;
+  if (pre) tc_first<NW, U>(sm, w, N, k8, rowBase, c0, c1);
   PDL_ENTRY();
-  tc_rows<E, NT, NW>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
+  tc_rows<E, NT, NW, (NT >= 2)>(sm, xring, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
   if (splits == 1) {
     tc_store_frags<E, NT, NW>(out, acc, M, N, rowBase);
     return;
@@ -346,9 +431,9 @@ __device__ void tc_tile_wk(const u16* x, const u16* wp, u16* out, int M, int N, 
   const long long rowBase = (long long)tile * 16;
   extern __shared__ V4 tc_ring[];  // TC_WARPS * TC_STAGES * TC_STAGE_V4(1), dynamic
   V4* sm = tc_ring + wid * TC_STAGES * TC_STAGE_V4(1);
-  if (pre) tc_first<1>(sm, w, N, k8, rowBase, c0, c1);
+  if (pre) tc_first<1, TC_AU(1)>(sm, w, N, k8, rowBase, c0, c1);
   PDL_ENTRY();
-  tc_rows<E, NT, 1>(sm, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
+  tc_rows<E, NT, 1, false>(sm, nullptr, w, (const V4*)x, M, N, k8, rowBase, c0, c1, acc, pre != 0);
   // Each warp's ring is its own and drained (cp_async_wait<0>): its sums
   // go there, lane-major so that the stores and loads are conflict-free.
   float* red = (float*)sm;
@@ -380,19 +465,14 @@ __device__ void tc_tile_wk(const u16* x, const u16* wp, u16* out, int M, int N, 
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_nt3_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,       \
                             int n0, int n1, int n2, int M, int K, int cps, float* part, int* counters, int pre) {                \
+    /* One call site: three inlined copies of the tile took 166 registers   \
+       at 32 rows against tc_nt's 64. */                                      \
     const int b0 = (n0 + TC_ROWS - 1) / TC_ROWS, b1 = (n1 + TC_ROWS - 1) / TC_ROWS;                                     \
     const int b = blockIdx.x;                                                                                          \
-    const u16* ws[1];                                                                                                  \
-    if (b < b0) {                                                                                                      \
-      ws[0] = w0;                                                                                                      \
-      tc_tile<E, MT / 8, 1>(x, ws, o0, M, n0, K, cps, b, b, part, counters, pre);                                            \
-    } else if (b < b0 + b1) {                                                                                          \
-      ws[0] = w1;                                                                                                      \
-      tc_tile<E, MT / 8, 1>(x, ws, o1, M, n1, K, cps, b - b0, b, part, counters, pre);                                       \
-    } else {                                                                                                           \
-      ws[0] = w2;                                                                                                      \
-      tc_tile<E, MT / 8, 1>(x, ws, o2, M, n2, K, cps, b - b0 - b1, b, part, counters, pre);                                  \
-    }                                                                                                                  \
+    const u16* ws[1] = {b < b0 ? w0 : b < b0 + b1 ? w1 : w2};                                                         \
+    u16* o = b < b0 ? o0 : b < b0 + b1 ? o1 : o2;                                                                      \
+    const int n = b < b0 ? n0 : b < b0 + b1 ? n1 : n2, tile = b < b0 ? b : b < b0 + b1 ? b - b0 : b - b0 - b1;        \
+    tc_tile<E, MT / 8, 1>(x, ws, o, M, n, K, cps, tile, b, part, counters, pre);                                      \
   }                                                                                                                    \
   extern "C" __global__ void __launch_bounds__(TC_WARPS * 32)                                                           \
       tc_nt3w_##name##_m##MT(const u16* x, const u16* w0, const u16* w1, const u16* w2, u16* o0, u16* o1, u16* o2,      \

@@ -43,63 +43,87 @@ const (
 	tcStageChunks = 4
 )
 
-// tcSmem is the dynamic shared memory of a block of the kernels of nw
-// weights a launch: 48 KiB for one weight, 96 KiB for the gated pair.
-func tcSmem(nw int) int { return tcWarps * tcStages * nw * 16 * tcStageChunks * 64 }
+// tcStageChunksFor is the chunks of k a stage of nw weights at row
+// bucket mt (tc_au): the gated pair at 32 rows takes half, so that its
+// rings and the block's ring of x fit three blocks a multiprocessor.
+func tcStageChunksFor(nw, mt int) int {
+	if nw == 2 && mt == 32 {
+		return tcStageChunks / 2
+	}
+	return tcStageChunks
+}
+
+// tcSharedX reports whether the kernels of row bucket mt share x among
+// a block's warps through a ring of shared memory (tc_rows, XS): from
+// two token tiles up, except tc_nt3w, whose warps split k.
+func tcSharedX(kind string, mt int) bool { return mt >= 16 && kind != "nt3w" }
+
+// tcSmem is the dynamic shared memory of a block of kind at row bucket
+// mt: the warps' rings (48 KiB for one weight, 96 KiB for the gated pair;
+// 48 KiB for the pair at 32 rows) and, where x is shared, the block's
+// ring of x (TC_STAGES stages of mt tokens).
+func tcSmem(kind string, mt int) int {
+	nw := tcNW(kind)
+	u := tcStageChunksFor(nw, mt)
+	b := tcWarps * tcStages * nw * 16 * u * 64
+	if tcSharedX(kind, mt) {
+		b += tcStages * mt * u * 64
+	}
+	return b
+}
+
+// tcNW is the weights a launch of kind multiplies at once.
+func tcNW(kind string) int {
+	if kind == "gated" {
+		return 2
+	}
+	return 1
+}
 
 // tcBlocksPerSM is the blocks of TC_WARPS warps per multiprocessor a
-// launch of nw weights aims for with split-K: the kernels' occupancy (4
-// blocks of 48 KiB of shared memory a multiprocessor, 2 of the gated
-// pair's 96 KiB), so that every block is resident in one wave; the split
-// is the largest that does not exceed it. H200, 8 rows, same run, one
-// weight: gate 14336x4096 35.3 us unsplit, 35.4 at 2 splits, 38.2 at 4
-// and 42.8 at 8 (the old rule, two waves of 8 a multiprocessor rounded
-// up, took 5: 44.9); down 4096x14336 34.7 at 8 splits, 41.2 at 17; q
-// 4096x4096 15.6 at 8, 18.1 at 16. Llama-3-8B steps at batch 4, 8 and
-// 16 (graph-replayed, context 128): 4.875, 5.014 and 5.297 ms against
-// 4.963, 5.111 and 5.499 with the old rule.
-func tcBlocksPerSM(nw int) int { return 4 / max(nw, 1) }
-
-// tcMaxWeight is the largest weight (elements) a single product of more
-// than tcAllRows rows sends to the tensor-core kernels; larger ones go
-// to cuBLAS, which streams them faster at 16 rows (H200, Llama-3-8B
-// step, graph-replayed, context 128, same run: 5.314-5.323 ms against
-// 5.371-5.390 with every product on these kernels). Alone, at 8 rows,
-// cuBLAS is faster on the large weights too (best split of the kernels
-// against cuBLAS: gate 14336x4096 35.3 against 32.3 us, down 4096x14336
-// 34.7 against 33.5, o 4096x4096 15.5 against 14.3; k/v 1024x4096 10.1
-// against 18.2), but in a step the kernels win, as cuBLAS's launches
-// neither start before the kernel before them ends nor let the next
-// start early (PDL): batch 8 4.923-4.930 ms against 4.982-5.000 (same
-// run).
-const tcMaxWeight = 8 << 20
-
-// tcAllRows is the most rows of x for which every weight goes to the
-// tensor-core kernels (tcMaxWeight above it).
-const tcAllRows = 8
+// launch of nw weights at row bucket mt aims for with split-K: the
+// kernels' occupancy by shared memory (228 KiB a multiprocessor, 1 KiB a
+// block reserved; at most 4), so that every block is resident in one
+// wave; the split is the largest that does not exceed it. H200, 8 rows,
+// same run, one weight: gate 14336x4096 35.3 us unsplit, 35.4 at 2
+// splits, 38.2 at 4 and 42.8 at 8 (the old rule, two waves of 8 a
+// multiprocessor rounded up, took 5: 44.9); down 4096x14336 34.7 at 8
+// splits, 41.2 at 17; q 4096x4096 15.6 at 8, 18.1 at 16. Llama-3-8B
+// steps at batch 4, 8 and 16 (graph-replayed, context 128): 4.875, 5.014
+// and 5.297 ms against 4.963, 5.111 and 5.499 with the old rule.
+func tcBlocksPerSM(nw, mt int) int {
+	kind := "nt"
+	if nw == 2 {
+		kind = "gated"
+	}
+	return min(4, (228<<10)/(tcSmem(kind, mt)+1<<10))
+}
 
 // tcMaxRows is the most rows of x the tensor-core kernels take by
-// default: at 32 rows cuBLAS wins on every Llama-3-8B shape (H200: k/v
-// 16.3 us against 21.1, q 15.5 against 29.6). Kernels that load x for
-// the stage they multiply at 32 rows (90 and 128 registers for tc_nt and
-// tc_nt3, against 168 and 248 with x a stage ahead) tied cuBLAS in a
-// step: batch 32, context 128, 5.31-5.35 ms against 5.30-5.37 (H200,
-// same call, 2026-11-29), so cuBLAS keeps 32 rows.
+// default, every weight alike; cuBLAS takes more. From 16 rows the
+// block's warps share x through shared memory (tc_rows, XS). H200,
+// Llama-3-8B, graph-replayed, against the rule before (the kernels for
+// every product of up to 8 rows and, to 16, the q/k/v triple and weights
+// up to 8M elements; the others cuBLAS), each in two calls of three or
+// two builds, two rounds each (2026-11-29): batch 16 at context 128
+// 5.010-5.018 -> 4.612-4.614 ms and 4.851-4.856 -> 4.542-4.561
+// (0.921x, 0.936x), at 4096 0.985x and 1.001x. At 32 rows the kernels
+// with shared x still lose to cuBLAS alone on every large weight (q 18.6
+// against 15.1 us, down 44.7 against 35.1, the gated pair 74.9 against 2
+// x 33.5; k/v win, 13.2 against 17.5), and the q/k/v triple on them
+// (cuBLAS for the rest) took batch 32 to 0.937x and 0.933x at context
+// 128 but 1.022x and 1.029x at 4096 (9.291-9.412 -> 9.558-9.576 ms; not
+// located: the same with the triple letting the attention launch only
+// after its loop, 1.027x), so 32 rows stay with cuBLAS.
 const tcMaxRows = 16
 
 // tcLimits are the limits above, a variable so that tests can send every
 // product of up to TCMaxM rows to the tensor-core kernels.
-var tcLimits = struct {
-	rows, allRows int
-	weight        int64
-}{tcMaxRows, tcAllRows, tcMaxWeight}
+var tcLimits = struct{ rows int }{tcMaxRows}
 
-// tcTakes reports whether a product of m rows of x and a weight of
-// [n, k] goes to the tensor-core kernels under tcLimits (the shape
-// checks are planTC's).
-func tcTakes(m, n, k int) bool {
-	return m <= tcLimits.rows && (m <= tcLimits.allRows || int64(n)*int64(k) <= tcLimits.weight)
-}
+// tcTakes reports whether a product of m rows of x goes to the
+// tensor-core kernels under tcLimits (the shape checks are planTC's).
+func tcTakes(m int) bool { return m <= tcLimits.rows }
 
 // tcPlan is one launch of a tensor-core skinny kernel.
 type tcPlan struct {
@@ -155,7 +179,7 @@ func planTC(m int, ns []int, k int, dt tensor.DType, aligned bool, sms, nw, spli
 	}
 	nch := (k/8 + 3) / 4
 	if splits <= 0 {
-		want := tcBlocksPerSM(nw) * max(sms, 1)
+		want := tcBlocksPerSM(nw, p.mt) * max(sms, 1)
 		splits = min(max(want/p.tiles, 1), max(nch/tcMinChunks, 1), tcMaxSplits)
 	}
 	splits = max(1, min(splits, nch, 65535))
@@ -189,13 +213,9 @@ func (g *GPU) tcKernels() error {
 		}
 		// The rings live in dynamic shared memory (tcSmem).
 		for _, kind := range []string{"nt", "nt3", "nt3w", "gated"} {
-			nw := 1
-			if kind == "gated" {
-				nw = 2
-			}
 			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 				for _, mt := range tcRowBuckets {
-					if err := g.dynamicSmem(tcName(kind, dt, mt), tcSmem(nw)); err != nil {
+					if err := g.dynamicSmem(tcName(kind, dt, mt), tcSmem(kind, mt)); err != nil {
 						return err
 					}
 				}
@@ -299,7 +319,7 @@ func (g *GPU) launchTC(kind string, dt tensor.DType, pl tcPlan, a *tcArgs) error
 // projection (kind "gated"; p: x, wg, wu, out) through a tensor-core
 // kernel when planTC takes the shape.
 func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool, error) {
-	if !tcTakes(m, n, k) {
+	if !tcTakes(m) {
 		return false, nil
 	}
 	if err := g.tcKernels(); err != nil {
@@ -325,7 +345,7 @@ func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool
 // of x, the triple runs tc_nt3w instead: tiles of 16 rows, the block's
 // warps splitting k (tcWarpTiles).
 func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, error) {
-	if m > tcLimits.rows {
+	if !tcTakes(m) {
 		return false, nil
 	}
 	if err := g.tcKernels(); err != nil {

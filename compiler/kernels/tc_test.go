@@ -27,8 +27,9 @@ func TestPlanTC(t *testing.T) {
 		nw                     int
 	}{
 		{"qkv", 8, []int{4096, 1024, 1024}, 4096, true, 8, 96, 5, 26, 1},
-		{"o", 32, []int{4096}, 4096, true, 32, 64, 8, 16, 1},
-		{"gate", 16, []int{14336}, 4096, true, 16, 224, 2, 64, 1},
+		// x shared from 16 rows: 60 and 72 KiB a block, three a multiprocessor
+		{"o", 32, []int{4096}, 4096, true, 32, 64, 6, 22, 1},
+		{"gate", 16, []int{14336}, 4096, true, 16, 224, 1, 128, 1},
 		// the gated pair: 96 KiB a block, two a multiprocessor, no split
 		{"gate/up pair", 8, []int{14336}, 4096, true, 8, 224, 1, 128, 2},
 		{"down", 8, []int{4096}, 14336, true, 8, 64, 8, 56, 1},
@@ -86,19 +87,57 @@ func TestSkinnyPath(t *testing.T) {
 
 func TestTCTakes(t *testing.T) {
 	for _, c := range []struct {
-		m, n, k int
-		want    bool
-	}{
-		{2, 14336, 4096, true},  // gate at 2 rows
-		{8, 4096, 14336, true},  // down at 8
-		{9, 4096, 14336, false}, // down at 9: cuBLAS
-		{16, 4096, 4096, false}, // o at 16
-		{16, 1024, 4096, true},  // k/v at 16: a small weight
-		{16, 2048, 4096, true},  // 8M elements exactly
-		{17, 1024, 4096, false}, // past the rows
-	} {
-		if got := tcTakes(c.m, c.n, c.k); got != c.want {
-			t.Errorf("tcTakes(%d, %d, %d) = %v, want %v", c.m, c.n, c.k, got, c.want)
+		m    int
+		want bool
+	}{{2, true}, {8, true}, {9, true}, {16, true}, {17, false}, {32, false}} {
+		if got := tcTakes(c.m); got != c.want {
+			t.Errorf("tcTakes(%d) = %v, want %v", c.m, got, c.want)
+		}
+	}
+}
+
+// TestTCSharedXLayout: the block ring of x (tc_issue_x writes token tok's
+// piece pc of a stage at tok·PR + tc_swz(tok, pc); tc_rows reads lane
+// (g, q)'s piece 4u+q of token 8t+g at (8t+g)·PR + tc_swz(g, 4u+q)) gives
+// every (token, piece) its own slot, every read finds the piece written
+// for it, and the 8 lanes of each phase of a 16-byte shared load hit 8
+// different 16-byte bank groups (no conflict).
+func TestTCSharedXLayout(t *testing.T) {
+	swz := func(pr, r, pc int) int { // tc_swz
+		if pr >= 8 {
+			return pc ^ (r&1)<<2
+		}
+		return pc
+	}
+	for _, c := range []struct{ nw, mt int }{{1, 16}, {1, 32}, {2, 16}, {2, 32}} {
+		pr := 4 * tcStageChunksFor(c.nw, c.mt)
+		slot := map[int][2]int{}
+		for tok := range c.mt {
+			for pc := range pr {
+				s := tok*pr + swz(pr, tok, pc)
+				if prev, dup := slot[s]; dup || s >= c.mt*pr {
+					t.Fatalf("nw %d mt %d: token %d piece %d at slot %d (taken by %v, or past the stage)", c.nw, c.mt, tok, pc, s, prev)
+				}
+				slot[s] = [2]int{tok, pc}
+			}
+		}
+		for tt := range c.mt / 8 {
+			for u := range pr / 4 {
+				for phase := range 4 {
+					banks := map[int]bool{}
+					for lane := phase * 8; lane < phase*8+8; lane++ {
+						g, q := lane>>2, lane&3
+						s := (tt*8+g)*pr + swz(pr, g, 4*u+q)
+						if got := slot[s]; got != [2]int{tt*8 + g, 4*u + q} {
+							t.Errorf("nw %d mt %d: lane %d of tile %d reads %v at slot %d, want token %d piece %d", c.nw, c.mt, lane, tt, got, s, tt*8+g, 4*u+q)
+						}
+						banks[s%8] = true
+					}
+					if len(banks) != 8 {
+						t.Errorf("nw %d mt %d tile %d u %d phase %d: %d bank groups for 8 lanes", c.nw, c.mt, tt, u, phase, len(banks))
+					}
+				}
+			}
 		}
 	}
 }
@@ -283,8 +322,17 @@ func TestTCShapesMatchSource(t *testing.T) {
 			t.Errorf("%s is %d in kernels_tc.cu, %d in Go", name, got, want)
 		}
 	}
-	if tcSmem(1) != 48<<10 || tcSmem(2) != 96<<10 {
-		t.Errorf("shared memory a block: %d and %d bytes, want 48 and 96 KiB", tcSmem(1), tcSmem(2))
+	for _, c := range []struct {
+		kind string
+		mt   int
+		want int
+	}{
+		{"nt", 8, 48 << 10}, {"gated", 8, 96 << 10}, {"nt3w", 16, 48 << 10},
+		{"nt", 16, 60 << 10}, {"nt3", 32, 72 << 10}, {"gated", 16, 108 << 10}, {"gated", 32, 60 << 10},
+	} {
+		if got := tcSmem(c.kind, c.mt); got != c.want {
+			t.Errorf("tcSmem(%s, %d) = %d bytes, want %d", c.kind, c.mt, got, c.want)
+		}
 	}
 }
 

@@ -199,7 +199,7 @@ func TestDecoderBatchErrors(t *testing.T) {
 // a float64 reference per sequence.
 func TestDecoderBatchGPU(t *testing.T) {
 	gpuCount(t)
-	for _, batch := range []int{8, 16} {
+	for _, batch := range []int{8, 16, 32} {
 		t.Run(fmt.Sprint(batch), func(t *testing.T) {
 			ctx := bg(t)
 			s := newSession(t, ctx, "process", 1, []int{0})
