@@ -53,6 +53,16 @@ struct Mma<F16> {
   }
 };
 
+// tc_mma adds one 32-element chunk of k to a C fragment d: the lane's
+// 16-byte pieces of rows g (wa) and g + 8 (wb) of w and of token g of one
+// token tile of x (xv) are the A and B registers of two mma (the piece's
+// first and last 8 bytes, see the top of the file).
+template <class E>
+__device__ __forceinline__ void tc_mma(float* d, const V4& wa, const V4& wb, const V4& xv) {
+  Mma<E>::run(d, wa.x, wb.x, wa.y, wb.y, xv.x, xv.y);
+  Mma<E>::run(d, wa.z, wb.z, wa.w, wb.w, xv.z, xv.w);
+}
+
 __device__ __forceinline__ V4 v4_zero() {
   V4 v;
   v.x = v.y = v.z = v.w = 0u;
@@ -253,10 +263,7 @@ __device__ __forceinline__ void tc_rows(V4* sm, V4* xs, const V4* const* w, cons
           const V4 wa = buf[(j * 16 + g) * PR + tc_swz<PR>(g, 4 * u + q)];
           const V4 wb = buf[(j * 16 + g + 8) * PR + tc_swz<PR>(g + 8, 4 * u + q)];
 #pragma unroll
-          for (int t = 0; t < NT; t++) {
-            Mma<E>::run(acc[j][t], wa.x, wb.x, wa.y, wb.y, xv[t].x, xv[t].y);
-            Mma<E>::run(acc[j][t], wa.z, wb.z, wa.w, wb.w, xv[t].z, xv[t].w);
-          }
+          for (int t = 0; t < NT; t++) tc_mma<E>(acc[j][t], wa, wb, xv[t]);
         }
       }
     }
@@ -279,10 +286,7 @@ __device__ __forceinline__ void tc_rows(V4* sm, V4* xs, const V4* const* w, cons
         const V4 wa = buf[(j * 16 + g) * PR + tc_swz<PR>(g, 4 * u + q)];
         const V4 wb = buf[(j * 16 + g + 8) * PR + tc_swz<PR>(g + 8, 4 * u + q)];
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-          Mma<E>::run(acc[j][t], wa.x, wb.x, wa.y, wb.y, xv[t][u].x, xv[t][u].y);
-          Mma<E>::run(acc[j][t], wa.z, wb.z, wa.w, wb.w, xv[t][u].z, xv[t][u].w);
-        }
+        for (int t = 0; t < NT; t++) tc_mma<E>(acc[j][t], wa, wb, xv[t][u]);
       }
     __syncwarp();
 #pragma unroll
