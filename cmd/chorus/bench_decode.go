@@ -471,7 +471,7 @@ func (b *decodeBench) shapes(ctx context.Context) error {
 				}
 				sweep = append(sweep, sl+fmt.Sprintf("; tensor-core kernel %.1f", us))
 			}
-			if m == 8 || m == 32 {
+			if m == 8 || m == 16 || m == 32 {
 				sl := fmt.Sprintf("# %-8s m=%d tensor-core us by splits of k:", p.name, m)
 				for _, sp := range []int{1, 2, 4, 8, 16} {
 					us, err := rowKS("tc", sp)
