@@ -268,11 +268,11 @@ func benchMatmulNT(env registry.Env, m, n, k int64, dt tensor.DType, iters int, 
 		if err := g.tcKernels(); err != nil {
 			return nil, err
 		}
-		kind, nw := "nt", 1
+		kind := "nt"
 		if path == "gated" || path == "tcgated" {
-			kind, nw = "gated", 2
+			kind = "gated"
 		}
-		pl, ok := planTC(int(m), []int{int(n)}, int(k), dt, true, g.sms, nw, ks)
+		pl, ok := planTC(int(m), []int{int(n)}, int(k), dt, true, g.sms, tcNW(kind), ks)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s: the tensor-core kernel does not take %d×%d×%d %s", ErrUnsupported, BenchMatmulNTFunc, m, k, n, dt)
 		}

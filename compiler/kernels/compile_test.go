@@ -104,10 +104,10 @@ func TestTCOccupancy(t *testing.T) {
 					t.Fatalf("no kernel %s", name)
 				}
 				byRegs := r.BlocksByRegisters(tcWarps * 32)
-				bySmem := (228 << 10) / (tcSmem(kind, mt) + r.Shared + 1<<10)
+				bySmem := (228 << 10) / (tcSmem(nw, mt, tcSharedX(kind, mt)) + r.Shared + 1<<10)
 				if want := tcBlocksPerSM(nw, mt); min(byRegs, bySmem) < want {
 					t.Errorf("%s: %d registers and %d bytes of shared memory a block fit %d blocks a multiprocessor (registers %d, shared memory %d); the split plans %d",
-						name, r.Registers, tcSmem(kind, mt)+r.Shared, min(byRegs, bySmem), byRegs, bySmem, want)
+						name, r.Registers, tcSmem(nw, mt, tcSharedX(kind, mt))+r.Shared, min(byRegs, bySmem), byRegs, bySmem, want)
 				}
 			}
 		}

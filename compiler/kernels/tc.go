@@ -58,15 +58,14 @@ func tcStageChunksFor(nw, mt int) int {
 // two token tiles up, except tc_nt3w, whose warps split k.
 func tcSharedX(kind string, mt int) bool { return mt >= 16 && kind != "nt3w" }
 
-// tcSmem is the dynamic shared memory of a block of kind at row bucket
-// mt: the warps' rings (48 KiB for one weight, 96 KiB for the gated pair;
-// 48 KiB for the pair at 32 rows) and, where x is shared, the block's
-// ring of x (TC_STAGES stages of mt tokens).
-func tcSmem(kind string, mt int) int {
-	nw := tcNW(kind)
+// tcSmem is the dynamic shared memory of a block of nw weights at row
+// bucket mt: the warps' rings (48 KiB for one weight, 96 KiB for the
+// gated pair; 48 KiB for the pair at 32 rows) and, with xs (tcSharedX),
+// the block's ring of x (TC_STAGES stages of mt tokens).
+func tcSmem(nw, mt int, xs bool) int {
 	u := tcStageChunksFor(nw, mt)
 	b := tcWarps * tcStages * nw * 16 * u * 64
-	if tcSharedX(kind, mt) {
+	if xs {
 		b += tcStages * mt * u * 64
 	}
 	return b
@@ -92,11 +91,7 @@ func tcNW(kind string) int {
 // steps at batch 4, 8 and 16 (graph-replayed, context 128): 4.875, 5.014
 // and 5.297 ms against 4.963, 5.111 and 5.499 with the old rule.
 func tcBlocksPerSM(nw, mt int) int {
-	kind := "nt"
-	if nw == 2 {
-		kind = "gated"
-	}
-	return min(4, (228<<10)/(tcSmem(kind, mt)+1<<10))
+	return min(4, (228<<10)/(tcSmem(nw, mt, tcSharedX("nt", mt))+1<<10))
 }
 
 // tcMaxRows is the most rows of x the tensor-core kernels take by
@@ -215,7 +210,7 @@ func (g *GPU) tcKernels() error {
 		for _, kind := range []string{"nt", "nt3", "nt3w", "gated"} {
 			for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 				for _, mt := range tcRowBuckets {
-					if err := g.dynamicSmem(tcName(kind, dt, mt), tcSmem(kind, mt)); err != nil {
+					if err := g.dynamicSmem(tcName(kind, dt, mt), tcSmem(tcNW(kind), mt, tcSharedX(kind, mt))); err != nil {
 						return err
 					}
 				}
@@ -290,12 +285,8 @@ type tcArgs struct {
 // launchTC runs kind ("nt" or "gated") of x[m, k] and the weights in a
 // (w, and w2 for gated) into a.out under plan pl.
 func (g *GPU) launchTC(kind string, dt tensor.DType, pl tcPlan, a *tcArgs) error {
-	nw := 1
-	if kind == "gated" {
-		nw = 2
-	}
 	var err error
-	if a.counters, a.part, err = g.tcScratch(pl, nw); err != nil {
+	if a.counters, a.part, err = g.tcScratch(pl, tcNW(kind)); err != nil {
 		return err
 	}
 	a.cps = int32(pl.cps)
@@ -325,11 +316,7 @@ func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool
 	if err := g.tcKernels(); err != nil {
 		return false, err
 	}
-	nw := 1
-	if kind == "gated" {
-		nw = 2
-	}
-	pl, ok := planTC(m, []int{n}, k, dt, aligned16(p...), g.sms, nw, 0)
+	pl, ok := planTC(m, []int{n}, k, dt, aligned16(p...), g.sms, tcNW(kind), 0)
 	if !ok {
 		return false, nil
 	}

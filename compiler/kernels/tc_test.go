@@ -330,7 +330,7 @@ func TestTCShapesMatchSource(t *testing.T) {
 		{"nt", 8, 48 << 10}, {"gated", 8, 96 << 10}, {"nt3w", 16, 48 << 10},
 		{"nt", 16, 60 << 10}, {"nt3", 32, 72 << 10}, {"gated", 16, 108 << 10}, {"gated", 32, 60 << 10},
 	} {
-		if got := tcSmem(c.kind, c.mt); got != c.want {
+		if got := tcSmem(tcNW(c.kind), c.mt, tcSharedX(c.kind, c.mt)); got != c.want {
 			t.Errorf("tcSmem(%s, %d) = %d bytes, want %d", c.kind, c.mt, got, c.want)
 		}
 	}
