@@ -44,10 +44,25 @@ const (
 // over 32); a cap of 16 splits so that batch 1 could merge in one round
 // made its blocks longer (13 of 320 rows: a step 1.036x slower at
 // context 4096).
+//
+// decodeMinRows is the fewest cache rows a split takes where the cache
+// is short: a block's warps take DEC_KEYS rows each, so a block reads 64
+// rows in one round of loads, as long as it takes to read 8. A short
+// cache (137 rows at context 128) is then 3 splits, merged by the
+// launch's last block, instead of 17 of 8 rows and an attn_combine
+// launch after them. Caches past 17 x 64 rows at batch 1 keep their
+// splits. H200s, Llama-3-8B, graph-replayed, both builds twice in one
+// call (2026-11-29): over 2 GPUs batch 8 at context 128 (5 splits -> 3)
+// 3.116-3.122 -> 3.076-3.086 ms, batch 1 (33 -> 3) 2.683-2.687 ->
+// 2.690-2.703; one GPU batch 1 at context 128 (17 -> 3) 3.940-3.946 ->
+// 3.940-3.991, at 512 (17 -> 9) 3.967-3.982 -> 3.976-3.985. The merge in
+// the last block costs about what the attn_combine launch did; one
+// launch fewer a layer, and the rank of two at batch 8 gains 1.3%.
 var (
 	decodeBlocksPerSM = 1
 	decodeMaxChunk    = 4096
 	decodeFuseSplits  = 8
+	decodeMinRows     = 64
 )
 
 // decodePlan is one launch of dec_attn: splits chunks of at most chunk
@@ -84,7 +99,7 @@ func planDecode(dims attnDims, dt tensor.DType, aligned bool, sms int) (decodePl
 	pairs := dims.t * dims.hkv
 	fill := (decodeBlocksPerSM*max(sms, 1) + pairs - 1) / pairs
 	p := decodePlan{d: dims.d, g8: dims.hq/dims.hkv <= 8}
-	p.splits = max(1, min(max(fill, (dims.maxSeq+decodeMaxChunk-1)/decodeMaxChunk), (dims.maxSeq+7)/8, attnMaxSplits))
+	p.splits = max(1, min(max(fill, (dims.maxSeq+decodeMaxChunk-1)/decodeMaxChunk), (dims.maxSeq+decodeMinRows-1)/decodeMinRows, attnMaxSplits))
 	for p.splits > 1 && p.scratch(dims.t, dims.hq) > attnScratchMax {
 		p.splits /= 2
 	}

@@ -11,8 +11,9 @@ import (
 
 // TestPlanDecode checks which attention calls take dec_attn and how a
 // sequence's cache is split: whole tiles of 64 rows where a chunk is
-// longer than a tile, at most decodeMaxChunk rows a block, enough blocks
-// for decodeBlocksPerSM a multiprocessor, the scratch bounded.
+// longer than a tile, at most decodeMaxChunk rows a block and at least
+// decodeMinRows where the cache is longer, enough blocks for
+// decodeBlocksPerSM a multiprocessor, the scratch bounded.
 func TestPlanDecode(t *testing.T) {
 	const sms = 132
 	for _, c := range []struct {
@@ -32,8 +33,14 @@ func TestPlanDecode(t *testing.T) {
 		{"batch32", 32, 32, 8, 128, 4133, 32, tensor.BFloat16, true, true, 2, 2112, "dec_attn_bf16_d128_g8"},
 		{"tp2", 1, 16, 4, 128, 4133, 1, tensor.BFloat16, true, true, 33, 128, "dec_attn_bf16_d128_g8"},
 		{"long_cache", 1, 32, 8, 128, 100000, 1, tensor.BFloat16, true, true, 25, 4032, "dec_attn_bf16_d128_g8"},
-		{"short_cache", 1, 8, 2, 64, 40, 1, tensor.Float16, true, true, 5, 8, "dec_attn_f16_d64_g8"},
-		{"g16", 1, 32, 2, 128, 100, 1, tensor.Float16, true, true, 13, 8, "dec_attn_f16_d128"},
+		// short caches: at least 64 rows a split (one round of a block's
+		// loads), so context 128 is 3 splits merged by the last block, not
+		// 17 (or 33 on a rank of two) of 8 rows and attn_combine
+		{"batch1_ctx128", 1, 32, 8, 128, 137, 1, tensor.BFloat16, true, true, 3, 48, "dec_attn_bf16_d128_g8"},
+		{"tp2_ctx128", 1, 16, 4, 128, 137, 1, tensor.BFloat16, true, true, 3, 48, "dec_attn_bf16_d128_g8"},
+		{"batch1_ctx1000", 1, 32, 8, 128, 1009, 1, tensor.BFloat16, true, true, 16, 64, "dec_attn_bf16_d128_g8"},
+		{"short_cache", 1, 8, 2, 64, 40, 1, tensor.Float16, true, true, 1, 40, "dec_attn_f16_d64_g8"},
+		{"g16", 1, 32, 2, 128, 100, 1, tensor.Float16, true, true, 2, 56, "dec_attn_f16_d128"},
 		{"one_row", 1, 4, 4, 128, 1, 1, tensor.Float16, true, true, 1, 8, "dec_attn_f16_d128_g8"},
 		// not decode, or shapes it does not take
 		{"prompt", 16, 32, 8, 128, 4133, 1, tensor.BFloat16, true, false, 0, 0, ""},
