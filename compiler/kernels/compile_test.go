@@ -113,3 +113,41 @@ func TestTCOccupancy(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeCarveout: the shared-memory configuration each dec_attn
+// kernel prefers (decodeCarveout percent of 228 KiB, taken to one of
+// Hopper's 0, 8, 16, 32, 64, 100, ... KiB, below or above: the driver
+// takes a supported one) holds the blocks a multiprocessor its registers
+// allow (128 threads a block, 64K registers; 1 KiB a block reserved),
+// and leaves at least 128 KiB of the 256 as L1.
+func TestDecodeCarveout(t *testing.T) {
+	if raceBuild {
+		t.Skip("compiles CUDA C only; the run without -race covers it")
+	}
+	rep, err := report(nvrtctest.Load(t), prefillModule(), "sm_90")
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := []int{0, 8, 16, 32, 64, 100, 132, 164, 196, 228} // KiB
+	for _, name := range decodeKernelNames {
+		r, ok := rep[name]
+		if !ok {
+			t.Fatalf("%s: no report", name)
+		}
+		blocks := min((64<<10)/(max(r.Registers, 1)*prefillWarps*32), 16)
+		need := blocks * (r.Shared + 1<<10)
+		pref := decodeCarveout(decodeHeadDim(name)) * (228 << 10) / 100
+		lo, hi := 0, 228
+		for _, c := range configs {
+			if c<<10 <= pref {
+				lo = c
+			}
+			if c<<10 >= pref && c < hi {
+				hi = c
+			}
+		}
+		if need > lo<<10 || hi > 128 {
+			t.Errorf("%s: %d registers, %d bytes of shared memory: %d blocks need %d bytes; decodeCarveout gives %d or %d KiB", name, r.Registers, r.Shared, blocks, need, lo, hi)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/tensor"
@@ -64,6 +65,33 @@ var (
 	decodeFuseSplits  = 8
 	decodeMinRows     = 64
 )
+
+// decodeCarveout is the shared-memory share (percent of the most, 228
+// KiB on an H200) the dec_attn kernels of head dim d prefer: a
+// configuration that holds the blocks a multiprocessor their registers
+// allow whichever supported one the driver takes near it
+// (TestDecodeCarveout: head dim 128 two blocks, 32 or 64 KiB; 64 four or
+// five, 64 or 100 KiB), the rest of the 256 KiB as L1. Without it the
+// attention's blocks, launched early (PDL) while a product with large
+// shared-memory rings still ran, were placed beside it under that
+// product's configuration (228 KiB shared, 28 KiB of L1) and kept it for
+// the whole launch, each block 10% slower (globaltimer stamps: 72.8
+// against 66.0 us at batch 32, context 4096, behind the tensor-core
+// q/k/v kernel). H200, Llama-3-8B (head dim 128), graph-replayed, both
+// builds in two rounds of one call (2026-11-29): batch 16 at context
+// 4096 6.697-6.763 -> 6.331-6.368 ms, at 128 4.545-4.562 -> 4.474-4.482,
+// batch 8 at 4096 5.470 -> 5.391-5.418, batch 1 at 4096 4.211-4.212 ->
+// 4.153-4.185; batch 1 and 8 at 128 and batch 32 (cuBLAS's q/k/v before
+// the attention) within the noise. Launching the attention without PDL
+// instead took batch 16 at 4096 to 6.514 (and batch 1 1.035-1.045x
+// slower); a 0% preference, the least shared memory, left room for one
+// block: 1.07-1.19x slower.
+func decodeCarveout(d int) int {
+	if d == 64 {
+		return 29
+	}
+	return 15
+}
 
 // decodePlan is one launch of dec_attn: splits chunks of at most chunk
 // cache rows a (sequence, kv head), a short context spread over fill of
@@ -154,6 +182,14 @@ func (p decodePlan) kernel(suf string, rope bool) string {
 // grid is (splits, kv heads, sequences).
 func (p decodePlan) grid(dims attnDims) [3]uint32 {
 	return [3]uint32{uint32(p.splits), uint32(dims.hkv), uint32(dims.t)}
+}
+
+// decodeHeadDim is the head dim of dec_attn kernel name (64 or 128).
+func decodeHeadDim(name string) int {
+	if strings.Contains(name, "_d64") {
+		return 64
+	}
+	return 128
 }
 
 // decodeKernelNames are the dec_attn kernels of kernels_prefill.cu.

@@ -86,8 +86,16 @@ func (g *GPU) prefillKernels() error {
 		return nil
 	}
 	err := g.dev.Do(func(cuda.Stream) (err error) {
-		g.prefillMod, err = g.loadModule(prefillModule())
-		return err
+		if g.prefillMod, err = g.loadModule(prefillModule()); err != nil {
+			return err
+		}
+		for _, n := range decodeKernelNames {
+			pct := decodeCarveout(decodeHeadDim(n))
+			if err := g.drv.FuncSetAttribute(g.fns[n].f, cuda.FuncAttrPreferredSharedMemoryCarveout, pct); err != nil {
+				return fmt.Errorf("%s: shared memory carveout %d%%: %w", n, pct, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("vm: prefill attention kernels on cuda:%d: %w", g.dev.Ordinal(), err)

@@ -327,6 +327,15 @@ func (d *Driver) ModuleUnload(m Module) error { return d.c.Call("cuModuleUnload"
 // 227 KiB a block on Hopper).
 const FuncAttrMaxDynamicSharedSizeBytes = 8
 
+// FuncAttrPreferredSharedMemoryCarveout is
+// CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: the share of the
+// unified L1 and shared memory a function prefers as shared memory, in
+// percent of the most (the driver takes the nearest configuration that
+// holds its blocks; a multiprocessor changes configuration only when
+// idle, so blocks of a function that prefers another one are not placed
+// beside a kernel running under it).
+const FuncAttrPreferredSharedMemoryCarveout = 9
+
 // FuncSetAttribute sets attribute attr (CUfunction_attribute) of f to
 // value.
 func (d *Driver) FuncSetAttribute(f Function, attr, value int) error {
