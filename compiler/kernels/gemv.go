@@ -451,7 +451,11 @@ func (g *GPU) TryNT3(t []*tensor.Tensor) (bool, error) {
 		}
 		m, k, ns[i] = mi, ki, ni
 	}
-	path := skinnyPath(m, int(gemvMaxRows.Load()))
+	rows := int(gemvMaxRows.Load())
+	if rows >= GemvDefaultRows {
+		rows = max(rows, tcTripleRows) // the triple on the tensor cores to 32 rows (tcTripleRows)
+	}
+	path := skinnyPath(m, rows)
 	if path == "" {
 		return false, nil
 	}

@@ -107,9 +107,10 @@ func tcBlocksPerSM(nw, mt int) int {
 // against 15.1 us, down 44.7 against 35.1, the gated pair 74.9 against 2
 // x 33.5; k/v win, 13.2 against 17.5), and the q/k/v triple on them
 // (cuBLAS for the rest) took batch 32 to 0.937x and 0.933x at context
-// 128 but 1.022x and 1.029x at 4096 (9.291-9.412 -> 9.558-9.576 ms; not
-// located: the same with the triple letting the attention launch only
-// after its loop, 1.027x), so 32 rows stay with cuBLAS.
+// 128 but 1.022x and 1.029x at 4096 (9.291-9.412 -> 9.558-9.576 ms),
+// which the attention's shared-memory carveout explained and removed
+// (decodeCarveout): the triple takes up to tcTripleRows, every other
+// product of more than 16 rows stays with cuBLAS.
 const tcMaxRows = 16
 
 // tcLimits are the limits above, a variable so that tests can send every
@@ -119,6 +120,27 @@ var tcLimits = struct{ rows int }{tcMaxRows}
 // tcTakes reports whether a product of m rows of x goes to the
 // tensor-core kernels under tcLimits (the shape checks are planTC's).
 func tcTakes(m int) bool { return m <= tcLimits.rows }
+
+// tcTripleRows is the most rows of x the q/k/v triple takes to the
+// tensor-core kernels, past tcMaxRows: cuBLAS runs the triple as three
+// products (q, k and v 14.9, 14.8 and 14.8 us alone at 32 rows, k and v
+// at 0.13 of the bound; about 30 us together in a step), the kernel as
+// one launch over the three weights (17 us in a step). H200,
+// Llama-3-8B, graph-replayed, two rounds of one call, both with the
+// attention's carveout (2026-11-29): batch 32 5.307-5.328 -> 4.932-4.946
+// ms at context 128, 9.297-9.310 -> 8.915-8.918 at 4096. Before that
+// carveout the attention behind the kernel lost what the triple gained
+// at 4096 (1.009-1.029x; decodeCarveout).
+const tcTripleRows = 32
+
+// tcTakesTriple is tcTakes for the q/k/v triple: up to tcTripleRows where
+// tcLimits lets every product of tcMaxRows rows through.
+func tcTakesTriple(m int) bool {
+	if tcLimits.rows >= tcMaxRows {
+		return m <= max(tcLimits.rows, tcTripleRows)
+	}
+	return tcTakes(m)
+}
 
 // tcPlan is one launch of a tensor-core skinny kernel.
 type tcPlan struct {
@@ -332,7 +354,7 @@ func (g *GPU) tryTC(kind string, m, k, n int, dt tensor.DType, p []uint64) (bool
 // of x, the triple runs tc_nt3w instead: tiles of 16 rows, the block's
 // warps splitting k (tcWarpTiles).
 func (g *GPU) tryTCNT3(m, k int, ns [3]int, dt tensor.DType, p []uint64) (bool, error) {
-	if !tcTakes(m) {
+	if !tcTakesTriple(m) {
 		return false, nil
 	}
 	if err := g.tcKernels(); err != nil {

@@ -365,3 +365,25 @@ func TestTCWarpTiles(t *testing.T) {
 		})
 	}
 }
+
+// TestTCTakesTriple: the q/k/v triple goes to the tensor-core kernels up
+// to tcTripleRows rows where the limit lets every product of tcMaxRows
+// through (the default), and follows a lower limit (0: cuBLAS only).
+func TestTCTakesTriple(t *testing.T) {
+	defer func(v int) { tcLimits.rows = v }(tcLimits.rows)
+	for _, c := range []struct {
+		limit, m int
+		want     bool
+	}{
+		{tcMaxRows, 1, true}, {tcMaxRows, 16, true}, {tcMaxRows, 17, true}, {tcMaxRows, 32, true}, {tcMaxRows, 33, false},
+		{8, 8, true}, {8, 9, false}, {0, 1, false}, {TCMaxM, 32, true},
+	} {
+		tcLimits.rows = c.limit
+		if got := tcTakesTriple(c.m); got != c.want {
+			t.Errorf("limit %d: tcTakesTriple(%d) = %v, want %v", c.limit, c.m, got, c.want)
+		}
+		if c.m > c.limit && tcTakes(c.m) {
+			t.Errorf("limit %d: tcTakes(%d) for a product that is not the triple", c.limit, c.m)
+		}
+	}
+}
