@@ -3,7 +3,7 @@
 # round runs the builds in order, then in reverse: ABBA...), so that a
 # change is measured against the build before it on the same GPUs.
 # Writes OUT/<label>-<round>.jsonl and .txt (chorus bench decode) and
-# OUT/ab.md (scripts/decode-ab.py: per row the range over rounds of each
+# OUT/ab.md (scripts/decode-ab.py, after every round: per row the range over rounds of each
 # build and each build's best against the first's).
 # Usage: scripts/decode-ab.sh OUT LABEL=BINDIR [LABEL=BINDIR...] -- [chorus bench decode flags]
 #   the default flags are --preset llama3-8b --batch 1,8 --ctx 128,4096
@@ -31,6 +31,8 @@ done
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 rounds=${DECODE_AB_ROUNDS:-2}
+labels=()
+for b in "${builds[@]}"; do labels+=("${b%%=*}"); done
 rc=0
 for ((r = 1; r <= rounds; r++)); do
   order=("${builds[@]}")
@@ -45,8 +47,11 @@ for ((r = 1; r <= rounds; r++)); do
     echo "$label round $r rc=$s"
     [ $s -eq 0 ] || rc=1
   done
+  # The table so far after every round (OUT/ab.md holds the latest), so
+  # that a call cut short by its time limit still reports what it measured.
+  if ((r < rounds)); then
+    python3 "$(dirname "$0")/decode-ab.py" "$out" "${labels[@]}" >"$out/ab.md" && echo "after round $r:" && cat "$out/ab.md"
+  fi
 done
-labels=()
-for b in "${builds[@]}"; do labels+=("${b%%=*}"); done
 python3 "$(dirname "$0")/decode-ab.py" "$out" "${labels[@]}" | tee "$out/ab.md"
 exit $rc
