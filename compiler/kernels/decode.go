@@ -71,7 +71,8 @@ var (
 // configuration that holds the blocks a multiprocessor their registers
 // allow whichever supported one the driver takes near it
 // (TestDecodeCarveout: head dim 128 two blocks, 32 or 64 KiB; 64 four or
-// five, 64 or 100 KiB), the rest of the 256 KiB as L1. Without it the
+// five, 64 or 100 KiB; head dim 64 sized so, not measured), the rest of
+// the 256 KiB as L1. Without it the
 // attention's blocks, launched early (PDL) while a product with large
 // shared-memory rings still ran, were placed beside it under that
 // product's configuration (228 KiB shared, 28 KiB of L1) and kept it for

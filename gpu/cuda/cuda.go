@@ -330,10 +330,11 @@ const FuncAttrMaxDynamicSharedSizeBytes = 8
 // FuncAttrPreferredSharedMemoryCarveout is
 // CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: the share of the
 // unified L1 and shared memory a function prefers as shared memory, in
-// percent of the most (the driver takes the nearest configuration that
-// holds its blocks; a multiprocessor changes configuration only when
-// idle, so blocks of a function that prefers another one are not placed
-// beside a kernel running under it).
+// percent of the most (the driver takes a supported configuration near
+// it that holds the function's blocks). A multiprocessor changes its
+// configuration only when idle; on an H200 the blocks of a kernel that
+// prefers a small share were no longer placed beside a kernel running
+// under the largest (compiler/kernels, decodeCarveout).
 const FuncAttrPreferredSharedMemoryCarveout = 9
 
 // FuncSetAttribute sets attribute attr (CUfunction_attribute) of f to
