@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"strings"
 	"unsafe"
 
 	"github.com/chorus-rt/chorus/tensor"
@@ -66,13 +65,13 @@ var (
 	decodeMinRows     = 64
 )
 
-// decodeCarveout is the shared-memory share (percent of the most, 228
-// KiB on an H200) the dec_attn kernels of head dim d prefer: a
-// configuration that holds the blocks a multiprocessor their registers
-// allow whichever supported one the driver takes near it
-// (TestDecodeCarveout: head dim 128 two blocks, 32 or 64 KiB; 64 four or
-// five, 64 or 100 KiB; head dim 64 sized so, not measured), the rest of
-// the 256 KiB as L1. Without it the
+// decodeCarveout is the shared-memory share (percent of the device's
+// most, cuda.AttrMaxSharedMemoryPerMultiprocessor) the dec_attn kernels
+// prefer: enough for the blocks a multiprocessor their registers allow
+// (blocks, shared bytes a block, 1 KiB a block reserved), plus one
+// percent; the driver rounds a preference up to a supported capacity
+// (on an H200 two blocks of head dim 128: 15%, the 64 KiB configuration;
+// TestDecodeCarveout), the rest of the 256 KiB stays L1. Without it the
 // attention's blocks, launched early (PDL) while a product with large
 // shared-memory rings still ran, were placed beside it under that
 // product's configuration (228 KiB shared, 28 KiB of L1) and kept it for
@@ -86,12 +85,14 @@ var (
 // the attention) within the noise. Launching the attention without PDL
 // instead took batch 16 at 4096 to 6.514 (and batch 1 1.035-1.045x
 // slower); a 0% preference, the least shared memory, left room for one
-// block: 1.07-1.19x slower.
-func decodeCarveout(d int) int {
-	if d == 64 {
-		return 29
+// block: 1.07-1.19x slower. Other GPUs and head dim 64 get the same rule
+// from their own numbers (not measured).
+func decodeCarveout(blocks, shared, maxShared int) int {
+	if maxShared <= 0 || blocks <= 0 {
+		return 100
 	}
-	return 15
+	need := blocks * (shared + 1<<10)
+	return min(100, (need*100+maxShared-1)/maxShared+1)
 }
 
 // decodePlan is one launch of dec_attn: splits chunks of at most chunk
@@ -183,14 +184,6 @@ func (p decodePlan) kernel(suf string, rope bool) string {
 // grid is (splits, kv heads, sequences).
 func (p decodePlan) grid(dims attnDims) [3]uint32 {
 	return [3]uint32{uint32(p.splits), uint32(dims.hkv), uint32(dims.t)}
-}
-
-// decodeHeadDim is the head dim of dec_attn kernel name (64 or 128).
-func decodeHeadDim(name string) int {
-	if strings.Contains(name, "_d64") {
-		return 64
-	}
-	return 128
 }
 
 // decodeKernelNames are the dec_attn kernels of kernels_prefill.cu.

@@ -63,6 +63,11 @@ type GPU struct {
 	tcBufs, tcCounters []*device.Buffer
 	// prefillMod holds the prefill attention kernels (kernels_prefill.cu).
 	prefillMod cuda.Module
+	// carveoutErr is why the decode attention's shared-memory carveout
+	// preference could not be set (decodeCarveouts), nil when it was: a
+	// preference only moves where blocks are placed, so the kernels run
+	// without it (slower at long contexts); the GPU tests check it.
+	carveoutErr error
 	// fixedWeights: SetFixedWeights's promise for the products launched
 	// now (their kernels' pre argument); callLaunches: kernels launched
 	// since BeginCall.

@@ -24,7 +24,8 @@ import (
 // rows before each position before their PDL wait, row pos after it),
 // and with the promise and every split plan merged by its last blocks
 // (decodeFuseSplits past any plan's splits; several rounds of DEC_TAIL
-// where a plan has more).
+// where a plan has more); and that the kernels' shared-memory carveout
+// preference was set (decodeCarveouts).
 func TestGPUDecodeAttention(t *testing.T) {
 	g, dev := openTestGPU(t)
 	type dcase struct {
@@ -172,6 +173,9 @@ func TestGPUDecodeAttention(t *testing.T) {
 					}
 					if ok, err := g.tryDecodeAttention(dims, dt, p, nil); err != nil || !ok {
 						t.Fatalf("dec_attn (fixed %v): ran %v, %v", fixed, ok, err)
+					}
+					if g.carveoutErr != nil {
+						t.Errorf("the carveout preference was not set: %v", g.carveoutErr)
 					}
 					// the attention op: the GPU's append, then the kernel it picks
 					op := []*tensor.Tensor{direct[0], direct[1], direct[2], onGPU(t, dev, kc0), onGPU(t, dev, vc0), direct[5], out()}

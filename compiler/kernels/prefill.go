@@ -89,16 +89,42 @@ func (g *GPU) prefillKernels() error {
 		if g.prefillMod, err = g.loadModule(prefillModule()); err != nil {
 			return err
 		}
-		for _, n := range decodeKernelNames {
-			pct := decodeCarveout(decodeHeadDim(n))
-			if err := g.drv.FuncSetAttribute(g.fns[n].f, cuda.FuncAttrPreferredSharedMemoryCarveout, pct); err != nil {
-				return fmt.Errorf("%s: shared memory carveout %d%%: %w", n, pct, err)
-			}
-		}
+		g.carveoutErr = g.decodeCarveouts()
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("vm: prefill attention kernels on cuda:%d: %w", g.dev.Ordinal(), err)
+	}
+	return nil
+}
+
+// decodeCarveouts sets each dec_attn kernel's shared-memory carveout
+// preference (decodeCarveout) from its registers' blocks a
+// multiprocessor, its static shared memory and the device's most. Call
+// it inside g.dev.Do.
+func (g *GPU) decodeCarveouts() error {
+	d, err := g.drv.DeviceGet(g.dev.Ordinal())
+	if err != nil {
+		return err
+	}
+	most, err := g.drv.DeviceAttribute(d, cuda.AttrMaxSharedMemoryPerMultiprocessor)
+	if err != nil {
+		return err
+	}
+	for _, n := range decodeKernelNames {
+		f := g.fns[n].f
+		blocks, err := g.drv.OccupancyMaxActiveBlocksPerMultiprocessor(f, prefillWarps*32, 0)
+		if err != nil {
+			return fmt.Errorf("%s: occupancy: %w", n, err)
+		}
+		shared, err := g.drv.FuncGetAttribute(f, cuda.FuncAttrSharedSizeBytes)
+		if err != nil {
+			return fmt.Errorf("%s: shared memory: %w", n, err)
+		}
+		pct := decodeCarveout(blocks, shared, most)
+		if err := g.drv.FuncSetAttribute(f, cuda.FuncAttrPreferredSharedMemoryCarveout, pct); err != nil {
+			return fmt.Errorf("%s: shared memory carveout %d%%: %w", n, pct, err)
+		}
 	}
 	return nil
 }

@@ -33,6 +33,11 @@ const (
 	AttrComputeCapabilityMinor = 76
 	AttrUnifiedAddressing      = 41
 	AttrClockRate              = 13 // kHz
+	// AttrMaxSharedMemoryPerMultiprocessor is the most shared memory a
+	// multiprocessor can give its blocks (228 KiB on Hopper, 164 on A100,
+	// 100 on compute capability 8.6 and 8.9): what a carveout preference is
+	// a percentage of.
+	AttrMaxSharedMemoryPerMultiprocessor = 81
 	// AttrMPSEnabled is 1 when contexts on the device are shared through
 	// the MPS daemon (CU_DEVICE_ATTRIBUTE_MPS_ENABLED, CUDA 12.3+).
 	AttrMPSEnabled = 133
@@ -101,7 +106,7 @@ var symbols = []string{
 	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2",
 	"cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2",
 	"cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemsetD8_v2", "cuMemsetD8Async",
-	"cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel", "cuFuncSetAttribute",
+	"cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel", "cuFuncSetAttribute", "cuFuncGetAttribute",
 	"cuIpcGetMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle",
 	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
@@ -336,6 +341,17 @@ const FuncAttrMaxDynamicSharedSizeBytes = 8
 // prefers a small share were no longer placed beside a kernel running
 // under the largest (compiler/kernels, decodeCarveout).
 const FuncAttrPreferredSharedMemoryCarveout = 9
+
+// FuncAttrSharedSizeBytes is CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: the
+// function's static shared memory a block.
+const FuncAttrSharedSizeBytes = 1
+
+// FuncGetAttribute reads attribute attr (CUfunction_attribute) of f.
+func (d *Driver) FuncGetAttribute(f Function, attr int) (int, error) {
+	var v int32
+	err := d.c.Call("cuFuncGetAttribute", uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(f))
+	return int(v), err
+}
 
 // FuncSetAttribute sets attribute attr (CUfunction_attribute) of f to
 // value.
