@@ -72,7 +72,8 @@ func init() {
 // GemvFunc (max_rows int) -> the previous value: matmul_nt and the gated
 // projection of up to max_rows rows of x run the skinny-matrix kernels on
 // this worker's process, more rows cuBLAS (0: cuBLAS for all; default
-// GemvDefaultRows).
+// GemvDefaultRows); the q/k/v triple up to tcTripleRows rows where
+// max_rows is at least the default.
 const GemvFunc = "chorus.vm.gemv_max_rows"
 
 // gemvPlan is one launch of a skinny-matrix kernel.
